@@ -1,0 +1,32 @@
+/*
+ * ctrial/ctrial.h — the umbrella header: everything a trial needs.
+ *
+ *     #include <ctrial/ctrial.h>
+ *
+ * Areas, one header each: error.h (status codes, messages), tensor.h
+ * (tensors, ops, autograd, scopes), nn.h (modules and layers), optim.h
+ * (optimizers), value.h (state-dict trees), cuda.h (GPUs).
+ */
+#ifndef CTRIAL_CTRIAL_H
+#define CTRIAL_CTRIAL_H
+
+#include <ctrial/config.h>
+#include "cuda.h"
+#include "error.h"
+#include "nn.h"
+#include "optim.h"
+#include "tensor.h"
+#include "value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "0.1.0": the version of the library actually loaded (compare with
+ * CTRIAL_VERSION_STRING, the headers' version). */
+CT_API const char *ct_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

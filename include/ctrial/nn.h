@@ -1,0 +1,167 @@
+/*
+ * ctrial/nn.h — modules: named parameters, buffers and children, built-in
+ * layers, and user modules whose forward is a C function.
+ *
+ * A module mirrors torch.nn.Module: it owns parameters (tensors with grad),
+ * buffers (running statistics) and child modules, each under a name, and its
+ * state is addressed by PyTorch's dotted names ("fc1.weight",
+ * "bn.running_mean", "0.bias" inside a Sequential). Built-in layers are
+ * initialised exactly as PyTorch initialises them, so the same seed gives
+ * bit-identical weights to Python's `torch.manual_seed(s); nn.Linear(...)`.
+ *
+ *     typedef struct { ct_module *fc1, *fc2; } Net;
+ *
+ *     static ct_tensor *net_forward(ct_module *self, const ct_tensor *x) {
+ *         Net *n = ct_nn_user(self);
+ *         x = ct_flatten(x, 1, -1);
+ *         x = ct_relu(ct_nn_forward(n->fc1, x));
+ *         return ct_nn_forward(n->fc2, x);
+ *     }
+ *
+ *     Net *n = calloc(1, sizeof *n);
+ *     ct_module *net = ct_nn_module("Net", net_forward, n, free);
+ *     n->fc1 = ct_nn_add_module(net, "fc1", ct_nn_linear(784, 128, true));
+ *     n->fc2 = ct_nn_add_module(net, "fc2", ct_nn_linear(128, 10, true));
+ *     ...
+ *     ct_nn_free(net);                         // children, parameters, user
+ *
+ * Ownership: a module owns its parameters, buffers, children and user data.
+ * Getters return borrowed references valid while the module lives. Handles
+ * have no internal lock; don't use one module from two threads at once.
+ */
+#ifndef CTRIAL_NN_H
+#define CTRIAL_NN_H
+
+#include "tensor.h"
+#include "value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_module ct_module;
+
+/* forward(self, x) returns a new tensor, or NULL with an error set. */
+typedef ct_tensor *(*ct_forward_fn)(ct_module *self, const ct_tensor *x);
+
+/* ---- building modules -------------------------------------------------- */
+
+/* A user module. type_name is shown in messages ("Net"); forward may be NULL
+ * for a pure container; user_free(user) runs when the module is freed (may be
+ * NULL). Returns a new module; on failure user_free is never called. */
+CT_API ct_module *ct_nn_module(const char *type_name, ct_forward_fn forward, void *user,
+                               void (*user_free)(void *user));
+/* The user pointer given at creation (borrowed). */
+CT_API void *ct_nn_user(const ct_module *m);
+
+/* self.name = nn.Parameter(t): steals t (also on failure), makes it a leaf
+ * that requires grad, and returns it (borrowed), or NULL on failure. */
+CT_API ct_tensor *ct_nn_add_parameter(ct_module *m, const char *name, ct_tensor *t);
+/* self.register_buffer(name, t, persistent): steals t; returns it borrowed.
+ * Non-persistent buffers are left out of the state dict. */
+CT_API ct_tensor *ct_nn_add_buffer(ct_module *m, const char *name, ct_tensor *t, bool persistent);
+/* self.name = child: steals child (also on failure); returns it borrowed. */
+CT_API ct_module *ct_nn_add_module(ct_module *m, const char *name, ct_module *child);
+
+/* ---- built-in layers (new modules, initialised like PyTorch's) --------- */
+
+CT_API ct_module *ct_nn_linear(int64_t in_features, int64_t out_features, bool bias);
+
+typedef struct {
+    int64_t stride, padding, dilation, groups; /* 1, 0, 1, 1 */
+    bool bias;                                 /* true */
+} ct_conv_opts;
+CT_API ct_conv_opts ct_conv_defaults(void);
+/* opts may be NULL for the defaults. */
+CT_API ct_module *ct_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                               const ct_conv_opts *opts);
+CT_API ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                               const ct_conv_opts *opts);
+
+typedef struct {
+    double eps;                /* 1e-5 */
+    double momentum;           /* 0.1 */
+    bool affine;               /* true */
+    bool track_running_stats;  /* true */
+} ct_norm_opts;
+CT_API ct_norm_opts ct_norm_defaults(void);
+CT_API ct_module *ct_nn_batchnorm1d(int64_t num_features, const ct_norm_opts *opts);
+CT_API ct_module *ct_nn_batchnorm2d(int64_t num_features, const ct_norm_opts *opts);
+/* LayerNorm over the last dim of size `normalized`; eps and affine from opts. */
+CT_API ct_module *ct_nn_layernorm(int64_t normalized, const ct_norm_opts *opts);
+/* padding_idx < 0: none. */
+CT_API ct_module *ct_nn_embedding(int64_t num_embeddings, int64_t embedding_dim,
+                                  int64_t padding_idx);
+CT_API ct_module *ct_nn_dropout(double p);
+/* Stateless layers, for Sequential. */
+CT_API ct_module *ct_nn_relu(void);
+CT_API ct_module *ct_nn_gelu(void);
+CT_API ct_module *ct_nn_silu(void);
+CT_API ct_module *ct_nn_tanh(void);
+CT_API ct_module *ct_nn_sigmoid(void);
+CT_API ct_module *ct_nn_flatten(int start_dim, int end_dim);
+CT_API ct_module *ct_nn_max_pool2d(int64_t kernel, int64_t stride, int64_t padding);
+/* nn.Sequential(m0, m1, ...): steals the modules (also on failure); children
+ * are named "0", "1", ... */
+CT_API ct_module *ct_nn_sequential(int n, ct_module *const *modules);
+/* Appends to a Sequential (steals m); returns m borrowed or NULL. */
+CT_API ct_module *ct_nn_sequential_append(ct_module *seq, ct_module *m);
+
+/* ---- using modules ----------------------------------------------------- */
+
+/* m(x): a new tensor (in the current scope), or NULL. NULL-propagating. */
+CT_API ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x);
+/* "Linear", "Sequential", or the user type name. */
+CT_API const char *ct_nn_type(const ct_module *m);
+/* Child by name or dotted path ("features.0"); borrowed; NULL + error if none. */
+CT_API ct_module *ct_nn_child(const ct_module *m, const char *path);
+/* Parameter or buffer by dotted name ("fc1.weight"); borrowed; NULL + error. */
+CT_API ct_tensor *ct_nn_get(const ct_module *m, const char *name);
+
+/* Parameters in named_parameters() order: the module's own in registration
+ * order, then each child's. i < ct_nn_num_params(m). Borrowed; *name (may be
+ * NULL) receives the dotted name, valid until the module changes. */
+CT_API size_t ct_nn_num_params(const ct_module *m);
+CT_API ct_tensor *ct_nn_param_at(const ct_module *m, size_t i, const char **name);
+/* All parameters as a borrowed array (valid until the module changes). */
+CT_API ct_tensor *const *ct_nn_parameters(const ct_module *m, size_t *n);
+/* Total number of parameter elements. */
+CT_API int64_t ct_nn_num_param_elements(const ct_module *m);
+
+/* State-dict entries in Python's order (per module: parameters, then
+ * persistent buffers, then children). Borrowed, like ct_nn_param_at. */
+CT_API size_t ct_nn_state_size(const ct_module *m);
+CT_API ct_tensor *ct_nn_state_at(const ct_module *m, size_t i, const char **name);
+
+/* module.state_dict(): a new dict value of detached tensors sharing storage
+ * with the module (clone them to snapshot). */
+CT_API ct_value *ct_nn_state_dict(const ct_module *m);
+/* module.load_state_dict(sd, strict): copies values in (no grad). Checks every
+ * name and shape first and changes nothing on a mismatch; the message names
+ * the missing, unexpected or mis-shaped keys. */
+CT_API int ct_nn_load_state_dict(ct_module *m, const ct_value *sd, bool strict);
+
+/* module.train(mode) / module.eval(): recursive. */
+CT_API void ct_nn_train(ct_module *m, bool mode);
+CT_API bool ct_nn_is_training(const ct_module *m);
+/* module.to(device) and module.to(dtype) (floating tensors only), in place:
+ * parameters keep their identity, as in PyTorch. */
+CT_API int ct_nn_to_device(ct_module *m, ct_device device);
+CT_API int ct_nn_to_dtype(ct_module *m, ct_dtype dtype);
+/* module.zero_grad(set_to_none). */
+CT_API int ct_nn_zero_grad(ct_module *m, bool set_to_none);
+
+CT_API void ct_nn_free(ct_module *m); /* accepts NULL */
+
+/* ---- utilities (torch.nn.utils) ---------------------------------------- */
+
+/* clip_grad_norm_(params, max_norm, norm_type); total_norm (may be NULL)
+ * receives the norm before clipping. norm_type may be INFINITY. */
+CT_API int ct_clip_grad_norm(size_t n, ct_tensor *const *params, double max_norm,
+                             double norm_type, double *total_norm);
+CT_API int ct_clip_grad_value(size_t n, ct_tensor *const *params, double clip_value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

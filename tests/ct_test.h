@@ -1,0 +1,56 @@
+/* tests/ct_test.h — the few macros the C tests share. Each CHECK records a
+ * failure with its line and goes on; a test's main returns ct_test_result(). */
+#ifndef CT_TEST_H
+#define CT_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ctrial/ctrial.h>
+
+static int ct_test_failures = 0;
+static int ct_test_checks = 0;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        ct_test_checks++;                                                            \
+        if (!(cond)) {                                                               \
+            ct_test_failures++;                                                      \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__,  \
+                    __LINE__, #cond, ct_last_error());                               \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_OK(expr) CHECK((expr) == 0)
+
+#define CHECK_NEAR(a, b, tol)                                                        \
+    do {                                                                             \
+        double ct_a_ = (a), ct_b_ = (b);                                             \
+        ct_test_checks++;                                                            \
+        if (!(fabs(ct_a_ - ct_b_) <= (tol))) {                                       \
+            ct_test_failures++;                                                      \
+            fprintf(stderr, "%s:%d: %s = %.17g, expected %.17g (tol %g)\n", __FILE__, \
+                    __LINE__, #a, ct_a_, ct_b_, (double)(tol));                      \
+        }                                                                            \
+    } while (0)
+
+/* The call failed with `code` and a message containing `needle`. */
+#define CHECK_ERR(code, needle)                                                      \
+    do {                                                                             \
+        ct_test_checks++;                                                            \
+        if (ct_last_code() != (code) || !strstr(ct_last_error(), (needle))) {       \
+            ct_test_failures++;                                                      \
+            fprintf(stderr, "%s:%d: expected %s with \"%s\", got %s: \"%s\"\n",      \
+                    __FILE__, __LINE__, ct_strerror(code), (needle),                 \
+                    ct_strerror(ct_last_code()), ct_last_error());                   \
+        }                                                                            \
+        ct_clear_error();                                                            \
+    } while (0)
+
+static inline int ct_test_result(const char *name) {
+    printf("%s: %d checks, %d failed\n", name, ct_test_checks, ct_test_failures);
+    return ct_test_failures ? 1 : 0;
+}
+
+#endif

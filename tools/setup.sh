@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything ctrial needs on a Debian/Ubuntu machine, idempotently:
+# Debian packages (compiler, CMake, OpenMPI, jansson, zlib, ccache) and a
+# project-local virtual environment (.venv) holding the pinned torch wheel,
+# whose libtorch the build links against, and numpy for the parity tests.
+# Takes seconds when everything is already there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+TORCH_VERSION=2.11.0
+NUMPY_SPEC='numpy>=1.26,<3'
+
+sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+debs=(build-essential cmake ninja-build ccache pkg-config git
+      libopenmpi-dev openmpi-bin libjansson-dev zlib1g-dev
+      python3 python3-venv clang libclang-rt-dev)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_ apt-get update -qq
+  sudo_ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+venv="$root/.venv"
+py="$venv/bin/python"
+if [ ! -x "$py" ]; then
+  echo "setup: creating $venv"
+  python3 -m venv "$venv"
+fi
+have=$("$py" - <<PY 2>/dev/null || true
+import importlib.metadata as m
+try:
+    print(m.version("torch"), m.version("numpy"))
+except Exception:
+    pass
+PY
+)
+case "$have" in
+  "$TORCH_VERSION"*" "*) ;;
+  *)
+    echo "setup: installing torch==$TORCH_VERSION and numpy into $venv (large download, once)"
+    "$py" -m pip install -q --upgrade pip
+    "$py" -m pip install -q "torch==$TORCH_VERSION" "$NUMPY_SPEC"
+    ;;
+esac
