@@ -1,0 +1,73 @@
+// shim/cuda.cpp — CUDA device queries and memory statistics. Compiled only
+// when the linked libtorch has CUDA (cuda_none.cpp stands in otherwise); it
+// still runs on machines without a GPU and answers "none present".
+#include "internal.h"
+
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+
+namespace {
+// Validates a device ordinal; throws a Failure naming the problem.
+void check_device(int device) {
+    (void)ct::to_device(ct_cuda(device));
+}
+}  // namespace
+
+extern "C" bool ct_cuda_is_built(void) { return true; }
+
+extern "C" bool ct_cuda_is_available(void) {
+    try {
+        return at::hasCUDA() && c10::cuda::device_count() > 0;
+    } catch (...) {
+        return false;
+    }
+}
+
+extern "C" int ct_cuda_device_count(void) {
+    try {
+        return at::hasCUDA() ? static_cast<int>(c10::cuda::device_count()) : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
+extern "C" int ct_cuda_synchronize(int device) {
+    return ct::status(__func__, [&] {
+        check_device(device);
+        c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+        c10::cuda::device_synchronize();
+    });
+}
+
+static int64_t stat_current(int device, bool peak) {
+    check_device(device);
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    const auto &s = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+    return peak ? s.peak : s.current;
+}
+
+extern "C" int ct_cuda_memory_allocated(int device, int64_t *bytes) {
+    if (!bytes) return ct::fail(CT_EINVAL, __func__, "bytes is NULL");
+    return ct::status(__func__, [&] { *bytes = stat_current(device, false); });
+}
+
+extern "C" int ct_cuda_max_memory_allocated(int device, int64_t *bytes) {
+    if (!bytes) return ct::fail(CT_EINVAL, __func__, "bytes is NULL");
+    return ct::status(__func__, [&] { *bytes = stat_current(device, true); });
+}
+
+extern "C" int ct_cuda_reset_peak_memory_stats(int device) {
+    return ct::status(__func__, [&] {
+        check_device(device);
+        c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+    });
+}
+
+extern "C" int ct_cuda_empty_cache(void) {
+    return ct::status(__func__, [&] {
+        if (!ct_cuda_is_available()) throw ct::Failure{CT_EDEVICE, "no GPU is present"};
+        c10::cuda::CUDACachingAllocator::emptyCache();
+    });
+}
