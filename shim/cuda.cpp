@@ -3,6 +3,8 @@
 // still runs on machines without a GPU and answers "none present".
 #include "internal.h"
 
+#include "ctrial/cuda.h"
+
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>

@@ -2,6 +2,8 @@
 // CUDA: queries say "none", actions fail with a message saying why.
 #include "internal.h"
 
+#include "ctrial/cuda.h"
+
 static int no_cuda(const char *fn) { return ct::fail(CT_ENOTSUP, fn, "libtorch was built without CUDA"); }
 
 extern "C" bool ct_cuda_is_built(void) { return false; }
