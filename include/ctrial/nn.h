@@ -55,12 +55,18 @@ CT_API ct_module *ct_nn_module(const char *type_name, ct_forward_fn forward, voi
 CT_API void *ct_nn_user(const ct_module *m);
 
 /* self.name = nn.Parameter(t): steals t (also on failure), makes it a leaf
- * that requires grad, and returns it (borrowed), or NULL on failure. */
+ * that requires grad, and returns it (borrowed), or NULL on failure.
+ * Names follow Python's rules (non-empty, no '.'); a name already used by a
+ * parameter, buffer or child of m is refused (CT_EINVAL). A handle that is
+ * already registered in m's tree, or freed, is refused and not freed. To tie
+ * weights, register ct_alias(t): named_parameters() lists a tensor once. */
 CT_API ct_tensor *ct_nn_add_parameter(ct_module *m, const char *name, ct_tensor *t);
 /* self.register_buffer(name, t, persistent): steals t; returns it borrowed.
  * Non-persistent buffers are left out of the state dict. */
 CT_API ct_tensor *ct_nn_add_buffer(ct_module *m, const char *name, ct_tensor *t, bool persistent);
-/* self.name = child: steals child (also on failure); returns it borrowed. */
+/* self.name = child: steals child (also on failure); returns it borrowed.
+ * A child that already has a parent (or is m's root) is refused and left
+ * alone: a module has one owner. */
 CT_API ct_module *ct_nn_add_module(ct_module *m, const char *name, ct_module *child);
 
 /* ---- built-in layers (new modules, initialised like PyTorch's) --------- */
@@ -80,7 +86,7 @@ CT_API ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_
 
 typedef struct {
     double eps;                /* 1e-5 */
-    double momentum;           /* 0.1 */
+    double momentum;           /* 0.1; NAN means None (cumulative average) */
     bool affine;               /* true */
     bool track_running_stats;  /* true */
 } ct_norm_opts;
@@ -138,7 +144,10 @@ CT_API ct_tensor *ct_nn_state_at(const ct_module *m, size_t i, const char **name
 CT_API ct_value *ct_nn_state_dict(const ct_module *m);
 /* module.load_state_dict(sd, strict): copies values in (no grad). Checks every
  * name and shape first and changes nothing on a mismatch; the message names
- * the missing, unexpected or mis-shaped keys. */
+ * the missing, unexpected or mis-shaped keys (in Python's words). Returns
+ * CT_EFORMAT for missing/unexpected keys (strict) or non-tensor values,
+ * CT_ESHAPE when only shapes are wrong. Without strict, missing and
+ * unexpected keys are ignored. */
 CT_API int ct_nn_load_state_dict(ct_module *m, const ct_value *sd, bool strict);
 
 /* module.train(mode) / module.eval(): recursive. */
@@ -151,7 +160,10 @@ CT_API int ct_nn_to_dtype(ct_module *m, ct_dtype dtype);
 /* module.zero_grad(set_to_none). */
 CT_API int ct_nn_zero_grad(ct_module *m, bool set_to_none);
 
-CT_API void ct_nn_free(ct_module *m); /* accepts NULL */
+/* Frees a root module with its children, tensors and user data (user_free
+ * runs first, while the children are alive). A module that belongs to a
+ * parent is not freed (CT_ESTATE): free the root. Accepts NULL. */
+CT_API void ct_nn_free(ct_module *m);
 
 /* ---- utilities (torch.nn.utils) ---------------------------------------- */
 

@@ -1,0 +1,1226 @@
+// shim/nn.cpp — modules (torch.nn.Module's model in C): named parameters,
+// buffers and children, the built-in layers with PyTorch's initialisation,
+// state dicts, device/dtype moves, and gradient clipping (torch.nn.utils).
+//
+// A module tree is owned from its root: a module added as a child belongs to
+// its parent, and parameters/buffers are unscoped handles owned by the module
+// that registered them. Flattened listings (parameters, state entries) are
+// cached per module and rebuilt when the module's `version` moves; every
+// registration bumps the version of the module and of all its ancestors, so a
+// cache is stale exactly when something in that module's subtree changed.
+#include "internal.h"
+
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "ctrial/nn.h"
+#include "ctrial/value.h"
+
+using ct::Failure;
+
+namespace {
+
+enum class Kind {
+    User, Linear, Conv1d, Conv2d, BatchNorm1d, BatchNorm2d, LayerNorm, Embedding, Dropout,
+    ReLU, GELU, SiLU, Tanh, Sigmoid, Flatten, MaxPool2d, Sequential,
+};
+
+struct Slot {
+    std::string name;
+    ct_tensor *h;     // unscoped, owned by the module
+    bool persistent;  // buffers only: part of the state dict
+};
+
+struct Child {
+    std::string name;
+    ct_module *m;
+};
+
+// Settings of the built-in layers; each kind reads only its own fields.
+struct Config {
+    int64_t in = 0, out = 0;  // features, channels, or (num_embeddings, dim)
+    int64_t kernel = 0, stride = 1, padding = 0, dilation = 1, groups = 1;
+    double p = 0;                        // Dropout
+    double eps = 1e-5, momentum = 0.1;   // norms; momentum NaN = None
+    bool affine = true, track = true;    // norms
+    int64_t padding_idx = -1;            // Embedding
+    int start_dim = 1, end_dim = -1;     // Flatten
+};
+
+// A flattened view of a subtree: dotted names and handles in Python's order.
+struct Listing {
+    uint64_t version = 0;  // module version it was built at (versions start at 1)
+    std::vector<std::string> names;
+    std::vector<ct_tensor *> handles;
+};
+
+}  // namespace
+
+struct ct_module {
+    std::string type;
+    Kind kind = Kind::User;
+    Config cfg;
+    ct_forward_fn forward = nullptr;
+    void *user = nullptr;
+    void (*user_free)(void *) = nullptr;
+    std::vector<Slot> params, buffers;
+    std::vector<Child> children;
+    ct_module *parent = nullptr;
+    bool training = true;
+    uint64_t version = 1;
+    mutable Listing param_cache, state_cache;
+    // Built-in layers keep direct pointers to their own slots: registered
+    // handles are never replaced or removed while the module lives.
+    ct_tensor *weight = nullptr, *bias = nullptr;
+    ct_tensor *running_mean = nullptr, *running_var = nullptr, *num_batches = nullptr;
+};
+
+namespace {
+
+ct_tensor *const kNoTensors[1] = {nullptr};
+
+// ---- small helpers ------------------------------------------------------------
+
+// Like ct::check for tensors: a NULL module keeps a pending error (a failed
+// constructor earlier in the chain) or records one.
+bool check_module(const ct_module *m, const char *fn, const char *name) {
+    if (m) return true;
+    if (!ct::error_pending()) ct::fail(CT_EINVAL, fn, std::string("argument '") + name + "' is NULL");
+    return false;
+}
+
+std::string shape_str(const at::Tensor &t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+    return s + "]";
+}
+
+std::string fmt_double(double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+// Python-like repr of a module (for messages).
+std::string repr(const ct_module *m) {
+    const Config &c = m->cfg;
+    auto n = [](int64_t v) { return std::to_string(v); };
+    switch (m->kind) {
+    case Kind::Linear:
+        return "Linear(in_features=" + n(c.in) + ", out_features=" + n(c.out) +
+               ", bias=" + (m->bias ? "True" : "False") + ")";
+    case Kind::Conv1d:
+    case Kind::Conv2d:
+        return m->type + "(" + n(c.in) + ", " + n(c.out) + ", kernel_size=" + n(c.kernel) +
+               ", stride=" + n(c.stride) + ", padding=" + n(c.padding) + ")";
+    case Kind::BatchNorm1d:
+    case Kind::BatchNorm2d:
+    case Kind::LayerNorm:
+        return m->type + "(" + n(c.in) + ", eps=" + fmt_double(c.eps) + ")";
+    case Kind::Embedding: return "Embedding(" + n(c.in) + ", " + n(c.out) + ")";
+    case Kind::Dropout: return "Dropout(p=" + fmt_double(c.p) + ")";
+    case Kind::MaxPool2d: return "MaxPool2d(kernel_size=" + n(c.kernel) + ")";
+    default: return m->type;
+    }
+}
+
+// "features.0" for a module inside a tree, "" for a root.
+std::string path_of(const ct_module *m) {
+    std::string path;
+    for (; m->parent; m = m->parent) {
+        for (const Child &c : m->parent->children)
+            if (c.m == m) {
+                path = path.empty() ? c.name : c.name + "." + path;
+                break;
+            }
+    }
+    return path;
+}
+
+std::string where(const ct_module *m) {
+    std::string p = path_of(m);
+    return p.empty() ? repr(m) : "'" + p + "' " + repr(m);
+}
+
+// A subtree changed: every cache on the way to the root is stale.
+void touch(ct_module *m) {
+    for (; m; m = m->parent) m->version++;
+}
+
+const ct_module *root_of(const ct_module *m) {
+    while (m->parent) m = m->parent;
+    return m;
+}
+
+bool tree_holds_handle(const ct_module *m, const ct_tensor *h) {
+    for (const Slot &s : m->params)
+        if (s.h == h) return true;
+    for (const Slot &s : m->buffers)
+        if (s.h == h) return true;
+    for (const Child &c : m->children)
+        if (tree_holds_handle(c.m, h)) return true;
+    return false;
+}
+
+bool name_taken(const ct_module *m, const std::string &name) {
+    for (const Slot &s : m->params)
+        if (s.name == name) return true;
+    for (const Slot &s : m->buffers)
+        if (s.name == name) return true;
+    for (const Child &c : m->children)
+        if (c.name == name) return true;
+    return false;
+}
+
+// Python's rules for attribute names of parameters, buffers and children.
+void check_name(const ct_module *m, const char *name, const char *what) {
+    if (!name) throw Failure{CT_EINVAL, std::string(what) + " name is NULL"};
+    std::string s(name);
+    if (s.empty()) throw Failure{CT_EINVAL, std::string(what) + " name can't be empty string \"\""};
+    if (s.find('.') != std::string::npos)
+        throw Failure{CT_EINVAL, std::string(what) + " name can't contain \".\" (got \"" + s + "\")"};
+    if (name_taken(m, s))
+        throw Failure{CT_EINVAL, "attribute '" + s + "' already exists in " + m->type};
+}
+
+// ---- listings -------------------------------------------------------------------
+
+void collect_params(const ct_module *m, const std::string &prefix, Listing &out,
+                    std::unordered_set<const void *> &seen) {
+    for (const Slot &s : m->params) {
+        // named_parameters() drops repeats of the same tensor (tied weights).
+        if (!seen.insert(s.h->t.unsafeGetTensorImpl()).second) continue;
+        out.names.push_back(prefix + s.name);
+        out.handles.push_back(s.h);
+    }
+    for (const Child &c : m->children) collect_params(c.m, prefix + c.name + ".", out, seen);
+}
+
+void collect_state(const ct_module *m, const std::string &prefix, Listing &out) {
+    for (const Slot &s : m->params) {
+        out.names.push_back(prefix + s.name);
+        out.handles.push_back(s.h);
+    }
+    for (const Slot &s : m->buffers) {
+        if (!s.persistent) continue;
+        out.names.push_back(prefix + s.name);
+        out.handles.push_back(s.h);
+    }
+    for (const Child &c : m->children) collect_state(c.m, prefix + c.name + ".", out);
+}
+
+// Throws only std::bad_alloc.
+const Listing &params_of(const ct_module *m) {
+    Listing &l = m->param_cache;
+    if (l.version != m->version) {
+        Listing fresh;
+        std::unordered_set<const void *> seen;
+        collect_params(m, "", fresh, seen);
+        fresh.version = m->version;
+        l = std::move(fresh);
+    }
+    return l;
+}
+
+const Listing &state_of(const ct_module *m) {
+    Listing &l = m->state_cache;
+    if (l.version != m->version) {
+        Listing fresh;
+        collect_state(m, "", fresh);
+        fresh.version = m->version;
+        l = std::move(fresh);
+    }
+    return l;
+}
+
+// Every parameter and buffer handle of the subtree, including repeats and
+// non-persistent buffers (what module._apply visits).
+void collect_all(ct_module *m, std::vector<ct_tensor *> &params, std::vector<ct_tensor *> &buffers) {
+    for (const Slot &s : m->params) params.push_back(s.h);
+    for (const Slot &s : m->buffers) buffers.push_back(s.h);
+    for (const Child &c : m->children) collect_all(c.m, params, buffers);
+}
+
+// ---- construction -------------------------------------------------------------------
+
+ct_module *new_module(const char *type, Kind kind) {
+    auto *m = new ct_module();
+    m->type = type;
+    m->kind = kind;
+    return m;
+}
+
+void destroy(ct_module *m) {
+    // User data first: it may hold borrowed pointers to the children, which
+    // are still alive while user_free runs.
+    if (m->user_free) m->user_free(m->user);
+    for (Child &c : m->children) destroy(c.m);
+    for (Slot &s : m->params) ct_tensor_free(s.h);
+    for (Slot &s : m->buffers) ct_tensor_free(s.h);
+    delete m;
+}
+
+// Registers a tensor made here (built-in layers); throws only bad_alloc, after
+// which the caller destroys the module and with it the handles so far.
+ct_tensor *own_param(ct_module *m, const char *name, at::Tensor t) {
+    t.set_requires_grad(true);
+    ct_tensor *h = ct::wrap_unscoped(std::move(t));
+    try {
+        m->params.push_back(Slot{name, h, true});
+    } catch (...) {
+        ct_tensor_free(h);
+        throw;
+    }
+    touch(m);
+    return h;
+}
+
+ct_tensor *own_buffer(ct_module *m, const char *name, at::Tensor t, bool persistent) {
+    ct_tensor *h = ct::wrap_unscoped(std::move(t));
+    try {
+        m->buffers.push_back(Slot{name, h, persistent});
+    } catch (...) {
+        ct_tensor_free(h);
+        throw;
+    }
+    touch(m);
+    return h;
+}
+
+// Builds a built-in layer: `init` registers its tensors. Any failure frees the
+// half-built module and reports under the constructor's name.
+template <class F>
+ct_module *build(const char *fn, const char *type, Kind kind, F &&init) {
+    ct_module *m = nullptr;
+    try {
+        m = new_module(type, kind);
+        init(m);
+        return m;
+    } catch (...) {
+        if (m) destroy(m);
+        ct::fail_exception(fn);
+        return nullptr;
+    }
+}
+
+// torch.nn.init._calculate_fan_in_and_fan_out(w)[0]
+int64_t fan_in_of(const at::Tensor &w) {
+    int64_t receptive = 1;
+    for (int64_t d = 2; d < w.dim(); ++d) receptive *= w.size(d);
+    return w.size(1) * receptive;
+}
+
+// init.kaiming_uniform_(w, a=math.sqrt(5)) with Python's double arithmetic,
+// step by step, so that the bound (and the RNG draw) is bit-identical.
+void kaiming_uniform_sqrt5(at::Tensor &w) {
+    if (w.numel() == 0) return;  // Python warns and returns without drawing
+    const double a = std::sqrt(5.0);
+    const double gain = std::sqrt(2.0 / (1 + std::pow(a, 2.0)));  // calculate_gain("leaky_relu", a)
+    const double stdv = gain / std::sqrt(static_cast<double>(fan_in_of(w)));
+    const double bound = std::sqrt(3.0) * stdv;
+    w.uniform_(-bound, bound);
+}
+
+void check_nonneg(int64_t v, const char *what) {
+    if (v < 0) throw Failure{CT_EINVAL, std::string(what) + " must be >= 0, got " + std::to_string(v)};
+}
+
+void check_positive(int64_t v, const char *what) {
+    if (v <= 0) throw Failure{CT_EINVAL, std::string(what) + " must be > 0, got " + std::to_string(v)};
+}
+
+// nn.Conv1d / nn.Conv2d: weight [out, in/groups, k(, k)], then reset_parameters().
+ct_module *conv(const char *fn, const char *type, Kind kind, int64_t in, int64_t out, int64_t k,
+                const ct_conv_opts *opts, int spatial) {
+    ct_conv_opts o = opts ? *opts : ct_conv_defaults();
+    return build(fn, type, kind, [&](ct_module *m) {
+        check_nonneg(in, "in_channels");
+        check_nonneg(out, "out_channels");
+        check_positive(k, "kernel_size");
+        check_positive(o.stride, "stride");
+        check_nonneg(o.padding, "padding");
+        check_positive(o.dilation, "dilation");
+        if (o.groups <= 0) throw Failure{CT_EINVAL, "groups must be a positive integer"};
+        if (in % o.groups != 0) throw Failure{CT_EINVAL, "in_channels must be divisible by groups"};
+        if (out % o.groups != 0) throw Failure{CT_EINVAL, "out_channels must be divisible by groups"};
+        m->cfg.in = in;
+        m->cfg.out = out;
+        m->cfg.kernel = k;
+        m->cfg.stride = o.stride;
+        m->cfg.padding = o.padding;
+        m->cfg.dilation = o.dilation;
+        m->cfg.groups = o.groups;
+        std::vector<int64_t> shape{out, in / o.groups};
+        for (int i = 0; i < spatial; ++i) shape.push_back(k);
+        at::Tensor w = at::empty(shape, at::kFloat);
+        at::Tensor b = o.bias ? at::empty({out}, at::kFloat) : at::Tensor();
+        kaiming_uniform_sqrt5(w);
+        if (b.defined()) {
+            int64_t fan_in = fan_in_of(w);
+            if (fan_in != 0) {
+                const double bound = 1 / std::sqrt(static_cast<double>(fan_in));
+                b.uniform_(-bound, bound);
+            }
+        }
+        m->weight = own_param(m, "weight", w);
+        if (b.defined()) m->bias = own_param(m, "bias", b);
+    });
+}
+
+ct_module *batchnorm(const char *fn, const char *type, Kind kind, int64_t num_features,
+                     const ct_norm_opts *opts) {
+    ct_norm_opts o = opts ? *opts : ct_norm_defaults();
+    return build(fn, type, kind, [&](ct_module *m) {
+        check_nonneg(num_features, "num_features");
+        m->cfg.in = num_features;
+        m->cfg.eps = o.eps;
+        m->cfg.momentum = o.momentum;
+        m->cfg.affine = o.affine;
+        m->cfg.track = o.track_running_stats;
+        // _NormBase.__init__: weight=ones, bias=zeros; buffers in this order.
+        if (o.affine) {
+            m->weight = own_param(m, "weight", at::ones({num_features}, at::kFloat));
+            m->bias = own_param(m, "bias", at::zeros({num_features}, at::kFloat));
+        }
+        if (o.track_running_stats) {
+            m->running_mean = own_buffer(m, "running_mean", at::zeros({num_features}, at::kFloat), true);
+            m->running_var = own_buffer(m, "running_var", at::ones({num_features}, at::kFloat), true);
+            m->num_batches = own_buffer(m, "num_batches_tracked", at::zeros({}, at::kLong), true);
+        }
+    });
+}
+
+ct_module *stateless(const char *fn, const char *type, Kind kind) {
+    return build(fn, type, kind, [](ct_module *) {});
+}
+
+// ---- forward of the built-in layers ---------------------------------------------------
+
+std::optional<at::Tensor> opt(const ct_tensor *h) {
+    if (!h) return std::nullopt;
+    return h->t;
+}
+
+at::Tensor batchnorm_forward(ct_module *m, const at::Tensor &x) {
+    const Config &c = m->cfg;
+    if (m->kind == Kind::BatchNorm1d && x.dim() != 2 && x.dim() != 3)
+        throw Failure{CT_ESHAPE, "expected 2D or 3D input (got " + std::to_string(x.dim()) + "D input)"};
+    if (m->kind == Kind::BatchNorm2d && x.dim() != 4)
+        throw Failure{CT_ESHAPE, "expected 4D input (got " + std::to_string(x.dim()) + "D input)"};
+    // _BatchNorm.forward, line by line.
+    const bool momentum_none = std::isnan(c.momentum);
+    double factor = momentum_none ? 0.0 : c.momentum;
+    if (m->training && c.track && m->num_batches) {
+        m->num_batches->t.add_(1);
+        if (momentum_none) factor = 1.0 / static_cast<double>(m->num_batches->t.item<int64_t>());
+    }
+    const bool use_batch_stats = m->training || (!m->running_mean && !m->running_var);
+    if (use_batch_stats) {
+        // F.batch_norm's _verify_batch_size
+        int64_t per_channel = x.size(0);
+        for (int64_t d = 2; d < x.dim(); ++d) per_channel *= x.size(d);
+        if (per_channel == 1)
+            throw Failure{CT_ESHAPE, "Expected more than 1 value per channel when training, got input size " +
+                                         shape_str(x)};
+    }
+    return at::batch_norm(x, opt(m->weight), opt(m->bias), opt(m->running_mean), opt(m->running_var),
+                          use_batch_stats, factor, c.eps, at::globalContext().userEnabledCuDNN());
+}
+
+at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
+    const Config &c = m->cfg;
+    switch (m->kind) {
+    case Kind::Linear: return at::linear(x, m->weight->t, opt(m->bias));
+    case Kind::Conv1d: {
+        int64_t s[1] = {c.stride}, p[1] = {c.padding}, d[1] = {c.dilation};
+        return at::conv1d(x, m->weight->t, opt(m->bias), s, p, d, c.groups);
+    }
+    case Kind::Conv2d: {
+        int64_t s[2] = {c.stride, c.stride}, p[2] = {c.padding, c.padding}, d[2] = {c.dilation, c.dilation};
+        return at::conv2d(x, m->weight->t, opt(m->bias), s, p, d, c.groups);
+    }
+    case Kind::BatchNorm1d:
+    case Kind::BatchNorm2d: return batchnorm_forward(m, x);
+    case Kind::LayerNorm: {
+        int64_t shape[1] = {c.in};
+        return at::layer_norm(x, shape, opt(m->weight), opt(m->bias), c.eps,
+                              at::globalContext().userEnabledCuDNN());
+    }
+    case Kind::Embedding: return at::embedding(m->weight->t, x, c.padding_idx, false, false);
+    case Kind::Dropout: return at::dropout(x, c.p, m->training);
+    case Kind::ReLU: return at::relu(x);
+    case Kind::GELU: return at::gelu(x, "none");
+    case Kind::SiLU: return at::silu(x);
+    case Kind::Tanh: return at::tanh(x);
+    case Kind::Sigmoid: return at::sigmoid(x);
+    case Kind::Flatten: return x.flatten(c.start_dim, c.end_dim);
+    case Kind::MaxPool2d: {
+        int64_t k[2] = {c.kernel, c.kernel}, s[2] = {c.stride, c.stride}, p[2] = {c.padding, c.padding};
+        int64_t d[2] = {1, 1};
+        return at::max_pool2d(x, k, s, p, d, false);
+    }
+    case Kind::User:
+    case Kind::Sequential: break;
+    }
+    throw Failure{CT_ENOTSUP, "no built-in forward for " + m->type};
+}
+
+// ---- state dict helpers -------------------------------------------------------------------
+
+std::string torch_size(const at::Tensor &t) { return "torch.Size(" + shape_str(t) + ")"; }
+
+std::string quoted_list(const std::vector<std::string> &names) {
+    std::string s;
+    for (size_t i = 0; i < names.size(); ++i) s += (i ? ", \"" : "\"") + names[i] + "\"";
+    return s;
+}
+
+// The tensors of a state dict by key, in the dict's order; integer keys are
+// kept (as text) only to be reported as unexpected.
+struct SdEntry {
+    std::string key;
+    const ct_value *v;
+};
+
+std::vector<SdEntry> sd_entries(const ct_value *sd) {
+    std::vector<SdEntry> out;
+    size_t n = ct_value_len(sd);
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        const char *skey = nullptr;
+        int64_t ikey = 0;
+        const ct_value *v = ct_value_dict_at(sd, i, &skey, &ikey);
+        out.push_back(SdEntry{skey ? std::string(skey) : std::to_string(ikey), v});
+    }
+    return out;
+}
+
+// Groups tensors by (device, dtype) in order of first appearance, as
+// torch.utils._foreach_utils._group_tensors_by_device_and_dtype does.
+std::vector<std::vector<at::Tensor>> group_by_device_dtype(const std::vector<at::Tensor> &ts) {
+    std::vector<std::vector<at::Tensor>> groups;
+    for (const at::Tensor &t : ts) {
+        bool placed = false;
+        for (auto &g : groups)
+            if (g[0].device() == t.device() && g[0].scalar_type() == t.scalar_type()) {
+                g.push_back(t);
+                placed = true;
+                break;
+            }
+        if (!placed) groups.push_back({t});
+    }
+    return groups;
+}
+
+// The defined gradients of params (checked handles), in order.
+std::vector<at::Tensor> grads_of(size_t n, ct_tensor *const *params, const char *fn) {
+    if (n > 0 && !params) throw Failure{CT_EINVAL, "parameter array is NULL"};
+    std::vector<at::Tensor> grads;
+    for (size_t i = 0; i < n; ++i) {
+        const ct_tensor *h = params[i];
+        if (!h || h->magic != ct::kLive || !h->t.defined())
+            throw Failure{h ? CT_ESTATE : CT_EINVAL,
+                          "params[" + std::to_string(i) + "] is " + (h ? "a freed tensor" : "NULL")};
+        const at::Tensor &g = h->t.grad();
+        if (g.defined()) grads.push_back(g);
+    }
+    return grads;
+}
+
+}  // namespace
+
+// ============================================================================
+// building modules
+// ============================================================================
+
+extern "C" ct_module *ct_nn_module(const char *type_name, ct_forward_fn forward, void *user,
+                                   void (*user_free)(void *user)) {
+    try {
+        ct_module *m = new_module(type_name && *type_name ? type_name : "Module", Kind::User);
+        m->forward = forward;
+        m->user = user;
+        m->user_free = user_free;
+        return m;
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" void *ct_nn_user(const ct_module *m) { return m ? m->user : nullptr; }
+
+// Shared by add_parameter / add_buffer: takes ownership of t on success and
+// frees it on failure, except when t is not the caller's to give (freed, or
+// already registered in this tree).
+static ct_tensor *add_tensor(ct_module *m, const char *name, ct_tensor *t, bool is_param,
+                             bool persistent, const char *fn) {
+    if (!t) {
+        if (!ct::error_pending()) ct::fail(CT_EINVAL, fn, "argument 't' is NULL");
+        return nullptr;
+    }
+    if (t->magic != ct::kLive) {
+        ct::fail(CT_ESTATE, fn, "argument 't' is a freed tensor");
+        return nullptr;
+    }
+    if (!m) {
+        check_module(m, fn, "m");
+        ct_tensor_free(t);
+        return nullptr;
+    }
+    if (tree_holds_handle(root_of(m), t)) {
+        ct::fail(CT_EINVAL, fn, std::string("tensor for '") + (name ? name : "") +
+                                    "' is already registered in this module tree (use ct_alias to tie weights)");
+        return nullptr;
+    }
+    try {
+        check_name(m, name, is_param ? "parameter" : "buffer");
+        if (!t->t.defined()) throw Failure{CT_ESTATE, "argument 't' is an undefined tensor"};
+        at::Tensor value = t->t;
+        if (is_param) {
+            // nn.Parameter(t): a new leaf sharing t's storage.
+            if (!value.is_floating_point() && !value.is_complex())
+                throw Failure{CT_EDTYPE, std::string("parameter '") + name +
+                                             "': only floating point and complex tensors can require gradients, got " +
+                                             ct::describe(value)};
+            value = value.detach().requires_grad_(true);
+        }
+        Slot slot{name, t, persistent};
+        if (is_param) m->params.push_back(std::move(slot));
+        else m->buffers.push_back(std::move(slot));
+        ct::unlink_from_scope(t);
+        t->t = std::move(value);
+        touch(m);
+        return t;
+    } catch (...) {
+        ct::fail_exception(fn);
+        ct_tensor_free(t);
+        return nullptr;
+    }
+}
+
+extern "C" ct_tensor *ct_nn_add_parameter(ct_module *m, const char *name, ct_tensor *t) {
+    return add_tensor(m, name, t, true, true, __func__);
+}
+
+extern "C" ct_tensor *ct_nn_add_buffer(ct_module *m, const char *name, ct_tensor *t, bool persistent) {
+    return add_tensor(m, name, t, false, persistent, __func__);
+}
+
+extern "C" ct_module *ct_nn_add_module(ct_module *m, const char *name, ct_module *child) {
+    if (!child) {
+        check_module(child, __func__, "child");
+        return nullptr;
+    }
+    // A child that already belongs somewhere (or is m's own root) is not the
+    // caller's to give away: refuse without freeing it.
+    if (child->parent) {
+        ct::fail(CT_EINVAL, __func__, "module " + child->type + " already has a parent (at '" + path_of(child) + "')");
+        return nullptr;
+    }
+    if (m && root_of(m) == child) {
+        ct::fail(CT_EINVAL, __func__, "adding " + child->type + " under itself would make a cycle");
+        return nullptr;
+    }
+    if (!m) {
+        check_module(m, __func__, "m");
+        destroy(child);
+        return nullptr;
+    }
+    try {
+        check_name(m, name, "module");
+        m->children.push_back(Child{name, child});
+        child->parent = m;
+        touch(m);
+        return child;
+    } catch (...) {
+        ct::fail_exception(__func__);
+        destroy(child);
+        return nullptr;
+    }
+}
+
+// ============================================================================
+// built-in layers
+// ============================================================================
+
+extern "C" ct_module *ct_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
+    return build(__func__, "Linear", Kind::Linear, [&](ct_module *m) {
+        check_nonneg(in_features, "in_features");
+        check_nonneg(out_features, "out_features");
+        m->cfg.in = in_features;
+        m->cfg.out = out_features;
+        // nn.Linear.__init__ + reset_parameters()
+        at::Tensor w = at::empty({out_features, in_features}, at::kFloat);
+        at::Tensor b = bias ? at::empty({out_features}, at::kFloat) : at::Tensor();
+        kaiming_uniform_sqrt5(w);
+        if (b.defined()) {
+            int64_t fan_in = fan_in_of(w);
+            const double bound = fan_in > 0 ? 1 / std::sqrt(static_cast<double>(fan_in)) : 0;
+            b.uniform_(-bound, bound);
+        }
+        m->weight = own_param(m, "weight", w);
+        if (b.defined()) m->bias = own_param(m, "bias", b);
+    });
+}
+
+extern "C" ct_conv_opts ct_conv_defaults(void) {
+    ct_conv_opts o;
+    o.stride = 1;
+    o.padding = 0;
+    o.dilation = 1;
+    o.groups = 1;
+    o.bias = true;
+    return o;
+}
+
+extern "C" ct_module *ct_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                   const ct_conv_opts *opts) {
+    return conv(__func__, "Conv1d", Kind::Conv1d, in_channels, out_channels, kernel, opts, 1);
+}
+
+extern "C" ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                   const ct_conv_opts *opts) {
+    return conv(__func__, "Conv2d", Kind::Conv2d, in_channels, out_channels, kernel, opts, 2);
+}
+
+extern "C" ct_norm_opts ct_norm_defaults(void) {
+    ct_norm_opts o;
+    o.eps = 1e-5;
+    o.momentum = 0.1;
+    o.affine = true;
+    o.track_running_stats = true;
+    return o;
+}
+
+extern "C" ct_module *ct_nn_batchnorm1d(int64_t num_features, const ct_norm_opts *opts) {
+    return batchnorm(__func__, "BatchNorm1d", Kind::BatchNorm1d, num_features, opts);
+}
+
+extern "C" ct_module *ct_nn_batchnorm2d(int64_t num_features, const ct_norm_opts *opts) {
+    return batchnorm(__func__, "BatchNorm2d", Kind::BatchNorm2d, num_features, opts);
+}
+
+extern "C" ct_module *ct_nn_layernorm(int64_t normalized, const ct_norm_opts *opts) {
+    ct_norm_opts o = opts ? *opts : ct_norm_defaults();
+    return build(__func__, "LayerNorm", Kind::LayerNorm, [&](ct_module *m) {
+        check_nonneg(normalized, "normalized_shape");
+        m->cfg.in = normalized;
+        m->cfg.eps = o.eps;
+        m->cfg.affine = o.affine;
+        if (o.affine) {  // elementwise_affine=True, bias=True
+            m->weight = own_param(m, "weight", at::ones({normalized}, at::kFloat));
+            m->bias = own_param(m, "bias", at::zeros({normalized}, at::kFloat));
+        }
+    });
+}
+
+extern "C" ct_module *ct_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx) {
+    return build(__func__, "Embedding", Kind::Embedding, [&](ct_module *m) {
+        check_nonneg(num_embeddings, "num_embeddings");
+        check_nonneg(embedding_dim, "embedding_dim");
+        if (padding_idx >= num_embeddings) throw Failure{CT_EINVAL, "Padding_idx must be within num_embeddings"};
+        m->cfg.in = num_embeddings;
+        m->cfg.out = embedding_dim;
+        m->cfg.padding_idx = padding_idx < 0 ? -1 : padding_idx;
+        // reset_parameters(): normal_(weight), then the padding row is zeroed.
+        at::Tensor w = at::empty({num_embeddings, embedding_dim}, at::kFloat);
+        w.normal_(0.0, 1.0);
+        if (padding_idx >= 0) w[padding_idx].fill_(0);
+        m->weight = own_param(m, "weight", w);
+    });
+}
+
+extern "C" ct_module *ct_nn_dropout(double p) {
+    return build(__func__, "Dropout", Kind::Dropout, [&](ct_module *m) {
+        if (!(p >= 0 && p <= 1))
+            throw Failure{CT_EINVAL, "dropout probability has to be between 0 and 1, but got " + fmt_double(p)};
+        m->cfg.p = p;
+    });
+}
+
+extern "C" ct_module *ct_nn_relu(void) { return stateless(__func__, "ReLU", Kind::ReLU); }
+extern "C" ct_module *ct_nn_gelu(void) { return stateless(__func__, "GELU", Kind::GELU); }
+extern "C" ct_module *ct_nn_silu(void) { return stateless(__func__, "SiLU", Kind::SiLU); }
+extern "C" ct_module *ct_nn_tanh(void) { return stateless(__func__, "Tanh", Kind::Tanh); }
+extern "C" ct_module *ct_nn_sigmoid(void) { return stateless(__func__, "Sigmoid", Kind::Sigmoid); }
+
+extern "C" ct_module *ct_nn_flatten(int start_dim, int end_dim) {
+    return build(__func__, "Flatten", Kind::Flatten, [&](ct_module *m) {
+        m->cfg.start_dim = start_dim;
+        m->cfg.end_dim = end_dim;
+    });
+}
+
+extern "C" ct_module *ct_nn_max_pool2d(int64_t kernel, int64_t stride, int64_t padding) {
+    return build(__func__, "MaxPool2d", Kind::MaxPool2d, [&](ct_module *m) {
+        check_positive(kernel, "kernel_size");
+        check_nonneg(stride, "stride");
+        check_nonneg(padding, "padding");
+        if (padding * 2 > kernel)
+            throw Failure{CT_EINVAL, "pad should be at most half of effective kernel size, but got pad=" +
+                                         std::to_string(padding) + ", kernel_size=" + std::to_string(kernel)};
+        m->cfg.kernel = kernel;
+        m->cfg.stride = stride == 0 ? kernel : stride;  // stride=None
+        m->cfg.padding = padding;
+    });
+}
+
+extern "C" ct_module *ct_nn_sequential(int n, ct_module *const *modules) {
+    if (n < 0 || (n > 0 && !modules)) {
+        ct::fail(CT_EINVAL, __func__, n < 0 ? "negative module count" : "module array is NULL");
+        return nullptr;
+    }
+    // Steals every module, also on failure. `done` holds the modules already
+    // dealt with (added, or freed by ct_nn_add_module), so that a module given
+    // twice is never freed twice.
+    std::unordered_set<const ct_module *> done;
+    auto free_rest = [&](int from) {
+        for (int j = from; j < n; ++j) {
+            ct_module *c = modules[j];
+            if (c && !c->parent && done.insert(c).second) destroy(c);
+        }
+    };
+    ct_module *seq = nullptr;
+    try {
+        for (int i = 0; i < n; ++i)
+            if (!modules[i]) throw Failure{CT_EINVAL, "module " + std::to_string(i) + " is NULL"};
+        seq = new_module("Sequential", Kind::Sequential);
+    } catch (...) {
+        // A NULL module usually comes from a failed constructor: keep its error.
+        if (!ct::error_pending()) ct::fail_exception(__func__);
+        free_rest(0);
+        return nullptr;
+    }
+    for (int i = 0; i < n; ++i) {
+        done.insert(modules[i]);
+        if (!ct_nn_add_module(seq, std::to_string(i).c_str(), modules[i])) {
+            free_rest(i + 1);
+            destroy(seq);
+            return nullptr;
+        }
+    }
+    return seq;
+}
+
+extern "C" ct_module *ct_nn_sequential_append(ct_module *seq, ct_module *m) {
+    if (seq && seq->kind != Kind::Sequential) {
+        ct::fail(CT_EINVAL, __func__, "append needs a Sequential, got " + seq->type);
+        if (m && !m->parent && m != root_of(seq)) destroy(m);
+        return nullptr;
+    }
+    return ct_nn_add_module(seq, seq ? std::to_string(seq->children.size()).c_str() : "0", m);
+}
+
+// ============================================================================
+// using modules
+// ============================================================================
+
+extern "C" ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    CT_IN(x);
+    if (m->kind == Kind::Sequential) {
+        // Intermediate handles are freed as soon as the next layer has used
+        // them; autograd keeps what it needs on its own.
+        const ct_tensor *h = x;
+        for (const Child &c : m->children) {
+            ct_tensor *next = ct_nn_forward(c.m, h);
+            if (h != x && h != next) ct_tensor_free(const_cast<ct_tensor *>(h));
+            if (!next) return nullptr;
+            h = next;
+        }
+        if (h == x) return ct::op(__func__, [&] { return x->t; });  // empty Sequential: a new handle
+        return const_cast<ct_tensor *>(h);
+    }
+    if (m->kind == Kind::User) {
+        if (!m->forward) {
+            ct::fail(CT_ENOTSUP, __func__, where(m) + " has no forward (it is a container)");
+            return nullptr;
+        }
+        ct_tensor *y = m->forward(m, x);
+        if (!y) {
+            if (!ct::error_pending())
+                ct::fail(CT_ETRIAL, __func__, "forward of " + where(m) + " returned NULL without setting an error");
+            return nullptr;
+        }
+        // The contract is a new tensor; a forward that hands back its input
+        // (identity) gets a fresh handle so the caller may free both.
+        if (y == x) return ct::op(__func__, [&] { return x->t; });
+        return y;
+    }
+    try {
+        return ct::wrap(builtin_forward(m, x->t));
+    } catch (...) {
+        std::string fn;
+        try {
+            fn = std::string(__func__) + ": " + where(m);
+        } catch (...) {
+        }
+        ct::fail_exception(fn.empty() ? __func__ : fn.c_str());
+        return nullptr;
+    }
+}
+
+extern "C" const char *ct_nn_type(const ct_module *m) { return m ? m->type.c_str() : ""; }
+
+// Walks a dotted path of children; throws naming the first missing part.
+static const ct_module *walk(const ct_module *m, const std::string &path) {
+    size_t start = 0;
+    while (start < path.size()) {
+        size_t dot = path.find('.', start);
+        std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        const ct_module *next = nullptr;
+        for (const Child &c : m->children)
+            if (c.name == part) {
+                next = c.m;
+                break;
+            }
+        if (!next) {
+            std::string have;
+            for (const Child &c : m->children) have += (have.empty() ? "" : ", ") + c.name;
+            throw Failure{CT_EINVAL, m->type + " has no child '" + part + "' (in path '" + path + "'; children: " +
+                                         (have.empty() ? "none" : have) + ")"};
+        }
+        m = next;
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    return m;
+}
+
+extern "C" ct_module *ct_nn_child(const ct_module *m, const char *path) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    if (!path) {
+        ct::fail(CT_EINVAL, __func__, "argument 'path' is NULL");
+        return nullptr;
+    }
+    try {
+        return const_cast<ct_module *>(walk(m, path));
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" ct_tensor *ct_nn_get(const ct_module *m, const char *name) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    if (!name) {
+        ct::fail(CT_EINVAL, __func__, "argument 'name' is NULL");
+        return nullptr;
+    }
+    try {
+        std::string full(name);
+        size_t dot = full.rfind('.');
+        const ct_module *owner = dot == std::string::npos ? m : walk(m, full.substr(0, dot));
+        std::string leaf = dot == std::string::npos ? full : full.substr(dot + 1);
+        for (const Slot &s : owner->params)
+            if (s.name == leaf) return s.h;
+        for (const Slot &s : owner->buffers)
+            if (s.name == leaf) return s.h;
+        std::string have;
+        for (const Slot &s : owner->params) have += (have.empty() ? "" : ", ") + s.name;
+        for (const Slot &s : owner->buffers) have += (have.empty() ? "" : ", ") + s.name;
+        throw Failure{CT_EINVAL, owner->type + " has no parameter or buffer '" + leaf + "' (looking up '" + full +
+                                     "'; it has: " + (have.empty() ? "none" : have) + ")"};
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" size_t ct_nn_num_params(const ct_module *m) {
+    if (!m) return 0;
+    try {
+        return params_of(m).handles.size();
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return 0;
+    }
+}
+
+static ct_tensor *listing_at(const Listing &l, size_t i, const char **name, const char *fn) {
+    if (i >= l.handles.size()) {
+        ct::fail(CT_EINDEX, fn, "index " + std::to_string(i) + " out of range (" + std::to_string(l.handles.size()) +
+                                    " entries)");
+        return nullptr;
+    }
+    if (name) *name = l.names[i].c_str();
+    return l.handles[i];
+}
+
+extern "C" ct_tensor *ct_nn_param_at(const ct_module *m, size_t i, const char **name) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    try {
+        return listing_at(params_of(m), i, name, __func__);
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" ct_tensor *const *ct_nn_parameters(const ct_module *m, size_t *n) {
+    if (n) *n = 0;
+    if (!check_module(m, __func__, "m")) return nullptr;
+    try {
+        const Listing &l = params_of(m);
+        if (n) *n = l.handles.size();
+        // Never NULL on success, even for a module without parameters.
+        return l.handles.empty() ? kNoTensors : l.handles.data();
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" int64_t ct_nn_num_param_elements(const ct_module *m) {
+    if (!check_module(m, __func__, "m")) return 0;
+    try {
+        int64_t total = 0;
+        for (const ct_tensor *h : params_of(m).handles) total += h->t.numel();
+        return total;
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return 0;
+    }
+}
+
+extern "C" size_t ct_nn_state_size(const ct_module *m) {
+    if (!m) return 0;
+    try {
+        return state_of(m).handles.size();
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return 0;
+    }
+}
+
+extern "C" ct_tensor *ct_nn_state_at(const ct_module *m, size_t i, const char **name) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    try {
+        return listing_at(state_of(m), i, name, __func__);
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" ct_value *ct_nn_state_dict(const ct_module *m) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    ct_value *dict = nullptr;
+    try {
+        const Listing &l = state_of(m);
+        dict = ct_value_dict();
+        if (!dict) throw std::bad_alloc();
+        for (size_t i = 0; i < l.handles.size(); ++i) {
+            // state_dict() holds param.detach(): same storage, no autograd.
+            ct_value *v = ct_value_tensor(ct::wrap_unscoped(l.handles[i]->t.detach()));
+            if (!v || ct_value_dict_set(dict, l.names[i].c_str(), v) != 0)
+                throw Failure{ct::error_pending() ? ct_last_code() : CT_ENOMEM,
+                              "adding '" + l.names[i] + "' to the state dict failed"};
+        }
+        return dict;
+    } catch (...) {
+        ct_value_free(dict);
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" int ct_nn_load_state_dict(ct_module *m, const ct_value *sd, bool strict) {
+    if (!check_module(m, __func__, "m")) return ct_last_code();
+    if (!sd) {
+        if (!ct::error_pending()) ct::fail(CT_EINVAL, __func__, "argument 'sd' is NULL");
+        return ct_last_code();
+    }
+    return ct::status(__func__, [&] {
+        if (ct_value_kind_of(sd) != CT_VALUE_DICT)
+            throw Failure{CT_EINVAL, std::string("expected a dict, got a ") + ct_value_kind_name(ct_value_kind_of(sd))};
+        const Listing &l = state_of(m);
+        std::vector<SdEntry> entries = sd_entries(sd);
+        std::unordered_map<std::string, const ct_value *> by_key;
+        for (const SdEntry &e : entries) by_key.emplace(e.key, e.v);
+
+        // Everything is checked before anything is copied (Python copies as
+        // it goes; a half-loaded model is worse than a refused one).
+        std::vector<std::string> missing, unexpected, errors;
+        bool non_tensor = false;
+        std::vector<std::pair<ct_tensor *, at::Tensor>> copies;
+        std::unordered_set<std::string> known;
+        for (size_t i = 0; i < l.handles.size(); ++i) {
+            const std::string &key = l.names[i];
+            known.insert(key);
+            auto it = by_key.find(key);
+            if (it == by_key.end()) {
+                missing.push_back(key);
+                continue;
+            }
+            ct_tensor *src = ct_value_get_tensor(it->second);
+            if (!src || src->magic != ct::kLive || !src->t.defined()) {
+                non_tensor = true;
+                errors.push_back("While copying the parameter named \"" + key +
+                                 "\", expected a tensor from checkpoint but received " +
+                                 ct_value_kind_name(ct_value_kind_of(it->second)) + ".");
+                continue;
+            }
+            const at::Tensor &dst = l.handles[i]->t;
+            if (!src->t.sizes().equals(dst.sizes())) {
+                errors.push_back("size mismatch for " + key + ": copying a param with shape " +
+                                 torch_size(src->t) + " from checkpoint, the shape in current model is " +
+                                 torch_size(dst) + ".");
+                continue;
+            }
+            copies.emplace_back(l.handles[i], src->t);
+        }
+        for (const SdEntry &e : entries)
+            if (!known.count(e.key)) unexpected.push_back(e.key);
+
+        std::vector<std::string> msgs;
+        if (strict && !missing.empty()) msgs.push_back("Missing key(s) in state_dict: " + quoted_list(missing) + ". ");
+        if (strict && !unexpected.empty())
+            msgs.push_back("Unexpected key(s) in state_dict: " + quoted_list(unexpected) + ". ");
+        msgs.insert(msgs.end(), errors.begin(), errors.end());
+        if (!msgs.empty()) {
+            std::string text = "Error(s) in loading state_dict for " + m->type + ":";
+            for (const std::string &s : msgs) text += "\n\t" + s;
+            bool only_shapes = !non_tensor && (!strict || (missing.empty() && unexpected.empty()));
+            throw Failure{only_shapes ? CT_ESHAPE : CT_EFORMAT, text};
+        }
+        at::NoGradGuard no_grad;
+        for (auto &c : copies) c.first->t.copy_(c.second);
+    });
+}
+
+static void set_training(ct_module *m, bool mode) {
+    m->training = mode;
+    for (Child &c : m->children) set_training(c.m, mode);
+}
+
+extern "C" void ct_nn_train(ct_module *m, bool mode) {
+    if (m) set_training(m, mode);
+}
+
+extern "C" bool ct_nn_is_training(const ct_module *m) { return m && m->training; }
+
+// module._apply(fn): parameters keep their identity (param.data = fn(param),
+// and the same for their gradients); buffers are replaced. All new tensors are
+// made first, so a failure (a GPU out of memory) leaves the module unchanged.
+template <class F>
+static int apply(ct_module *m, const char *fn_name, F &&fn) {
+    if (!check_module(m, fn_name, "m")) return ct_last_code();
+    return ct::status(fn_name, [&] {
+        std::vector<ct_tensor *> params, buffers;
+        collect_all(m, params, buffers);
+        std::vector<at::Tensor> new_params, new_grads, new_buffers;
+        {
+            at::NoGradGuard no_grad;
+            for (ct_tensor *h : params) {
+                new_params.push_back(fn(h->t));
+                const at::Tensor &g = h->t.grad();
+                new_grads.push_back(g.defined() ? fn(g) : at::Tensor());
+            }
+            for (ct_tensor *h : buffers) new_buffers.push_back(fn(h->t));
+        }
+        for (size_t i = 0; i < params.size(); ++i) {
+            params[i]->t.set_data(new_params[i]);
+            if (new_grads[i].defined()) params[i]->t.grad().set_data(new_grads[i]);
+        }
+        for (size_t i = 0; i < buffers.size(); ++i) buffers[i]->t = new_buffers[i];
+    });
+}
+
+extern "C" int ct_nn_to_device(ct_module *m, ct_device device) {
+    at::Device dev(at::kCPU);
+    try {
+        dev = ct::to_device(device);
+    } catch (...) {
+        return ct::fail_exception(__func__);
+    }
+    return apply(m, __func__, [&](const at::Tensor &t) { return t.to(dev); });
+}
+
+extern "C" int ct_nn_to_dtype(ct_module *m, ct_dtype dtype) {
+    at::ScalarType st;
+    if (!ct::to_scalar_type(dtype, &st))
+        return ct::fail(CT_EDTYPE, __func__, "unknown dtype " + std::to_string(dtype));
+    if (!at::isFloatingType(st))
+        return ct::fail(CT_EDTYPE, __func__,
+                        std::string("nn.Module.to only accepts floating point dtypes, but got desired dtype=") +
+                            ct_dtype_name(dtype));
+    // Integer tensors (num_batches_tracked) keep their dtype, as in Python.
+    return apply(m, __func__, [&](const at::Tensor &t) {
+        return t.is_floating_point() || t.is_complex() ? t.to(st) : t;
+    });
+}
+
+extern "C" int ct_nn_zero_grad(ct_module *m, bool set_to_none) {
+    if (!check_module(m, __func__, "m")) return ct_last_code();
+    return ct::status(__func__, [&] {
+        for (ct_tensor *h : params_of(m).handles) {
+            at::Tensor &g = h->t.mutable_grad();
+            if (!g.defined()) continue;
+            if (set_to_none) {
+                g.reset();
+            } else {
+                if (g.grad_fn()) g.detach_();
+                else g.requires_grad_(false);
+                g.zero_();
+            }
+        }
+    });
+}
+
+extern "C" void ct_nn_free(ct_module *m) {
+    if (!m) return;
+    if (m->parent) {
+        ct::fail(CT_ESTATE, __func__,
+                 "module '" + path_of(m) + "' (" + m->type + ") belongs to its parent; free the root module");
+        return;
+    }
+    destroy(m);
+}
+
+// ============================================================================
+// torch.nn.utils
+// ============================================================================
+
+extern "C" int ct_clip_grad_norm(size_t n, ct_tensor *const *params, double max_norm, double norm_type,
+                                 double *total_norm) {
+    return ct::status(__func__, [&] {
+        at::NoGradGuard no_grad;
+        std::vector<at::Tensor> grads = grads_of(n, params, __func__);
+        if (grads.empty()) {
+            if (total_norm) *total_norm = 0;
+            return;
+        }
+        // _get_total_norm: per-group foreach norms, then the norm of the norms.
+        auto groups = group_by_device_dtype(grads);
+        std::vector<at::Tensor> norms;
+        for (const auto &g : groups)
+            for (const at::Tensor &nrm : at::_foreach_norm(g, norm_type)) norms.push_back(nrm.to(grads[0].device()));
+        at::Tensor total = at::linalg_vector_norm(at::stack(norms), norm_type);
+        // _clip_grads_with_norm_: `max_norm / (total + 1e-6)` is
+        // Tensor.__rtruediv__, i.e. reciprocal() * max_norm.
+        at::Tensor coef = at::clamp(at::reciprocal(total + 1e-6) * max_norm, std::optional<at::Scalar>(),
+                                   std::optional<at::Scalar>(1.0));
+        for (auto &g : groups) at::_foreach_mul_(g, coef.to(g[0].device()));
+        if (total_norm) *total_norm = total.item<double>();
+    });
+}
+
+extern "C" int ct_clip_grad_value(size_t n, ct_tensor *const *params, double clip_value) {
+    return ct::status(__func__, [&] {
+        at::NoGradGuard no_grad;
+        std::vector<at::Tensor> grads = grads_of(n, params, __func__);
+        for (auto &g : group_by_device_dtype(grads)) {
+            at::_foreach_clamp_min_(g, -clip_value);
+            at::_foreach_clamp_max_(g, clip_value);
+        }
+    });
+}

@@ -1,0 +1,6 @@
+# tests/nn — modules, built-in layers, state dicts, gradient clipping.
+# The *_dump programs write JSON that a Python script compares with torch.
+set(_nn ${CMAKE_CURRENT_LIST_DIR})
+
+ct_c_program(nn_init_dump ${_nn}/nn_init_dump.c)
+ct_py_test(nn_init_parity ${_nn}/test_init_parity.py $<TARGET_FILE:nn_init_dump>)
