@@ -4,3 +4,6 @@ set(_nn ${CMAKE_CURRENT_LIST_DIR})
 
 ct_c_program(nn_init_dump ${_nn}/nn_init_dump.c)
 ct_py_test(nn_init_parity ${_nn}/test_init_parity.py $<TARGET_FILE:nn_init_dump>)
+
+ct_c_program(nn_train_dump ${_nn}/nn_train_dump.c)
+ct_py_test(nn_train_parity ${_nn}/test_train_parity.py $<TARGET_FILE:nn_train_dump>)
