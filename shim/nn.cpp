@@ -10,6 +10,7 @@
 // cache is stale exactly when something in that module's subtree changed.
 #include "internal.h"
 
+#include <ATen/native/ForeachUtils.h>
 #include <c10/core/GradMode.h>
 
 #include <cmath>
@@ -503,19 +504,19 @@ std::vector<SdEntry> sd_entries(const ct_value *sd) {
     return out;
 }
 
-// Groups tensors by (device, dtype) in order of first appearance, as
-// torch.utils._foreach_utils._group_tensors_by_device_and_dtype does.
+// Groups tensors by (device, dtype) with the very function behind Python's
+// _group_tensors_by_device_and_dtype: its hash-map order is the order in
+// which torch.nn.utils visits the groups, and with mixed dtypes the order of
+// the per-group norms changes the last bits of the total norm.
 std::vector<std::vector<at::Tensor>> group_by_device_dtype(const std::vector<at::Tensor> &ts) {
     std::vector<std::vector<at::Tensor>> groups;
-    for (const at::Tensor &t : ts) {
-        bool placed = false;
-        for (auto &g : groups)
-            if (g[0].device() == t.device() && g[0].scalar_type() == t.scalar_type()) {
-                g.push_back(t);
-                placed = true;
-                break;
-            }
-        if (!placed) groups.push_back({t});
+    if (ts.empty()) return groups;
+    at::native::nested_optional_tensorvec_t nested(1);
+    for (const at::Tensor &t : ts) nested[0].emplace_back(t);
+    for (auto &kv : at::native::_group_tensors_by_first_tensors_device_and_dtype(nested, false)) {
+        std::vector<at::Tensor> g;
+        for (const auto &t : kv.second.first[0]) g.push_back(*t);
+        groups.push_back(std::move(g));
     }
     return groups;
 }

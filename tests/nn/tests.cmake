@@ -7,3 +7,6 @@ ct_py_test(nn_init_parity ${_nn}/test_init_parity.py $<TARGET_FILE:nn_init_dump>
 
 ct_c_program(nn_train_dump ${_nn}/nn_train_dump.c)
 ct_py_test(nn_train_parity ${_nn}/test_train_parity.py $<TARGET_FILE:nn_train_dump>)
+
+ct_c_program(nn_forward_dump ${_nn}/nn_forward_dump.c)
+ct_py_test(nn_forward_parity ${_nn}/test_forward_parity.py $<TARGET_FILE:nn_forward_dump>)
