@@ -1,0 +1,1493 @@
+// shim/optim.cpp — torch.optim's SGD, Adam, AdamW, RMSprop and Adagrad with
+// Python's update rules and Python's state_dict layout (see optim.h).
+//
+// Each update mirrors torch 2.11's Python code op for op, so results match
+// bit for bit: `_single_tensor_*` (Python's choice on the CPU), `_multi_tensor_*`
+// (foreach=True, or foreach=None with every parameter on CUDA) and `_fused_*`
+// (fused=True). Which one runs is decided per group and per step exactly as
+// Python decides it, from the group's "foreach" and "fused" entries.
+//
+// An optimizer keeps at::Tensor references to its parameters (in-place
+// updates reach the caller's tensors) plus one unscoped handle per parameter
+// for ct_optim_param(). Hyperparameters live in a fixed array per group; the
+// per-type tables below say which keys a type has, in Python's order, and how
+// each is written in a state dict.
+#include "internal.h"
+
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ctrial/nn.h"
+#include "ctrial/optim.h"
+#include "ctrial/value.h"
+
+using ct::Failure;
+
+namespace {
+
+// ============================================================================
+// hyperparameter tables
+// ============================================================================
+
+enum class Kind { SGD, Adam, AdamW, RMSprop, Adagrad };
+
+enum Key {
+    kLr, kMomentum, kDampening, kWeightDecay, kNesterov, kMaximize, kBeta1, kBeta2, kEps,
+    kAmsgrad, kAlpha, kCentered, kLrDecay, kInitAcc, kForeach, kFused, kCapturable,
+    kDifferentiable, kDecoupled, kNumKeys
+};
+
+// How a key is written in param_groups: a number (an int where Python's
+// default is the int 0), a bool, None/True/False, or the (beta1, beta2) tuple.
+enum class Py { Num, Bool, OptBool, Betas };
+
+// Optional booleans (foreach, fused) are stored as -1 (None), 0 or 1.
+constexpr double kNone = -1;
+// A key that load_state_dict requires (Python's __setstate__ has no default).
+constexpr double kRequired = NAN;
+
+struct KeySpec {
+    const char *name;
+    Key key;
+    Py py;
+    double load_default;  // value when a loaded group lacks the key, or kRequired
+};
+
+// param_groups keys in Python's order (torch 2.11), per optimizer type.
+const KeySpec kSgdKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"momentum", kMomentum, Py::Num, kRequired},
+    {"dampening", kDampening, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"nesterov", kNesterov, Py::Bool, 0},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+    {"fused", kFused, Py::OptBool, 0},
+};
+const KeySpec kAdamKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"betas", kBeta1, Py::Betas, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"amsgrad", kAmsgrad, Py::Bool, 0},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"capturable", kCapturable, Py::Bool, 0},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+    {"fused", kFused, Py::OptBool, kNone},
+    {"decoupled_weight_decay", kDecoupled, Py::Bool, 0},
+};
+const KeySpec kRmspropKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"momentum", kMomentum, Py::Num, 0},
+    {"alpha", kAlpha, Py::Num, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"centered", kCentered, Py::Bool, 0},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"capturable", kCapturable, Py::Bool, 0},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+};
+const KeySpec kAdagradKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"lr_decay", kLrDecay, Py::Num, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"initial_accumulator_value", kInitAcc, Py::Num, kRequired},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+    {"fused", kFused, Py::OptBool, kNone},
+};
+
+struct KeyTable {
+    const KeySpec *keys;
+    size_t n;
+};
+
+template <size_t N>
+KeyTable table_of(const KeySpec (&a)[N]) { return {a, N}; }
+
+KeyTable keys_of(Kind k) {
+    switch (k) {
+    case Kind::SGD: return table_of(kSgdKeys);
+    case Kind::Adam:
+    case Kind::AdamW: return table_of(kAdamKeys);
+    case Kind::RMSprop: return table_of(kRmspropKeys);
+    case Kind::Adagrad: return table_of(kAdagradKeys);
+    }
+    return {nullptr, 0};
+}
+
+const char *kind_name(Kind k) {
+    switch (k) {
+    case Kind::SGD: return "SGD";
+    case Kind::Adam: return "Adam";
+    case Kind::AdamW: return "AdamW";
+    case Kind::RMSprop: return "RMSprop";
+    case Kind::Adagrad: return "Adagrad";
+    }
+    return "?";
+}
+
+bool has_key(Kind k, Key key) {
+    if ((k == Kind::Adam || k == Kind::AdamW) && key == kBeta2) return true;
+    KeyTable t = keys_of(k);
+    for (size_t i = 0; i < t.n; ++i)
+        if (t.keys[i].key == key) return true;
+    return false;
+}
+
+// Python writes float hyperparameters with repr(): 0.001, 1e-08, -1.0.
+std::string py_float(double x) {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    char buf[64];
+    for (int prec = 1; prec <= 17; ++prec) {  // shortest text that reads back as x
+        snprintf(buf, sizeof buf, "%.*e", prec - 1, x);
+        if (std::strtod(buf, nullptr) == x) break;
+    }
+    std::string s(buf);
+    size_t e = s.find('e');
+    int exp = std::atoi(s.c_str() + e + 1);
+    std::string digits, sign = s[0] == '-' ? "-" : "";
+    for (size_t i = sign.size(); i < e; ++i)
+        if (s[i] != '.') digits += s[i];
+    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+    if (exp < -4 || exp >= 16) {  // repr switches to exponent form here
+        std::string m = digits.substr(0, 1);
+        if (digits.size() > 1) m += "." + digits.substr(1);
+        snprintf(buf, sizeof buf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+        return sign + m + buf;
+    }
+    if (exp < 0) return sign + "0." + std::string(-exp - 1, '0') + digits;
+    if (digits.size() <= static_cast<size_t>(exp) + 1)
+        return sign + digits + std::string(exp + 1 - digits.size(), '0') + ".0";
+    return sign + digits.substr(0, exp + 1) + "." + digits.substr(exp + 1);
+}
+
+// Python's ValueError text for an out-of-range value, or "" when it is fine.
+// NaN is refused everywhere (Python lets some through only by accident of
+// how each check is written).
+std::string check_value(Key key, double v) {
+    const std::string x = py_float(v);
+    switch (key) {
+    case kLr: return v >= 0 ? "" : "Invalid learning rate: " + x;
+    case kMomentum: return v >= 0 ? "" : "Invalid momentum value: " + x;
+    case kWeightDecay: return v >= 0 ? "" : "Invalid weight_decay value: " + x;
+    case kEps: return v >= 0 ? "" : "Invalid epsilon value: " + x;
+    case kAlpha: return v >= 0 ? "" : "Invalid alpha value: " + x;
+    case kLrDecay: return v >= 0 ? "" : "Invalid lr_decay value: " + x;
+    case kInitAcc: return v >= 0 ? "" : "Invalid initial_accumulator_value value: " + x;
+    case kBeta1: return v >= 0 && v < 1 ? "" : "Invalid beta parameter at index 0: " + x;
+    case kBeta2: return v >= 0 && v < 1 ? "" : "Invalid beta parameter at index 1: " + x;
+    case kDampening: return std::isnan(v) ? "Invalid dampening value: nan" : "";
+    default: return "";
+    }
+}
+
+// The order in which each constructor checks its values (the first failure
+// is the one Python reports).
+std::vector<Key> check_order(Kind k) {
+    switch (k) {
+    case Kind::SGD: return {kLr, kMomentum, kWeightDecay, kDampening};
+    case Kind::Adam:
+    case Kind::AdamW: return {kLr, kEps, kBeta1, kBeta2, kWeightDecay};
+    case Kind::RMSprop: return {kLr, kEps, kMomentum, kWeightDecay, kAlpha};
+    case Kind::Adagrad: return {kLr, kLrDecay, kWeightDecay, kInitAcc, kEps};
+    }
+    return {};
+}
+
+// ============================================================================
+// the optimizer
+// ============================================================================
+
+struct ValueFree {
+    void operator()(ct_value *v) const { ct_value_free(v); }
+};
+using ValuePtr = std::unique_ptr<ct_value, ValueFree>;
+
+struct Hyper {
+    double v[kNumKeys] = {};
+    // Written as a Python int (Python's defaults are the int 0 for these, and
+    // a loaded int stays an int).
+    bool as_int[kNumKeys] = {};
+};
+
+struct Group {
+    std::vector<size_t> params;  // indices into ct_optim::params
+    Hyper h;
+    // Keys ctrial does not interpret but keeps, in order, for Python:
+    // "initial_lr" (LR schedulers), "param_names", ...
+    std::vector<std::pair<std::string, ValuePtr>> extras;
+};
+
+// Per-parameter state; an undefined tensor is a key Python's dict lacks.
+struct State {
+    bool present = false;  // the parameter has an entry in Python's self.state
+    at::Tensor step, exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer, square_avg,
+        grad_avg, sum;
+};
+
+struct StateSlot {
+    const char *name;
+    at::Tensor State::*field;
+};
+
+// State keys in the order Python creates them.
+std::vector<StateSlot> slots_of(Kind k) {
+    switch (k) {
+    case Kind::SGD: return {{"momentum_buffer", &State::momentum_buffer}};
+    case Kind::Adam:
+    case Kind::AdamW:
+        return {{"step", &State::step},
+                {"exp_avg", &State::exp_avg},
+                {"exp_avg_sq", &State::exp_avg_sq},
+                {"max_exp_avg_sq", &State::max_exp_avg_sq}};
+    case Kind::RMSprop:
+        return {{"step", &State::step},
+                {"square_avg", &State::square_avg},
+                {"momentum_buffer", &State::momentum_buffer},
+                {"grad_avg", &State::grad_avg}};
+    case Kind::Adagrad: return {{"step", &State::step}, {"sum", &State::sum}};
+    }
+    return {};
+}
+
+}  // namespace
+
+struct ct_optim {
+    Kind kind;
+    Hyper defaults;                   // for groups added later
+    std::vector<at::Tensor> params;   // every parameter, in state_dict index order
+    std::vector<ct_tensor *> handles; // unscoped handle per parameter (ct_optim_param)
+    std::vector<Group> groups;
+    std::vector<State> state;         // per parameter
+    std::vector<size_t> state_order;  // parameters in the order their state appeared
+
+    ~ct_optim() {
+        for (ct_tensor *h : handles) ct_tensor_free(h);
+    }
+};
+
+namespace {
+
+[[noreturn]] void fail(int code, const std::string &msg) { throw Failure{code, msg}; }
+
+// ---- small tensor helpers -------------------------------------------------
+
+// Python keeps "step" as a float32 0-dim tensor: on the CPU, or on the
+// parameter's device for fused groups (the kernels read it there).
+at::Tensor zero_step(const at::Tensor &p, bool fused) {
+    auto opt = at::TensorOptions().dtype(at::kFloat);
+    return at::zeros({}, fused ? opt.device(p.device()) : opt);
+}
+
+bool fused_on(const Group &g) { return g.h.v[kFused] == 1; }
+
+void touch_state(ct_optim *o, size_t i) {
+    if (o->state[i].present) return;
+    o->state[i].present = true;
+    o->state_order.push_back(i);
+}
+
+// Parameters with a gradient, in group order; Python skips the others.
+std::vector<size_t> with_grad(const ct_optim *o, const Group &g) {
+    std::vector<size_t> idx;
+    for (size_t i : g.params) {
+        const at::Tensor &grad = o->params[i].grad();
+        if (!grad.defined()) continue;
+        if (grad.is_sparse())
+            fail(CT_ENOTSUP, std::string(kind_name(o->kind)) + " does not support sparse gradients");
+        idx.push_back(i);
+    }
+    return idx;
+}
+
+// Optimizer._group_tensors_by_device_and_dtype: foreach and fused kernels
+// take lists of one device and dtype. First-seen order, like Python's dict.
+std::vector<std::vector<size_t>> by_device_dtype(const ct_optim *o, const std::vector<size_t> &idx) {
+    std::vector<std::pair<std::pair<at::Device, at::ScalarType>, std::vector<size_t>>> buckets;
+    for (size_t i : idx) {
+        auto key = std::make_pair(o->params[i].device(), o->params[i].scalar_type());
+        auto it = buckets.begin();
+        while (it != buckets.end() && it->first != key) ++it;
+        if (it == buckets.end()) buckets.push_back({key, {i}});
+        else it->second.push_back(i);
+    }
+    std::vector<std::vector<size_t>> out;
+    for (auto &b : buckets) out.push_back(std::move(b.second));
+    return out;
+}
+
+std::vector<at::Tensor> gather(const ct_optim *o, const std::vector<size_t> &idx) {
+    std::vector<at::Tensor> v;
+    for (size_t i : idx) v.push_back(o->params[i]);
+    return v;
+}
+std::vector<at::Tensor> gather_grads(const ct_optim *o, const std::vector<size_t> &idx) {
+    std::vector<at::Tensor> v;
+    for (size_t i : idx) v.push_back(o->params[i].grad());
+    return v;
+}
+std::vector<at::Tensor> gather(ct_optim *o, const std::vector<size_t> &idx, at::Tensor State::*f) {
+    std::vector<at::Tensor> v;
+    for (size_t i : idx) v.push_back(o->state[i].*f);
+    return v;
+}
+
+enum class Path { Single, Foreach, Fused };
+
+// The implementation Python picks for this group and step.
+Path choose_path(const ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    double foreach = g.h.v[kForeach];
+    double fused = has_key(o->kind, kFused) ? g.h.v[kFused] : kNone;
+    if (fused == 1) return Path::Fused;
+    if (foreach == kNone && fused == kNone) {
+        // _default_to_fused_or_foreach: foreach when every parameter is on
+        // a device with foreach kernels (CUDA here).
+        for (size_t i : idx)
+            if (!o->params[i].is_cuda()) return Path::Single;
+        return Path::Foreach;
+    }
+    return foreach == 1 ? Path::Foreach : Path::Single;
+}
+
+// _device_dtype_check_for_fused.
+void check_fused(const ct_optim *o, const std::vector<size_t> &idx, bool cuda_ok) {
+    for (size_t i : idx) {
+        const at::Tensor &p = o->params[i];
+        bool dev_ok = p.is_cpu() || (cuda_ok && p.is_cuda());
+        if (!dev_ok || !at::isFloatingType(p.scalar_type()))
+            fail(CT_ENOTSUP, std::string("`fused=True` requires all the params to be floating point "
+                                         "Tensors of supported devices: ") +
+                                 (cuda_ok ? "['cpu', 'cuda']" : "['cpu']") + " but " +
+                                 ct::describe(p));
+    }
+}
+
+// Fused groups keep "step" on the parameter's device.
+void steps_to_params(ct_optim *o, const std::vector<size_t> &idx) {
+    for (size_t i : idx) {
+        at::Tensor &s = o->state[i].step;
+        if (s.device() != o->params[i].device()) s = s.to(o->params[i].device());
+    }
+}
+
+std::vector<at::Scalar> scalars(const std::vector<double> &v) {
+    return std::vector<at::Scalar>(v.begin(), v.end());
+}
+
+// ============================================================================
+// SGD (torch/optim/sgd.py)
+// ============================================================================
+
+void sgd_single(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], momentum = h[kMomentum], dampening = h[kDampening],
+                 wd = h[kWeightDecay];
+    for (size_t i : idx) {
+        at::Tensor param = o->params[i];
+        at::Tensor grad = h[kMaximize] ? at::neg(param.grad()) : param.grad();
+        if (wd != 0) grad = grad.add(param, wd);
+        if (momentum != 0) {
+            at::Tensor &buf = o->state[i].momentum_buffer;
+            if (!buf.defined()) buf = grad.detach().clone();
+            else buf.mul_(momentum).add_(grad, 1 - dampening);
+            grad = h[kNesterov] ? grad.add(buf, momentum) : buf;
+        }
+        param.add_(grad, -lr);
+    }
+}
+
+void sgd_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], momentum = h[kMomentum], dampening = h[kDampening],
+                 wd = h[kWeightDecay];
+    const bool maximize = h[kMaximize] != 0;
+    for (const auto &idx : by_device_dtype(o, all)) {
+        std::vector<at::Tensor> params = gather(o, idx), grads = gather_grads(o, idx);
+        if (maximize) grads = at::_foreach_neg(grads);
+        if (wd != 0) {
+            if (maximize) at::_foreach_add_(grads, params, wd);  // reuse the negated copies
+            else grads = at::_foreach_add(grads, params, wd);
+        }
+        if (momentum != 0) {
+            std::vector<at::Tensor> bufs = gather(o, idx, &State::momentum_buffer);
+            bool all_present = true;
+            for (const auto &b : bufs) all_present = all_present && b.defined();
+            if (all_present) {
+                at::_foreach_mul_(bufs, at::Scalar(momentum));
+                at::_foreach_add_(bufs, grads, 1 - dampening);
+            } else {
+                for (size_t k = 0; k < idx.size(); ++k) {
+                    at::Tensor &buf = o->state[idx[k]].momentum_buffer;
+                    if (!buf.defined()) buf = grads[k].detach().clone();
+                    else buf.mul_(momentum).add_(grads[k], 1 - dampening);
+                    bufs[k] = buf;
+                }
+            }
+            // As in Python, nesterov updates the gradient list in place
+            // (p.grad itself when neither maximize nor weight decay copied it).
+            if (h[kNesterov]) at::_foreach_add_(grads, bufs, momentum);
+            else grads = bufs;
+        }
+        at::_foreach_add_(params, grads, -lr);
+    }
+}
+
+void sgd_fused(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    check_fused(o, all, true);
+    const bool no_buffer = h[kMomentum] == 0;
+    // Python allocates every buffer on the first step and lets the kernel
+    // copy the gradient in. A group where only some parameters have a
+    // buffer (Python fails on it) runs as two calls: first steps, the rest.
+    std::vector<size_t> first, later;
+    for (size_t i : all) {
+        at::Tensor &buf = o->state[i].momentum_buffer;
+        if (no_buffer || buf.defined()) later.push_back(i);
+        else {
+            buf = at::empty_like(o->params[i].grad());
+            first.push_back(i);
+        }
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+        const bool is_first = pass == 0;
+        for (const auto &idx : by_device_dtype(o, is_first ? first : later)) {
+            std::vector<at::Tensor> bufs;
+            if (!no_buffer) bufs = gather(o, idx, &State::momentum_buffer);
+            at::_fused_sgd_(gather(o, idx), gather_grads(o, idx), bufs, h[kWeightDecay],
+                            h[kMomentum], h[kLr], h[kDampening], h[kNesterov] != 0,
+                            h[kMaximize] != 0, is_first);
+        }
+    }
+}
+
+void sgd_step(ct_optim *o, const Group &g, const std::vector<size_t> &idx, Path path) {
+    // Python's _init_group touches self.state[p] whenever momentum != 0.
+    if (g.h.v[kMomentum] != 0)
+        for (size_t i : idx) touch_state(o, i);
+    if (path == Path::Fused) sgd_fused(o, g, idx);
+    else if (path == Path::Foreach) sgd_foreach(o, g, idx);
+    else sgd_single(o, g, idx);
+}
+
+// ============================================================================
+// Adam and AdamW (torch/optim/adam.py; AdamW is Adam with decoupled decay)
+// ============================================================================
+
+void adam_init(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    for (size_t i : idx) {
+        State &s = o->state[i];
+        const at::Tensor &p = o->params[i];
+        if (!s.present || !s.step.defined()) {
+            touch_state(o, i);
+            s.step = zero_step(p, fused_on(g));
+            s.exp_avg = at::zeros_like(p);
+            s.exp_avg_sq = at::zeros_like(p);
+            if (g.h.v[kAmsgrad]) s.max_exp_avg_sq = at::zeros_like(p);
+        }
+        // amsgrad switched on after the first step: Python fails; start at 0.
+        if (g.h.v[kAmsgrad] && !s.max_exp_avg_sq.defined())
+            s.max_exp_avg_sq = at::zeros_like(p);
+    }
+}
+
+void adam_single(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], beta1 = h[kBeta1], beta2 = h[kBeta2], wd = h[kWeightDecay],
+                 eps = h[kEps];
+    for (size_t i : idx) {
+        at::Tensor param = o->params[i];
+        State &s = o->state[i];
+        at::Tensor grad = h[kMaximize] ? at::neg(param.grad()) : param.grad();
+        s.step.add_(1);
+        if (wd != 0) {
+            if (h[kDecoupled]) param.mul_(1 - lr * wd);
+            else grad = grad.add(param, wd);
+        }
+        s.exp_avg.lerp_(grad, 1 - beta1);
+        s.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+
+        const double step = s.step.item<double>();
+        const double bias_correction1 = 1 - std::pow(beta1, step);
+        const double bias_correction2 = 1 - std::pow(beta2, step);
+        const double step_size = lr / bias_correction1;
+        const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
+        at::Tensor denom;
+        if (h[kAmsgrad]) {
+            at::maximum_out(s.max_exp_avg_sq, s.max_exp_avg_sq, s.exp_avg_sq);
+            denom = (s.max_exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps);
+        } else {
+            denom = (s.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps);
+        }
+        param.addcdiv_(s.exp_avg, denom, -step_size);
+    }
+}
+
+void adam_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], beta1 = h[kBeta1], beta2 = h[kBeta2], wd = h[kWeightDecay],
+                 eps = h[kEps];
+    const bool maximize = h[kMaximize] != 0, amsgrad = h[kAmsgrad] != 0;
+    for (const auto &idx : by_device_dtype(o, all)) {
+        std::vector<at::Tensor> params = gather(o, idx), grads = gather_grads(o, idx);
+        std::vector<at::Tensor> exp_avgs = gather(o, idx, &State::exp_avg);
+        std::vector<at::Tensor> exp_avg_sqs = gather(o, idx, &State::exp_avg_sq);
+        std::vector<at::Tensor> steps = gather(o, idx, &State::step);
+        if (maximize) grads = at::_foreach_neg(grads);
+        at::_foreach_add_(steps, at::Scalar(1));
+        if (wd != 0) {
+            if (h[kDecoupled]) at::_foreach_mul_(params, at::Scalar(1 - lr * wd));
+            else if (maximize) at::_foreach_add_(grads, params, wd);
+            else grads = at::_foreach_add(grads, params, wd);
+        }
+        at::_foreach_lerp_(exp_avgs, grads, at::Scalar(1 - beta1));
+        at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
+        at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
+
+        std::vector<double> step_size, bias_correction2_sqrt;
+        for (const auto &s : steps) {
+            const double step = s.item<double>();
+            step_size.push_back((lr / (1 - std::pow(beta1, step))) * -1);
+            bias_correction2_sqrt.push_back(std::pow(1 - std::pow(beta2, step), 0.5));
+        }
+        std::vector<at::Tensor> sq;
+        if (amsgrad) {
+            std::vector<at::Tensor> maxs = gather(o, idx, &State::max_exp_avg_sq);
+            at::_foreach_maximum_(maxs, exp_avg_sqs);
+            sq = at::_foreach_sqrt(maxs);
+        } else {
+            sq = at::_foreach_sqrt(exp_avg_sqs);
+        }
+        at::_foreach_div_(sq, scalars(bias_correction2_sqrt));
+        at::_foreach_add_(sq, at::Scalar(eps));
+        at::_foreach_addcdiv_(params, exp_avgs, sq, scalars(step_size));
+    }
+}
+
+void adam_fused(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    check_fused(o, all, true);
+    steps_to_params(o, all);
+    for (const auto &idx : by_device_dtype(o, all)) {
+        std::vector<at::Tensor> steps = gather(o, idx, &State::step);
+        std::vector<at::Tensor> maxs;
+        if (h[kAmsgrad]) maxs = gather(o, idx, &State::max_exp_avg_sq);
+        at::_foreach_add_(steps, at::Scalar(1));
+        if (h[kDecoupled])
+            at::_fused_adamw_(gather(o, idx), gather_grads(o, idx), gather(o, idx, &State::exp_avg),
+                              gather(o, idx, &State::exp_avg_sq), maxs, steps, h[kLr], h[kBeta1],
+                              h[kBeta2], h[kWeightDecay], h[kEps], h[kAmsgrad] != 0,
+                              h[kMaximize] != 0);
+        else
+            at::_fused_adam_(gather(o, idx), gather_grads(o, idx), gather(o, idx, &State::exp_avg),
+                             gather(o, idx, &State::exp_avg_sq), maxs, steps, h[kLr], h[kBeta1],
+                             h[kBeta2], h[kWeightDecay], h[kEps], h[kAmsgrad] != 0,
+                             h[kMaximize] != 0);
+    }
+}
+
+void adam_step(ct_optim *o, const Group &g, const std::vector<size_t> &idx, Path path) {
+    if (path == Path::Fused) check_fused(o, idx, true);  // before any state is made
+    adam_init(o, g, idx);
+    if (path == Path::Fused) adam_fused(o, g, idx);
+    else if (path == Path::Foreach) adam_foreach(o, g, idx);
+    else adam_single(o, g, idx);
+}
+
+// ============================================================================
+// RMSprop (torch/optim/rmsprop.py)
+// ============================================================================
+
+void rmsprop_init(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    const double *h = g.h.v;
+    for (size_t i : idx) {
+        State &s = o->state[i];
+        const at::Tensor &p = o->params[i];
+        if (!s.present || !s.step.defined()) {
+            touch_state(o, i);
+            s.step = zero_step(p, false);
+            s.square_avg = at::zeros_like(p);
+        }
+        // Created when the option is on at the first step, as in Python; when
+        // it is switched on later (Python fails) they start at 0.
+        if (h[kMomentum] > 0 && !s.momentum_buffer.defined())
+            s.momentum_buffer = at::zeros_like(p);
+        if (h[kCentered] && !s.grad_avg.defined())
+            s.grad_avg = at::zeros_like(p);
+    }
+}
+
+void rmsprop_single(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], alpha = h[kAlpha], eps = h[kEps], wd = h[kWeightDecay],
+                 momentum = h[kMomentum];
+    for (size_t i : idx) {
+        at::Tensor param = o->params[i];
+        State &s = o->state[i];
+        at::Tensor grad = h[kMaximize] ? at::neg(param.grad()) : param.grad();
+        s.step.add_(1);
+        if (wd != 0) grad = grad.add(param, wd);
+        s.square_avg.mul_(alpha).addcmul_(grad, grad, 1 - alpha);
+        at::Tensor avg;
+        if (h[kCentered]) {
+            s.grad_avg.lerp_(grad, 1 - alpha);
+            avg = s.square_avg.addcmul(s.grad_avg, s.grad_avg, -1).sqrt_();
+        } else {
+            avg = s.square_avg.sqrt();
+        }
+        avg = avg.add_(eps);
+        if (momentum > 0) {
+            s.momentum_buffer.mul_(momentum).addcdiv_(grad, avg);
+            param.add_(s.momentum_buffer, -lr);
+        } else {
+            param.addcdiv_(grad, avg, -lr);
+        }
+    }
+}
+
+void rmsprop_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], alpha = h[kAlpha], eps = h[kEps], wd = h[kWeightDecay],
+                 momentum = h[kMomentum];
+    const bool maximize = h[kMaximize] != 0;
+    for (const auto &idx : by_device_dtype(o, all)) {
+        std::vector<at::Tensor> params = gather(o, idx), grads = gather_grads(o, idx);
+        std::vector<at::Tensor> square_avgs = gather(o, idx, &State::square_avg);
+        std::vector<at::Tensor> steps = gather(o, idx, &State::step);
+        if (maximize) grads = at::_foreach_neg(grads);
+        at::_foreach_add_(steps, at::Scalar(1));
+        if (wd != 0) {
+            if (maximize) at::_foreach_add_(grads, params, wd);
+            else grads = at::_foreach_add(grads, params, wd);
+        }
+        at::_foreach_mul_(square_avgs, at::Scalar(alpha));
+        at::_foreach_addcmul_(square_avgs, grads, grads, 1 - alpha);
+        std::vector<at::Tensor> avg;
+        if (h[kCentered]) {
+            std::vector<at::Tensor> grad_avgs = gather(o, idx, &State::grad_avg);
+            at::_foreach_lerp_(grad_avgs, grads, at::Scalar(1 - alpha));
+            avg = at::_foreach_addcmul(square_avgs, grad_avgs, grad_avgs, -1);
+            at::_foreach_sqrt_(avg);
+            at::_foreach_add_(avg, at::Scalar(eps));
+        } else {
+            avg = at::_foreach_sqrt(square_avgs);
+            at::_foreach_add_(avg, at::Scalar(eps));
+        }
+        if (momentum > 0) {
+            std::vector<at::Tensor> bufs = gather(o, idx, &State::momentum_buffer);
+            at::_foreach_mul_(bufs, at::Scalar(momentum));
+            at::_foreach_addcdiv_(bufs, grads, avg);
+            at::_foreach_add_(params, bufs, -lr);
+        } else {
+            at::_foreach_addcdiv_(params, grads, avg, -lr);
+        }
+    }
+}
+
+void rmsprop_step(ct_optim *o, const Group &g, const std::vector<size_t> &idx, Path path) {
+    rmsprop_init(o, g, idx);
+    if (path == Path::Foreach) rmsprop_foreach(o, g, idx);
+    else rmsprop_single(o, g, idx);
+}
+
+// ============================================================================
+// Adagrad (torch/optim/adagrad.py)
+// ============================================================================
+
+// Adagrad makes its state when parameters join (Python: in __init__).
+void adagrad_init_param(ct_optim *o, const Group &g, size_t i) {
+    State &s = o->state[i];
+    const at::Tensor &p = o->params[i];
+    touch_state(o, i);
+    s.step = zero_step(p, fused_on(g));
+    s.sum = at::full_like(p, g.h.v[kInitAcc]);
+}
+
+void adagrad_single(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], wd = h[kWeightDecay], lr_decay = h[kLrDecay], eps = h[kEps];
+    for (size_t i : idx) {
+        at::Tensor param = o->params[i];
+        State &s = o->state[i];
+        s.step.add_(1);
+        const double step = s.step.item<double>();
+        at::Tensor grad = h[kMaximize] ? at::neg(param.grad()) : param.grad();
+        if (wd != 0) grad = grad.add(param, wd);
+        const double clr = lr / (1 + (step - 1) * lr_decay);
+        s.sum.addcmul_(grad, grad, 1);
+        at::Tensor std = s.sum.sqrt().add_(eps);
+        param.addcdiv_(grad, std, -clr);
+    }
+}
+
+void adagrad_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    const double lr = h[kLr], wd = h[kWeightDecay], lr_decay = h[kLrDecay], eps = h[kEps];
+    const bool maximize = h[kMaximize] != 0;
+    for (const auto &idx : by_device_dtype(o, all)) {
+        std::vector<at::Tensor> params = gather(o, idx), grads = gather_grads(o, idx);
+        std::vector<at::Tensor> sums = gather(o, idx, &State::sum);
+        std::vector<at::Tensor> steps = gather(o, idx, &State::step);
+        if (maximize) grads = at::_foreach_neg(grads);
+        at::_foreach_add_(steps, at::Scalar(1));
+        if (wd != 0) {
+            if (maximize) at::_foreach_add_(grads, params, wd);
+            else grads = at::_foreach_add(grads, params, wd);
+        }
+        std::vector<double> minus_clr;
+        for (const auto &s : steps) minus_clr.push_back(-lr / (1 + (s.item<double>() - 1) * lr_decay));
+        at::_foreach_addcmul_(sums, grads, grads, 1);
+        std::vector<at::Tensor> std = at::_foreach_sqrt(sums);
+        at::_foreach_add_(std, at::Scalar(eps));
+        std::vector<at::Tensor> numerator;
+        if (wd != 0 || maximize) {  // grads are already copies: scale in place
+            at::_foreach_mul_(grads, scalars(minus_clr));
+            numerator = grads;
+        } else {
+            numerator = at::_foreach_mul(grads, scalars(minus_clr));
+        }
+        at::_foreach_addcdiv_(params, numerator, std);
+    }
+}
+
+void adagrad_fused(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
+    const double *h = g.h.v;
+    check_fused(o, all, false);  // libtorch has no CUDA kernel for it
+    steps_to_params(o, all);
+    for (const auto &idx : by_device_dtype(o, all)) {
+        std::vector<at::Tensor> steps = gather(o, idx, &State::step);
+        at::_foreach_add_(steps, at::Scalar(1));
+        at::_fused_adagrad_(gather(o, idx), gather_grads(o, idx), gather(o, idx, &State::sum), steps,
+                            h[kLr], h[kLrDecay], h[kWeightDecay], h[kEps], h[kMaximize] != 0);
+    }
+}
+
+void adagrad_step(ct_optim *o, const Group &g, const std::vector<size_t> &idx, Path path) {
+    if (path == Path::Fused) check_fused(o, idx, false);
+    for (size_t i : idx)  // a loaded state dict may lack some parameters
+        if (!o->state[i].sum.defined()) adagrad_init_param(o, g, i);
+    if (path == Path::Fused) adagrad_fused(o, g, idx);
+    else if (path == Path::Foreach) adagrad_foreach(o, g, idx);
+    else adagrad_single(o, g, idx);
+}
+
+void step_group(ct_optim *o, const Group &g) {
+    std::vector<size_t> idx = with_grad(o, g);
+    if (idx.empty()) return;
+    Path path = choose_path(o, g, idx);
+    switch (o->kind) {
+    case Kind::SGD: sgd_step(o, g, idx, path); break;
+    case Kind::Adam:
+    case Kind::AdamW: adam_step(o, g, idx, path); break;
+    case Kind::RMSprop: rmsprop_step(o, g, idx, path); break;
+    case Kind::Adagrad: adagrad_step(o, g, idx, path); break;
+    }
+}
+
+// ============================================================================
+// construction
+// ============================================================================
+
+// Checks a new value of one key, as Python's constructor would.
+void validate(Key key, double v) {
+    std::string msg = check_value(key, v);
+    if (!msg.empty()) fail(CT_EINVAL, msg);
+}
+
+Hyper make_defaults(Kind kind, std::vector<std::pair<Key, double>> values) {
+    Hyper h;
+    h.v[kForeach] = kNone;
+    h.v[kFused] = kNone;
+    h.v[kDecoupled] = kind == Kind::AdamW;
+    for (auto &kv : values) h.v[kv.first] = kv.second;
+    for (Key k : check_order(kind)) validate(k, h.v[k]);
+    if (kind == Kind::SGD && h.v[kNesterov] && (h.v[kMomentum] <= 0 || h.v[kDampening] != 0))
+        fail(CT_EINVAL, "Nesterov momentum requires a momentum and zero dampening");
+    // Python's defaults for these are the int 0; a value left at 0 is written
+    // as that int so state dicts compare equal with Python's.
+    for (Key k : {kMomentum, kDampening, kWeightDecay, kLrDecay, kInitAcc})
+        h.as_int[k] = has_key(kind, k) && h.v[k] == 0 && !std::signbit(h.v[k]);
+    if (kind == Kind::AdamW) h.as_int[kWeightDecay] = false;  // its default is 1e-2
+    return h;
+}
+
+ct_optim *create(const char *fn, Kind kind, const ct_module *m,
+                 std::vector<std::pair<Key, double>> values) {
+    try {
+        auto o = std::make_unique<ct_optim>();
+        o->kind = kind;
+        o->defaults = make_defaults(kind, std::move(values));
+        if (m) {
+            size_t n = 0;
+            ct_tensor *const *ps = ct_nn_parameters(m, &n);
+            if (!ps && n) fail(ct_last_code() ? ct_last_code() : CT_EINVAL, ct_last_error());
+            if (n == 0) fail(CT_EINVAL, "optimizer got an empty parameter list");
+            if (ct_optim_add_param_group(o.get(), n, ps) < 0) fail(ct_last_code(), ct_last_error());
+        }
+        return o.release();
+    } catch (...) {
+        ct::fail_exception(fn);
+        return nullptr;
+    }
+}
+
+ct_optim *checked_optim(const ct_optim *o, size_t group, const char *fn) {
+    if (!o) {
+        ct::fail(CT_EINVAL, fn, "optimizer is NULL");
+        return nullptr;
+    }
+    if (group >= o->groups.size()) {
+        ct::fail(CT_EINDEX, fn, "group " + std::to_string(group) + " out of range (" +
+                                     std::to_string(o->groups.size()) + " groups)");
+        return nullptr;
+    }
+    return const_cast<ct_optim *>(o);
+}
+
+}  // namespace
+
+// ============================================================================
+// public API: construction
+// ============================================================================
+
+extern "C" ct_sgd_opts ct_sgd_defaults(void) {
+    ct_sgd_opts o;
+    o.lr = 1e-3;
+    o.momentum = 0;
+    o.dampening = 0;
+    o.weight_decay = 0;
+    o.nesterov = false;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_adam_opts ct_adam_defaults(void) {
+    ct_adam_opts o;
+    o.lr = 1e-3;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.eps = 1e-8;
+    o.weight_decay = 0;
+    o.amsgrad = false;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_adam_opts ct_adamw_defaults(void) {
+    ct_adam_opts o = ct_adam_defaults();
+    o.weight_decay = 1e-2;
+    return o;
+}
+
+extern "C" ct_rmsprop_opts ct_rmsprop_defaults(void) {
+    ct_rmsprop_opts o;
+    o.lr = 1e-2;
+    o.alpha = 0.99;
+    o.eps = 1e-8;
+    o.weight_decay = 0;
+    o.momentum = 0;
+    o.centered = false;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_adagrad_opts ct_adagrad_defaults(void) {
+    ct_adagrad_opts o;
+    o.lr = 1e-2;
+    o.lr_decay = 0;
+    o.weight_decay = 0;
+    o.initial_accumulator_value = 0;
+    o.eps = 1e-10;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_optim *ct_optim_sgd(const ct_module *params, const ct_sgd_opts *opts) {
+    ct_sgd_opts o = opts ? *opts : ct_sgd_defaults();
+    return create(__func__, Kind::SGD, params,
+                  {{kLr, o.lr}, {kMomentum, o.momentum}, {kDampening, o.dampening},
+                   {kWeightDecay, o.weight_decay}, {kNesterov, o.nesterov}, {kMaximize, o.maximize}});
+}
+
+static ct_optim *adam_like(const char *fn, Kind kind, const ct_module *params, const ct_adam_opts &o) {
+    return create(fn, kind, params,
+                  {{kLr, o.lr}, {kBeta1, o.beta1}, {kBeta2, o.beta2}, {kEps, o.eps},
+                   {kWeightDecay, o.weight_decay}, {kAmsgrad, o.amsgrad}, {kMaximize, o.maximize}});
+}
+
+extern "C" ct_optim *ct_optim_adam(const ct_module *params, const ct_adam_opts *opts) {
+    return adam_like(__func__, Kind::Adam, params, opts ? *opts : ct_adam_defaults());
+}
+
+extern "C" ct_optim *ct_optim_adamw(const ct_module *params, const ct_adam_opts *opts) {
+    return adam_like(__func__, Kind::AdamW, params, opts ? *opts : ct_adamw_defaults());
+}
+
+extern "C" ct_optim *ct_optim_rmsprop(const ct_module *params, const ct_rmsprop_opts *opts) {
+    ct_rmsprop_opts o = opts ? *opts : ct_rmsprop_defaults();
+    return create(__func__, Kind::RMSprop, params,
+                  {{kLr, o.lr}, {kMomentum, o.momentum}, {kAlpha, o.alpha}, {kEps, o.eps},
+                   {kCentered, o.centered}, {kWeightDecay, o.weight_decay}, {kMaximize, o.maximize}});
+}
+
+extern "C" ct_optim *ct_optim_adagrad(const ct_module *params, const ct_adagrad_opts *opts) {
+    ct_adagrad_opts o = opts ? *opts : ct_adagrad_defaults();
+    return create(__func__, Kind::Adagrad, params,
+                  {{kLr, o.lr}, {kLrDecay, o.lr_decay}, {kEps, o.eps}, {kWeightDecay, o.weight_decay},
+                   {kInitAcc, o.initial_accumulator_value}, {kMaximize, o.maximize}});
+}
+
+extern "C" int ct_optim_add_param_group(ct_optim *o, size_t n, ct_tensor *const *params) {
+    if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    if (n && !params) return ct::fail(CT_EINVAL, __func__, "params is NULL");
+    for (size_t k = 0; k < n; ++k) {
+        std::string name = "params[" + std::to_string(k) + "]";
+        if (!ct::check(params[k], __func__, name.c_str())) return ct_last_code();
+    }
+    try {
+        // Everything is checked before the optimizer changes.
+        for (size_t k = 0; k < n; ++k) {
+            const at::Tensor &t = params[k]->t;
+            if (!t.is_leaf() && !t.retains_grad())
+                fail(CT_EINVAL, "can't optimize a non-leaf Tensor (params[" + std::to_string(k) + "])");
+            auto same = [&](const at::Tensor &u) { return u.unsafeGetTensorImpl() == t.unsafeGetTensorImpl(); };
+            for (size_t j = 0; j < k; ++j)
+                if (same(params[j]->t))
+                    fail(CT_EINVAL, "params[" + std::to_string(k) + "] appears twice in the group");
+            for (const at::Tensor &u : o->params)
+                if (same(u)) fail(CT_EINVAL, "some parameters appear in more than one parameter group");
+        }
+        Group g;
+        g.h = o->defaults;
+        o->params.reserve(o->params.size() + n);
+        o->handles.reserve(o->handles.size() + n);
+        o->state.reserve(o->state.size() + n);
+        for (size_t k = 0; k < n; ++k) {
+            g.params.push_back(o->params.size());
+            o->params.push_back(params[k]->t);
+            o->handles.push_back(ct::wrap_unscoped(params[k]->t));
+            o->state.emplace_back();
+        }
+        o->groups.push_back(std::move(g));
+        if (o->kind == Kind::Adagrad) {
+            c10::NoGradGuard ng;
+            for (size_t i : o->groups.back().params) adagrad_init_param(o, o->groups.back(), i);
+        }
+        return static_cast<int>(o->groups.size() - 1);
+    } catch (...) {
+        return ct::fail_exception(__func__);
+    }
+}
+
+extern "C" void ct_optim_free(ct_optim *o) { delete o; }
+
+// ============================================================================
+// public API: stepping and options
+// ============================================================================
+
+extern "C" int ct_optim_step(ct_optim *o) {
+    if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    return ct::status(__func__, [&] {
+        c10::NoGradGuard ng;  // Python's step runs with grad disabled
+        for (const Group &g : o->groups) step_group(o, g);
+    });
+}
+
+extern "C" int ct_optim_zero_grad(ct_optim *o, bool set_to_none) {
+    if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    return ct::status(__func__, [&] {
+        for (at::Tensor &p : o->params) {
+            at::Tensor &grad = p.mutable_grad();
+            if (!grad.defined()) continue;
+            if (set_to_none) {
+                grad.reset();
+                continue;
+            }
+            if (grad.grad_fn()) grad.detach_();
+            else grad.requires_grad_(false);
+            grad.zero_();
+        }
+    });
+}
+
+extern "C" const char *ct_optim_type(const ct_optim *o) { return o ? kind_name(o->kind) : "NULL"; }
+extern "C" size_t ct_optim_num_groups(const ct_optim *o) { return o ? o->groups.size() : 0; }
+extern "C" size_t ct_optim_num_params(const ct_optim *o) { return o ? o->params.size() : 0; }
+
+extern "C" ct_tensor *ct_optim_param(const ct_optim *o, size_t i) {
+    if (!o) {
+        ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+        return nullptr;
+    }
+    if (i >= o->handles.size()) {
+        ct::fail(CT_EINDEX, __func__, "parameter " + std::to_string(i) + " out of range (" +
+                                          std::to_string(o->handles.size()) + " parameters)");
+        return nullptr;
+    }
+    return o->handles[i];
+}
+
+namespace {
+
+// A key of get/set_option: one of the type's table, or beta1/beta2.
+const KeySpec *find_key(Kind kind, const char *name, Key *key) {
+    if (kind == Kind::Adam || kind == Kind::AdamW) {
+        static const KeySpec b1{"beta1", kBeta1, Py::Num, kRequired}, b2{"beta2", kBeta2, Py::Num, kRequired};
+        if (std::strcmp(name, "beta1") == 0) {
+            *key = kBeta1;
+            return &b1;
+        }
+        if (std::strcmp(name, "beta2") == 0) {
+            *key = kBeta2;
+            return &b2;
+        }
+    }
+    KeyTable t = keys_of(kind);
+    for (size_t i = 0; i < t.n; ++i)
+        if (std::strcmp(t.keys[i].name, name) == 0 && t.keys[i].py != Py::Betas) {
+            *key = t.keys[i].key;
+            return &t.keys[i];
+        }
+    return nullptr;
+}
+
+ct_value *find_extra(const Group &g, const char *name) {
+    for (const auto &e : g.extras)
+        if (e.first == name) return e.second.get();
+    return nullptr;
+}
+
+std::string unknown_key(Kind kind, const char *name) {
+    std::string msg = std::string(kind_name(kind)) + " has no option '" + name + "' (known:";
+    KeyTable t = keys_of(kind);
+    for (size_t i = 0; i < t.n; ++i)
+        msg += std::string(" ") + (t.keys[i].py == Py::Betas ? "beta1 beta2" : t.keys[i].name);
+    return msg + ")";
+}
+
+// Checks a value for a key of the given kind; "" when acceptable.
+std::string check_set(const KeySpec &spec, double v) {
+    std::string name = spec.name;
+    switch (spec.py) {
+    case Py::Num:
+    case Py::Betas: return check_value(spec.key, v);
+    case Py::Bool:
+        if (v != 0 && v != 1) return "'" + name + "' is a bool: pass 0 or 1, not " + py_float(v);
+        return "";
+    case Py::OptBool:
+        if (v != 0 && v != 1 && v != kNone)
+            return "'" + name + "' is None/False/True: pass -1, 0 or 1, not " + py_float(v);
+        return "";
+    }
+    return "";
+}
+
+}  // namespace
+
+extern "C" double ct_optim_get_lr(const ct_optim *o, size_t group) {
+    if (!checked_optim(o, group, __func__)) return NAN;
+    return o->groups[group].h.v[kLr];
+}
+
+extern "C" int ct_optim_set_lr(ct_optim *o, size_t group, double lr) {
+    return ct_optim_set_option(o, group, "lr", lr);
+}
+
+extern "C" int ct_optim_get_option(const ct_optim *o, size_t group, const char *key, double *out) {
+    if (!checked_optim(o, group, __func__)) return ct_last_code();
+    if (!key || !out) return ct::fail(CT_EINVAL, __func__, "key or out is NULL");
+    Key k;
+    if (find_key(o->kind, key, &k)) {
+        *out = o->groups[group].h.v[k];
+        return CT_OK;
+    }
+    ct_value *extra = find_extra(o->groups[group], key);
+    if (extra) {
+        bool b;
+        if (ct_value_get_bool(extra, &b) == 0) {
+            *out = b;
+            return CT_OK;
+        }
+        if (ct_value_get_float(extra, out) == 0) return CT_OK;
+        return ct::fail(CT_EINVAL, __func__, std::string("'") + key + "' is a " +
+                                                 ct_value_kind_name(ct_value_kind_of(extra)) +
+                                                 ", not a number");
+    }
+    return ct::fail(CT_EINVAL, __func__, unknown_key(o->kind, key));
+}
+
+extern "C" int ct_optim_set_option(ct_optim *o, size_t group, const char *key, double value) {
+    if (!checked_optim(o, group, __func__)) return ct_last_code();
+    if (!key) return ct::fail(CT_EINVAL, __func__, "key is NULL");
+    Group &g = o->groups[group];
+    Key k;
+    const KeySpec *spec = find_key(o->kind, key, &k);
+    if (!spec) {
+        // Numeric extras (initial_lr from an LR scheduler) may be set too.
+        ct_value *extra = find_extra(g, key);
+        bool numeric = extra && (ct_value_kind_of(extra) == CT_VALUE_FLOAT ||
+                                 ct_value_kind_of(extra) == CT_VALUE_INT);
+        if (!numeric && std::strcmp(key, "initial_lr") != 0)
+            return ct::fail(CT_EINVAL, __func__, unknown_key(o->kind, key));
+        ct_value *v = ct_value_float(value);
+        if (!v) return ct_last_code();
+        for (auto &e : g.extras)
+            if (e.first == key) {
+                e.second.reset(v);
+                return CT_OK;
+            }
+        try {
+            g.extras.emplace_back(key, ValuePtr(v));
+        } catch (...) {
+            ct_value_free(v);
+            return ct::fail_exception(__func__);
+        }
+        return CT_OK;
+    }
+    std::string msg = check_set(*spec, value);
+    if (!msg.empty()) return ct::fail(CT_EINVAL, __func__, msg);
+    if ((k == kCapturable || k == kDifferentiable) && value == 1)
+        return ct::fail(CT_ENOTSUP, __func__, std::string(key) + "=True is not supported");
+    if ((k == kFused && value == 1 && g.h.v[kForeach] == 1) ||
+        (k == kForeach && value == 1 && g.h.v[kFused] == 1))
+        return ct::fail(CT_EINVAL, __func__, "`fused` and `foreach` cannot be `True` together.");
+    g.h.v[k] = value;
+    g.h.as_int[k] = false;  // a value set from C is a float, as assigning one in Python
+    return CT_OK;
+}
+
+// ============================================================================
+// state_dict
+// ============================================================================
+
+namespace {
+
+void put(ct_value *dict, const char *key, ct_value *item) {
+    if (ct_value_dict_set(dict, key, item) != 0) fail(ct_last_code(), ct_last_error());
+}
+void put_int(ct_value *dict, int64_t key, ct_value *item) {
+    if (ct_value_dict_set_int(dict, key, item) != 0) fail(ct_last_code(), ct_last_error());
+}
+void append(ct_value *list, ct_value *item) {
+    if (ct_value_list_append(list, item) != 0) fail(ct_last_code(), ct_last_error());
+}
+ct_value *checked(ct_value *v) {
+    if (!v) fail(ct_last_code() ? ct_last_code() : CT_ENOMEM, ct_last_error());
+    return v;
+}
+// A tensor leaf sharing storage with the optimizer's tensor.
+ct_value *tensor_value(const at::Tensor &t) { return checked(ct_value_tensor(ct::wrap_unscoped(t))); }
+
+ct_value *number_value(double v, bool as_int) {
+    if (as_int && v == std::floor(v) && std::fabs(v) < 9.0e15)
+        return checked(ct_value_int(static_cast<int64_t>(v)));
+    return checked(ct_value_float(v));
+}
+
+ct_value *group_value(const ct_optim *o, const Group &g) {
+    ValuePtr d(checked(ct_value_dict()));
+    KeyTable t = keys_of(o->kind);
+    for (size_t i = 0; i < t.n; ++i) {
+        const KeySpec &s = t.keys[i];
+        const double v = g.h.v[s.key];
+        switch (s.py) {
+        case Py::Num: put(d.get(), s.name, number_value(v, g.h.as_int[s.key])); break;
+        case Py::Bool: put(d.get(), s.name, checked(ct_value_bool(v != 0))); break;
+        case Py::OptBool:
+            put(d.get(), s.name, checked(v == kNone ? ct_value_none() : ct_value_bool(v != 0)));
+            break;
+        case Py::Betas: {
+            ValuePtr betas(checked(ct_value_tuple()));
+            append(betas.get(), checked(ct_value_float(g.h.v[kBeta1])));
+            append(betas.get(), checked(ct_value_float(g.h.v[kBeta2])));
+            put(d.get(), s.name, betas.release());
+            break;
+        }
+        }
+    }
+    for (const auto &e : g.extras) put(d.get(), e.first.c_str(), checked(ct_value_copy(e.second.get(), false)));
+    ValuePtr ids(checked(ct_value_list()));
+    for (size_t i : g.params) append(ids.get(), checked(ct_value_int(static_cast<int64_t>(i))));
+    put(d.get(), "params", ids.release());
+    return d.release();
+}
+
+}  // namespace
+
+extern "C" ct_value *ct_optim_state_dict(const ct_optim *o) {
+    if (!o) {
+        ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+        return nullptr;
+    }
+    try {
+        ValuePtr sd(checked(ct_value_dict()));
+        ValuePtr state(checked(ct_value_dict()));
+        const std::vector<StateSlot> slots = slots_of(o->kind);
+        for (size_t i : o->state_order) {
+            ValuePtr entry(checked(ct_value_dict()));
+            for (const StateSlot &s : slots) {
+                const at::Tensor &t = o->state[i].*s.field;
+                if (t.defined()) put(entry.get(), s.name, tensor_value(t));
+            }
+            put_int(state.get(), static_cast<int64_t>(i), entry.release());
+        }
+        put(sd.get(), "state", state.release());
+        ValuePtr groups(checked(ct_value_list()));
+        for (const Group &g : o->groups) append(groups.get(), group_value(o, g));
+        put(sd.get(), "param_groups", groups.release());
+        return sd.release();
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+// ============================================================================
+// load_state_dict
+// ============================================================================
+
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+    return out + "]";
+}
+
+// Reads one hyperparameter of a saved group into h.
+void load_key(const KeySpec &s, const ct_value *v, Hyper &h, const std::string &where) {
+    const std::string name = where + "['" + s.name + "']";
+    ct_value_kind kind = ct_value_kind_of(v);
+    auto bad = [&](const char *want) {
+        fail(CT_EFORMAT, name + " must be " + want + ", got " + ct_value_kind_name(kind));
+    };
+    double x = 0;
+    switch (s.py) {
+    case Py::Num:
+        if (kind != CT_VALUE_INT && kind != CT_VALUE_FLOAT) bad("a number");
+        ct_value_get_float(v, &x);
+        h.v[s.key] = x;
+        h.as_int[s.key] = kind == CT_VALUE_INT;
+        break;
+    case Py::Bool:
+        if (kind == CT_VALUE_BOOL) {
+            bool b;
+            ct_value_get_bool(v, &b);
+            h.v[s.key] = b;
+        } else if (kind == CT_VALUE_INT) {
+            int64_t i;
+            ct_value_get_int(v, &i);
+            h.v[s.key] = i != 0;
+        } else {
+            bad("a bool");
+        }
+        break;
+    case Py::OptBool:
+        if (kind == CT_VALUE_NONE) {
+            h.v[s.key] = kNone;
+        } else if (kind == CT_VALUE_BOOL) {
+            bool b;
+            ct_value_get_bool(v, &b);
+            h.v[s.key] = b;
+        } else {
+            bad("None or a bool");
+        }
+        break;
+    case Py::Betas: {
+        if ((kind != CT_VALUE_TUPLE && kind != CT_VALUE_LIST) || ct_value_len(v) != 2)
+            bad("a pair of numbers");
+        for (int k = 0; k < 2; ++k) {
+            if (ct_value_get_float(ct_value_list_get(v, k), &x) != 0) bad("a pair of numbers");
+            h.v[k ? kBeta2 : kBeta1] = x;
+        }
+        break;
+    }
+    }
+    if (s.py == Py::Betas) {
+        for (Key k : {kBeta1, kBeta2}) {
+            std::string msg = check_value(k, h.v[k]);
+            if (!msg.empty()) fail(CT_EINVAL, name + ": " + msg);
+        }
+    } else {
+        std::string msg = check_value(s.key, h.v[s.key]);
+        if (!msg.empty()) fail(CT_EINVAL, name + ": " + msg);
+    }
+}
+
+// The saved group `sg` (index gi) as a Group over the current group's params.
+Group load_group(const ct_optim *o, const Group &cur, const ct_value *sg, size_t gi) {
+    const std::string where = "param_groups[" + std::to_string(gi) + "]";
+    if (ct_value_kind_of(sg) != CT_VALUE_DICT) fail(CT_EFORMAT, where + " is not a dict");
+    Group g;
+    g.params = cur.params;
+    g.h = o->defaults;
+    KeyTable t = keys_of(o->kind);
+    for (size_t i = 0; i < t.n; ++i) {
+        const KeySpec &s = t.keys[i];
+        const ct_value *v = ct_value_dict_get(sg, s.name);
+        if (v) {
+            load_key(s, v, g.h, where);
+        } else if (std::isnan(s.load_default)) {
+            fail(CT_EFORMAT, where + " has no '" + s.name + "' (not a " + kind_name(o->kind) +
+                                 " state dict?)");
+        } else {
+            g.h.v[s.key] = s.load_default;
+            g.h.as_int[s.key] = false;
+        }
+    }
+    if (o->kind == Kind::AdamW) g.h.v[kDecoupled] = 1;  // AdamW.__setstate__ forces it
+    if (g.h.v[kCapturable] == 1)
+        fail(CT_ENOTSUP, where + " has capturable=True (CUDA graph capture), which ctrial does not support");
+    if (g.h.v[kDifferentiable] == 1)
+        fail(CT_ENOTSUP, where + " has differentiable=True, which ctrial does not support");
+    if (g.h.v[kFused] == 1 && g.h.v[kForeach] == 1)
+        fail(CT_EINVAL, where + ": `fused` and `foreach` cannot be `True` together.");
+    if (o->kind == Kind::SGD && g.h.v[kNesterov] == 1 &&
+        (g.h.v[kMomentum] <= 0 || g.h.v[kDampening] != 0))
+        fail(CT_EINVAL, where + ": Nesterov momentum requires a momentum and zero dampening");
+    // Everything else is kept as it came (initial_lr, param_names, ...).
+    for (size_t i = 0; i < ct_value_len(sg); ++i) {
+        const char *key = nullptr;
+        const ct_value *v = ct_value_dict_at(sg, i, &key, nullptr);
+        if (!key) fail(CT_EFORMAT, where + " has a non-string key");
+        if (std::strcmp(key, "params") == 0) continue;
+        bool known = false;
+        for (size_t j = 0; j < t.n; ++j) known = known || std::strcmp(t.keys[j].name, key) == 0;
+        if (known) continue;
+        ct_value *copy = ct_value_copy(v, true);
+        if (!copy) fail(ct_last_code(), ct_last_error());
+        g.extras.emplace_back(key, ValuePtr(copy));
+    }
+    return g;
+}
+
+// One saved state tensor cast the way Python's load_state_dict casts it:
+// "step" stays a float32 scalar (on the parameter's device when fused),
+// everything else takes the parameter's device and (floating) dtype. Always
+// a copy, so that the optimizer never shares storage with the caller's value.
+at::Tensor load_tensor(const at::Tensor &param, const ct_value *v, bool is_step, bool fused,
+                       const std::string &name) {
+    at::Tensor t;
+    ct_value_kind kind = ct_value_kind_of(v);
+    if (kind == CT_VALUE_TENSOR) {
+        t = ct_value_get_tensor(v)->t.detach();
+    } else if (is_step && (kind == CT_VALUE_INT || kind == CT_VALUE_FLOAT)) {
+        double x = 0;
+        ct_value_get_float(v, &x);  // older checkpoints keep the step as a number
+        t = at::scalar_tensor(x, at::kDouble);
+    } else {
+        fail(CT_EFORMAT, name + " must be a tensor, got " + ct_value_kind_name(kind));
+    }
+    if (is_step) {
+        if (t.numel() != 1) fail(CT_ESHAPE, name + " must hold one value, got " + ct::describe(t));
+        auto opt = at::TensorOptions().dtype(at::kFloat).device(fused ? param.device() : at::Device(at::kCPU));
+        return t.reshape({}).to(opt, false, true);
+    }
+    if (!t.sizes().equals(param.sizes()))
+        fail(CT_ESHAPE, name + " has shape " + shape_str(t.sizes()) + " but its parameter has " +
+                            shape_str(param.sizes()));
+    at::ScalarType dtype = param.is_floating_point() ? param.scalar_type() : t.scalar_type();
+    return t.to(param.device(), dtype, false, true);
+}
+
+}  // namespace
+
+extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
+    if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    if (!sd) return ct::fail(CT_EINVAL, __func__, "state dict is NULL");
+    try {
+        // Check and build everything aside; the optimizer changes only at the end.
+        if (ct_value_kind_of(sd) != CT_VALUE_DICT) fail(CT_EFORMAT, "state dict is not a dict");
+        const ct_value *saved_state = ct_value_dict_get(sd, "state");
+        const ct_value *saved_groups = ct_value_dict_get(sd, "param_groups");
+        if (!saved_state || ct_value_kind_of(saved_state) != CT_VALUE_DICT)
+            fail(CT_EFORMAT, "state dict has no 'state' dict");
+        if (!saved_groups || (ct_value_kind_of(saved_groups) != CT_VALUE_LIST &&
+                              ct_value_kind_of(saved_groups) != CT_VALUE_TUPLE))
+            fail(CT_EFORMAT, "state dict has no 'param_groups' list");
+        if (ct_value_len(saved_groups) != o->groups.size())
+            fail(CT_EINVAL, "loaded state dict has a different number of parameter groups (" +
+                                std::to_string(ct_value_len(saved_groups)) + ", the optimizer has " +
+                                std::to_string(o->groups.size()) + ")");
+
+        std::map<int64_t, size_t> id_map;  // saved parameter id -> our index
+        std::map<int64_t, bool> id_fused;  // saved id -> its saved group is fused
+        std::vector<Group> groups;
+        for (size_t gi = 0; gi < o->groups.size(); ++gi) {
+            const ct_value *sg = ct_value_list_get(saved_groups, gi);
+            const Group &cur = o->groups[gi];
+            const ct_value *ids = ct_value_kind_of(sg) == CT_VALUE_DICT ? ct_value_dict_get(sg, "params") : nullptr;
+            const std::string where = "param_groups[" + std::to_string(gi) + "]";
+            if (!ids || ct_value_kind_of(ids) != CT_VALUE_LIST)
+                fail(CT_EFORMAT, where + " has no 'params' list");
+            if (ct_value_len(ids) != cur.params.size())
+                fail(CT_EINVAL, "loaded state dict contains a parameter group that doesn't match the "
+                                "size of optimizer's group: " + where + " has " +
+                                    std::to_string(ct_value_len(ids)) + " parameters, the optimizer's has " +
+                                    std::to_string(cur.params.size()));
+            groups.push_back(load_group(o, cur, sg, gi));
+            for (size_t k = 0; k < cur.params.size(); ++k) {
+                int64_t id;
+                if (ct_value_get_int(ct_value_list_get(ids, k), &id) != 0)
+                    fail(CT_EFORMAT, where + "['params'][" + std::to_string(k) + "] is not an int");
+                if (id_map.count(id)) fail(CT_EFORMAT, "parameter id " + std::to_string(id) + " appears twice");
+                id_map[id] = cur.params[k];
+                id_fused[id] = groups.back().h.v[kFused] == 1;
+            }
+        }
+
+        std::vector<State> state(o->params.size());
+        std::vector<size_t> order;
+        const std::vector<StateSlot> slots = slots_of(o->kind);
+        for (size_t e = 0; e < ct_value_len(saved_state); ++e) {
+            const char *skey = nullptr;
+            int64_t id = 0;
+            const ct_value *entry = ct_value_dict_at(saved_state, e, &skey, &id);
+            const std::string where = skey ? std::string("state['") + skey + "']" : "state[" + std::to_string(id) + "]";
+            if (skey || !id_map.count(id))
+                fail(CT_EFORMAT, where + " belongs to no parameter of the param groups");
+            if (ct_value_kind_of(entry) != CT_VALUE_DICT) fail(CT_EFORMAT, where + " is not a dict");
+            const size_t i = id_map[id];
+            State &s = state[i];
+            s.present = true;
+            order.push_back(i);
+            for (size_t k = 0; k < ct_value_len(entry); ++k) {
+                const char *key = nullptr;
+                const ct_value *v = ct_value_dict_at(entry, k, &key, nullptr);
+                const StateSlot *slot = nullptr;
+                for (const StateSlot &sl : slots)
+                    if (key && std::strcmp(sl.name, key) == 0) slot = &sl;
+                if (!slot)
+                    fail(CT_EFORMAT, where + " has the key '" + (key ? key : "<int>") + "', which " +
+                                         kind_name(o->kind) + " does not use");
+                if (ct_value_kind_of(v) == CT_VALUE_NONE) continue;  // an absent buffer
+                const bool is_step = std::strcmp(key, "step") == 0;
+                s.*(slot->field) = load_tensor(o->params[i], v, is_step, id_fused[id],
+                                               where + "['" + key + "']");
+            }
+        }
+
+        // Commit: nothing below can fail.
+        o->groups.swap(groups);
+        o->state.swap(state);
+        o->state_order.swap(order);
+        return CT_OK;
+    } catch (...) {
+        return ct::fail_exception(__func__);
+    }
+}
