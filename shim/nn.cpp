@@ -586,12 +586,14 @@ static ct_tensor *add_tensor(ct_module *m, const char *name, ct_tensor *t, bool 
         if (!t->t.defined()) throw Failure{CT_ESTATE, "argument 't' is an undefined tensor"};
         at::Tensor value = t->t;
         if (is_param) {
-            // nn.Parameter(t): a new leaf sharing t's storage.
+            // nn.Parameter(t): a leaf sharing t's storage.
             if (!value.is_floating_point() && !value.is_complex())
                 throw Failure{CT_EDTYPE, std::string("parameter '") + name +
                                              "': only floating point and complex tensors can require gradients, got " +
                                              ct::describe(value)};
-            value = value.detach().requires_grad_(true);
+            // A leaf that already requires grad is kept as is, so that
+            // registering ct_alias(p) ties weights (one tensor, two names).
+            if (!value.is_leaf() || !value.requires_grad()) value = value.detach().requires_grad_(true);
         }
         Slot slot{name, t, persistent};
         if (is_param) m->params.push_back(std::move(slot));

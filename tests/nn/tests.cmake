@@ -10,3 +10,5 @@ ct_py_test(nn_train_parity ${_nn}/test_train_parity.py $<TARGET_FILE:nn_train_du
 
 ct_c_program(nn_forward_dump ${_nn}/nn_forward_dump.c)
 ct_py_test(nn_forward_parity ${_nn}/test_forward_parity.py $<TARGET_FILE:nn_forward_dump>)
+
+ct_c_test(nn_module ${_nn}/test_module.c)
