@@ -1,0 +1,11 @@
+# Parity of every value-computing function in tensor.h with Python PyTorch:
+# a C program records results as JSON, parity.py recomputes them with torch.
+set(_ops ${CMAKE_CURRENT_LIST_DIR})
+ct_c_program(ops_parity_prog
+  ${_ops}/parity_main.c
+  ${_ops}/cases_create.c
+  ${_ops}/cases_shape.c
+  ${_ops}/cases_math.c
+  ${_ops}/cases_nn.c
+  ${_ops}/cases_autograd.c)
+ct_py_test(ops_parity ${_ops}/parity.py $<TARGET_FILE:ops_parity_prog>)
