@@ -101,10 +101,16 @@ CT_API ct_optim *ct_optim_adagrad(const ct_module *params, const ct_adagrad_opts
 
 /* add_param_group({"params": params}) with the optimizer's defaults; returns
  * the new group's index or a negative code (a parameter already in another
- * group is refused, as in Python). The tensors must outlive the optimizer. */
+ * group or a non-leaf tensor is refused, as in Python; so is one listed twice,
+ * which Python only warns about). The tensors must outlive the optimizer.
+ * Adagrad makes the new parameters' state here (Python: in its constructor). */
 CT_API int ct_optim_add_param_group(ct_optim *o, size_t n, ct_tensor *const *params);
 
-/* optimizer.step(): skips parameters without a gradient. */
+/* optimizer.step(): skips parameters without a gradient. Where Python would
+ * fail on a state that lacks a buffer the options now need (amsgrad or
+ * RMSprop's momentum/centered switched on after the first step, fused SGD
+ * with only some momentum buffers), the buffer starts as Python starts it on
+ * a first step. */
 CT_API int ct_optim_step(ct_optim *o);
 /* optimizer.zero_grad(set_to_none). */
 CT_API int ct_optim_zero_grad(ct_optim *o, bool set_to_none);
@@ -116,7 +122,21 @@ CT_API int ct_optim_set_lr(ct_optim *o, size_t group, double lr);
 /* Any numeric or boolean hyperparameter of a group by Python's key ("lr",
  * "momentum", "weight_decay", "nesterov", "eps", ...; "beta1"/"beta2" for the
  * two halves of "betas"); booleans read as 0/1. CT_EINVAL names an unknown
- * key. */
+ * key. Values are checked as Python's constructor checks them ("Invalid
+ * learning rate: -1.0").
+ *
+ * "foreach" and "fused" read and take -1 (None, Python's default: foreach
+ * kernels when every parameter of the group is on CUDA), 0 or 1, and pick the
+ * implementation as in Python: fused=1 runs libtorch's fused kernel (SGD,
+ * Adam, AdamW on CPU/CUDA; Adagrad on CPU). "capturable" and
+ * "differentiable" can only be 0 (CT_ENOTSUP). "initial_lr" (what LR
+ * schedulers add to each group) may be set; it and any other key a loaded
+ * state dict brought along are kept and written back after Python's keys.
+ *
+ * Python writes a hyperparameter whose default is the int 0 (SGD's momentum,
+ * weight_decay, ...) as an int; so does state_dict() while it keeps that
+ * default or was loaded as an int. A value set here is a float, as assigning
+ * one in Python is. */
 CT_API int ct_optim_get_option(const ct_optim *o, size_t group, const char *key, double *out);
 CT_API int ct_optim_set_option(ct_optim *o, size_t group, const char *key, double value);
 
@@ -130,7 +150,10 @@ CT_API ct_value *ct_optim_state_dict(const ct_optim *o);
 /* optimizer.load_state_dict(sd): checks group and parameter counts and state
  * shapes first (changes nothing on a mismatch; the message names it), then
  * copies hyperparameters and state (cast to each parameter's device/dtype as
- * Python does). */
+ * Python does). The optimizer keeps copies: sd may be freed or changed after.
+ * "step" becomes a float32 scalar on the CPU (on the parameter's device for
+ * fused groups). Also refused: state keys the optimizer type does not use,
+ * state for no parameter, capturable/differentiable=True. */
 CT_API int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd);
 
 CT_API void ct_optim_free(ct_optim *o); /* accepts NULL */

@@ -1,0 +1,510 @@
+/* tests/optim/test_optim_api.c — the optimizer C API beyond the numbers
+ * (those are test_optim_parity.py's): hyperparameter validation with
+ * Python's messages, NULL arguments, unknown option keys, parameter groups,
+ * modules, zero_grad, state_dict round trips C -> C, and load_state_dict
+ * refusing mismatches without changing anything. */
+#include <stdlib.h>
+
+#include "ct_test.h"
+
+#define NP 3
+static const int64_t kShapes[NP][2] = {{4, 3}, {5, 1}, {2, 3}};
+
+static void make_params(ct_tensor **p, uint64_t seed) {
+    ct_manual_seed(seed);
+    for (int k = 0; k < NP; k++) {
+        p[k] = ct_keep(ct_randn(2, kShapes[k], NULL));
+        ct_set_requires_grad(p[k], true);
+    }
+}
+
+/* Independent leaf copies (a plain clone would be a non-leaf in the graph). */
+static void clone_params(ct_tensor **dst, ct_tensor *const *src) {
+    ct_scope *s = ct_scope_begin();
+    for (int k = 0; k < NP; k++) {
+        dst[k] = ct_keep(ct_clone(ct_detach(src[k])));
+        ct_set_requires_grad(dst[k], true);
+    }
+    ct_scope_end(s);
+}
+
+static void free_params(ct_tensor **p) {
+    for (int k = 0; k < NP; k++) ct_tensor_free(p[k]);
+}
+
+/* Same gradients for the same (seed, step) on every call. */
+static void set_grads(ct_tensor **p, int n, uint64_t seed) {
+    ct_manual_seed(seed);
+    ct_scope *s = ct_scope_begin();
+    for (int k = 0; k < n; k++) CHECK_OK(ct_set_grad(p[k], ct_randn(2, kShapes[k], NULL)));
+    ct_scope_end(s);
+}
+
+/* max |a - b|, for results computed by another route (no bitwise promise). */
+static double max_diff(const ct_tensor *a, const ct_tensor *b) {
+    double d = INFINITY;
+    ct_scope *s = ct_scope_begin();
+    if (ct_item(ct_max(ct_abs(ct_sub(a, b))), &d) != 0) d = INFINITY;
+    ct_scope_end(s);
+    return d;
+}
+
+static bool same_values(const ct_tensor *a, const ct_tensor *b) {
+    ct_value *va = ct_value_tensor(ct_alias(a)), *vb = ct_value_tensor(ct_alias(b));
+    bool eq = ct_value_equal(va, vb);
+    ct_value_free(va);
+    ct_value_free(vb);
+    return eq;
+}
+
+/* ---- construction and validation ---------------------------------------- */
+
+static void expect_refused(ct_optim *o, const char *msg) {
+    CHECK(o == NULL);
+    CHECK_ERR(CT_EINVAL, msg);
+    ct_optim_free(o);
+}
+
+static void test_validation(void) {
+    ct_sgd_opts s = ct_sgd_defaults();
+    s.lr = -1;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid learning rate: -1.0");
+    s.lr = -1e-5;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid learning rate: -1e-05");
+    s.lr = -123.456;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid learning rate: -123.456");
+    s.lr = -1e16;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid learning rate: -1e+16");
+    s.lr = NAN;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid learning rate: nan");
+    s = ct_sgd_defaults();
+    s.momentum = -0.5;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid momentum value: -0.5");
+    s = ct_sgd_defaults();
+    s.weight_decay = -0.01;
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid weight_decay value: -0.01");
+    s = ct_sgd_defaults();
+    s.nesterov = true;
+    expect_refused(ct_optim_sgd(NULL, &s), "Nesterov momentum requires a momentum and zero dampening");
+    s.momentum = 0.9;
+    s.dampening = 0.1;
+    expect_refused(ct_optim_sgd(NULL, &s), "Nesterov momentum requires");
+    s.lr = -2; /* the value checks come first, as in Python */
+    expect_refused(ct_optim_sgd(NULL, &s), "Invalid learning rate: -2.0");
+
+    ct_adam_opts a = ct_adam_defaults();
+    a.beta1 = 1.0;
+    expect_refused(ct_optim_adam(NULL, &a), "Invalid beta parameter at index 0: 1.0");
+    a = ct_adam_defaults();
+    a.beta2 = -0.1;
+    expect_refused(ct_optim_adam(NULL, &a), "Invalid beta parameter at index 1: -0.1");
+    a = ct_adamw_defaults();
+    a.eps = -1e-8;
+    expect_refused(ct_optim_adamw(NULL, &a), "Invalid epsilon value: -1e-08");
+    a = ct_adamw_defaults();
+    a.weight_decay = -0.01;
+    expect_refused(ct_optim_adamw(NULL, &a), "Invalid weight_decay value: -0.01");
+
+    ct_rmsprop_opts r = ct_rmsprop_defaults();
+    r.alpha = -1;
+    expect_refused(ct_optim_rmsprop(NULL, &r), "Invalid alpha value: -1.0");
+    r = ct_rmsprop_defaults();
+    r.momentum = -1;
+    expect_refused(ct_optim_rmsprop(NULL, &r), "Invalid momentum value: -1.0");
+
+    ct_adagrad_opts g = ct_adagrad_defaults();
+    g.lr_decay = -1;
+    expect_refused(ct_optim_adagrad(NULL, &g), "Invalid lr_decay value: -1.0");
+    g = ct_adagrad_defaults();
+    g.initial_accumulator_value = -0.1;
+    expect_refused(ct_optim_adagrad(NULL, &g), "Invalid initial_accumulator_value value: -0.1");
+
+    /* NULL opts mean the defaults. */
+    ct_optim *o = ct_optim_adamw(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "AdamW") == 0);
+    CHECK(ct_optim_num_groups(o) == 0 && ct_optim_num_params(o) == 0);
+    ct_optim_free(o);
+    o = ct_optim_rmsprop(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "RMSprop") == 0);
+    ct_optim_free(o);
+}
+
+static void test_null_args(void) {
+    double x = 0;
+    CHECK(ct_optim_step(NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_zero_grad(NULL, true) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_add_param_group(NULL, 0, NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_state_dict(NULL) == NULL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_load_state_dict(NULL, NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_param(NULL, 0) == NULL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_get_option(NULL, 0, "lr", &x) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(isnan(ct_optim_get_lr(NULL, 0)));
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_num_groups(NULL) == 0);
+    CHECK(ct_optim_num_params(NULL) == 0);
+    ct_optim_free(NULL);
+
+    ct_tensor *p[NP];
+    make_params(p, 1);
+    ct_optim *o = ct_optim_sgd(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, 2, NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "params is NULL");
+    ct_clear_error();
+    CHECK(ct_optim_add_param_group(o, 2, (ct_tensor *[]){p[0], NULL}) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "params[1]");
+    CHECK(ct_optim_num_groups(o) == 0 && ct_optim_num_params(o) == 0);
+    CHECK_OK(ct_optim_add_param_group(o, 1, p));
+    CHECK(ct_optim_load_state_dict(o, NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_get_option(o, 0, NULL, &x) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_get_option(o, 0, "lr", NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    CHECK(ct_optim_set_option(o, 0, NULL, 1) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL");
+    ct_optim_free(o);
+    free_params(p);
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+static void test_options(void) {
+    ct_tensor *p[NP];
+    make_params(p, 2);
+    ct_optim *o = ct_optim_adam(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    double x = 0;
+
+    CHECK_OK(ct_optim_get_option(o, 0, "beta1", &x));
+    CHECK(x == 0.9);
+    CHECK_OK(ct_optim_get_option(o, 0, "beta2", &x));
+    CHECK(x == 0.999);
+    CHECK_OK(ct_optim_get_option(o, 0, "amsgrad", &x));
+    CHECK(x == 0);
+    CHECK_OK(ct_optim_get_option(o, 0, "foreach", &x));
+    CHECK(x == -1); /* None */
+    CHECK_OK(ct_optim_set_option(o, 0, "fused", 1));
+    CHECK_OK(ct_optim_get_option(o, 0, "fused", &x));
+    CHECK(x == 1);
+    CHECK_OK(ct_optim_set_lr(o, 0, 0.25));
+    CHECK(ct_optim_get_lr(o, 0) == 0.25);
+
+    /* Unknown keys and values out of range. */
+    CHECK(ct_optim_set_option(o, 0, "momentum", 0.9) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Adam has no option 'momentum'");
+    CHECK(ct_optim_get_option(o, 0, "nesterov", &x) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Adam has no option 'nesterov'");
+    CHECK(ct_optim_get_option(o, 0, "betas", &x) == CT_EINVAL); /* use beta1/beta2 */
+    CHECK_ERR(CT_EINVAL, "beta1 beta2");
+    CHECK(ct_optim_set_option(o, 1, "lr", 0.1) == CT_EINDEX);
+    CHECK_ERR(CT_EINDEX, "group 1 out of range");
+    CHECK(ct_optim_set_lr(o, 0, -0.5) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid learning rate: -0.5");
+    CHECK(ct_optim_get_lr(o, 0) == 0.25);
+    CHECK(ct_optim_set_option(o, 0, "beta2", 1.0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid beta parameter at index 1: 1.0");
+    CHECK(ct_optim_set_option(o, 0, "amsgrad", 2) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "'amsgrad' is a bool");
+    CHECK(ct_optim_set_option(o, 0, "foreach", 1) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "`fused` and `foreach` cannot be `True` together.");
+    CHECK(ct_optim_set_option(o, 0, "capturable", 1) == CT_ENOTSUP);
+    CHECK_ERR(CT_ENOTSUP, "capturable=True");
+    CHECK(ct_optim_set_option(o, 0, "differentiable", 1) == CT_ENOTSUP);
+    CHECK_ERR(CT_ENOTSUP, "differentiable=True");
+
+    /* initial_lr (for LR schedulers) is kept after Python's keys, before params. */
+    CHECK(ct_optim_get_option(o, 0, "initial_lr", &x) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "no option 'initial_lr'");
+    CHECK_OK(ct_optim_set_option(o, 0, "initial_lr", 0.25));
+    CHECK_OK(ct_optim_get_option(o, 0, "initial_lr", &x));
+    CHECK(x == 0.25);
+    ct_value *sd = ct_optim_state_dict(o);
+    ct_value *g = ct_value_list_get(ct_value_dict_get(sd, "param_groups"), 0);
+    size_t n = ct_value_len(g);
+    const char *k1 = NULL, *k2 = NULL, *k3 = NULL;
+    ct_value_dict_at(g, n - 3, &k1, NULL);
+    ct_value_dict_at(g, n - 2, &k2, NULL);
+    ct_value_dict_at(g, n - 1, &k3, NULL);
+    CHECK(k1 && strcmp(k1, "decoupled_weight_decay") == 0);
+    CHECK(k2 && strcmp(k2, "initial_lr") == 0);
+    CHECK(k3 && strcmp(k3, "params") == 0);
+    ct_value_free(sd);
+
+    ct_optim_free(o);
+    free_params(p);
+}
+
+/* ---- parameter groups, modules, stepping -------------------------------- */
+
+static void test_groups(void) {
+    ct_tensor *p[NP];
+    make_params(p, 3);
+    ct_optim *o = ct_optim_sgd(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, 2, (ct_tensor *[]){p[0], p[0]}) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "appears twice");
+    CHECK(ct_optim_add_param_group(o, 1, p) == 0);
+    CHECK(ct_optim_add_param_group(o, 2, (ct_tensor *[]){p[1], p[0]}) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "some parameters appear in more than one parameter group");
+    ct_tensor *alias = ct_alias(p[0]); /* another handle, same tensor */
+    CHECK(ct_optim_add_param_group(o, 1, &alias) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "more than one parameter group");
+    ct_tensor_free(alias);
+    ct_tensor *nonleaf = ct_mul_scalar(p[1], 2.0);
+    CHECK(ct_optim_add_param_group(o, 1, &nonleaf) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "can't optimize a non-leaf Tensor");
+    ct_tensor_free(nonleaf);
+    CHECK(ct_optim_add_param_group(o, 2, p + 1) == 1);
+    CHECK(ct_optim_num_groups(o) == 2 && ct_optim_num_params(o) == 3);
+
+    /* ct_optim_param is the parameter itself: a step shows through it. */
+    ct_tensor *h = ct_optim_param(o, 2);
+    CHECK(h != p[2] && same_values(h, p[2]));
+    CHECK(ct_optim_param(o, 3) == NULL);
+    CHECK_ERR(CT_EINDEX, "parameter 3 out of range");
+
+    /* Only parameters with a gradient move; SGD without momentum keeps no state. */
+    ct_tensor *before0 = ct_keep(ct_clone(p[0])), *before2 = ct_keep(ct_clone(p[2]));
+    set_grads(p, 2, 30); /* p[0], p[1] */
+    CHECK_OK(ct_optim_step(o));
+    CHECK(same_values(p[2], before2));
+    CHECK(!same_values(p[0], before0));
+    ct_scope *s = ct_scope_begin();
+    ct_tensor *want = ct_sub(before0, ct_mul_scalar(ct_grad(p[0]), 1e-3)); /* p - lr * g */
+    CHECK_NEAR(max_diff(p[0], want), 0, 1e-6);
+    ct_scope_end(s);
+    ct_value *sd = ct_optim_state_dict(o);
+    CHECK(ct_value_len(ct_value_dict_get(sd, "state")) == 0);
+    ct_value_free(sd);
+
+    /* zero_grad: to zero, then to None. */
+    CHECK_OK(ct_optim_zero_grad(o, false));
+    CHECK(ct_has_grad(p[0]));
+    double sum = -1;
+    s = ct_scope_begin();
+    CHECK_OK(ct_item(ct_sum(ct_abs(ct_grad(p[0]))), &sum));
+    ct_scope_end(s);
+    CHECK(sum == 0);
+    CHECK_OK(ct_optim_zero_grad(o, true));
+    CHECK(!ct_has_grad(p[0]) && !ct_has_grad(p[1]));
+    CHECK_OK(ct_optim_step(o)); /* nothing has a gradient: nothing moves */
+
+    ct_tensor_free(before0);
+    ct_tensor_free(before2);
+    ct_optim_free(o);
+    free_params(p);
+}
+
+static void test_module(void) {
+    ct_manual_seed(4);
+    ct_module *net = ct_nn_linear(4, 3, true);
+    ct_sgd_opts so = ct_sgd_defaults();
+    so.lr = 0.5;
+    ct_optim *o = ct_optim_sgd(net, &so);
+    CHECK(o && ct_optim_num_groups(o) == 1 && ct_optim_num_params(o) == 2);
+    ct_tensor *w = ct_nn_get(net, "weight");
+    CHECK(same_values(ct_optim_param(o, 0), w));
+    ct_tensor *w0 = ct_keep(ct_clone(w));
+    ct_scope *s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 4), NULL);
+    CHECK_OK(ct_backward(ct_sum(ct_nn_forward(net, x))));
+    ct_tensor *want = ct_sub(w0, ct_mul_scalar(ct_grad(w), 0.5));
+    CHECK_OK(ct_optim_step(o));
+    CHECK(!same_values(w, ct_optim_param(o, 1)));
+    CHECK_NEAR(max_diff(w, want), 0, 1e-6); /* the module's own parameter moved */
+    ct_scope_end(s);
+    ct_tensor_free(w0);
+    ct_optim_free(o);
+    ct_nn_free(net);
+
+    ct_module *relu = ct_nn_relu();
+    CHECK(ct_optim_adam(relu, NULL) == NULL);
+    CHECK_ERR(CT_EINVAL, "optimizer got an empty parameter list");
+    ct_nn_free(relu);
+}
+
+/* ---- state_dict round trips and refused loads ---------------------------- */
+
+typedef ct_optim *(*factory)(void);
+
+static ct_optim *f_sgd(void) {
+    ct_sgd_opts o = ct_sgd_defaults();
+    o.lr = 0.1, o.momentum = 0.9, o.nesterov = true;
+    return ct_optim_sgd(NULL, &o);
+}
+static ct_optim *f_adam(void) {
+    ct_adam_opts o = ct_adam_defaults();
+    o.amsgrad = true;
+    return ct_optim_adam(NULL, &o);
+}
+static ct_optim *f_adamw(void) { return ct_optim_adamw(NULL, NULL); }
+static ct_optim *f_rmsprop(void) {
+    ct_rmsprop_opts o = ct_rmsprop_defaults();
+    o.centered = true, o.momentum = 0.5;
+    return ct_optim_rmsprop(NULL, &o);
+}
+static ct_optim *f_adagrad(void) {
+    ct_adagrad_opts o = ct_adagrad_defaults();
+    o.initial_accumulator_value = 0.1, o.lr_decay = 0.01;
+    return ct_optim_adagrad(NULL, &o);
+}
+
+/* Two groups: {p0, p1} and {p2}, the second with its own lr. */
+static ct_optim *build(factory f, ct_tensor **p) {
+    ct_optim *o = f();
+    CHECK(ct_optim_add_param_group(o, 2, p) == 0);
+    CHECK(ct_optim_add_param_group(o, 1, p + 2) == 1);
+    CHECK_OK(ct_optim_set_lr(o, 1, 0.05));
+    return o;
+}
+
+static void train(ct_optim *o, ct_tensor **p, int from, int to) {
+    for (int t = from; t < to; t++) {
+        set_grads(p, NP, 1000 + (uint64_t)t);
+        CHECK_OK(ct_optim_step(o));
+    }
+}
+
+static void test_round_trip(factory f) {
+    ct_tensor *pa[NP], *pb[NP];
+    make_params(pa, 5);
+    ct_optim *a = build(f, pa);
+    train(a, pa, 0, 5);
+
+    /* A fresh optimizer over copies of the parameters takes A's state... */
+    clone_params(pb, pa);
+    ct_optim *b = build(f, pb);
+    CHECK_OK(ct_optim_set_lr(b, 1, 0.7)); /* overwritten by the load */
+    ct_value *sd = ct_optim_state_dict(a);
+    CHECK_OK(ct_optim_load_state_dict(b, sd));
+    ct_value *sdb = ct_optim_state_dict(b);
+    CHECK(ct_value_equal(sd, sdb));
+    CHECK(ct_optim_get_lr(b, 1) == 0.05);
+    ct_value_free(sdb);
+    ct_value_free(sd); /* b holds copies, not the loaded tensors */
+
+    /* ...and both continue identically, bit for bit. */
+    train(a, pa, 5, 10);
+    train(b, pb, 5, 10);
+    for (int k = 0; k < NP; k++) CHECK(same_values(pa[k], pb[k]));
+    sd = ct_optim_state_dict(a);
+    sdb = ct_optim_state_dict(b);
+    CHECK(ct_value_equal(sd, sdb));
+    ct_value_free(sd);
+    ct_value_free(sdb);
+
+    ct_optim_free(a);
+    ct_optim_free(b);
+    free_params(pa);
+    free_params(pb);
+}
+
+/* load_state_dict(bad) fails with `code` and `needle` and leaves o as it was. */
+static void expect_load_refused(ct_optim *o, const ct_value *bad, int code, const char *needle) {
+    ct_value *tmp = ct_optim_state_dict(o);
+    ct_value *before = ct_value_copy(tmp, true); /* a snapshot, not shared storage */
+    ct_value_free(tmp);
+    double lr0 = ct_optim_get_lr(o, 0);
+    CHECK(ct_optim_load_state_dict(o, bad) == code);
+    CHECK_ERR(code, needle);
+    ct_value *after = ct_optim_state_dict(o);
+    CHECK(ct_value_equal(before, after));
+    CHECK(ct_optim_get_lr(o, 0) == lr0);
+    ct_value_free(before);
+    ct_value_free(after);
+}
+
+static ct_value *group0(ct_value *sd) { return ct_value_list_get(ct_value_dict_get(sd, "param_groups"), 0); }
+
+static void test_refused_loads(void) {
+    ct_tensor *p[NP];
+    make_params(p, 6);
+    ct_optim *o = build(f_adam, p);
+    train(o, p, 0, 3);
+
+    /* A one-group Adam over the same three shapes. */
+    ct_tensor *q[NP];
+    clone_params(q, p);
+    ct_optim *one = f_adam();
+    ct_optim_add_param_group(one, NP, q);
+    train(one, q, 0, 2);
+    ct_value *sd1 = ct_optim_state_dict(one);
+    ct_value_dict_set(group0(sd1), "lr", ct_value_float(0.5)); /* would show if applied */
+    expect_load_refused(o, sd1, CT_EINVAL, "different number of parameter groups (1, the optimizer has 2)");
+    ct_value_free(sd1);
+
+    /* Two groups, but of sizes 1 and 2 instead of 2 and 1. */
+    ct_optim *other = f_adam();
+    ct_optim_add_param_group(other, 1, q);
+    ct_optim_add_param_group(other, 2, q + 1);
+    ct_value *sd2 = ct_optim_state_dict(other);
+    expect_load_refused(o, sd2, CT_EINVAL, "param_groups[0] has 1 parameters, the optimizer's has 2");
+    ct_value_free(sd2);
+
+    /* A state tensor of the wrong shape (everything else fine). */
+    ct_value *sd = ct_optim_state_dict(o);
+    ct_value *good = ct_value_copy(sd, true);
+    ct_value_dict_set(group0(sd), "lr", ct_value_float(0.5));
+    ct_value *s1 = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 1);
+    ct_value_dict_set(s1, "exp_avg_sq", ct_value_tensor(ct_zeros(CT_SHAPE(7), NULL)));
+    expect_load_refused(o, sd, CT_ESHAPE, "state[1]['exp_avg_sq'] has shape [7] but its parameter has [5, 1]");
+    ct_value_free(sd);
+
+    /* A key Adam does not use, a state for no parameter, a missing part. */
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0), "bogus",
+                      ct_value_tensor(ct_zeros(CT_SHAPE(4, 3), NULL)));
+    expect_load_refused(o, sd, CT_EFORMAT, "state[0] has the key 'bogus', which Adam does not use");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set_int(ct_value_dict_get(sd, "state"), 9, ct_value_dict());
+    expect_load_refused(o, sd, CT_EFORMAT, "state[9] belongs to no parameter");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(sd, "state", ct_value_list());
+    expect_load_refused(o, sd, CT_EFORMAT, "no 'state' dict");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(group0(sd), "capturable", ct_value_bool(true));
+    expect_load_refused(o, sd, CT_ENOTSUP, "param_groups[0] has capturable=True");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(group0(sd), "betas", ct_value_float(0.9));
+    expect_load_refused(o, sd, CT_EFORMAT, "param_groups[0]['betas'] must be a pair of numbers");
+    ct_value_free(sd);
+
+    /* An Adam state dict is not an SGD one. */
+    ct_optim *sgd = build(f_sgd, q);
+    expect_load_refused(sgd, good, CT_EFORMAT, "param_groups[0] has no 'momentum'");
+    ct_optim_free(sgd);
+
+    /* The untouched copy still loads. */
+    CHECK_OK(ct_optim_load_state_dict(o, good));
+    ct_value_free(good);
+
+    ct_optim_free(o);
+    ct_optim_free(one);
+    ct_optim_free(other);
+    free_params(p);
+    free_params(q);
+}
+
+int main(void) {
+    size_t live = ct_tensor_live_count();
+    test_validation();
+    test_null_args();
+    test_options();
+    test_groups();
+    test_module();
+    factory fs[] = {f_sgd, f_adam, f_adamw, f_rmsprop, f_adagrad};
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) test_round_trip(fs[i]);
+    test_refused_loads();
+    CHECK(ct_tensor_live_count() == live); /* optimizers and state dicts freed their handles */
+    return ct_test_result("test_optim_api");
+}
