@@ -1,10 +1,34 @@
 /* tests/ops/cases_create.c — creation, random draws, conversions, reading and
  * writing values, queries, generator state. Twins: cases_create.py. */
+#define _POSIX_C_SOURCE 200809L /* dup, dup2, fileno: capturing ct_print */
 #include "parity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* What ct_print(t) writes to stdout. */
+static void put_printed(const char *key, const ct_tensor *t) {
+    char text[4096] = "";
+    FILE *tmp = tmpfile();
+    fflush(stdout);
+    int saved = dup(1);
+    if (!tmp || saved < 0 || dup2(fileno(tmp), 1) < 0) {
+        put_failure("capturing stdout");
+        return;
+    }
+    int rc = ct_print(t);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(text, 1, sizeof text - 1, tmp);
+    text[n] = '\0';
+    fclose(tmp);
+    if (rc != 0) put_failure(key);
+    put_str(key, text);
+}
 
 void case_rng_inputs(void) {
     /* Every other case relies on these matching torch's own draws. */
@@ -299,6 +323,9 @@ void case_queries(void) {
     put_int("set_num_threads", ct_set_num_threads(1));
     put_int("get_num_threads", ct_get_num_threads());
     put_str("torch_version", ct_torch_version());
+    /* "Prints the tensor like Python's print(t) does" */
+    put_printed("print_f32", F32D(S(2, 2), 1, 2.5f, -3, 4));
+    put_printed("print_i64", I64D(S(3), 1, 2, 3));
 }
 
 void case_rng_state(void) {
