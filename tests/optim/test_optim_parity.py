@@ -66,7 +66,9 @@ RUNS = [
     dict(name="adam_fused", type="Adam", opts=dict(lr=0.01, amsgrad=True, weight_decay=0.1),
          options=[[0, "fused", True]], resume=True),
     dict(name="adam_two_groups", type="Adam", opts=dict(lr=0.01), groups=[[0, 1], [2]],
-         options=[[1, "lr", 0.05]], lr_changes=[[10, 0, 0.005], [15, 1, 0.001]], resume=True),
+         # initial_lr is what an LR scheduler adds to each group
+         options=[[1, "lr", 0.05], [0, "initial_lr", 0.01], [1, "initial_lr", 0.05]],
+         lr_changes=[[10, 0, 0.005], [15, 1, 0.001]], resume=True),
     dict(name="adamw", type="AdamW", opts=dict(lr=0.01), resume=True),
     dict(name="adamw_amsgrad", type="AdamW", opts=dict(lr=0.01, amsgrad=True, weight_decay=0.05)),
     dict(name="adamw_foreach", type="AdamW", opts=dict(lr=0.01, amsgrad=True), options=[[0, "foreach", True]]),
