@@ -484,6 +484,26 @@ static void test_refused_loads(void) {
     expect_load_refused(sgd, good, CT_EFORMAT, "param_groups[0] has no 'momentum'");
     ct_optim_free(sgd);
 
+    /* Loading casts as Python does: state to the parameter's dtype; "step"
+     * to a float32 scalar, also from an older checkpoint's plain number. */
+    sd = ct_value_copy(good, true);
+    ct_value *st0 = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    ct_tensor *avg = ct_value_get_tensor(ct_value_dict_get(st0, "exp_avg"));
+    ct_value_dict_set(st0, "exp_avg", ct_value_tensor(ct_to_dtype(avg, CT_F64)));
+    ct_value_dict_set(st0, "step", ct_value_int(3));
+    CHECK_OK(ct_optim_load_state_dict(o, sd));
+    ct_value *now = ct_optim_state_dict(o);
+    ct_value *now0 = ct_value_dict_get_int(ct_value_dict_get(now, "state"), 0);
+    ct_tensor *step = ct_value_get_tensor(ct_value_dict_get(now0, "step"));
+    double stepv = 0;
+    CHECK(step && ct_dtype_of(step) == CT_F32 && ct_ndim(step) == 0);
+    CHECK_OK(ct_item(step, &stepv));
+    CHECK(stepv == 3);
+    ct_value *g0 = ct_value_dict_get_int(ct_value_dict_get(good, "state"), 0);
+    CHECK(ct_value_equal(ct_value_dict_get(now0, "exp_avg"), ct_value_dict_get(g0, "exp_avg")));
+    ct_value_free(now);
+    ct_value_free(sd);
+
     /* The untouched copy still loads. */
     CHECK_OK(ct_optim_load_state_dict(o, good));
     ct_value_free(good);
