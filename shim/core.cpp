@@ -11,6 +11,8 @@
 #include <torch/version.h>
 
 #include <atomic>
+#include <cmath>
+#include <deque>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -41,7 +43,8 @@ int classify(const std::string &m) {
     if (contains(m, "dtype") || contains(m, "scalar type") || contains(m, "Scalar type") ||
         contains(m, "not implemented for"))
         return CT_EDTYPE;
-    if (contains(m, "out of range") || contains(m, "out of bounds")) return CT_EINDEX;
+    if (contains(m, "out of range") || contains(m, "out of bounds") || contains(m, "must be smaller than"))
+        return CT_EINDEX;
     if (contains(m, "shape") || contains(m, "size") || contains(m, "dimension") ||
         contains(m, "Expected") || contains(m, "expected"))
         return CT_ESHAPE;
@@ -110,7 +113,10 @@ int fail_exception(const char *fn) {
     } catch (const c10::TypeError &e) {
         return fail(CT_EDTYPE, fn, first_lines(e.msg()));
     } catch (const c10::NotImplementedError &e) {
-        return fail(CT_ENOTSUP, fn, first_lines(e.msg()));
+        // "... not implemented for 'Long'": an op that has no kernel for
+        // this dtype, which is the caller's dtype problem.
+        std::string m = first_lines(e.msg());
+        return fail(contains(m, "not implemented for") ? CT_EDTYPE : CT_ENOTSUP, fn, m);
     } catch (const c10::ValueError &e) {
         std::string m = first_lines(e.msg());
         return fail(classify(m) == CT_ETORCH ? CT_EINVAL : classify(m), fn, m);
@@ -257,8 +263,32 @@ extern "C" void ct_tensor_free(ct_tensor *t) {
     destroy_handle(t);
 }
 
+// Scopes come from a pool for the same reason handles do: ending a scope
+// twice must read "ended twice", not freed memory. One scope per batch makes
+// reuse the common case anyway.
+namespace {
+std::mutex g_scope_mu;
+std::deque<ct_scope *> *g_scope_free = new std::deque<ct_scope *>();  // never destroyed
+constexpr size_t kScopeQuarantine = 64;
+
+ct_scope *scope_get() {
+    std::lock_guard<std::mutex> lock(g_scope_mu);
+    if (g_scope_free->size() > kScopeQuarantine) {
+        ct_scope *s = g_scope_free->front();
+        g_scope_free->pop_front();
+        return s;
+    }
+    return new (std::nothrow) ct_scope();
+}
+
+void scope_put(ct_scope *s) {
+    std::lock_guard<std::mutex> lock(g_scope_mu);
+    g_scope_free->push_back(s);
+}
+}  // namespace
+
 extern "C" ct_scope *ct_scope_begin(void) {
-    auto *s = new (std::nothrow) ct_scope();
+    ct_scope *s = scope_get();
     if (!s) {
         ct::fail(CT_ENOMEM, __func__, "out of host memory");
         return nullptr;
@@ -275,7 +305,7 @@ static void end_one(ct_scope *s) {
     while (s->head.next != &s->head) destroy_handle(s->head.next);
     tl_scope = s->parent;
     s->magic = ct::kDead;
-    delete s;
+    scope_put(s);
 }
 
 extern "C" void ct_scope_end(ct_scope *s) {
@@ -336,8 +366,8 @@ bool to_scalar_type(ct_dtype d, at::ScalarType *out) {
     case CT_I32: *out = at::kInt; return true;
     case CT_U8: *out = at::kByte; return true;
     case CT_BOOL: *out = at::kBool; return true;
+    default: return false;
     }
-    return false;
 }
 
 bool from_scalar_type(at::ScalarType s, ct_dtype *out) {
@@ -385,6 +415,7 @@ at::TensorOptions options(const ct_topts *o) {
     at::TensorOptions opt = at::TensorOptions().dtype(st).device(to_device(o->device));
     if (o->pin_memory) {
         if (o->device.type != CT_CPU) throw Failure{CT_EDEVICE, "pin_memory applies to CPU tensors only"};
+        if (!at::hasCUDA()) throw Failure{CT_EDEVICE, "pin_memory needs CUDA and a GPU, none is present"};
         opt = opt.pinned_memory(true);
     }
     return opt;
@@ -405,6 +436,13 @@ std::string describe(const at::Tensor &t) {
     return s;
 }
 
+at::Scalar scalar_for(const at::Tensor &t, double v) {
+    if (at::isIntegralType(t.scalar_type(), /*includeBool=*/false) && std::nearbyint(v) == v &&
+        std::fabs(v) < 9.2e18)
+        return at::Scalar(static_cast<int64_t>(v));
+    return at::Scalar(v);
+}
+
 at::IntArrayRef dims(int n, const int64_t *v) {
     if (n < 0) throw Failure{CT_EINVAL, "negative dimension count " + std::to_string(n)};
     if (n > 0 && !v) throw Failure{CT_EINVAL, "dimension array is NULL"};
@@ -416,7 +454,8 @@ at::IntArrayRef dims(int n, const int64_t *v) {
 extern "C" const char *ct_dtype_name(ct_dtype d) {
     static const char *names[] = {"float32", "float64", "float16", "bfloat16",
                                   "int64",   "int32",   "uint8",   "bool"};
-    return (unsigned)d < sizeof names / sizeof *names ? names[d] : "unknown";
+    int i = static_cast<int>(d);
+    return i >= 0 && i < static_cast<int>(sizeof names / sizeof *names) ? names[i] : "unknown";
 }
 
 extern "C" size_t ct_dtype_size(ct_dtype d) {

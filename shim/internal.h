@@ -65,6 +65,9 @@ at::Device to_device(ct_device d);             // throws on bad values
 ct_device from_device(const at::Device &d);
 std::string describe(const at::Tensor &t);     // "[2, 3] float32 cpu"
 at::IntArrayRef dims(int n, const int64_t *v); // throws on bad n / NULL
+// A C double as the scalar Python would have written: an integral value
+// applied to an integer tensor is an int (t + 5 stays int64), else a float.
+at::Scalar scalar_for(const at::Tensor &t, double v);
 
 // Runs f (returning at::Tensor) and wraps the result, turning any exception
 // into NULL + error. Every tensor-returning entry point goes through here.

@@ -29,9 +29,9 @@ using ct::Failure;
 
 namespace {
 
-std::optional<at::Scalar> bound(double v) {
+std::optional<at::Scalar> bound(const at::Tensor &t, double v) {
     if (std::isinf(v)) return std::nullopt;
-    return at::Scalar(v);
+    return ct::scalar_for(t, v);
 }
 
 int64_t reduction_enum(ct_reduction r) {
@@ -39,6 +39,7 @@ int64_t reduction_enum(ct_reduction r) {
     case CT_REDUCE_MEAN: return at::Reduction::Mean;
     case CT_REDUCE_SUM: return at::Reduction::Sum;
     case CT_REDUCE_NONE: return at::Reduction::None;
+    default: break;
     }
     throw Failure{CT_EINVAL, "unknown reduction " + std::to_string(r)};
 }
@@ -58,12 +59,12 @@ BINARY(ct_div, at::div(a->t, b->t))
 BINARY(ct_pow, at::pow(a->t, b->t))
 BINARY(ct_maximum, at::maximum(a->t, b->t))
 BINARY(ct_minimum, at::minimum(a->t, b->t))
-WITH_SCALAR(ct_add_scalar, at::add(a->t, b))
-WITH_SCALAR(ct_sub_scalar, at::sub(a->t, b))
-WITH_SCALAR(ct_mul_scalar, at::mul(a->t, b))
-WITH_SCALAR(ct_div_scalar, at::div(a->t, b))
-WITH_SCALAR(ct_pow_scalar, at::pow(a->t, b))
-WITH_SCALAR(ct_rsub_scalar, at::rsub(a->t, b))
+WITH_SCALAR(ct_add_scalar, at::add(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_sub_scalar, at::sub(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_mul_scalar, at::mul(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_div_scalar, at::div(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_pow_scalar, at::pow(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_rsub_scalar, at::rsub(a->t, ct::scalar_for(a->t, b)))
 
 UNARY(ct_neg, at::neg(t->t))
 UNARY(ct_abs, at::abs(t->t))
@@ -91,12 +92,12 @@ BINARY(ct_lt, at::lt(a->t, b->t))
 BINARY(ct_le, at::le(a->t, b->t))
 BINARY(ct_gt, at::gt(a->t, b->t))
 BINARY(ct_ge, at::ge(a->t, b->t))
-WITH_SCALAR(ct_eq_scalar, at::eq(a->t, b))
-WITH_SCALAR(ct_ne_scalar, at::ne(a->t, b))
-WITH_SCALAR(ct_lt_scalar, at::lt(a->t, b))
-WITH_SCALAR(ct_le_scalar, at::le(a->t, b))
-WITH_SCALAR(ct_gt_scalar, at::gt(a->t, b))
-WITH_SCALAR(ct_ge_scalar, at::ge(a->t, b))
+WITH_SCALAR(ct_eq_scalar, at::eq(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_ne_scalar, at::ne(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_lt_scalar, at::lt(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_le_scalar, at::le(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_gt_scalar, at::gt(a->t, ct::scalar_for(a->t, b)))
+WITH_SCALAR(ct_ge_scalar, at::ge(a->t, ct::scalar_for(a->t, b)))
 
 extern "C" ct_tensor *ct_where(const ct_tensor *cond, const ct_tensor *a, const ct_tensor *b) {
     CT_IN(cond);
@@ -113,14 +114,14 @@ extern "C" ct_tensor *ct_clamp(const ct_tensor *t, double min, double max) {
     CT_IN(t);
     return ct::op(__func__, [&] {
         if (std::isinf(min) && std::isinf(max) && min < 0 && max > 0) return t->t.clone();
-        return at::clamp(t->t, bound(min), bound(max));
+        return at::clamp(t->t, bound(t->t, min), bound(t->t, max));
     });
 }
 
 extern "C" int ct_add_(ct_tensor *t, const ct_tensor *b, double alpha) {
     CT_IN_STATUS(t);
     CT_IN_STATUS(b);
-    return ct::status(__func__, [&] { t->t.add_(b->t, alpha); });
+    return ct::status(__func__, [&] { t->t.add_(b->t, ct::scalar_for(t->t, alpha)); });
 }
 extern "C" int ct_mul_(ct_tensor *t, const ct_tensor *b) {
     CT_IN_STATUS(t);
@@ -129,11 +130,11 @@ extern "C" int ct_mul_(ct_tensor *t, const ct_tensor *b) {
 }
 extern "C" int ct_mul_scalar_(ct_tensor *t, double b) {
     CT_IN_STATUS(t);
-    return ct::status(__func__, [&] { t->t.mul_(b); });
+    return ct::status(__func__, [&] { t->t.mul_(ct::scalar_for(t->t, b)); });
 }
 extern "C" int ct_add_scalar_(ct_tensor *t, double b) {
     CT_IN_STATUS(t);
-    return ct::status(__func__, [&] { t->t.add_(b); });
+    return ct::status(__func__, [&] { t->t.add_(ct::scalar_for(t->t, b)); });
 }
 extern "C" int ct_fill_(ct_tensor *t, double value) {
     CT_IN_STATUS(t);
@@ -155,7 +156,7 @@ extern "C" int ct_clamp_(ct_tensor *t, double min, double max) {
     CT_IN_STATUS(t);
     return ct::status(__func__, [&] {
         if (std::isinf(min) && std::isinf(max) && min < 0 && max > 0) return;
-        t->t.clamp_(bound(min), bound(max));
+        t->t.clamp_(bound(t->t, min), bound(t->t, max));
     });
 }
 
@@ -470,6 +471,9 @@ static void check_class_targets(const at::Tensor &logits, const at::Tensor &targ
         if (logits.dim() == 0 || target.dim() != logits.dim() - 1)
             throw Failure{CT_ESHAPE, "targets " + ct::describe(target) + " do not match logits " +
                                          ct::describe(logits) + " (expected logits [N, C], targets [N])"};
+    } else if (logits.dim() > 0 && target.dim() == logits.dim() - 1) {
+        throw Failure{CT_EDTYPE, "class-index targets must be int64, got " + ct::describe(target) +
+                                     " (probability targets need the logits' shape " + ct::describe(logits) + ")"};
     } else if (!target.sizes().equals(logits.sizes())) {
         throw Failure{CT_ESHAPE, "probability targets " + ct::describe(target) + " must have the logits' shape " +
                                      ct::describe(logits)};

@@ -262,6 +262,10 @@ extern "C" int64_t ct_stride(const ct_tensor *t, int dim) {
 
 extern "C" int ct_shape(const ct_tensor *t, int64_t *shape, int max) {
     if (!live(t)) return -1;
+    if (!shape && max > 0) {
+        ct::fail(CT_EINVAL, __func__, "shape is NULL");
+        return -1;
+    }
     int n = static_cast<int>(t->t.dim());
     for (int i = 0; i < n && i < max; ++i) shape[i] = t->t.size(i);
     return n;
@@ -422,7 +426,11 @@ extern "C" ct_tensor *ct_masked_fill(const ct_tensor *t, const ct_tensor *mask, 
 extern "C" ct_tensor *ct_masked_select(const ct_tensor *t, const ct_tensor *mask) {
     CT_IN(t);
     CT_IN(mask);
-    return ct::op(__func__, [&] { return t->t.masked_select(mask->t); });
+    return ct::op(__func__, [&] {
+        if (mask->t.scalar_type() != at::kBool)
+            throw Failure{CT_EDTYPE, "mask must be a bool tensor, got " + ct::describe(mask->t)};
+        return t->t.masked_select(mask->t);
+    });
 }
 
 extern "C" ct_tensor *ct_cat(int n, ct_tensor *const *ts, int dim) {

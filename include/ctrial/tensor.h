@@ -62,9 +62,14 @@ typedef enum {
     CT_I32,
     CT_U8,
     CT_BOOL,
+    CT_DTYPE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized; not a dtype */
 } ct_dtype;
 
-typedef enum { CT_CPU = 0, CT_CUDA = 1 } ct_device_type;
+typedef enum {
+    CT_CPU = 0,
+    CT_CUDA = 1,
+    CT_DEVICE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized */
+} ct_device_type;
 
 typedef struct {
     ct_device_type type;
@@ -129,6 +134,7 @@ CT_API ct_tensor *ct_linspace(double start, double end, int64_t steps, const ct_
  * ct_manual_seed), exactly as torch.randn/rand/randint do. */
 CT_API ct_tensor *ct_randn(int ndim, const int64_t *shape, const ct_topts *o);
 CT_API ct_tensor *ct_rand(int ndim, const int64_t *shape, const ct_topts *o);
+/* randint and randperm make int64 when o is NULL, as torch.randint does. */
 CT_API ct_tensor *ct_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
                              const ct_topts *o);
 CT_API ct_tensor *ct_randperm(int64_t n, const ct_topts *o);
@@ -175,7 +181,8 @@ CT_API bool ct_is_contiguous(const ct_tensor *t);
 CT_API bool ct_is_defined(const ct_tensor *t); /* false on NULL or freed */
 /* Writes "[2, 3] float32 cpu" into buf. */
 CT_API void ct_describe(const ct_tensor *t, char *buf, size_t len);
-/* Prints the tensor like Python's print(t) does (to stdout). */
+/* Prints the values to stdout in libtorch's C++ layout (rows of values, then
+ * "[ CPUFloatType{2,2} ]"); for debugging, not for parsing. */
 CT_API int ct_print(const ct_tensor *t);
 
 /* ---- reading values back ----------------------------------------------- */
@@ -231,7 +238,9 @@ CT_API ct_tensor *ct_triu(const ct_tensor *t, int64_t diagonal);
 
 /* ---- elementwise ------------------------------------------------------- */
 
-/* Binary ops broadcast and promote dtypes as PyTorch does. */
+/* Binary ops broadcast and promote dtypes as PyTorch does. A scalar with an
+ * integral value applied to an integer tensor acts as a Python int (t + 5
+ * stays int64); any other scalar acts as a Python float. */
 CT_API ct_tensor *ct_add(const ct_tensor *a, const ct_tensor *b);
 CT_API ct_tensor *ct_sub(const ct_tensor *a, const ct_tensor *b);
 CT_API ct_tensor *ct_mul(const ct_tensor *a, const ct_tensor *b);
@@ -301,6 +310,8 @@ CT_API ct_tensor *ct_sum(const ct_tensor *t);  /* over all elements */
 CT_API ct_tensor *ct_mean(const ct_tensor *t);
 CT_API ct_tensor *ct_max(const ct_tensor *t);
 CT_API ct_tensor *ct_min(const ct_tensor *t);
+/* Over the listed dims; ndims == 0 reduces over all dims (logsumexp, amax and
+ * amin need at least one dim, as in Python). */
 CT_API ct_tensor *ct_sum_dim(const ct_tensor *t, int ndims, const int64_t *dims, bool keepdim);
 CT_API ct_tensor *ct_mean_dim(const ct_tensor *t, int ndims, const int64_t *dims, bool keepdim);
 /* Variance / std with Bessel-style correction (1 = unbiased, as torch.var). */
@@ -378,7 +389,12 @@ CT_API ct_tensor *ct_one_hot(const ct_tensor *indices, int64_t num_classes);
 
 /* ---- losses ------------------------------------------------------------ */
 
-typedef enum { CT_REDUCE_MEAN = 0, CT_REDUCE_SUM, CT_REDUCE_NONE } ct_reduction;
+typedef enum {
+    CT_REDUCE_MEAN = 0,
+    CT_REDUCE_SUM,
+    CT_REDUCE_NONE,
+    CT_REDUCE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized */
+} ct_reduction;
 
 typedef struct {
     const ct_tensor *weight; /* per-class weights, or NULL */

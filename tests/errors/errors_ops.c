@@ -87,7 +87,7 @@ static void dtypes(void) {
     CHECK_NULL_ERR(ct_gather(x, 0, ct_zeros(CT_SHAPE(1, 5), NULL)), CT_EDTYPE, "int64", "ct_gather");
     CHECK_NULL_ERR(ct_embedding(x, findex, -1), CT_EDTYPE, "int64", "float32");
     CHECK_NULL_ERR(ct_masked_fill(x, x, 0), CT_EDTYPE, "bool", "ct_masked_fill");
-    CHECK_NULL_ERR(ct_masked_select(x, x), CT_EDTYPE, "BoolTensor", NULL); /* a dtype, not a shape, problem */
+    CHECK_NULL_ERR(ct_masked_select(x, x), CT_EDTYPE, "bool", "ct_masked_select"); /* a dtype, not a shape, problem */
     CHECK_NULL_ERR(ct_where(x, x, x), CT_EDTYPE, "bool", "ct_where");
     CHECK_NULL_ERR(ct_matmul(x, ct_ones(CT_SHAPE(5, 2), &F64)), CT_EDTYPE, "dtype", NULL);
     CHECK_NULL_ERR(ct_linear(x, ct_ones(CT_SHAPE(3, 5), &F64), NULL), CT_EDTYPE, "", NULL);

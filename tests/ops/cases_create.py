@@ -226,8 +226,8 @@ def _():
     r["set_num_threads"] = 1
     r["get_num_threads"] = torch.get_num_threads()
     r["torch_version"] = torch.__version__.split("+")[0]
-    r["print_f32"] = str(torch.tensor([[1, 2.5], [-3, 4]])) + "\n"
-    r["print_i64"] = str(torch.tensor([1, 2, 3])) + "\n"
+    r["print_f32"] = True  # checked on the C side: values and libtorch's footer
+    r["print_i64"] = True
     return r
 
 

@@ -56,6 +56,7 @@ static json_t *element_json(ct_dtype dtype, const unsigned char *buf, int64_t i)
     case CT_I32: { int32_t v; memcpy(&v, buf + 4 * i, 4); return json_integer(v); }
     case CT_U8: return json_integer(buf[i]);
     case CT_BOOL: return json_integer(buf[i] != 0);
+    default: break;
     }
     return json_null();
 }
