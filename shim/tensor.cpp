@@ -236,28 +236,26 @@ static bool live(const ct_tensor *t) { return t && t->magic == ct::kLive && t->t
 
 extern "C" int ct_ndim(const ct_tensor *t) { return live(t) ? static_cast<int>(t->t.dim()) : -1; }
 
-extern "C" int64_t ct_size(const ct_tensor *t, int dim) {
-    if (!live(t)) return -1;
+// A Python-style dim (negatives count back) as an index, or -1 + error.
+static int64_t dim_index(const ct_tensor *t, int dim, const char *fn) {
     int64_t n = t->t.dim();
     int64_t d = dim < 0 ? dim + n : dim;
     if (d < 0 || d >= n) {
-        ct::fail(CT_EINDEX, __func__, "dim " + std::to_string(dim) + " out of range for a " +
-                                          std::to_string(n) + "-d tensor");
+        ct::fail(CT_EINDEX, fn, "dim " + std::to_string(dim) + " out of range for a " + std::to_string(n) +
+                                    "-d tensor");
         return -1;
     }
-    return t->t.size(d);
+    return d;
+}
+
+extern "C" int64_t ct_size(const ct_tensor *t, int dim) {
+    int64_t d = live(t) ? dim_index(t, dim, __func__) : -1;
+    return d < 0 ? -1 : t->t.size(d);
 }
 
 extern "C" int64_t ct_stride(const ct_tensor *t, int dim) {
-    if (!live(t)) return -1;
-    int64_t n = t->t.dim();
-    int64_t d = dim < 0 ? dim + n : dim;
-    if (d < 0 || d >= n) {
-        ct::fail(CT_EINDEX, __func__, "dim " + std::to_string(dim) + " out of range for a " +
-                                          std::to_string(n) + "-d tensor");
-        return -1;
-    }
-    return t->t.stride(d);
+    int64_t d = live(t) ? dim_index(t, dim, __func__) : -1;
+    return d < 0 ? -1 : t->t.stride(d);
 }
 
 extern "C" int ct_shape(const ct_tensor *t, int64_t *shape, int max) {
