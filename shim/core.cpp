@@ -366,6 +366,8 @@ bool to_scalar_type(ct_dtype d, at::ScalarType *out) {
     case CT_I32: *out = at::kInt; return true;
     case CT_U8: *out = at::kByte; return true;
     case CT_BOOL: *out = at::kBool; return true;
+    case CT_I8: *out = at::kChar; return true;
+    case CT_I16: *out = at::kShort; return true;
     default: return false;
     }
 }
@@ -380,6 +382,8 @@ bool from_scalar_type(at::ScalarType s, ct_dtype *out) {
     case at::kInt: *out = CT_I32; return true;
     case at::kByte: *out = CT_U8; return true;
     case at::kBool: *out = CT_BOOL; return true;
+    case at::kChar: *out = CT_I8; return true;
+    case at::kShort: *out = CT_I16; return true;
     default: return false;
     }
 }
@@ -453,7 +457,8 @@ at::IntArrayRef dims(int n, const int64_t *v) {
 
 extern "C" const char *ct_dtype_name(ct_dtype d) {
     static const char *names[] = {"float32", "float64", "float16", "bfloat16",
-                                  "int64",   "int32",   "uint8",   "bool"};
+                                  "int64",   "int32",   "uint8",   "bool",
+                                  "int8",    "int16"};
     int i = static_cast<int>(d);
     return i >= 0 && i < static_cast<int>(sizeof names / sizeof *names) ? names[i] : "unknown";
 }

@@ -5,13 +5,15 @@
  *
  * Areas, one header each: error.h (status codes, messages), tensor.h
  * (tensors, ops, autograd, scopes), nn.h (modules and layers), optim.h
- * (optimizers), value.h (state-dict trees), cuda.h (GPUs).
+ * (optimizers), value.h (state-dict trees), data.h (datasets, samplers,
+ * loaders), cuda.h (GPUs).
  */
 #ifndef CTRIAL_CTRIAL_H
 #define CTRIAL_CTRIAL_H
 
 #include <ctrial/config.h>
 #include "cuda.h"
+#include "data.h"
 #include "error.h"
 #include "nn.h"
 #include "optim.h"

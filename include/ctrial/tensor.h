@@ -62,6 +62,8 @@ typedef enum {
     CT_I32,
     CT_U8,
     CT_BOOL,
+    CT_I8,
+    CT_I16,
     CT_DTYPE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized; not a dtype */
 } ct_dtype;
 

@@ -1,0 +1,272 @@
+/*
+ * ctrial/data.h — datasets, samplers, batches and the threaded loader.
+ *
+ * The pieces mirror torch.utils.data and Determined's samplers:
+ *
+ *     dataset  -> sampler chain -> workers (get + collate) -> batch
+ *
+ *     ct_dataset *train = ct_dataset_mnist("data/train-images-idx3-ubyte.gz",
+ *                                          "data/train-labels-idx1-ubyte.gz");
+ *     ct_loader_opts o = ct_loader_defaults();
+ *     o.batch_size = 64;
+ *     o.shuffle = true;            // Determined's reproducible shuffle
+ *     o.seed = 42;
+ *     o.num_workers = 2;
+ *     ct_loader *loader = ct_loader_new(train, &o);   // takes the dataset
+ *     ct_value *batch;
+ *     while (ct_loader_next(loader, &batch) == 1) {     // one pass
+ *         ct_tensor *x = ct_batch_at(batch, 0);        // [64, 1, 28, 28]
+ *         ct_tensor *y = ct_batch_at(batch, 1);        // [64]
+ *         ...
+ *         ct_value_free(batch);
+ *     }
+ *     ct_loader_free(loader);
+ *
+ * Samples and batches are ct_value trees (value.h): a tensor, a tuple/list,
+ * a dict, or any nesting of these, as in PyTorch. Collating stacks samples
+ * leaf by leaf, exactly as torch's default_collate does.
+ *
+ * Order. The loader's output is deterministic: the same seed, position and
+ * options give the same batches in the same order whatever the number of
+ * workers. Its position (batches served) can be saved and restored, so a
+ * resumed run sees exactly the batches an uninterrupted run would have seen.
+ *
+ * Errors never hang: a failing dataset item reaches ct_loader_next() as an
+ * error naming the item index (and the worker's message).
+ */
+#ifndef CTRIAL_DATA_H
+#define CTRIAL_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+#include "value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== datasets ============================================================ */
+
+typedef struct ct_dataset ct_dataset;
+
+/* A map-style dataset (torch.utils.data.Dataset). `get` and `get_batch` are
+ * called from the loader's worker threads, several at once: they must be
+ * safe to call concurrently and must not touch other user state. */
+typedef struct {
+    /* Number of samples (>= 0). Called once, at loader creation. */
+    int64_t (*len)(void *self);
+    /* The sample at `index` (0 <= index < len) as a NEW value, or NULL with
+     * ct_set_error() on failure. */
+    ct_value *(*get)(void *self, int64_t index);
+    /* Optional fast path (NULL: use get + collate): the already collated
+     * batch of `n` samples at `indices`, laid out as collating get()'s
+     * results would be. NEW value or NULL + error. */
+    ct_value *(*get_batch)(void *self, const int64_t *indices, int64_t n);
+    /* Frees self when the dataset's last reference goes (may be NULL). */
+    void (*free)(void *self);
+} ct_dataset_vtable;
+
+/* A dataset over user code. The vtable is copied. Returns a new dataset (one
+ * reference); on failure vt->free is never called. */
+CT_API ct_dataset *ct_dataset_new(const ct_dataset_vtable *vt, void *self);
+/* Datasets are reference-counted (thread-safe): ct_dataset_ref adds a
+ * reference and returns d; ct_dataset_free drops one (accepts NULL). */
+CT_API ct_dataset *ct_dataset_ref(ct_dataset *d);
+CT_API void ct_dataset_free(ct_dataset *d);
+CT_API int64_t ct_dataset_len(const ct_dataset *d);
+/* The sample at index as a NEW value; CT_EINDEX for an index out of range. */
+CT_API ct_value *ct_dataset_get(ct_dataset *d, int64_t index);
+
+/* torch.utils.data.TensorDataset: sample i is the tuple (t0[i], t1[i], ...)
+ * (a plain tensor when n == 1). All tensors must have the same size(0). The
+ * dataset keeps its own references to the tensors. New dataset. */
+CT_API ct_dataset *ct_dataset_tensors(int n, ct_tensor *const *tensors);
+
+/* MNIST as torchvision's MNIST + ToTensor() gives it: sample i is the tuple
+ * (image float32 [1, H, W] in 0..1, label int64 0-dim). Reads both IDX
+ * files (plain or .gz) at creation and checks they agree. New dataset. */
+CT_API ct_dataset *ct_dataset_mnist(const char *images_path, const char *labels_path);
+
+/* Reads any IDX file (MNIST's format: plain or gzip-compressed; type codes
+ * 0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E
+ * float64; big-endian values) into a NEW tensor of the header's shape. The
+ * header is checked against the data size: a truncated file, trailing bytes,
+ * a wrong magic or an unknown type code are CT_EFORMAT errors naming the file. */
+CT_API ct_tensor *ct_idx_read(const char *path);
+/* The same from a buffer holding a whole (uncompressed) IDX file; `name`
+ * appears in messages. */
+CT_API ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name);
+
+/* A binary file of fixed-size records, read through mmap: after
+ * `header_bytes`, each record is the fields in order, each `dtype` of
+ * `shape` (little-endian, packed). Sample i is the tuple of field tensors (a
+ * plain tensor when there is one field). Example, CIFAR-10's binary files:
+ * fields {uint8 []} (the label) and {uint8 [3, 32, 32]}. */
+#define CT_RECORD_MAX_FIELDS 8
+typedef struct {
+    ct_dtype dtype;
+    int ndim;          /* 0..4; 0 is a scalar */
+    int64_t shape[4];
+} ct_record_field;
+
+typedef struct {
+    size_t header_bytes;  /* skipped at the start of the file (0) */
+    int num_fields;       /* 1..CT_RECORD_MAX_FIELDS */
+    ct_record_field fields[CT_RECORD_MAX_FIELDS];
+} ct_records_opts;
+
+/* New dataset; CT_EFORMAT when the file size minus the header is not a
+ * whole number of records. */
+CT_API ct_dataset *ct_dataset_records(const char *path, const ct_records_opts *o);
+
+/* A CSV/TSV file of numbers, parsed at creation. Sample i is the tuple
+ * (features [num_columns - 1] of `dtype`, label int64 0-dim) when
+ * label_column >= 0, else the features [num_columns] alone. */
+typedef struct {
+    char delimiter;     /* ',' or '\t'; 0: '\t' for *.tsv, else ',' */
+    bool header;        /* the first line names the columns (false) */
+    int label_column;   /* column holding an integer class label; -1: none (-1) */
+    ct_dtype dtype;     /* features' dtype (CT_F32) */
+} ct_csv_opts;
+
+CT_API ct_csv_opts ct_csv_defaults(void);
+/* New dataset; CT_EFORMAT names the file, line and column of a bad value or a
+ * row of the wrong length. The same parse from a buffer: ct_csv_parse. */
+CT_API ct_dataset *ct_dataset_csv(const char *path, const ct_csv_opts *o);
+CT_API ct_dataset *ct_csv_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o);
+
+/* ==== batches ============================================================= */
+
+/* Borrowed tensors of a batch (or sample): the i-th element of a tuple/list,
+ * the value under `key` of a dict, or the batch itself when it is a tensor.
+ * NULL + error (naming what the batch holds) otherwise. */
+CT_API ct_tensor *ct_batch_at(const ct_value *batch, size_t i);
+CT_API ct_tensor *ct_batch_get(const ct_value *batch, const char *key);
+CT_API ct_tensor *ct_batch_tensor(const ct_value *batch);
+
+/* Number of records: size(0) of the first tensor leaf (Determined's default
+ * get_batch_length); -1 + error when the batch holds no tensor. */
+CT_API int64_t ct_batch_length(const ct_value *batch);
+
+/* default_collate: `n` samples of the same structure into one batch. Tensor
+ * leaves are stacked along a new dim 0 (shapes and dtypes must agree); int
+ * leaves become an int64 tensor, float leaves a float64 tensor, bool leaves a
+ * bool tensor; strings become a list; dicts and tuples/lists collate
+ * element-wise. Returns a NEW value or NULL + error naming the sample whose
+ * structure, shape or dtype differs. */
+CT_API ct_value *ct_collate(ct_value *const *samples, int64_t n);
+
+/* A user collate: like ct_collate. Called from worker threads. */
+typedef ct_value *(*ct_collate_fn)(ct_value *const *samples, int64_t n, void *ctx);
+
+/* ==== samplers ============================================================ */
+
+/*
+ * A sampler is an iterator over items, each item a run of indices: an index
+ * sampler yields one index per item, a batch sampler a batch of indices.
+ * Samplers compose like Determined's: each wrapper takes ownership of the
+ * sampler it wraps.
+ *
+ *     ct_sampler *s = ct_sampler_shuffle(n, seed);   // a new order per pass
+ *     s = ct_sampler_repeat(s);                      // forever
+ *     s = ct_sampler_shard(s, rank, world_size);     // every world_size-th
+ *     s = ct_sampler_batch(s, 32, false);            // runs of 32
+ *     s = ct_sampler_skip(s, batches_trained);       // resume
+ *
+ * ct_sampler_next() writes the next item's indices and returns their count,
+ * 0 at the end of a pass (never for a repeating chain), or a negative code.
+ * After the end of a pass, the next call starts a new pass (a shuffle draws
+ * a new permutation then, from its one generator).
+ */
+typedef struct ct_sampler ct_sampler;
+
+/* 0, 1, ..., n-1. */
+CT_API ct_sampler *ct_sampler_sequential(int64_t n);
+/* A permutation of 0..n-1 per pass, drawn with numpy's legacy
+ * RandomState(seed).shuffle (MT19937): the same order as Determined's
+ * ReproducibleShuffleSampler for the same seed (seed < 2^32). */
+CT_API ct_sampler *ct_sampler_shuffle(int64_t n, uint64_t seed);
+/* The inner sampler's passes back to back, forever. */
+CT_API ct_sampler *ct_sampler_repeat(ct_sampler *inner);
+/* Items number k with k % world_size == rank (no padding, no dropping): a
+ * pass of L items gives rank r L/n + (L%n > r) items. */
+CT_API ct_sampler *ct_sampler_shard(ct_sampler *inner, int rank, int world_size);
+/* Runs of batch_size items' indices; the last short run of a pass is dropped
+ * when drop_last (only at the end of a pass: a repeating inner sampler
+ * never ends one). */
+CT_API ct_sampler *ct_sampler_batch(ct_sampler *inner, int64_t batch_size, bool drop_last);
+/* Skips the first `count` items of the whole stream (not of each pass). */
+CT_API ct_sampler *ct_sampler_skip(ct_sampler *inner, int64_t count);
+
+/* Writes the next item (at most `cap` indices) to out; returns its count, 0
+ * at the end of a pass, CT_EINVAL when cap is too small. */
+CT_API int64_t ct_sampler_next(ct_sampler *s, int64_t *out, int64_t cap);
+/* Largest item this sampler yields (1, or the batch size). */
+CT_API int64_t ct_sampler_max_item(const ct_sampler *s);
+CT_API void ct_sampler_free(ct_sampler *s); /* the whole chain; accepts NULL */
+
+/* ==== the loader ========================================================== */
+
+typedef struct ct_loader ct_loader;
+
+typedef struct {
+    int64_t batch_size;       /* per-rank batch size (1) */
+    bool shuffle;             /* reproducible shuffle each pass (false) */
+    uint64_t seed;            /* shuffle seed (0) */
+    bool drop_last;           /* drop a pass's last short batch (false) */
+    /* Training mode: Determined's chain shuffle -> repeat -> shard -> batch
+     * -> skip(skip_batches); the loader never ends a pass, and epochs are
+     * counted by ct_loader_len batches. Otherwise one pass per
+     * ct_loader_reset (validation: shard -> batch). (false) */
+    bool repeat;
+    int64_t skip_batches;     /* batches already served (resume) (0) */
+    int rank, world_size;     /* sharding (0, 1) */
+    int num_workers;          /* 0: load in the calling thread (0) */
+    int prefetch_batches;     /* batches loaded ahead, all workers (2 per worker) */
+    bool pin_memory;          /* page-locked batches (needs CUDA) (false) */
+    ct_device device;         /* batches arrive here, non-blocking when pinned (cpu) */
+    ct_collate_fn collate;    /* NULL: ct_collate */
+    void *collate_ctx;
+    /* Opt-out: the user's own chain (the loader takes it); batch_size,
+     * shuffle, repeat, shard and skip options are then ignored, and each item
+     * of this sampler is one batch. (NULL) */
+    ct_sampler *sampler;
+} ct_loader_opts;
+
+CT_API ct_loader_opts ct_loader_defaults(void);
+
+/* A loader over `dataset` (it takes the caller's reference: use
+ * ct_dataset_ref to keep one). Starts its workers. New loader, or NULL +
+ * error (empty dataset, bad options); on failure the dataset reference is
+ * still taken (dropped). */
+CT_API ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *o);
+/* The next batch: returns 1 and a NEW value in *batch, 0 at the end of a
+ * pass (never in repeat mode), or a negative code with an error naming the
+ * failing item. After an error the loader is stopped: free it. */
+CT_API int ct_loader_next(ct_loader *l, ct_value **batch);
+/* Starts the next pass (validation loaders, after ct_loader_next returned 0
+ * or to restart early). */
+CT_API int ct_loader_reset(ct_loader *l);
+/* Batches per pass of this rank (len(DataLoader)); the epoch length. */
+CT_API int64_t ct_loader_len(const ct_loader *l);
+/* Samples in the dataset. */
+CT_API int64_t ct_loader_num_samples(const ct_loader *l);
+/* Batches handed out since the chain started, skip_batches included: the
+ * position to save. */
+CT_API int64_t ct_loader_position(const ct_loader *l);
+/* Moves to a saved position: the next batch is the one an uninterrupted
+ * loader would have served after `batches_served` batches. */
+CT_API int ct_loader_set_position(ct_loader *l, int64_t batches_served);
+/* Seconds ct_loader_next has spent waiting for workers so far. */
+CT_API double ct_loader_wait_seconds(const ct_loader *l);
+/* Stops and joins the workers, frees queued batches, drops the dataset.
+ * Safe at any point, including mid-pass and after an error. Accepts NULL. */
+CT_API void ct_loader_free(ct_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
