@@ -56,7 +56,7 @@ typedef struct ct_dataset ct_dataset;
  * called from the loader's worker threads, several at once: they must be
  * safe to call concurrently and must not touch other user state. */
 typedef struct {
-    /* Number of samples (>= 0). Called once, at loader creation. */
+    /* Number of samples (>= 0). Called once, by ct_dataset_new. */
     int64_t (*len)(void *self);
     /* The sample at `index` (0 <= index < len) as a NEW value, or NULL with
      * ct_set_error() on failure. */
@@ -79,6 +79,11 @@ CT_API void ct_dataset_free(ct_dataset *d);
 CT_API int64_t ct_dataset_len(const ct_dataset *d);
 /* The sample at index as a NEW value; CT_EINDEX for an index out of range. */
 CT_API ct_value *ct_dataset_get(ct_dataset *d, int64_t index);
+/* The `n` (> 0) samples at `indices` collated into one batch, as a NEW
+ * value: the dataset's get_batch when it has one, else ct_collate() of its
+ * get() results (the loader's path when it has no user collate). CT_EINDEX
+ * for an index out of range. Safe to call from several threads at once. */
+CT_API ct_value *ct_dataset_get_batch(ct_dataset *d, const int64_t *indices, int64_t n);
 
 /* torch.utils.data.TensorDataset: sample i is the tuple (t0[i], t1[i], ...)
  * (a plain tensor when n == 1). All tensors must have the same size(0). The

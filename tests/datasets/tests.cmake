@@ -1,0 +1,6 @@
+# Datasets (data.h): TensorDataset, IDX/MNIST, records, CSV. The parity test
+# writes files with numpy and compares what ctrial reads bit for bit; the C
+# tests cover the generic dataset, its errors and every bad input.
+set(_ds ${CMAKE_CURRENT_LIST_DIR})
+ct_c_program(datasets_dump ${_ds}/datasets_dump.c)
+ct_py_test(datasets_parity ${_ds}/test_datasets_parity.py $<TARGET_FILE:datasets_dump>)
