@@ -41,8 +41,9 @@ typedef struct ct_sched ct_sched;
 /* Each constructor returns a new scheduler, or NULL + error for bad
  * arguments (messages as Python's ValueError). */
 
-/* StepLR: lr = base_lr * gamma ** (epoch // step_size). */
-CT_API ct_sched *ct_sched_step(ct_optim *opt, int64_t step_size, double gamma);
+/* StepLR: lr = base_lr * gamma ** (epoch // step_size). (Named _step_lr:
+ * ct_sched_step is the step() call.) */
+CT_API ct_sched *ct_sched_step_lr(ct_optim *opt, int64_t step_size, double gamma);
 /* MultiStepLR: multiply by gamma at each milestone (sorted, may repeat). */
 CT_API ct_sched *ct_sched_multistep(ct_optim *opt, int n, const int64_t *milestones, double gamma);
 /* ExponentialLR. */
