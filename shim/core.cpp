@@ -69,6 +69,8 @@ extern "C" const char *ct_strerror(int code) {
     case CT_ECONFIG: return "CT_ECONFIG: bad configuration";
     case CT_ETRIAL: return "CT_ETRIAL: trial callback failed";
     case CT_EDIST: return "CT_EDIST: distributed failure";
+    case CT_ECHECKPOINT: return "CT_ECHECKPOINT: bad checkpoint";
+    case CT_ENAN: return "CT_ENAN: loss is not finite";
     default: return "unknown ctrial error code";
     }
 }

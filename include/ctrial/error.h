@@ -47,6 +47,8 @@ enum {
     CT_ECONFIG = -12, /* bad configuration value or unknown key             */
     CT_ETRIAL = -13,  /* a user callback reported failure                   */
     CT_EDIST = -14,   /* distributed: a rank failed or disagrees            */
+    CT_ECHECKPOINT = -15, /* a checkpoint is missing, corrupt or does not fit */
+    CT_ENAN = -16,    /* the loss became NaN or infinite                    */
 };
 
 /* Short constant name of a code ("CT_ESHAPE: shape mismatch"); never NULL. */
