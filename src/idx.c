@@ -186,28 +186,32 @@ ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name) {
         dims[i] = be32(p + 4 + 4 * i);
         if (dims[i] == 0) empty = true;
     }
-    /* Elements times element size, refusing to wrap: a header may claim
-     * 2^32-1 in every dim. */
-    size_t esize = ct_dtype_size(dtype), avail = size - header;
-    uint64_t need = empty ? 0 : esize;
-    bool overflow = false;
-    for (int i = 0; i < ndim && !empty; i++) {
-        if (need > UINT64_MAX / (uint64_t)dims[i]) overflow = true;
-        else need *= (uint64_t)dims[i];
-    }
+    /* A header may claim 2^32-1 in every dim: multiply with overflow checks.
+     * Even when a zero dim empties the tensor, the others must fit a
+     * tensor's int64 strides (products of the sizes, zeros counted as 1). */
     char shape[160];
-    if (overflow || need != avail) {
-        fmt_dims(shape, sizeof shape, ndim, dims);
-        if (overflow)
-            ct_set_error(CT_EFORMAT,
-                         "%s: holds %zu bytes of data, its header promises more than 2^64 "
-                         "(%s of %s)", name, avail, shape, ct_dtype_name(dtype));
-        else
-            ct_set_error(CT_EFORMAT,
-                         "%s: %s: holds %zu bytes of data, its header promises %" PRIu64
-                         " (%s of %zu-byte %s)",
-                         name, need > avail ? "truncated" : "trailing bytes", avail, need, shape,
-                         esize, ct_dtype_name(dtype));
+    uint64_t elems = 1;
+    for (int i = 0; i < ndim; i++) {
+        uint64_t d = dims[i] ? (uint64_t)dims[i] : 1;
+        if (elems > (uint64_t)INT64_MAX / d) {
+            ct_set_error(CT_EFORMAT, "%s: dimensions %s are too large for a tensor: their product "
+                         "overflows 64 bits", name, fmt_dims(shape, sizeof shape, ndim, dims));
+            return NULL;
+        }
+        elems *= d;
+    }
+    if (empty) elems = 0;
+    size_t esize = ct_dtype_size(dtype), avail = size - header;
+    bool fits = elems <= UINT64_MAX / esize;
+    uint64_t need = fits ? elems * esize : 0;
+    if (!fits || need != avail) {
+        char promised[40];
+        if (fits) snprintf(promised, sizeof promised, "%" PRIu64, need);
+        else snprintf(promised, sizeof promised, "more than 2^64");
+        ct_set_error(CT_EFORMAT,
+                     "%s: %s: holds %zu bytes of data, its header promises %s (%s of %zu-byte %s)",
+                     name, !fits || need > avail ? "truncated" : "trailing bytes", avail, promised,
+                     fmt_dims(shape, sizeof shape, ndim, dims), esize, ct_dtype_name(dtype));
         return NULL;
     }
     ct_tensor *t = ct_empty(ndim, dims, &(ct_topts){.dtype = dtype});
