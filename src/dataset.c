@@ -11,9 +11,11 @@
 
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch_internal.h"
 #include "dataset_internal.h"
 
 struct ct_dataset {
@@ -96,15 +98,6 @@ ct_value *ct_dataset_get(ct_dataset *d, int64_t index) {
     return call_get(d, index);
 }
 
-/* TEMPORARY until src/batch.c (ct_collate) lands: keeps the library
- * linkable meanwhile. */
-static ct_value *collate(ct_value *const *samples, int64_t n) {
-    (void)samples;
-    (void)n;
-    ct_set_error(CT_ENOTSUP, "ct_dataset_get_batch: ct_collate is not built yet");
-    return NULL;
-}
-
 /* get + collate, for datasets without a get_batch. */
 static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, int64_t n) {
     ct_value **samples = calloc((size_t)n, sizeof *samples);
@@ -118,7 +111,14 @@ static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, int64_t n) 
         samples[got] = call_get(d, indices[got]);
         if (!samples[got]) break;
     }
-    if (got == n) batch = collate(samples, n);
+    int64_t bad = -1;
+    if (got == n) batch = ct_collate_where(samples, n, &bad);
+    if (!batch && bad >= 0) { /* name the dataset's index, not the batch position */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_set_error(ct_last_code(), "%s (sample %" PRId64 " is dataset index %" PRId64 ")", msg,
+                     bad, indices[bad]);
+    }
     for (int64_t i = 0; i < got; i++) ct_value_free(samples[i]);
     free(samples);
     return batch;

@@ -4,3 +4,6 @@
 set(_ds ${CMAKE_CURRENT_LIST_DIR})
 ct_c_program(datasets_dump ${_ds}/datasets_dump.c)
 ct_py_test(datasets_parity ${_ds}/test_datasets_parity.py $<TARGET_FILE:datasets_dump>)
+ct_c_test(datasets_api ${_ds}/test_dataset_api.c)
+ct_c_test(datasets_errors ${_ds}/test_dataset_errors.c)
+target_link_libraries(datasets_errors PRIVATE ZLIB::ZLIB) # writes .gz test files

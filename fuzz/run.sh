@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan + libFuzzer) and runs
+# each for SECONDS on a scratch copy of its seed corpus:
+#
+#     fuzz/run.sh BUILD_DIR SRC_DIR [SECONDS]
+#
+# The dataset readers (src/dataset.c, idx.c, csv.c, records.c) are compiled
+# into the fuzzer with instrumentation; the rest of the API comes from
+# BUILD_DIR's libctrial.so (gcc, uninstrumented). Crashing inputs are kept in
+# BUILD_DIR/fuzz/ and the script fails. clang comes with tools/setup.sh.
+set -euo pipefail
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) secs=${3:-10}
+cc=$(command -v clang-14 || command -v clang || true)
+if [ -z "$cc" ]; then
+  echo "fuzz: clang not found; run tools/setup.sh (it installs clang and libclang-rt-dev)" >&2
+  exit 1
+fi
+out=$build/fuzz
+mkdir -p "$out"
+cflags=(-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+        -I"$src/include" -I"$build/include")
+readers=("$src/src/dataset.c" "$src/src/idx.c" "$src/src/csv.c" "$src/src/records.c"
+         "$src/fuzz/support.c")
+for target in idx csv; do
+  if ! "$cc" "${cflags[@]}" "$src/fuzz/fuzz_$target.c" "${readers[@]}" \
+       -L"$build" -lctrial -lz -Wl,-rpath,"$build" -o "$out/fuzz_$target" 2>"$out/build_$target.log"; then
+    cat "$out/build_$target.log" >&2
+    if grep -q "fsanitize=fuzzer\|libclang_rt.fuzzer" "$out/build_$target.log"; then
+      echo "fuzz: clang cannot link libFuzzer; install libclang-rt-dev (tools/setup.sh)" >&2
+    fi
+    exit 1
+  fi
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+for target in idx csv; do
+  mkdir -p "$work/$target"
+  cp "$src/fuzz/corpus/$target"/* "$work/$target/"
+  echo "fuzz: $target for ${secs}s"
+  # New inputs go to the scratch copy; the seeds in the tree stay as they are.
+  if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+       "$out/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=20 \
+       -max_len=4096 -artifact_prefix="$out/crash_${target}_" "$work/$target" \
+       >"$out/run_$target.log" 2>&1; then
+    tail -n 60 "$out/run_$target.log" >&2
+    echo "fuzz: $target failed; the input is in $out/crash_${target}_*" >&2
+    status=1
+  else
+    grep -E "^#[0-9]+.*(DONE|pulse)" "$out/run_$target.log" | tail -n 1
+  fi
+done
+exit $status
