@@ -86,8 +86,9 @@ CT_API ct_value *ct_dataset_get(ct_dataset *d, int64_t index);
 CT_API ct_value *ct_dataset_get_batch(ct_dataset *d, const int64_t *indices, int64_t n);
 
 /* torch.utils.data.TensorDataset: sample i is the tuple (t0[i], t1[i], ...)
- * (a plain tensor when n == 1). All tensors must have the same size(0). The
- * dataset keeps its own references to the tensors. New dataset. */
+ * (a plain tensor when n == 1), views into the tensors as in torch. All
+ * tensors must have the same size(0). The dataset keeps its own references
+ * to the tensors. New dataset. */
 CT_API ct_dataset *ct_dataset_tensors(int n, ct_tensor *const *tensors);
 
 /* MNIST as torchvision's MNIST + ToTensor() gives it: sample i is the tuple
@@ -107,8 +108,9 @@ CT_API ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name);
 
 /* A binary file of fixed-size records, read through mmap: after
  * `header_bytes`, each record is the fields in order, each `dtype` of
- * `shape` (little-endian, packed). Sample i is the tuple of field tensors (a
- * plain tensor when there is one field). Example, CIFAR-10's binary files:
+ * `shape` (little-endian, packed; a big-endian host refuses multi-byte
+ * fields with CT_ENOTSUP). Sample i is the tuple of field tensors (a plain
+ * tensor when there is one field). Example, CIFAR-10's binary files:
  * fields {uint8 []} (the label) and {uint8 [3, 32, 32]}. */
 #define CT_RECORD_MAX_FIELDS 8
 typedef struct {
@@ -129,7 +131,12 @@ CT_API ct_dataset *ct_dataset_records(const char *path, const ct_records_opts *o
 
 /* A CSV/TSV file of numbers, parsed at creation. Sample i is the tuple
  * (features [num_columns - 1] of `dtype`, label int64 0-dim) when
- * label_column >= 0, else the features [num_columns] alone. */
+ * label_column >= 0, else the features [num_columns] alone. Values are read
+ * as strtod reads them in the "C" locale, whatever the program's locale (the
+ * library never calls setlocale); integer dtypes and labels take integral
+ * values only. Blanks around values are allowed, empty fields are not; lines
+ * end in "\n" or "\r\n"; blank lines are skipped; the header line is
+ * skipped unread; every row has the same number of columns. */
 typedef struct {
     char delimiter;     /* ',' or '\t'; 0: '\t' for *.tsv, else ',' */
     bool header;        /* the first line names the columns (false) */
