@@ -1,0 +1,269 @@
+/*
+ * ctrial/trial.h — the trial (your code), its context, and the loop that
+ * drives it: Determined's PyTorchTrial and Trainer in C.
+ *
+ * A trial is a table of functions. ctrial calls them, Determined's way:
+ * build the data loaders, then train batch after batch, validating,
+ * checkpointing and reporting on schedule until max_length.
+ *
+ *     typedef struct { ct_module *model; ct_optim *opt; } Trial;
+ *
+ *     static void *trial_init(ct_context *ctx) {
+ *         Trial *t = calloc(1, sizeof *t);
+ *         t->model = ct_ctx_wrap_model(ctx, build_net());
+ *         ct_sgd_opts o = ct_sgd_defaults();
+ *         o.lr = ct_ctx_hparam_double(ctx, "lr", 0.1);
+ *         t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->model, &o));
+ *         return t;
+ *     }
+ *
+ *     static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch,
+ *                                  int64_t epoch_idx, int64_t batch_idx) {
+ *         Trial *t = self;
+ *         ct_tensor *loss = ct_cross_entropy(ct_nn_forward(t->model, ct_batch_at(batch, 0)),
+ *                                            ct_batch_at(batch, 1));
+ *         if (ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, t->opt, NULL, NULL))
+ *             return NULL;
+ *         return ct_value_tensor(loss);             // reported as "loss"
+ *     }
+ *     ...
+ *     static const ct_trial trial = {
+ *         .name = "mnist", .init = trial_init, .destroy = free,
+ *         .build_training_data_loader = train_loader,
+ *         .build_validation_data_loader = val_loader,
+ *         .train_batch = train_batch, .evaluate_batch = evaluate_batch,
+ *     };
+ *     int main(int argc, char **argv) { return ct_main(argc, argv, &trial); }
+ *
+ * Tensors a trial function creates belong to a scope the loop opens around
+ * the call: they need no frees. Objects handed to ct_ctx_wrap_* belong to
+ * the context from then on.
+ */
+#ifndef CTRIAL_TRIAL_H
+#define CTRIAL_TRIAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "data.h"
+#include "metrics.h"
+#include "nn.h"
+#include "optim.h"
+#include "sched.h"
+#include "tensor.h"
+#include "value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_context ct_context;
+
+/* ==== units and periods =================================================== */
+
+typedef enum {
+    CT_NEVER = 0,   /* no period: never fires */
+    CT_BATCHES,     /* every n batches, or at the listed batch counts */
+    CT_EPOCHS,      /* at the end of every n-th epoch, or of the listed epochs */
+    CT_RECORDS,     /* config only: becomes batches by the global batch size */
+    CT_UNIT_MAX_ENUM_ = 0x7fffffff
+} ct_unit;
+
+#define CT_SCHEDULE_MAX 64
+
+/* Batch(n), Epoch(n), or an explicit schedule Batch({a, b, c}). */
+typedef struct {
+    ct_unit unit;
+    int64_t n;                          /* the period or length */
+    int num_points;                     /* > 0: a schedule, n is ignored */
+    int64_t points[CT_SCHEDULE_MAX];
+} ct_period;
+
+CT_API ct_period ct_batches(int64_t n);
+CT_API ct_period ct_epochs(int64_t n);
+CT_API ct_period ct_records(int64_t n);
+CT_API ct_period ct_never(void);
+/* A schedule of explicit points (sorted or not) in batches or epochs. */
+CT_API ct_period ct_schedule(ct_unit unit, int n, const int64_t *points);
+
+/* ==== the trial =========================================================== */
+
+typedef enum {
+    CT_STEP_EVERY_BATCH = 0,     /* after each optimizer-step batch, honouring frequency */
+    CT_STEP_EVERY_OPTIMIZER_STEP,
+    CT_STEP_EVERY_EPOCH,         /* after the last batch of each epoch */
+    CT_STEP_MANUAL,              /* never: the trial steps it */
+    CT_STEP_MAX_ENUM_ = 0x7fffffff
+} ct_step_mode;
+
+typedef struct ct_trial {
+    const char *name;
+
+    /* PyTorchTrial.__init__(context): builds models, optimizers, schedulers
+     * (wrap them through the context) and returns the trial's state (any
+     * non-NULL pointer), or NULL + ct_set_error on failure. Required. */
+    void *(*init)(ct_context *ctx);
+    /* Frees the state init returned (may be NULL: nothing to free). Wrapped
+     * objects are freed by the context afterwards. */
+    void (*destroy)(void *self);
+
+    /* Required. The loader's batch size should be ct_ctx_per_slot_batch_size;
+     * ctrial sets the loader's training chain (repeat, shard, skip) itself. */
+    ct_loader *(*build_training_data_loader)(void *self, ct_context *ctx);
+    ct_loader *(*build_validation_data_loader)(void *self, ct_context *ctx);
+
+    /* One batch: forward, ct_ctx_backward, ct_ctx_step_optimizer. Returns a
+     * NEW value: a loss tensor (reported as "loss") or a dict of named
+     * metrics (numbers or one-element tensors; the same names every batch).
+     * NULL + error stops the trial. Required unless simple mode is used. */
+    ct_value *(*train_batch)(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                             int64_t batch_idx);
+    /* Exactly one of these two. evaluate_batch returns a NEW dict of named
+     * metrics for one validation batch (run on every rank, models in eval
+     * mode, no grad); evaluate_full_dataset returns the NEW dict of final
+     * metrics for the whole (unsharded) validation loader, on rank 0 only. */
+    ct_value *(*evaluate_batch)(void *self, ct_context *ctx, const ct_value *batch, int64_t batch_idx);
+    ct_value *(*evaluate_full_dataset)(void *self, ct_context *ctx, ct_loader *loader);
+    /* Optional: how evaluate_batch metrics reduce. Returns a NEW value: an
+     * int (a ct_reducer_kind for every metric) or a dict metric name -> int
+     * whose keys must be exactly the metric names. NULL result: AVG. */
+    ct_value *(*evaluation_reducer)(void *self, ct_context *ctx);
+    /* Optional: records in a batch (default: size(0) of its first tensor). */
+    int64_t (*get_batch_length)(void *self, const ct_value *batch);
+    /* Optional: registers callbacks with ct_ctx_add_callback (callback.h). */
+    int (*build_callbacks)(void *self, ct_context *ctx);
+
+    /* Simple mode (Determined's legacy API): instead of wrapping in init,
+     * provide these; train_batch then only computes and returns the loss (a
+     * tensor or a dict with "loss"), and ctrial does backward, the optimizer
+     * step and zero-grad. */
+    ct_module *(*build_model)(void *self, ct_context *ctx);
+    ct_optim *(*optimizer)(void *self, ct_context *ctx, ct_module *model);
+    /* Optional in simple mode; *mode receives the step mode (default
+     * CT_STEP_EVERY_EPOCH). */
+    ct_sched *(*create_lr_scheduler)(void *self, ct_context *ctx, ct_optim *opt, ct_step_mode *mode);
+} ct_trial;
+
+/* ==== running a trial ===================================================== */
+
+typedef enum {
+    CT_CKPT_BEST = 0, /* checkpoint after a validation that improves searcher.metric */
+    CT_CKPT_ALL,      /* after every validation */
+    CT_CKPT_NONE,     /* never because of a validation */
+    CT_CKPT_MAX_ENUM_ = 0x7fffffff
+} ct_ckpt_policy;
+
+typedef struct {
+    ct_period max_length;          /* required: Batch(n) or Epoch(n) */
+    ct_period validation_period;   /* never */
+    ct_period checkpoint_period;   /* never */
+    ct_period reporting_period;    /* Batch(100) */
+    ct_ckpt_policy checkpoint_policy; /* best */
+    const char *searcher_metric;   /* "validation_loss" */
+    bool smaller_is_better;        /* true */
+    bool step_zero_validation;     /* false */
+    bool test_mode;                /* false */
+    int64_t global_batch_size;     /* 0: from hparams' global_batch_size */
+    int aggregation_frequency;     /* 1 */
+    uint64_t seed;                 /* experiment seed (0) */
+    const char *output_dir;        /* metrics.jsonl, events, checkpoints ("output") */
+    const char *checkpoint_dir;    /* checkpoint_storage.host_path (NULL: output_dir/checkpoints) */
+    int save_trial_latest;         /* checkpoints kept by recency (1) */
+    int save_trial_best;           /* checkpoints kept by searcher metric (1) */
+    bool stop_on_nan;              /* a non-finite training loss stops the trial (false) */
+    const char *resume;            /* checkpoint dir or "latest" (NULL) */
+    const char *device;            /* "cpu", "cuda:N" (NULL: cpu) */
+    bool quiet;                    /* only errors on the console */
+    const ct_value *hparams;       /* borrowed dict (NULL: none) */
+    const ct_value *data;          /* borrowed data config (NULL) */
+} ct_fit_opts;
+
+CT_API ct_fit_opts ct_fit_defaults(void);
+
+/* Runs the trial to max_length (or a stop request). Returns 0 or a negative
+ * code with ct_last_error() saying why. */
+CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
+
+/* The standard program: parses flags and the JSON experiment config
+ * (--help lists them), runs ct_fit, prints a one-line cause on failure and
+ * returns the process exit code (ct_exit_code). */
+CT_API int ct_main(int argc, char **argv, const ct_trial *trial);
+
+/* Process exit codes (DESIGN.md): a preempted run that checkpointed exits 0. */
+enum {
+    CT_EXIT_OK = 0,
+    CT_EXIT_TRIAL = 1,      /* the trial (or libtorch) failed */
+    CT_EXIT_CONFIG = 2,     /* bad flags or experiment config */
+    CT_EXIT_CHECKPOINT = 3, /* bad checkpoint */
+    CT_EXIT_NAN = 4,        /* non-finite loss with stop_on_nan */
+    CT_EXIT_DIST = 5,       /* a rank was lost */
+};
+/* The exit code for a ct_fit result. */
+CT_API int ct_exit_code(int status);
+
+/* ==== the context ========================================================= */
+
+/* Wrapping hands the object to the context (it frees them at the end, after
+ * destroy) and registers it for checkpoints; a model is moved to the trial's
+ * device. Each returns its argument (borrowed from now on), or NULL + error
+ * (a NULL argument keeps the error that produced it). */
+CT_API ct_module *ct_ctx_wrap_model(ct_context *ctx, ct_module *model);
+CT_API ct_optim *ct_ctx_wrap_optimizer(ct_context *ctx, ct_optim *opt);
+/* frequency: with CT_STEP_EVERY_BATCH, step every `frequency` batches. */
+CT_API ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_mode mode,
+                                          int frequency);
+/* A reducer for metrics the trial feeds itself (see metrics.h). With a name,
+ * fn returns that metric's value; with name NULL, fn returns a dict of named
+ * metrics merged into the report. Wrapping the same fn+ctx twice is an error. */
+CT_API ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn fn,
+                                       void *fn_ctx);
+
+/* loss.backward(), with AMP scaling when configured. */
+CT_API int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss);
+/* Gradient clipping callback: receives every parameter of the optimizer,
+ * after gradient averaging (and AMP unscaling), before the step. */
+typedef int (*ct_clip_fn)(ct_tensor *const *params, size_t n, void *ctx);
+/* Steps `opt` on optimizer-step batches (every aggregation_frequency
+ * batches, gradients divided by that frequency), then zeroes its gradients
+ * (set to none). On accumulation batches it does nothing. */
+CT_API int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx);
+/* The same with auto_zero_grads chosen. */
+CT_API int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
+                                    bool auto_zero_grads);
+
+/* Hyperparameters (the config's "hyperparameters" and --hparam flags).
+ * The getters return the default when the name is absent; a present value
+ * of the wrong type records an error (ct_ctx_hparam_error) and returns the
+ * default. The _req forms fail with CT_ECONFIG naming the missing key. */
+CT_API double ct_ctx_hparam_double(ct_context *ctx, const char *name, double def);
+CT_API int64_t ct_ctx_hparam_int(ct_context *ctx, const char *name, int64_t def);
+CT_API bool ct_ctx_hparam_bool(ct_context *ctx, const char *name, bool def);
+CT_API const char *ct_ctx_hparam_str(ct_context *ctx, const char *name, const char *def);
+CT_API int ct_ctx_hparam_double_req(ct_context *ctx, const char *name, double *out);
+CT_API int ct_ctx_hparam_int_req(ct_context *ctx, const char *name, int64_t *out);
+CT_API const ct_value *ct_ctx_hparams(const ct_context *ctx); /* borrowed dict */
+CT_API const ct_value *ct_ctx_data_config(const ct_context *ctx); /* borrowed, may be NULL */
+
+CT_API int64_t ct_ctx_global_batch_size(const ct_context *ctx);
+CT_API int64_t ct_ctx_per_slot_batch_size(const ct_context *ctx);
+CT_API int ct_ctx_rank(const ct_context *ctx);
+CT_API int ct_ctx_size(const ct_context *ctx);
+CT_API int ct_ctx_local_rank(const ct_context *ctx);
+CT_API ct_device ct_ctx_device(const ct_context *ctx);
+CT_API uint64_t ct_ctx_trial_seed(const ct_context *ctx);
+CT_API int ct_ctx_aggregation_frequency(const ct_context *ctx);
+/* Batches trained before this run started (0, or the resumed position). */
+CT_API int64_t ct_ctx_initial_batch(const ct_context *ctx);
+/* The batch being trained now (absolute index) and its epoch. */
+CT_API int64_t ct_ctx_current_batch(const ct_context *ctx);
+CT_API int64_t ct_ctx_current_epoch(const ct_context *ctx);
+CT_API bool ct_ctx_is_epoch_start(const ct_context *ctx);
+CT_API bool ct_ctx_is_epoch_end(const ct_context *ctx);
+/* Determined's stop request: the loop finishes this batch, checkpoints if
+ * the last checkpoint is not current, and returns cleanly. */
+CT_API void ct_ctx_request_stop(ct_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
