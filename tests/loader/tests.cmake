@@ -1,3 +1,7 @@
 # tests/loader — collate, batches and the threaded loader.
 set(_loader ${CMAKE_CURRENT_LIST_DIR})
 ct_c_test(loader_collate ${_loader}/test_collate.c)
+ct_c_test(loader_threads ${_loader}/test_loader.c)
+set_tests_properties(loader_threads PROPERTIES TIMEOUT 120)
+ct_c_program(loader_stream ${_loader}/loader_stream.c)
+ct_py_test(loader_chain ${_loader}/test_chain.py $<TARGET_FILE:loader_stream>)
