@@ -31,19 +31,21 @@ if [ ! -x "$py" ]; then
   echo "setup: creating $venv"
   python3 -m venv "$venv"
 fi
+# tensorboard: tests/tbevents reads ctrial's event files back with its readers.
+TENSORBOARD_VERSION=2.21.0
 have=$("$py" - <<PY 2>/dev/null || true
 import importlib.metadata as m
 try:
-    print(m.version("torch"), m.version("numpy"))
+    print(m.version("torch"), m.version("numpy"), m.version("tensorboard"))
 except Exception:
     pass
 PY
 )
 case "$have" in
-  "$TORCH_VERSION"*" "*) ;;
+  "$TORCH_VERSION"*" "*" $TENSORBOARD_VERSION") ;;
   *)
-    echo "setup: installing torch==$TORCH_VERSION and numpy into $venv (large download, once)"
+    echo "setup: installing torch==$TORCH_VERSION, numpy and tensorboard into $venv (large download, once)"
     "$py" -m pip install -q --upgrade pip
-    "$py" -m pip install -q "torch==$TORCH_VERSION" "$NUMPY_SPEC"
+    "$py" -m pip install -q "torch==$TORCH_VERSION" "$NUMPY_SPEC" "tensorboard==$TENSORBOARD_VERSION"
     ;;
 esac
