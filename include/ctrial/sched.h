@@ -21,7 +21,8 @@
  *
  * How often step() is called (per batch, per epoch, per optimizer step)
  * is the caller's choice; the trial context can do it for you (trial.h).
- * A scheduler refers to its optimizer and must be freed before it.
+ * A scheduler refers to its optimizer and must be freed before it. No
+ * internal lock.
  */
 #ifndef CTRIAL_SCHED_H
 #define CTRIAL_SCHED_H
@@ -78,7 +79,11 @@ typedef struct {
     bool three_phase;         /* false */
 } ct_onecycle_opts;
 CT_API ct_onecycle_opts ct_onecycle_defaults(void);
-/* OneCycleLR (per batch). */
+/* OneCycleLR (per batch). As in Python it writes initial_lr, max_lr,
+ * min_lr (and max_momentum, base_momentum) into every param group and
+ * reads them back at each step, so they travel with the optimizer's state
+ * dict. Step total_steps extrapolates past the cycle's end; where a linear
+ * anneal would then go below 0 (Python stores it) the lr stops at 0. */
 CT_API ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o);
 
 typedef struct {
@@ -96,7 +101,8 @@ CT_API ct_plateau_opts ct_plateau_defaults(void);
 CT_API ct_sched *ct_sched_reduce_on_plateau(ct_optim *opt, const ct_plateau_opts *o);
 
 /* SequentialLR(schedulers, milestones): takes ownership of the n schedulers
- * (also on failure); they must drive the same optimizer. n - 1 milestones. */
+ * (also on failure; do not free them yourself); they must drive the same
+ * optimizer. n - 1 milestones. A SequentialLR inside another is CT_ENOTSUP. */
 CT_API ct_sched *ct_sched_sequential(ct_optim *opt, int n, ct_sched *const *scheds,
                                      const int64_t *milestones);
 
