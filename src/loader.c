@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "batch_internal.h"
+#include "loader_internal.h"
 #include "ctrial/cuda.h"
 #include "ctrial/data.h"
 
@@ -721,4 +722,23 @@ void ct_loader_free(ct_loader *l) {
     ct_dataset *d = l->dataset;
     destroy(l);
     ct_dataset_free(d);
+}
+
+/* ---- the training loop's hook (loader_internal.h) ---------------------------- */
+
+int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
+    if (!l) return ct_set_error(CT_EINVAL, "the training data loader is NULL");
+    if (!l->user_chain) {
+        ct_loader_opts o = l->o;
+        o.repeat = true;
+        o.rank = rank;
+        o.world_size = world_size;
+        if (world_size < 1 || rank < 0 || rank >= world_size || rank_share(&o, l->num_samples) == 0)
+            return ct_set_error(CT_EINVAL,
+                                "rank %d of %d gets none of the training set's %" PRId64 " samples", rank,
+                                world_size, l->num_samples);
+        l->o = o;
+        l->len = batches_per_pass(&l->o, l->num_samples);
+    }
+    return ct_loader_set_position(l, position);
 }

@@ -1,0 +1,14 @@
+/* src/loader_internal.h — what the training loop needs from a loader beyond
+ * data.h. Internal to ctrial. */
+#ifndef CTRIAL_SRC_LOADER_INTERNAL_H
+#define CTRIAL_SRC_LOADER_INTERNAL_H
+
+#include "ctrial/data.h"
+
+/* Turns a trial-built loader into Determined's training chain: repeat, shard
+ * for (rank, world_size), skip to `position` batches. The trial's own options
+ * (batch size, shuffle and seed, drop_last, workers) stay. A loader over the
+ * user's own sampler keeps its chain and only moves to `position`. */
+int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position);
+
+#endif

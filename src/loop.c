@@ -1,0 +1,531 @@
+/* src/loop.c — ct_fit: Determined's training loop.
+ *
+ * After every batch the boundaries are checked in Determined's order: TRAIN
+ * (max_length), VALIDATE, CHECKPOINT, REPORT. A workload is the run of
+ * batches until one fires; its training metrics are averaged and reported,
+ * then the fired boundaries are handled: validate unless current, checkpoint
+ * unless current (and as the checkpoint policy says after a validation), then
+ * a stop request. At max_length: validate if not current, checkpoint if not
+ * current, whatever the policy. The rules are in
+ * shared/reference/determined-semantics.md; the tests assert each one. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "loader_internal.h"
+#include "report.h"
+#include "trial_internal.h"
+
+/* ---- callbacks ------------------------------------------------------------- */
+
+/* Runs `hook` of every callback in registration order; the first failure
+ * stops the trial with a message naming the callback and hook. */
+#define RUN_HOOKS(ctx, hook, ...)                                                         \
+    do {                                                                                  \
+        for (size_t i_ = 0; i_ < (ctx)->n_callbacks; i_++) {                              \
+            const ct_callback *cb_ = &(ctx)->callbacks[i_];                               \
+            if (cb_->hook && cb_->hook(cb_->self, (ctx), __VA_ARGS__) != 0)               \
+                return hook_failed(cb_, #hook);                                           \
+        }                                                                                 \
+    } while (0)
+#define RUN_HOOKS0(ctx, hook)                                                             \
+    do {                                                                                  \
+        for (size_t i_ = 0; i_ < (ctx)->n_callbacks; i_++) {                              \
+            const ct_callback *cb_ = &(ctx)->callbacks[i_];                               \
+            if (cb_->hook && cb_->hook(cb_->self, (ctx)) != 0) return hook_failed(cb_, #hook); \
+        }                                                                                 \
+    } while (0)
+
+static int hook_failed(const ct_callback *cb, const char *hook) {
+    int code = ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL;
+    return ct_set_error(code, "callback '%s' %s: %s", cb->name, hook,
+                        ct_last_error()[0] ? ct_last_error() : "failed");
+}
+
+/* A trial function returned NULL: keep its message, or say which one. */
+static int trial_failed(const char *what) {
+    if (ct_last_code() == CT_OK) return ct_set_error(CT_ETRIAL, "%s returned NULL without an error", what);
+    return ct_set_error(ct_last_code(), "%s: %s", what, ct_last_error());
+}
+
+/* ---- periods --------------------------------------------------------------- */
+
+static bool in_schedule(const ct_period *p, int64_t x) {
+    for (int i = 0; i < p->num_points; i++)
+        if (p->points[i] == x) return true;
+    return false;
+}
+
+/* Whether period p fires after `n` batches (n = batch_idx + 1). */
+static bool fires(const ct_period *p, int64_t n, int64_t epoch_len) {
+    switch ((int)p->unit) {
+    case CT_BATCHES:
+        if (p->num_points > 0) return in_schedule(p, n);
+        return p->n < 1 || n % p->n == 0;
+    case CT_EPOCHS: {
+        if (epoch_len <= 0 || n % epoch_len != 0) return false;
+        int64_t epochs_done = n / epoch_len;
+        if (p->num_points > 0) return in_schedule(p, epochs_done);
+        return p->n < 1 || epochs_done % p->n == 0;
+    }
+    default: return false;
+    }
+}
+
+static int64_t max_length_batches(const ct_context *ctx) { return ctx->max_length_batches; }
+
+/* Config periods in records become batches of the global batch size. */
+static int records_to_batches(ct_context *ctx, ct_period *p, const char *what) {
+    if (p->unit != CT_RECORDS) return CT_OK;
+    if (ctx->global_batch_size <= 0)
+        return ct_set_error(CT_ECONFIG, "%s is in records but global_batch_size is not set", what);
+    int64_t b = p->n / ctx->global_batch_size;
+    *p = ct_batches(b > 1 ? b : 1);
+    return CT_OK;
+}
+
+/* ---- checks before anything runs ------------------------------------------- */
+
+static int check_trial(const ct_trial *t) {
+    const char *name = t->name ? t->name : "trial";
+    bool simple = t->build_model != NULL;
+    if (!t->init && !simple) return ct_set_error(CT_ETRIAL, "%s: init is required", name);
+    if (simple && !t->optimizer) return ct_set_error(CT_ETRIAL, "%s: simple mode needs optimizer with build_model", name);
+    if (!t->train_batch) return ct_set_error(CT_ETRIAL, "%s: train_batch is required", name);
+    if (!t->build_training_data_loader)
+        return ct_set_error(CT_ETRIAL, "%s: build_training_data_loader is required", name);
+    if (t->evaluate_batch && t->evaluate_full_dataset)
+        return ct_set_error(CT_ETRIAL, "%s: define evaluate_batch or evaluate_full_dataset, not both", name);
+    if (!t->evaluate_batch && !t->evaluate_full_dataset)
+        return ct_set_error(CT_ETRIAL, "%s: evaluate_batch or evaluate_full_dataset is required", name);
+    if (!t->build_validation_data_loader)
+        return ct_set_error(CT_ETRIAL, "%s: build_validation_data_loader is required", name);
+    return CT_OK;
+}
+
+static int check_opts(const ct_fit_opts *o) {
+    int mu = (int)o->max_length.unit;
+    if ((mu != CT_BATCHES && mu != CT_EPOCHS && mu != CT_RECORDS) || o->max_length.num_points > 0 ||
+        o->max_length.n < 1)
+        return ct_set_error(CT_ECONFIG, "max_length must be a positive number of batches, epochs or records "
+                                        "(not a schedule)");
+    int pol = (int)o->checkpoint_policy;
+    if (pol < CT_CKPT_BEST || pol > CT_CKPT_NONE)
+        return ct_set_error(CT_ECONFIG, "unknown checkpoint policy %d", pol);
+    if (o->checkpoint_policy == CT_CKPT_BEST && (!o->searcher_metric || !o->searcher_metric[0]))
+        return ct_set_error(CT_ECONFIG, "checkpoint_policy best needs searcher.metric");
+    return CT_OK;
+}
+
+/* ---- metrics --------------------------------------------------------------- */
+
+/* train_batch's answer as a dict of metrics whose tensors are detached (a
+ * kept loss must not keep its autograd graph alive until the report). NEW. */
+static ct_value *batch_metrics(ct_value *returned, const char *what) {
+    if (ct_value_kind_of(returned) == CT_VALUE_TENSOR) {
+        ct_value *d = ct_value_dict();
+        ct_value_dict_set(d, "loss", returned);
+        returned = d;
+    }
+    if (ct_value_kind_of(returned) != CT_VALUE_DICT) {
+        ct_set_error(CT_ETRIAL, "%s must return a tensor or a dict of metrics, not a %s", what,
+                     ct_value_kind_name(ct_value_kind_of(returned)));
+        ct_value_free(returned);
+        return NULL;
+    }
+    for (size_t i = 0; i < ct_value_len(returned); i++) {
+        const char *key = NULL;
+        ct_tensor *t = ct_value_get_tensor(ct_value_dict_at(returned, i, &key, NULL));
+        if (t && key && ct_requires_grad(t)) ct_value_dict_set(returned, key, ct_value_tensor(ct_detach(t)));
+    }
+    return returned;
+}
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+/* Every checkpoint decision goes through here. Writing the checkpoint is the
+ * checkpoint module's job; until it exists the decision is recorded (the
+ * callbacks see on_checkpoint_save_start with the position) and nothing is
+ * written. */
+static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
+    static const char *const reasons[] = {"period", "policy", "end", "stop"};
+    ctx->last_checkpoint_bt = ctx->batches_trained;
+    ct_value *state = ct_value_dict();
+    ct_value_dict_set(state, "batches_trained", ct_value_int(ctx->batches_trained));
+    ct_value_dict_set(state, "reason", ct_value_str(reasons[why]));
+    int rc = CT_OK;
+    for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        if (cb->on_checkpoint_save_start && cb->on_checkpoint_save_start(cb->self, ctx, state) != 0)
+            rc = hook_failed(cb, "on_checkpoint_save_start");
+    }
+    ct_value_free(state);
+    if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
+    return rc;
+}
+
+/* The checkpoint policy after a validation: best (strictly better than the
+ * best of the run, none yet counts as better), all, or none. */
+static int checkpoint_boundary(ct_context *ctx, ct_ckpt_why why) {
+    return ctx->last_checkpoint_bt == ctx->batches_trained ? CT_OK : checkpoint(ctx, why);
+}
+
+static int apply_policy(ct_context *ctx, const ct_value *metrics) {
+    if (ctx->opts.checkpoint_policy == CT_CKPT_NONE) return CT_OK;
+    if (ctx->opts.checkpoint_policy == CT_CKPT_ALL) return checkpoint_boundary(ctx, CT_WHY_POLICY);
+    const char *name = ctx->opts.searcher_metric;
+    const ct_value *v = ct_value_dict_get(metrics, name);
+    double m;
+    if (!v || ct_value_get_float(v, &m) != 0)
+        return ct_set_error(CT_ETRIAL, "searcher metric '%s' is %s in the validation metrics (checkpoint policy best)",
+                            name, v ? "not a scalar" : "missing");
+    bool better = !ctx->has_best || (ctx->opts.smaller_is_better ? m < ctx->best_metric : m > ctx->best_metric);
+    if (!better) return CT_OK;
+    ctx->has_best = true;
+    ctx->best_metric = m;
+    return checkpoint_boundary(ctx, CT_WHY_POLICY);
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static void set_train_mode(ct_context *ctx, bool on) {
+    for (size_t i = 0; i < ctx->n_models; i++) ct_nn_train(ctx->models[i], on);
+}
+
+/* evaluate_batch over one pass of the validation loader; outputs receives
+ * the per-batch metric dicts. */
+static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
+    ct_value *batch = NULL;
+    int rc = ct_loader_reset(ctx->val_loader);
+    for (int64_t i = 0; rc == CT_OK; i++) {
+        int got = ct_loader_next(ctx->val_loader, &batch);
+        if (got < 0) return got;
+        if (got == 0) break;
+        ct_scope *s = ct_scope_begin();
+        ct_value *m = ctx->trial->evaluate_batch(ctx->self, ctx, batch, i);
+        ct_scope_end(s);
+        ct_value_free(batch);
+        if (!m) return trial_failed("evaluate_batch");
+        if (ct_value_kind_of(m) != CT_VALUE_DICT) {
+            ct_value_free(m);
+            return ct_set_error(CT_ETRIAL, "evaluate_batch must return a dict of metrics");
+        }
+        rc = ct_value_list_append(outputs, m);
+        if (ctx->opts.test_mode) break; /* the first validation batch only */
+    }
+    if (rc == CT_OK && ct_value_len(outputs) == 0)
+        return ct_set_error(CT_ETRIAL, "the validation loader yielded no batches");
+    return rc;
+}
+
+static int validate(ct_context *ctx) {
+    ct_reducers_reset(ctx);
+    RUN_HOOKS0(ctx, on_validation_start);
+    RUN_HOOKS0(ctx, on_validation_epoch_start);
+    set_train_mode(ctx, false);
+    ct_guard *g = ct_no_grad();
+    ct_value *outputs = ct_value_list();
+    ct_value *metrics = NULL;
+    int rc;
+    if (ctx->trial->evaluate_batch) {
+        rc = evaluate_batches(ctx, outputs);
+        if (rc == CT_OK) {
+            ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
+            metrics = ct_reduce_batches(outputs, spec, "validation");
+            ct_value_free(spec);
+            if (!metrics) rc = ct_last_code();
+        }
+    } else {
+        ct_scope *s = ct_scope_begin();
+        metrics = ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader);
+        ct_scope_end(s);
+        rc = metrics ? CT_OK : trial_failed("evaluate_full_dataset");
+        if (rc == CT_OK && ct_value_kind_of(metrics) != CT_VALUE_DICT)
+            rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
+    }
+    if (rc == CT_OK) rc = ct_reducers_report(ctx, metrics);
+    ct_guard_end(g);
+    set_train_mode(ctx, true);
+    if (rc == CT_OK) {
+        for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+            const ct_callback *cb = &ctx->callbacks[i];
+            if (cb->on_validation_epoch_end && cb->on_validation_epoch_end(cb->self, ctx, outputs) != 0)
+                rc = hook_failed(cb, "on_validation_epoch_end");
+        }
+    }
+    ct_value_free(outputs);
+    if (rc == CT_OK) {
+        ctx->last_validation_bt = ctx->batches_trained;
+        rc = ct_report(ctx, "validation", metrics);
+    }
+    for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        if (cb->on_validation_end && cb->on_validation_end(cb->self, ctx, metrics) != 0)
+            rc = hook_failed(cb, "on_validation_end");
+    }
+    if (rc != CT_OK) {
+        ct_value_free(metrics);
+        return rc;
+    }
+    ct_value_free(ctx->last_validation);
+    ctx->last_validation = metrics;
+    return CT_OK;
+}
+
+/* Validation as a boundary: skipped when current; may checkpoint by policy. */
+static int validate_boundary(ct_context *ctx, bool with_policy) {
+    if (ctx->last_validation_bt == ctx->batches_trained) return CT_OK;
+    int rc = validate(ctx);
+    return rc == CT_OK && with_policy ? apply_policy(ctx, ctx->last_validation) : rc;
+}
+
+/* ---- training -------------------------------------------------------------- */
+
+static int step_schedulers(ct_context *ctx, ct_step_mode mode, int64_t count) {
+    for (size_t i = 0; i < ctx->n_scheds; i++) {
+        const ct_wrapped_sched *w = &ctx->scheds[i];
+        if (w->mode == mode && count % w->frequency == 0 && ct_sched_step(w->sched) != 0) return ct_last_code();
+    }
+    return CT_OK;
+}
+
+/* Simple mode: the core does backward, the step and zero-grad. */
+static int simple_mode_step(ct_context *ctx, const ct_value *metrics) {
+    ct_tensor *loss = ct_value_get_tensor(ct_value_dict_get(metrics, "loss"));
+    if (!loss) return ct_set_error(CT_ETRIAL, "in simple mode train_batch must return the loss tensor (or \"loss\")");
+    int rc = ct_ctx_backward(ctx, loss);
+    for (size_t i = 0; rc == CT_OK && i < ctx->n_optims; i++) rc = ct_ctx_step_optimizer(ctx, ctx->optims[i], NULL, NULL);
+    return rc;
+}
+
+/* One batch: train_batch in a scope, its metrics kept (detached) for the
+ * workload, schedulers stepped by mode. */
+static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload) {
+    int64_t idx = ctx->batches_trained;
+    int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
+    ctx->current_batch = idx;
+    ct_scope *s = ct_scope_begin();
+    ct_value *m = ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx);
+    int rc = m ? CT_OK : trial_failed("train_batch");
+    if (rc == CT_OK) {
+        m = batch_metrics(m, "train_batch");
+        rc = m ? CT_OK : ct_last_code();
+    }
+    if (rc == CT_OK && ctx->simple_mode) rc = simple_mode_step(ctx, m);
+    ct_scope_end(s);
+    if (rc == CT_OK) rc = ct_value_list_append(workload, m);
+    else ct_value_free(m);
+    if (rc == CT_OK) {
+        int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
+                                                       : ct_batch_length(batch);
+        if (records < 0) rc = trial_failed("get_batch_length");
+        else ctx->records_trained += records;
+    }
+    ctx->batches_trained = idx + 1;
+    ctx->current_batch = -1;
+    if (rc != CT_OK) return rc;
+    int64_t n = idx + 1;
+    if (n % ctx->aggregation_frequency == 0) rc = step_schedulers(ctx, CT_STEP_EVERY_BATCH, n / ctx->aggregation_frequency);
+    if (rc == CT_OK && ctx->epoch_len > 0 && n % ctx->epoch_len == 0) {
+        rc = step_schedulers(ctx, CT_STEP_EVERY_EPOCH, epoch + 1);
+        for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+            const ct_callback *cb = &ctx->callbacks[i];
+            if (cb->on_training_epoch_end && cb->on_training_epoch_end(cb->self, ctx, epoch) != 0)
+                rc = hook_failed(cb, "on_training_epoch_end");
+        }
+    }
+    return rc;
+}
+
+/* Averages the workload's metrics, adds wrapped reducers' results, reports. */
+static int report_training(ct_context *ctx, ct_value *workload) {
+    if (ct_value_len(workload) == 0) return CT_OK;
+    ct_value *avg = ct_reduce_batches(workload, NULL, "training");
+    if (!avg) return ct_last_code();
+    int rc = ct_reducers_report(ctx, avg);
+    ct_reducers_reset(ctx);
+    if (rc == CT_OK && ctx->opts.stop_on_nan) {
+        double loss;
+        if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) == 0 && !isfinite(loss))
+            rc = ct_set_error(CT_ENAN, "training loss is %g at batch %lld", loss, (long long)ctx->batches_trained);
+    }
+    if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
+    for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        if (cb->on_training_workload_end && cb->on_training_workload_end(cb->self, ctx, avg, workload) != 0)
+            rc = hook_failed(cb, "on_training_workload_end");
+    }
+    ct_value_free(avg);
+    return rc;
+}
+
+/* Trains until a boundary fires; reports the workload. Sets *train_done at
+ * max_length and *fired_val / *fired_ckpt for the other boundaries. */
+static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt) {
+    ct_value *workload = ct_value_list();
+    int rc = CT_OK;
+    *train_done = *fired_val = *fired_ckpt = false;
+    while (rc == CT_OK) {
+        int64_t idx = ctx->batches_trained;
+        /* Epoch starts (not for an epoch a resumed run enters midway). */
+        if (ctx->epoch_len > 0 && idx % ctx->epoch_len == 0)
+            for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+                const ct_callback *cb = &ctx->callbacks[i];
+                if (cb->on_training_epoch_start && cb->on_training_epoch_start(cb->self, ctx, idx / ctx->epoch_len) != 0)
+                    rc = hook_failed(cb, "on_training_epoch_start");
+            }
+        ct_value *batch = NULL;
+        if (rc == CT_OK) {
+            int got = ct_loader_next(ctx->train_loader, &batch);
+            if (got < 0) rc = got;
+            else if (got == 0) rc = ct_set_error(CT_ETRIAL, "the training loader ended a pass (it should repeat)");
+        }
+        if (rc == CT_OK) rc = train_one(ctx, batch, workload);
+        ct_value_free(batch);
+        if (rc != CT_OK) break;
+        int64_t n = ctx->batches_trained;
+        *train_done = n >= max_length_batches(ctx) || ctx->opts.test_mode;
+        *fired_val = fires(&ctx->opts.validation_period, n, ctx->epoch_len);
+        *fired_ckpt = fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
+        bool fired_report = fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
+        if (*train_done || *fired_val || *fired_ckpt || fired_report || ctx->stop_requested) break;
+    }
+    if (rc == CT_OK) rc = report_training(ctx, workload);
+    ct_value_free(workload);
+    return rc;
+}
+
+static int train(ct_context *ctx) {
+    RUN_HOOKS0(ctx, on_training_start);
+    if (ctx->opts.step_zero_validation && ctx->batches_trained == 0) {
+        int rc = validate(ctx); /* never checkpoints */
+        if (rc != CT_OK) return rc;
+    }
+    for (;;) {
+        if (ctx->batches_trained >= max_length_batches(ctx)) return CT_OK;
+        bool done, val, ckpt;
+        int rc = run_workload(ctx, &done, &val, &ckpt);
+        if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
+        if (rc == CT_OK && ckpt) rc = checkpoint_boundary(ctx, CT_WHY_PERIOD);
+        if (rc != CT_OK) return rc;
+        if (ctx->stop_requested) return checkpoint_boundary(ctx, CT_WHY_STOP);
+        if (done) {
+            rc = validate_boundary(ctx, true);
+            if (rc == CT_OK) rc = checkpoint_boundary(ctx, CT_WHY_END);
+            return rc;
+        }
+    }
+}
+
+/* ---- setting up ------------------------------------------------------------ */
+
+/* The state of a simple-mode trial without init: something non-NULL. */
+static char g_no_state;
+
+static int make_dirs(const char *path) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return ct_set_error(CT_EIO, "path too long: %s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ct_set_error(CT_EIO, "%s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ct_set_error(CT_EIO, "%s: %s", buf, strerror(errno));
+    return CT_OK;
+}
+
+static int setup(ct_context *ctx) {
+    const ct_trial *t = ctx->trial;
+    if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
+    ctx->trial_seed = ctx->opts.seed;
+    ctx->global_batch_size = ctx->opts.global_batch_size;
+    if (ctx->global_batch_size <= 0 && ctx->opts.hparams) {
+        int64_t g;
+        if (ct_value_get_int(ct_value_dict_get(ctx->opts.hparams, "global_batch_size"), &g) == 0) ctx->global_batch_size = g;
+    }
+    if (ctx->global_batch_size > 0 && ctx->global_batch_size < ctx->size)
+        return ct_set_error(CT_ECONFIG, "global_batch_size %lld is smaller than the number of ranks %d",
+                            (long long)ctx->global_batch_size, ctx->size);
+    ctx->per_slot_batch_size = ctx->global_batch_size / ctx->size;
+    int rc = records_to_batches(ctx, &ctx->opts.max_length, "max_length");
+    if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.validation_period, "validation period");
+    if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
+    if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
+    if (rc == CT_OK && ctx->rank == 0) rc = make_dirs(ctx->opts.output_dir);
+    if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
+    if (rc != CT_OK) return rc;
+
+    /* Determined seeds every generator with the trial seed before init. */
+    ct_manual_seed(ctx->trial_seed);
+    if (t->build_model) {
+        ctx->simple_mode = true;
+        ctx->self = t->init ? t->init(ctx) : &g_no_state;
+        if (!ctx->self) return trial_failed("init");
+        ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
+        if (!model) return trial_failed("build_model");
+        ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
+        if (!opt) return trial_failed("optimizer");
+        if (t->create_lr_scheduler) {
+            ct_step_mode mode = CT_STEP_EVERY_EPOCH;
+            ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
+            if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
+        }
+    } else {
+        ctx->self = t->init(ctx);
+        if (!ctx->self) return trial_failed("init");
+    }
+
+    ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
+    if (!ctx->train_loader) return trial_failed("build_training_data_loader");
+    rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->batches_trained);
+    if (rc != CT_OK) return rc;
+    ctx->epoch_len = ct_loader_len(ctx->train_loader);
+    if (ctx->epoch_len <= 0)
+        return ct_set_error(CT_ETRIAL, "the training loader has no batches per epoch (%lld)", (long long)ctx->epoch_len);
+    const ct_period *m = &ctx->opts.max_length;
+    ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
+    ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
+    if (!ctx->val_loader) return trial_failed("build_validation_data_loader");
+    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return trial_failed("build_callbacks");
+    return CT_OK;
+}
+
+/* ---- the entry point ------------------------------------------------------- */
+
+int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
+    if (!trial || !o) return ct_set_error(CT_EINVAL, "ct_fit: %s is NULL", trial ? "opts" : "trial");
+    int rc = check_trial(trial);
+    if (rc == CT_OK) rc = check_opts(o);
+    if (rc != CT_OK) return rc;
+    ct_context *ctx = ct_ctx_create(trial, o);
+    if (!ctx) return ct_last_code();
+    ct_report_start(ctx);
+    rc = setup(ctx);
+    if (rc == CT_OK) {
+        for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
+            const ct_callback *cb = &ctx->callbacks[i];
+            if (cb->on_trial_startup && cb->on_trial_startup(cb->self, ctx, ctx->batches_trained, NULL) != 0)
+                rc = hook_failed(cb, "on_trial_startup");
+        }
+    }
+    if (rc == CT_OK) rc = train(ctx);
+    /* Shutdown hooks run in reverse, also after a failure; the first
+     * failure is the one reported. */
+    for (size_t i = ctx->n_callbacks; i-- > 0;) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        if (cb->on_trial_shutdown && cb->on_trial_shutdown(cb->self, ctx) != 0 && rc == CT_OK)
+            rc = hook_failed(cb, "on_trial_shutdown");
+    }
+    if (rc == CT_OK) ct_report_summary(ctx);
+    char saved[2048];
+    snprintf(saved, sizeof saved, "%s", ct_last_error());
+    if (trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) trial->destroy(ctx->self);
+    ct_ctx_destroy(ctx);
+    if (rc != CT_OK) ct_set_error(rc, "%s", saved);
+    return rc;
+}

@@ -1,0 +1,227 @@
+/* src/reducer.c — reducing per-batch metrics: the built-in AVG/SUM/MAX/MIN
+ * over a workload's batches (arrays element-wise, as numpy over axis 0) and
+ * the trial's wrapped custom reducers. One rank for now; the cross-rank step
+ * (issue: distributed) slots in where the per-rank results are formed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trial_internal.h"
+
+const char *ct_reducer_kind_name(ct_reducer_kind k) {
+    switch ((int)k) {
+    case CT_REDUCER_AVG: return "avg";
+    case CT_REDUCER_SUM: return "sum";
+    case CT_REDUCER_MAX: return "max";
+    case CT_REDUCER_MIN: return "min";
+    default: return "unknown";
+    }
+}
+
+/* A metric value as doubles: a number gives one, a tensor all its elements
+ * (a one-element tensor counts as a scalar), a list of numbers its items.
+ * Returns the count, or -1 with an error. *out is malloc'd. */
+static int64_t as_doubles(const ct_value *v, double **out, bool *is_array) {
+    double d;
+    *is_array = false;
+    if (ct_value_get_float(v, &d) == 0) {
+        *out = malloc(sizeof **out);
+        if (!*out) return ct_set_error(CT_ENOMEM, "out of host memory");
+        **out = d;
+        return 1;
+    }
+    bool b;
+    if (ct_value_get_bool(v, &b) == 0) {
+        *out = malloc(sizeof **out);
+        if (!*out) return ct_set_error(CT_ENOMEM, "out of host memory");
+        **out = b;
+        return 1;
+    }
+    ct_tensor *t = ct_value_get_tensor(v);
+    if (t) {
+        int64_t n = ct_numel(t);
+        *is_array = ct_ndim(t) > 0 && n != 1;
+        *out = malloc((size_t)(n > 0 ? n : 1) * sizeof **out);
+        if (!*out) return ct_set_error(CT_ENOMEM, "out of host memory");
+        ct_scope *s = ct_scope_begin();
+        int rc = ct_read(ct_to_dtype(ct_detach(t), CT_F64), *out, (size_t)n * sizeof **out);
+        ct_scope_end(s);
+        if (rc != 0) {
+            free(*out);
+            return rc;
+        }
+        return n;
+    }
+    ct_value_kind k = ct_value_kind_of(v);
+    if (k == CT_VALUE_LIST || k == CT_VALUE_TUPLE) {
+        size_t n = ct_value_len(v);
+        *is_array = true;
+        *out = malloc((n ? n : 1) * sizeof **out);
+        if (!*out) return ct_set_error(CT_ENOMEM, "out of host memory");
+        for (size_t i = 0; i < n; i++)
+            if (ct_value_get_float(ct_value_list_get(v, i), &(*out)[i]) != 0) {
+                free(*out);
+                return ct_set_error(CT_EFORMAT, "item %zu of a list metric is not a number", i);
+            }
+        return (int64_t)n;
+    }
+    return ct_set_error(CT_EFORMAT, "a metric must be a number, a tensor or a list of numbers, not a %s",
+                        ct_value_kind_name(k));
+}
+
+static double combine(ct_reducer_kind kind, double acc, double x) {
+    switch ((int)kind) {
+    case CT_REDUCER_MAX: return x > acc ? x : acc;
+    case CT_REDUCER_MIN: return x < acc ? x : acc;
+    default: return acc + x; /* AVG and SUM */
+    }
+}
+
+/* Reduces metric `name` over the list of per-batch dicts. NEW value. */
+static ct_value *reduce_one(const ct_value *batches, const char *name, ct_reducer_kind kind,
+                            const char *group) {
+    size_t n = ct_value_len(batches);
+    double *acc = NULL;
+    int64_t width = -1;
+    bool array = false;
+    for (size_t b = 0; b < n; b++) {
+        const ct_value *v = ct_value_dict_get(ct_value_list_get(batches, b), name);
+        if (!v) {
+            free(acc);
+            ct_set_error(CT_ETRIAL, "%s batch %zu did not report metric '%s' (the first batch did)", group, b,
+                         name);
+            return NULL;
+        }
+        double *x = NULL;
+        bool is_array;
+        int64_t m = as_doubles(v, &x, &is_array);
+        if (m < 0) {
+            free(acc);
+            ct_set_error(ct_last_code(), "%s metric '%s' of batch %zu: %s", group, name, b, ct_last_error());
+            return NULL;
+        }
+        if (width < 0) {
+            width = m;
+            array = is_array;
+            acc = x;
+            continue;
+        }
+        if (m != width) {
+            free(acc);
+            free(x);
+            ct_set_error(CT_ETRIAL, "%s metric '%s' has %lld values in batch %zu but %lld before", group, name,
+                         (long long)m, b, (long long)width);
+            return NULL;
+        }
+        for (int64_t i = 0; i < m; i++) acc[i] = combine(kind, acc[i], x[i]);
+        free(x);
+    }
+    if (width < 0) return ct_value_none();
+    if (kind == CT_REDUCER_AVG)
+        for (int64_t i = 0; i < width; i++) acc[i] /= (double)n;
+    ct_value *out;
+    if (!array) {
+        out = ct_value_float(acc[0]);
+    } else {
+        out = ct_value_list();
+        for (int64_t i = 0; i < width && out; i++) ct_value_list_append(out, ct_value_float(acc[i]));
+    }
+    free(acc);
+    return out;
+}
+
+/* The reducer for `name` from the trial's evaluation_reducer() answer. */
+static int reducer_for(const ct_value *spec, const char *name, ct_reducer_kind *out) {
+    int64_t k = CT_REDUCER_AVG;
+    if (spec && ct_value_kind_of(spec) == CT_VALUE_DICT) {
+        const ct_value *v = ct_value_dict_get(spec, name);
+        if (!v) return ct_set_error(CT_ETRIAL, "evaluation_reducer() has no reducer for metric '%s'", name);
+        spec = v;
+    }
+    if (spec && ct_value_get_int(spec, &k) != 0)
+        return ct_set_error(CT_ETRIAL, "evaluation_reducer() must give a ct_reducer_kind or a dict of them");
+    if (k < CT_REDUCER_AVG || k > CT_REDUCER_MIN)
+        return ct_set_error(CT_ETRIAL, "evaluation_reducer() gave an unknown reducer %lld for '%s'", (long long)k,
+                            name);
+    *out = (ct_reducer_kind)k;
+    return CT_OK;
+}
+
+ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group) {
+    ct_value *out = ct_value_dict();
+    if (!out || ct_value_len(batches) == 0) return out;
+    const ct_value *first = ct_value_list_get(batches, 0);
+    size_t names = ct_value_len(first);
+    /* A per-metric spec must name exactly the metrics. */
+    if (spec && ct_value_kind_of(spec) == CT_VALUE_DICT) {
+        for (size_t i = 0; i < ct_value_len(spec); i++) {
+            const char *key = NULL;
+            ct_value_dict_at(spec, i, &key, NULL);
+            if (!key || !ct_value_dict_get(first, key)) {
+                ct_set_error(CT_ETRIAL, "evaluation_reducer() names metric '%s' that evaluate_batch does not report",
+                             key ? key : "(int key)");
+                ct_value_free(out);
+                return NULL;
+            }
+        }
+    }
+    for (size_t i = 0; i < names; i++) {
+        const char *name = NULL;
+        ct_value_dict_at(first, i, &name, NULL);
+        ct_reducer_kind kind = CT_REDUCER_AVG;
+        ct_value *r = NULL;
+        if (!name) {
+            ct_set_error(CT_ETRIAL, "%s metrics must have string names", group);
+        } else if (reducer_for(spec, name, &kind) == CT_OK) {
+            r = reduce_one(batches, name, kind, group);
+        }
+        if (!r || ct_value_dict_set(out, name, r) != 0) {
+            ct_value_free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+void ct_reducers_reset(ct_context *ctx) {
+    for (size_t i = 0; i < ctx->n_reducers; i++) {
+        ct_value_free(ctx->reducers[i]->values);
+        ctx->reducers[i]->values = ct_value_list();
+    }
+}
+
+int ct_reducers_report(ct_context *ctx, ct_value *metrics) {
+    for (size_t i = 0; i < ctx->n_reducers; i++) {
+        ct_reducer *r = ctx->reducers[i];
+        size_t n = ct_value_len(r->values);
+        if (n == 0) continue; /* not fed in this workload */
+        ct_value **items = malloc(n * sizeof *items);
+        if (!items) return ct_set_error(CT_ENOMEM, "out of host memory");
+        for (size_t j = 0; j < n; j++) items[j] = ct_value_list_get(r->values, j);
+        ct_value *result = r->fn(items, n, r->fn_ctx);
+        free(items);
+        const char *label = r->name ? r->name : "unnamed reducer";
+        if (!result) {
+            if (ct_last_code() == CT_OK) ct_set_error(CT_ETRIAL, "reducer '%s' returned NULL", label);
+            return ct_set_error(ct_last_code(), "reducer '%s': %s", label, ct_last_error());
+        }
+        if (r->name) {
+            if (ct_value_dict_set(metrics, r->name, result) != 0) return ct_last_code();
+            continue;
+        }
+        if (ct_value_kind_of(result) != CT_VALUE_DICT) {
+            ct_value_free(result);
+            return ct_set_error(CT_ETRIAL, "an unnamed reducer must return a dict of named metrics");
+        }
+        for (size_t j = 0; j < ct_value_len(result); j++) {
+            const char *key = NULL;
+            ct_value *v = ct_value_dict_at(result, j, &key, NULL);
+            if (!key || ct_value_dict_set(metrics, key, ct_value_copy(v, false)) != 0) {
+                ct_value_free(result);
+                return ct_set_error(CT_ETRIAL, "an unnamed reducer returned a metric without a string name");
+            }
+        }
+        ct_value_free(result);
+    }
+    return CT_OK;
+}

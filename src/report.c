@@ -1,0 +1,170 @@
+/* src/report.c — metrics.jsonl lines, console lines and the final summary. */
+#define _POSIX_C_SOURCE 200809L
+#include "report.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double unix_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ct_report_start(ct_context *ctx) {
+    ctx->start_time = monotonic_s();
+    ctx->last_report_time = ctx->start_time;
+    ctx->last_report_bt = ctx->batches_trained;
+    ctx->last_report_records = ctx->records_trained;
+}
+
+int ct_report_open(ct_context *ctx) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
+    ctx->metrics_log = fopen(path, ctx->opts.resume ? "a" : "w");
+    if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
+    return CT_OK;
+}
+
+/* A metric value as JSON: numbers, bools, strings, lists, dicts; a tensor
+ * as its value (one element) or a nested list. NEW reference. */
+static json_t *to_json(const ct_value *v) {
+    double d;
+    int64_t i;
+    bool b;
+    switch (ct_value_kind_of(v)) {
+    case CT_VALUE_INT: ct_value_get_int(v, &i); return json_integer(i);
+    case CT_VALUE_FLOAT: ct_value_get_float(v, &d); return isfinite(d) ? json_real(d) : json_null();
+    case CT_VALUE_BOOL: ct_value_get_bool(v, &b); return json_boolean(b);
+    case CT_VALUE_STR: return json_string(ct_value_get_str(v));
+    case CT_VALUE_LIST:
+    case CT_VALUE_TUPLE: {
+        json_t *a = json_array();
+        for (size_t k = 0; k < ct_value_len(v); k++) json_array_append_new(a, to_json(ct_value_list_get(v, k)));
+        return a;
+    }
+    case CT_VALUE_DICT: {
+        json_t *o = json_object();
+        for (size_t k = 0; k < ct_value_len(v); k++) {
+            const char *key = NULL;
+            int64_t ikey = 0;
+            const ct_value *item = ct_value_dict_at(v, k, &key, &ikey);
+            char buf[32];
+            if (!key) snprintf(buf, sizeof buf, "%lld", (long long)ikey);
+            json_object_set_new(o, key ? key : buf, to_json(item));
+        }
+        return o;
+    }
+    case CT_VALUE_TENSOR: {
+        ct_tensor *t = ct_value_get_tensor(v);
+        int64_t n = ct_numel(t);
+        double *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+        ct_scope *s = ct_scope_begin();
+        int rc = x ? ct_read(ct_to_dtype(ct_detach(t), CT_F64), x, (size_t)n * sizeof *x) : -1;
+        ct_scope_end(s);
+        json_t *out;
+        if (rc != 0) out = json_null();
+        else if (n == 1) out = isfinite(x[0]) ? json_real(x[0]) : json_null();
+        else {
+            out = json_array();
+            for (int64_t k = 0; k < n; k++) json_array_append_new(out, isfinite(x[k]) ? json_real(x[k]) : json_null());
+        }
+        free(x);
+        return out;
+    }
+    default: return json_null();
+    }
+}
+
+static double epochs_of(const ct_context *ctx) {
+    return ctx->epoch_len > 0 ? (double)ctx->batches_trained / (double)ctx->epoch_len : 0.0;
+}
+
+/* "loss 0.1234  accuracy 0.9" from the scalar metrics (not batches/epochs). */
+static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < ct_value_len(metrics) && used < len; k++) {
+        const char *key = NULL;
+        const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
+        double d;
+        if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
+        json_t *j = to_json(v);
+        if (json_is_number(j)) {
+            d = json_number_value(j);
+            used += (size_t)snprintf(buf + used, len - used, "  %s %.6g", key, d);
+        }
+        json_decref(j);
+    }
+}
+
+static void print_training(ct_context *ctx, const ct_value *metrics) {
+    double now = monotonic_s();
+    double dt = now - ctx->last_report_time;
+    int64_t batches = ctx->batches_trained - ctx->last_report_bt;
+    int64_t records = ctx->records_trained - ctx->last_report_records;
+    int64_t total = ctx->max_length_batches;
+    double rate = dt > 0 ? (double)batches / dt : 0;
+    double eta = rate > 0 ? (double)(total - ctx->batches_trained) / rate : 0;
+    char m[1024];
+    format_metrics(metrics, m, sizeof m);
+    printf("[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs %s\n",
+           (long long)ctx->batches_trained, (long long)total,
+           total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
+           dt > 0 ? (double)records / dt : 0.0, eta, m);
+    fflush(stdout);
+    ctx->last_report_time = now;
+    ctx->last_report_bt = ctx->batches_trained;
+    ctx->last_report_records = ctx->records_trained;
+}
+
+int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
+    if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(ctx->batches_trained));
+    if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(ctx)));
+    if (ctx->rank != 0) return CT_OK;
+    if (ctx->metrics_log) {
+        json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f}", "group", group, "batches",
+                                 (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
+                                 to_json(metrics), "time", unix_s());
+        char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(line);
+        if (!text) return ct_set_error(CT_ENOMEM, "cannot format a metrics.jsonl line");
+        int bad = fprintf(ctx->metrics_log, "%s\n", text) < 0 || fflush(ctx->metrics_log) != 0;
+        free(text);
+        if (bad) return ct_set_error(CT_EIO, "writing %s/metrics.jsonl failed", ctx->opts.output_dir);
+    }
+    if (ctx->opts.quiet) return CT_OK;
+    if (!strcmp(group, "training")) {
+        print_training(ctx, metrics);
+    } else {
+        char m[1024];
+        format_metrics(metrics, m, sizeof m);
+        printf("validation at batch %lld (epoch %.2f):%s\n", (long long)ctx->batches_trained, epochs_of(ctx), m);
+        fflush(stdout);
+    }
+    return CT_OK;
+}
+
+void ct_report_checkpoint(ct_context *ctx, const char *reason) {
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
+    printf("checkpoint at batch %lld (%s)\n", (long long)ctx->batches_trained, reason);
+    fflush(stdout);
+}
+
+void ct_report_summary(ct_context *ctx) {
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
+    double secs = monotonic_s() - ctx->start_time;
+    printf("done: %lld batches (%.2f epochs) in %.1f s", (long long)ctx->batches_trained, epochs_of(ctx), secs);
+    if (ctx->has_best) printf("; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
+    printf("; output in %s\n", ctx->opts.output_dir);
+    fflush(stdout);
+}

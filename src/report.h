@@ -1,0 +1,20 @@
+/* src/report.h — what a run shows and records: metrics.jsonl (DESIGN.md's
+ * contract), console lines (plain, or none with quiet) and the summary at
+ * the end. Rank 0 only. Internal to ctrial. */
+#ifndef CTRIAL_SRC_REPORT_H
+#define CTRIAL_SRC_REPORT_H
+
+#include "trial_internal.h"
+
+/* Starts the run's clock. */
+void ct_report_start(ct_context *ctx);
+/* Opens <output_dir>/metrics.jsonl: new for a fresh run, appended to on
+ * resume. */
+int ct_report_open(ct_context *ctx);
+/* One report of `group` ("training" or "validation"): adds "batches" and
+ * "epochs" to metrics unless present, appends the JSON line, prints. */
+int ct_report(ct_context *ctx, const char *group, ct_value *metrics);
+void ct_report_checkpoint(ct_context *ctx, const char *reason);
+void ct_report_summary(ct_context *ctx);
+
+#endif

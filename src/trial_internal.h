@@ -1,0 +1,92 @@
+/* src/trial_internal.h — the context's insides, shared by the loop
+ * (loop.c), the context API (context.c), reducers (reducer.c) and reports
+ * (report.c). Internal to ctrial. */
+#ifndef CTRIAL_SRC_TRIAL_INTERNAL_H
+#define CTRIAL_SRC_TRIAL_INTERNAL_H
+
+#include <stdio.h>
+
+#include "ctrial/callback.h"
+#include "ctrial/trial.h"
+
+typedef struct {
+    ct_sched *sched;
+    ct_step_mode mode;
+    int frequency;
+} ct_wrapped_sched;
+
+struct ct_reducer {
+    char *name;          /* NULL: fn returns a dict of named metrics */
+    ct_reduce_fn fn;
+    void *fn_ctx;
+    ct_value *values;    /* list of what update() got in this workload */
+};
+
+/* Why a checkpoint was decided (recorded until checkpoints are written). */
+typedef enum { CT_WHY_PERIOD, CT_WHY_POLICY, CT_WHY_END, CT_WHY_STOP } ct_ckpt_why;
+
+struct ct_context {
+    const ct_trial *trial;
+    ct_fit_opts opts;
+    void *self;                  /* what trial->init returned */
+    bool simple_mode;
+
+    int rank, size, local_rank;
+    ct_device device;
+    uint64_t trial_seed;
+    int64_t global_batch_size, per_slot_batch_size;
+    int aggregation_frequency;
+
+    /* What the trial wrapped, in wrap order (checkpoint order). */
+    ct_module **models;
+    size_t n_models;
+    ct_optim **optims;
+    size_t n_optims;
+    ct_wrapped_sched *scheds;
+    size_t n_scheds;
+    ct_reducer **reducers;
+    size_t n_reducers;
+    ct_callback *callbacks;
+    size_t n_callbacks;
+
+    /* Position. */
+    int64_t initial_batch;       /* batches trained before this run */
+    int64_t batches_trained;     /* bt: batches completed so far */
+    int64_t epoch_len;           /* batches per epoch (rank 0's training loader) */
+    int64_t current_batch;       /* the batch in train_batch now */
+    bool stop_requested;
+    bool in_validation;
+
+    /* Decisions. */
+    int64_t last_validation_bt;  /* -1: none yet */
+    int64_t last_checkpoint_bt;  /* -1: none yet */
+    bool has_best;
+    double best_metric;
+    ct_value *last_validation;   /* metrics of the latest validation (dict) */
+
+    ct_loader *train_loader, *val_loader;
+    int64_t records_trained;
+    int64_t max_length_batches;  /* max_length in batches, once epoch_len is known */
+
+    /* Reporting (report.c). */
+    FILE *metrics_log;           /* metrics.jsonl (rank 0) */
+    double start_time, last_report_time;
+    int64_t last_report_bt, last_report_records;
+};
+
+/* context.c */
+ct_context *ct_ctx_create(const ct_trial *trial, const ct_fit_opts *o);
+void ct_ctx_destroy(ct_context *ctx);
+/* Whether the batch being trained steps the optimizers (every
+ * aggregation_frequency-th batch). */
+bool ct_ctx_is_step_batch(const ct_context *ctx);
+
+/* reducer.c */
+void ct_reducers_reset(ct_context *ctx);
+/* Adds every wrapped reducer's result to `metrics` (a dict). */
+int ct_reducers_report(ct_context *ctx, ct_value *metrics);
+/* Reduces a list of per-batch metric dicts with the trial's evaluation
+ * reducers (`spec`: NULL, an int, or a dict name -> int). NEW dict. */
+ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group);
+
+#endif
