@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tbevents.h"
 #include "trial_internal.h"
 
 /* ---- lifetime -------------------------------------------------------------- */
@@ -52,6 +53,7 @@ void ct_ctx_destroy(ct_context *ctx) {
     ct_loader_free(ctx->val_loader);
     ct_value_free(ctx->last_validation);
     if (ctx->metrics_log) fclose(ctx->metrics_log);
+    ct_tb_close(ctx->tb);
     free(ctx);
 }
 

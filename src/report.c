@@ -1,6 +1,7 @@
 /* src/report.c — metrics.jsonl lines, console lines and the final summary. */
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
+#include "tbevents.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -32,7 +33,8 @@ int ct_report_open(ct_context *ctx) {
     snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
     ctx->metrics_log = fopen(path, ctx->opts.resume ? "a" : "w");
     if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
-    return CT_OK;
+    ctx->tb = ct_tb_open(ctx->opts.output_dir, "");
+    return ctx->tb ? CT_OK : ct_last_code();
 }
 
 /* A metric value as JSON: numbers, bools, strings, lists, dicts; a tensor
@@ -89,6 +91,25 @@ static double epochs_of(const ct_context *ctx) {
     return ctx->epoch_len > 0 ? (double)ctx->batches_trained / (double)ctx->epoch_len : 0.0;
 }
 
+/* Scalar metrics as TensorBoard scalars "<group>/<name>" at step bt. */
+static int add_scalars(ct_context *ctx, const char *group, const ct_value *metrics) {
+    for (size_t k = 0; k < ct_value_len(metrics); k++) {
+        const char *key = NULL;
+        const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
+        if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
+        json_t *j = to_json(v);
+        int rc = CT_OK;
+        if (json_is_number(j)) {
+            char tag[512];
+            snprintf(tag, sizeof tag, "%s/%s", group, key);
+            rc = ct_tb_add_scalar(ctx->tb, tag, json_number_value(j), ctx->batches_trained, 0);
+        }
+        json_decref(j);
+        if (rc != CT_OK) return rc;
+    }
+    return ct_tb_flush(ctx->tb);
+}
+
 /* "loss 0.1234  accuracy 0.9" from the scalar metrics (not batches/epochs). */
 static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
     size_t used = 0;
@@ -141,6 +162,10 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
         int bad = fprintf(ctx->metrics_log, "%s\n", text) < 0 || fflush(ctx->metrics_log) != 0;
         free(text);
         if (bad) return ct_set_error(CT_EIO, "writing %s/metrics.jsonl failed", ctx->opts.output_dir);
+    }
+    if (ctx->tb) {
+        int rc = add_scalars(ctx, group, metrics);
+        if (rc != CT_OK) return rc;
     }
     if (ctx->opts.quiet) return CT_OK;
     if (!strcmp(group, "training")) {

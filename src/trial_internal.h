@@ -70,6 +70,7 @@ struct ct_context {
 
     /* Reporting (report.c). */
     FILE *metrics_log;           /* metrics.jsonl (rank 0) */
+    struct ct_tb_writer *tb;     /* TensorBoard events in output_dir (rank 0) */
     double start_time, last_report_time;
     int64_t last_report_bt, last_report_records;
 };

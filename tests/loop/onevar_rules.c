@@ -29,6 +29,7 @@ typedef struct {
 } OneVar;
 
 static double g_clip_norm;
+static double g_final_lr; /* the optimizer's lr when the trial is destroyed */
 static int g_bad_indices; /* batch_idx / epoch_idx that were not the rules' */
 
 static int clip_tiny(ct_tensor *const *params, size_t n, void *ctx) {
@@ -48,6 +49,11 @@ static void *onevar_init(ct_context *ctx) {
     t->stop_after = (int)ct_ctx_hparam_int(ctx, "stop_after", 0);
     t->extra_metrics = ct_ctx_hparam_bool(ctx, "extra_metrics", false);
     if (ct_ctx_hparam_bool(ctx, "clip", false)) t->clip = clip_tiny;
+    /* StepLR(step_size=1, gamma=0.5) under a step mode from the hparams. */
+    int64_t mode = ct_ctx_hparam_int(ctx, "sched_mode", -1);
+    if (mode >= 0 && !ct_ctx_wrap_lr_scheduler(ctx, ct_sched_step_lr(t->opt, 1, 0.5), (ct_step_mode)mode,
+                                               (int)ct_ctx_hparam_int(ctx, "sched_freq", 1)))
+        return NULL;
     return t;
 }
 
@@ -225,7 +231,10 @@ static int build_callbacks(void *self, ct_context *ctx) {
     return 0;
 }
 
-static void destroy(void *self) { free(self); }
+static void destroy(void *self) {
+    g_final_lr = ct_optim_get_lr(((OneVar *)self)->opt, 0);
+    free(self);
+}
 
 static ct_trial onevar_trial(void) {
     ct_trial t = {
@@ -420,6 +429,32 @@ int main(void) {
     expect_run("clipping", &t, &o, "T1 V1 C1:end");
     /* float32 resolves 1 - 2e-7 only to ~6e-8; unclipped it would be 0.996. */
     CHECK_NEAR(g_rec[0].val_losses[0], (1 - 1e-7) * (1 - 1e-7), 1.2e-7);
+
+    /* Scheduler step modes over 10 batches of an epoch_len-4 loader. */
+    struct {
+        ct_step_mode mode;
+        int freq, agg;
+        int steps;
+    } modes[] = {
+        {CT_STEP_EVERY_BATCH, 1, 1, 10},           /* every batch */
+        {CT_STEP_EVERY_BATCH, 2, 1, 5},            /* every 2nd batch */
+        {CT_STEP_EVERY_BATCH, 1, 2, 5},            /* every optimizer-step batch */
+        {CT_STEP_EVERY_OPTIMIZER_STEP, 1, 2, 5},   /* with the optimizer */
+        {CT_STEP_EVERY_EPOCH, 1, 1, 2},            /* epochs end after 4 and 8 */
+        {CT_STEP_MANUAL, 1, 1, 0},                 /* never */
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        reset_recorders();
+        ct_value *hs = hp(16);
+        ct_value_dict_set(hs, "sched_mode", ct_value_int(modes[i].mode));
+        ct_value_dict_set(hs, "sched_freq", ct_value_int(modes[i].freq));
+        o = base_opts(hs);
+        o.max_length = ct_batches(10);
+        o.aggregation_frequency = modes[i].agg;
+        expect_run("scheduler step mode", &t, &o, "T10 V10 C10:end");
+        CHECK_NEAR(g_final_lr, 0.001 * pow(0.5, modes[i].steps), 1e-15);
+        ct_value_free(hs);
+    }
 
     /* Refused before anything runs. */
     ct_trial bad = t;
