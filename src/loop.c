@@ -386,6 +386,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         }
         if (rc == CT_OK) rc = train_one(ctx, batch, workload);
         ct_value_free(batch);
+        if (rc == CT_OK) ct_report_tick(ctx);
         if (rc != CT_OK) break;
         int64_t n = ctx->batches_trained;
         *train_done = n >= max_length_batches(ctx) || ctx->opts.test_mode;

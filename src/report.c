@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double monotonic_s(void) {
     struct timespec ts;
@@ -26,7 +27,10 @@ void ct_report_start(ct_context *ctx) {
     ctx->last_report_time = ctx->start_time;
     ctx->last_report_bt = ctx->batches_trained;
     ctx->last_report_records = ctx->records_trained;
+    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO);
+    ctx->last_tick = ctx->start_time;
 }
+
 
 int ct_report_open(ct_context *ctx) {
     char path[4096];
@@ -128,21 +132,55 @@ static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
     }
 }
 
-static void print_training(ct_context *ctx, const ct_value *metrics) {
-    double now = monotonic_s();
+/* "[200/1000  20.0%] epoch 1.33  35.2 batches/s  2253 records/s  ETA 23s" */
+static void format_progress(ct_context *ctx, double now, char *buf, size_t len) {
     double dt = now - ctx->last_report_time;
     int64_t batches = ctx->batches_trained - ctx->last_report_bt;
     int64_t records = ctx->records_trained - ctx->last_report_records;
     int64_t total = ctx->max_length_batches;
     double rate = dt > 0 ? (double)batches / dt : 0;
     double eta = rate > 0 ? (double)(total - ctx->batches_trained) / rate : 0;
-    char m[1024];
-    format_metrics(metrics, m, sizeof m);
-    printf("[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs %s\n",
-           (long long)ctx->batches_trained, (long long)total,
-           total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
-           dt > 0 ? (double)records / dt : 0.0, eta, m);
+    snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs",
+             (long long)ctx->batches_trained, (long long)total,
+             total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
+             dt > 0 ? (double)records / dt : 0.0, eta);
+}
+
+/* A full line on the console; on a terminal it replaces the live line. */
+static void print_line(ct_context *ctx, const char *text) {
+    if (ctx->live_drawn) printf("\r\033[K");
+    ctx->live_drawn = false;
+    printf("%s\n", text);
     fflush(stdout);
+}
+
+void ct_report_tick(ct_context *ctx) {
+    if (!ctx->live) return;
+    double now = monotonic_s();
+    if (now - ctx->last_tick < 0.25) return;
+    char line[1024];
+    format_progress(ctx, now, line, sizeof line);
+    printf("\r\033[K%s%s", line, ctx->latest);
+    fflush(stdout);
+    ctx->live_drawn = true;
+    ctx->last_tick = now;
+}
+
+/* A training report: on a terminal it updates the live line's metrics; as
+ * plain output (a file, a pipe) it is a line of its own. Rates are over the
+ * batches since the last report. */
+static void print_training(ct_context *ctx, const ct_value *metrics) {
+    double now = monotonic_s();
+    format_metrics(metrics, ctx->latest, sizeof ctx->latest);
+    if (ctx->live) {
+        ctx->last_tick = 0; /* redraw now */
+        ct_report_tick(ctx);
+    } else {
+        char line[1024], full[1600];
+        format_progress(ctx, now, line, sizeof line);
+        snprintf(full, sizeof full, "%s%s", line, ctx->latest);
+        print_line(ctx, full);
+    }
     ctx->last_report_time = now;
     ctx->last_report_bt = ctx->batches_trained;
     ctx->last_report_records = ctx->records_trained;
@@ -171,25 +209,30 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
     if (!strcmp(group, "training")) {
         print_training(ctx, metrics);
     } else {
-        char m[1024];
+        char m[1024], line[1200];
         format_metrics(metrics, m, sizeof m);
-        printf("validation at batch %lld (epoch %.2f):%s\n", (long long)ctx->batches_trained, epochs_of(ctx), m);
-        fflush(stdout);
+        snprintf(line, sizeof line, "validation at batch %lld (epoch %.2f):%s", (long long)ctx->batches_trained,
+                 epochs_of(ctx), m);
+        print_line(ctx, line);
     }
     return CT_OK;
 }
 
 void ct_report_checkpoint(ct_context *ctx, const char *reason) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
-    printf("checkpoint at batch %lld (%s)\n", (long long)ctx->batches_trained, reason);
-    fflush(stdout);
+    char line[256];
+    snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)ctx->batches_trained, reason);
+    print_line(ctx, line);
 }
 
 void ct_report_summary(ct_context *ctx) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     double secs = monotonic_s() - ctx->start_time;
-    printf("done: %lld batches (%.2f epochs) in %.1f s", (long long)ctx->batches_trained, epochs_of(ctx), secs);
-    if (ctx->has_best) printf("; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
-    printf("; output in %s\n", ctx->opts.output_dir);
-    fflush(stdout);
+    char line[1024];
+    int n = snprintf(line, sizeof line, "done: %lld batches (%.2f epochs) in %.1f s", (long long)ctx->batches_trained,
+                     epochs_of(ctx), secs);
+    if (ctx->has_best && n > 0 && (size_t)n < sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, "; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
+    if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "; output in %s", ctx->opts.output_dir);
+    print_line(ctx, line);
 }

@@ -15,6 +15,9 @@ int ct_report_open(ct_context *ctx);
  * "epochs" to metrics unless present, appends the JSON line, prints. */
 int ct_report(ct_context *ctx, const char *group, ct_value *metrics);
 void ct_report_checkpoint(ct_context *ctx, const char *reason);
+/* After every batch: redraws the live progress line on a terminal (at most
+ * four times a second; a clock read otherwise). */
+void ct_report_tick(ct_context *ctx);
 void ct_report_summary(ct_context *ctx);
 
 #endif

@@ -73,6 +73,10 @@ struct ct_context {
     struct ct_tb_writer *tb;     /* TensorBoard events in output_dir (rank 0) */
     double start_time, last_report_time;
     int64_t last_report_bt, last_report_records;
+    bool live;                   /* stdout is a terminal: a live progress line */
+    bool live_drawn;             /* the live line is on screen (no newline yet) */
+    double last_tick;
+    char latest[512];            /* the latest training metrics, for the live line */
 };
 
 /* context.c */
