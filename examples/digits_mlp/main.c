@@ -44,8 +44,6 @@
 
 #include <ctrial/ctrial.h>
 
-#include "idx.h"
-
 /* ---- the model ---------------------------------------------------------- */
 
 typedef struct {
@@ -88,8 +86,8 @@ static int load_split(const char *dir, const char *prefix, Split *out) {
     snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix);
     snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix);
     ct_scope *s = ct_scope_begin(); /* frees the raw uint8 tensors */
-    ct_tensor *raw_x = idx_load(images);
-    ct_tensor *raw_y = raw_x ? idx_load(labels) : NULL;
+    ct_tensor *raw_x = ct_idx_read(images);
+    ct_tensor *raw_y = raw_x ? ct_idx_read(labels) : NULL;
     out->x = ct_keep(ct_div_scalar(ct_to_dtype(raw_x, CT_F32), 255.0));
     out->y = ct_keep(ct_to_dtype(raw_y, CT_I64));
     ct_scope_end(s);
