@@ -123,9 +123,9 @@ static int check_opts(const ct_fit_opts *o) {
 
 /* ---- metrics --------------------------------------------------------------- */
 
-/* train_batch's answer as a dict of metrics whose tensors are detached (a
- * kept loss must not keep its autograd graph alive until the report). NEW. */
-static ct_value *batch_metrics(ct_value *returned, const char *what) {
+/* train_batch's answer as a dict of metrics (a lone tensor is "loss").
+ * Steals `returned`; NEW dict or NULL + error. */
+static ct_value *as_metrics(ct_value *returned, const char *what) {
     if (ct_value_kind_of(returned) == CT_VALUE_TENSOR) {
         ct_value *d = ct_value_dict();
         ct_value_dict_set(d, "loss", returned);
@@ -137,12 +137,16 @@ static ct_value *batch_metrics(ct_value *returned, const char *what) {
         ct_value_free(returned);
         return NULL;
     }
-    for (size_t i = 0; i < ct_value_len(returned); i++) {
-        const char *key = NULL;
-        ct_tensor *t = ct_value_get_tensor(ct_value_dict_at(returned, i, &key, NULL));
-        if (t && key && ct_requires_grad(t)) ct_value_dict_set(returned, key, ct_value_tensor(ct_detach(t)));
-    }
     return returned;
+}
+
+/* Kept metrics must not keep their autograd graphs alive until the report. */
+static void detach_metrics(ct_value *metrics) {
+    for (size_t i = 0; i < ct_value_len(metrics); i++) {
+        const char *key = NULL;
+        ct_tensor *t = ct_value_get_tensor(ct_value_dict_at(metrics, i, &key, NULL));
+        if (t && key && ct_requires_grad(t)) ct_value_dict_set(metrics, key, ct_value_tensor(ct_detach(t)));
+    }
 }
 
 /* ---- checkpoints ----------------------------------------------------------- */
@@ -312,10 +316,11 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     ct_value *m = ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx);
     int rc = m ? CT_OK : trial_failed("train_batch");
     if (rc == CT_OK) {
-        m = batch_metrics(m, "train_batch");
+        m = as_metrics(m, "train_batch");
         rc = m ? CT_OK : ct_last_code();
     }
     if (rc == CT_OK && ctx->simple_mode) rc = simple_mode_step(ctx, m);
+    if (rc == CT_OK) detach_metrics(m);
     ct_scope_end(s);
     if (rc == CT_OK) rc = ct_value_list_append(workload, m);
     else ct_value_free(m);

@@ -231,6 +231,65 @@ static int build_callbacks(void *self, ct_context *ctx) {
     return 0;
 }
 
+/* ---- simple mode and evaluate_full_dataset ------------------------------ */
+
+static ct_module *simple_model(void *self, ct_context *ctx) {
+    ct_module *lin = ct_nn_linear(1, 1, false);
+    ct_guard *g = ct_no_grad();
+    ct_zero_(ct_nn_get(lin, "weight"));
+    ct_guard_end(g);
+    ((OneVar *)self)->lin = lin;
+    return lin;
+}
+
+static ct_optim *simple_optimizer(void *self, ct_context *ctx, ct_module *model) {
+    ct_sgd_opts o = ct_sgd_defaults();
+    o.lr = 0.001;
+    return ((OneVar *)self)->opt = ct_optim_sgd(model, &o);
+}
+
+static void *simple_init(ct_context *ctx) { return calloc(1, sizeof(OneVar)); }
+
+/* Simple mode: train_batch only computes the loss. */
+static ct_value *simple_train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                                    int64_t batch_idx) {
+    return ct_value_tensor(mse(self, batch));
+}
+
+/* The whole validation set at once, as Determined's evaluate_full_dataset. */
+static ct_value *evaluate_full(void *self, ct_context *ctx, ct_loader *loader) {
+    ct_value *batch;
+    double sum = 0;
+    int n = 0, got;
+    ct_loader_reset(loader);
+    while ((got = ct_loader_next(loader, &batch)) == 1) {
+        double l = 0;
+        ct_item(mse(self, batch), &l);
+        sum += l;
+        n++;
+        ct_value_free(batch);
+    }
+    if (got < 0) return NULL;
+    ct_value *m = ct_value_dict();
+    ct_value_dict_set(m, "validation_loss", ct_value_float(sum / n));
+    ct_value_dict_set(m, "num_batches", ct_value_int(n));
+    return m;
+}
+
+/* Reads hyperparameters the trial's way; the wrong type is an error. */
+static void *hparam_init(ct_context *ctx) {
+    int64_t missing;
+    if (ct_ctx_hparam_int_req(ctx, "layers", &missing) == 0) return NULL;
+    if (!strstr(ct_last_error(), "'layers' is required")) return NULL;
+    ct_clear_error();
+    if (ct_ctx_hparam_double(ctx, "lr", 0.5) != 0.5) return NULL;  /* absent: the default */
+    if (ct_ctx_hparam_int(ctx, "global_batch_size", 0) != 16) return NULL;
+    double d;
+    if (ct_ctx_hparam_double_req(ctx, "name", &d) != CT_ECONFIG) return NULL; /* a string */
+    ct_set_error(CT_ECONFIG, "hparam checks passed");
+    return NULL;
+}
+
 static void destroy(void *self) {
     g_final_lr = ct_optim_get_lr(((OneVar *)self)->opt, 0);
     free(self);
@@ -455,6 +514,41 @@ int main(void) {
         CHECK_NEAR(g_final_lr, 0.001 * pow(0.5, modes[i].steps), 1e-15);
         ct_value_free(hs);
     }
+
+    /* Simple mode: the core does backward, step and zero-grad; the numbers
+     * are those of the explicit trial. */
+    reset_recorders();
+    ct_trial simple = t;
+    simple.init = simple_init;
+    simple.build_model = simple_model;
+    simple.optimizer = simple_optimizer;
+    simple.train_batch = simple_train_batch;
+    o = base_opts(h16);
+    o.max_length = ct_batches(10);
+    o.validation_period = ct_batches(4);
+    expect_run("simple mode", &simple, &o, "T4 V4 T8 V8 T10 V10 C10:end");
+    CHECK_NEAR(g_rec[0].losses[0], (pow998(0) + pow998(2) + pow998(4) + pow998(6)) / 4, 1e-6);
+    CHECK_NEAR(g_rec[0].val_losses[2], pow998(20), 1e-6);
+
+    /* evaluate_full_dataset sees the whole, unsharded validation loader. */
+    reset_recorders();
+    ct_trial full = t;
+    full.evaluate_batch = NULL;
+    full.evaluate_full_dataset = evaluate_full;
+    expect_run("evaluate_full_dataset", &full, &o, "T4 V4 T8 V8 T10 V10 C10:end");
+    CHECK_NEAR(g_rec[0].val_losses[1], pow998(16), 1e-6);
+    CHECK(ct_value_get_int(ct_value_dict_get(g_rec[0].last_val, "num_batches"), &i64) == 0 && i64 == 4);
+
+    /* Hyperparameters: defaults, required ones, wrong types. */
+    ct_value *hh = hp(16);
+    ct_value_dict_set(hh, "name", ct_value_str("onevar"));
+    ct_trial ht = t;
+    ht.init = hparam_init;
+    o = base_opts(hh);
+    o.max_length = ct_batches(1);
+    CHECK(ct_fit(&ht, &o) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "hparam checks passed");
+    ct_value_free(hh);
 
     /* Refused before anything runs. */
     ct_trial bad = t;
