@@ -36,6 +36,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -356,8 +357,27 @@ static void run_slot(ct_loader *l, slot *s) {
     s->batch = load_batch(l, s->indices, s->n, &s->err, s->msg);
 }
 
+/* Worker threads run libtorch's ops on one thread each, as torch's
+ * DataLoader workers do (each calls torch.set_num_threads(1)): N workers
+ * each with a full team of OpenMP threads would oversubscribe the cores, and
+ * a batch's copies are too small to gain from a team. ATen takes the count
+ * from OpenMP's per-thread setting, which it initialises on a thread's first
+ * query (ct_get_num_threads here), so setting it afterwards on this thread
+ * changes nothing for any other. omp_set_num_threads is looked up rather
+ * than linked: it must be the OpenMP runtime libtorch loaded, and a libtorch
+ * without OpenMP has none (then there is nothing to do). */
+static void single_threaded_ops(void) {
+    void *self = dlopen(NULL, RTLD_LAZY);
+    if (!self) return;
+    void (*set_num_threads)(int);
+    *(void **)(&set_num_threads) = dlsym(self, "omp_set_num_threads");
+    if (set_num_threads && ct_get_num_threads() > 1) set_num_threads(1);
+    dlclose(self);
+}
+
 static void *worker_main(void *arg) {
     ct_loader *l = arg;
+    single_threaded_ops();
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && l->taken >= l->issued) pthread_cond_wait(&l->work, &l->mu);

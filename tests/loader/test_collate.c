@@ -192,6 +192,7 @@ static void test_structure_errors(void) {
     s[1] = ct_value_none();
     CHECK(ct_collate(s, 2) == NULL);
     CHECK_ERR(CT_EFORMAT, "None cannot be collated");
+    ct_value_free(s[1]);
     s[1] = NULL;
     CHECK(ct_collate(s, 2) == NULL);
     CHECK_ERR(CT_EINVAL, "sample 1 is NULL");
