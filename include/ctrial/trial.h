@@ -79,11 +79,17 @@ typedef struct {
     int64_t points[CT_SCHEDULE_MAX];
 } ct_period;
 
+/* Invalid input (n < 1; a schedule of fewer than 1 or more than
+ * CT_SCHEDULE_MAX points, a point < 1, a unit other than CT_BATCHES or
+ * CT_EPOCHS, NULL points) records CT_EINVAL and returns a CT_NEVER period,
+ * which ct_fit refuses as max_length. Unlike Determined, Batch(0) is not
+ * "every batch": use ct_batches(1). */
 CT_API ct_period ct_batches(int64_t n);
 CT_API ct_period ct_epochs(int64_t n);
 CT_API ct_period ct_records(int64_t n);
 CT_API ct_period ct_never(void);
-/* A schedule of explicit points (sorted or not) in batches or epochs. */
+/* A schedule of explicit points (sorted or not) in batches or epochs; the
+ * period holds them sorted, duplicates removed. */
 CT_API ct_period ct_schedule(ct_unit unit, int n, const int64_t *points);
 
 /* ==== the trial =========================================================== */

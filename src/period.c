@@ -1,0 +1,88 @@
+/* src/period.c — units and periods (Batch(n), Epoch(n), schedules) and the
+ * defaults of ct_fit_opts (see trial.h).
+ *
+ * A constructor given an impossible value returns a CT_NEVER period and
+ * records the error instead of returning a status: periods are built inside
+ * option initialisers (`o.max_length = ct_epochs(3)`), where a status has
+ * nowhere to go. ct_fit refuses a CT_NEVER max_length, so the mistake still
+ * surfaces before any training. */
+#include <stdlib.h>
+
+#include "ctrial/trial.h"
+
+ct_period ct_never(void) {
+    ct_period p = {.unit = CT_NEVER};
+    return p;
+}
+
+static ct_period every(ct_unit unit, int64_t n, const char *fn) {
+    /* Determined reads Batch(0) as "every batch"; ctrial refuses it so that
+     * a zero that came from a typo or an unset variable is caught. */
+    if (n < 1) {
+        ct_set_error(CT_EINVAL, "%s: n must be >= 1, got %lld", fn, (long long)n);
+        return ct_never();
+    }
+    ct_period p = {.unit = unit, .n = n};
+    return p;
+}
+
+ct_period ct_batches(int64_t n) { return every(CT_BATCHES, n, __func__); }
+ct_period ct_epochs(int64_t n) { return every(CT_EPOCHS, n, __func__); }
+ct_period ct_records(int64_t n) { return every(CT_RECORDS, n, __func__); }
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+ct_period ct_schedule(ct_unit unit, int n, const int64_t *points) {
+    /* Determined has schedules of batches and of epochs only; records exist
+     * in the config, where schedules do not. */
+    if (unit != CT_BATCHES && unit != CT_EPOCHS) {
+        ct_set_error(CT_EINVAL, "ct_schedule: unit must be CT_BATCHES or CT_EPOCHS, got %d",
+                     (int)unit);
+        return ct_never();
+    }
+    if (n < 1 || n > CT_SCHEDULE_MAX) {
+        ct_set_error(CT_EINVAL, "ct_schedule: %d points, expected 1..%d", n, CT_SCHEDULE_MAX);
+        return ct_never();
+    }
+    if (!points) {
+        ct_set_error(CT_EINVAL, "ct_schedule: points is NULL");
+        return ct_never();
+    }
+    ct_period p = {.unit = unit};
+    for (int i = 0; i < n; i++) {
+        if (points[i] < 1) {
+            ct_set_error(CT_EINVAL, "ct_schedule: point %d is %lld, expected >= 1", i,
+                         (long long)points[i]);
+            return ct_never();
+        }
+        p.points[i] = points[i];
+    }
+    /* Sorted and without duplicates, so the loop may search it and a
+     * repeated point cannot fire twice. */
+    qsort(p.points, (size_t)n, sizeof *p.points, cmp_i64);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || p.points[i] != p.points[k - 1]) p.points[k++] = p.points[i];
+    p.num_points = k;
+    return p;
+}
+
+ct_fit_opts ct_fit_defaults(void) {
+    ct_fit_opts o = {
+        .max_length = ct_never(), /* required: ct_fit refuses CT_NEVER */
+        .validation_period = ct_never(),
+        .checkpoint_period = ct_never(),
+        .reporting_period = {.unit = CT_BATCHES, .n = 100},
+        .checkpoint_policy = CT_CKPT_BEST,
+        .searcher_metric = "validation_loss",
+        .smaller_is_better = true,
+        .aggregation_frequency = 1,
+        .output_dir = "output",
+        .save_trial_latest = 1,
+        .save_trial_best = 1,
+    };
+    return o;
+}

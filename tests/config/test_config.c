@@ -1,0 +1,411 @@
+/* tests/config/test_config.c — the JSON experiment config: a config using
+ * every key gives exactly the expected ct_fit_opts and hparams; every kind of
+ * mistake fails with CT_ECONFIG and names the key path; the period
+ * constructors and ct_fit_defaults. Run under ASan too (failure paths free). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ct_test.h"
+
+/* ---- periods and defaults ------------------------------------------------------- */
+
+static void test_periods(void) {
+    ct_period p = ct_batches(5);
+    CHECK(p.unit == CT_BATCHES && p.n == 5 && p.num_points == 0);
+    p = ct_epochs(3);
+    CHECK(p.unit == CT_EPOCHS && p.n == 3 && p.num_points == 0);
+    p = ct_records(6400);
+    CHECK(p.unit == CT_RECORDS && p.n == 6400);
+    p = ct_never();
+    CHECK(p.unit == CT_NEVER && p.num_points == 0);
+
+    p = ct_batches(0);
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "ct_batches: n must be >= 1, got 0");
+    p = ct_epochs(-2);
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "ct_epochs: n must be >= 1, got -2");
+    p = ct_records(0);
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "ct_records");
+
+    /* Sorted, duplicates dropped. */
+    p = ct_schedule(CT_BATCHES, 5, (const int64_t[]){30, 10, 20, 10, 30});
+    CHECK(p.unit == CT_BATCHES && p.num_points == 3);
+    CHECK(p.points[0] == 10 && p.points[1] == 20 && p.points[2] == 30);
+    p = ct_schedule(CT_EPOCHS, 1, (const int64_t[]){2});
+    CHECK(p.unit == CT_EPOCHS && p.num_points == 1 && p.points[0] == 2);
+
+    int64_t many[CT_SCHEDULE_MAX + 1];
+    for (int i = 0; i <= CT_SCHEDULE_MAX; i++) many[i] = CT_SCHEDULE_MAX + 1 - i;
+    p = ct_schedule(CT_BATCHES, CT_SCHEDULE_MAX, many);
+    CHECK(p.num_points == CT_SCHEDULE_MAX && p.points[0] == 2 &&
+          p.points[CT_SCHEDULE_MAX - 1] == CT_SCHEDULE_MAX + 1);
+    p = ct_schedule(CT_BATCHES, CT_SCHEDULE_MAX + 1, many);
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "65 points, expected 1..64");
+    p = ct_schedule(CT_BATCHES, 0, many);
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "0 points");
+    p = ct_schedule(CT_BATCHES, 2, (const int64_t[]){5, 0});
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "point 1 is 0, expected >= 1");
+    p = ct_schedule(CT_BATCHES, 2, NULL);
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "points is NULL");
+    p = ct_schedule(CT_RECORDS, 1, (const int64_t[]){5});
+    CHECK(p.unit == CT_NEVER);
+    CHECK_ERR(CT_EINVAL, "unit must be CT_BATCHES or CT_EPOCHS");
+}
+
+static void test_defaults(void) {
+    ct_fit_opts o = ct_fit_defaults();
+    CHECK(o.max_length.unit == CT_NEVER);
+    CHECK(o.validation_period.unit == CT_NEVER);
+    CHECK(o.checkpoint_period.unit == CT_NEVER);
+    CHECK(o.reporting_period.unit == CT_BATCHES && o.reporting_period.n == 100);
+    CHECK(o.checkpoint_policy == CT_CKPT_BEST);
+    CHECK(strcmp(o.searcher_metric, "validation_loss") == 0);
+    CHECK(o.smaller_is_better);
+    CHECK(!o.step_zero_validation && !o.test_mode && !o.stop_on_nan && !o.quiet);
+    CHECK(o.global_batch_size == 0);
+    CHECK(o.aggregation_frequency == 1);
+    CHECK(o.seed == 0);
+    CHECK(strcmp(o.output_dir, "output") == 0);
+    CHECK(o.checkpoint_dir == NULL && o.resume == NULL && o.device == NULL);
+    CHECK(o.save_trial_latest == 1 && o.save_trial_best == 1);
+    CHECK(o.hparams == NULL && o.data == NULL);
+}
+
+/* ---- a config with every key ------------------------------------------------------- */
+
+static const char *full_config =
+    "{\n"
+    "  \"name\": \"mnist-mlp\",\n"
+    "  \"description\": \"every key ctrial knows\",\n"
+    "  \"labels\": [\"a\", \"b\"],\n"
+    "  \"entrypoint\": \"model_def:MnistTrial\",\n"
+    "  \"workspace\": \"ws\", \"project\": \"pr\",\n"
+    "  \"max_restarts\": 0,\n"
+    "  \"resources\": {\"slots_per_trial\": 2},\n"
+    "  \"hyperparameters\": {\n"
+    "    \"global_batch_size\": 64,\n"
+    "    \"lr\": 0.01,\n"
+    "    \"layers\": 3,\n"
+    "    \"use_bn\": true,\n"
+    "    \"act\": \"relu\",\n"
+    "    \"opt\": {\"name\": \"adam\", \"betas\": [0.9, 0.999],\n"
+    "            \"eps\": {\"type\": \"const\", \"val\": 1e-08}},\n"
+    "    \"wd\": {\"type\": \"const\", \"val\": 0.0005},\n"
+    "    \"nothing\": null\n"
+    "  },\n"
+    "  \"searcher\": {\"name\": \"single\", \"metric\": \"accuracy\",\n"
+    "               \"smaller_is_better\": false, \"max_length\": {\"epochs\": 3}},\n"
+    "  \"min_validation_period\": {\"batches\": 100},\n"
+    "  \"min_checkpoint_period\": {\"records\": 6400},\n"
+    "  \"checkpoint_policy\": \"all\",\n"
+    "  \"checkpoint_storage\": {\"type\": \"shared_fs\", \"host_path\": \"/tmp/ck\",\n"
+    "                         \"storage_path\": \"exp1\", \"save_trial_latest\": 2,\n"
+    "                         \"save_trial_best\": 3, \"save_experiment_best\": 0},\n"
+    "  \"reproducibility\": {\"experiment_seed\": 1234},\n"
+    "  \"records_per_epoch\": 60000,\n"
+    "  \"optimizations\": {\"aggregation_frequency\": 4, \"average_training_metrics\": true},\n"
+    "  \"scheduling_unit\": 50,\n"
+    "  \"perform_initial_validation\": true,\n"
+    "  \"data\": {\"path\": \"/data/mnist\", \"workers\": 2, \"splits\": [0.8, 0.2],\n"
+    "           \"spec\": {\"type\": \"const\", \"val\": 1}}\n"
+    "}\n";
+
+static ct_value *expected_hparams(void) {
+    ct_value *hp = ct_value_dict();
+    ct_value_dict_set(hp, "global_batch_size", ct_value_int(64));
+    ct_value_dict_set(hp, "lr", ct_value_float(0.01));
+    ct_value_dict_set(hp, "layers", ct_value_int(3));
+    ct_value_dict_set(hp, "use_bn", ct_value_bool(true));
+    ct_value_dict_set(hp, "act", ct_value_str("relu"));
+    ct_value *opt = ct_value_dict();
+    ct_value_dict_set(opt, "name", ct_value_str("adam"));
+    ct_value *betas = ct_value_list();
+    ct_value_list_append(betas, ct_value_float(0.9));
+    ct_value_list_append(betas, ct_value_float(0.999));
+    ct_value_dict_set(opt, "betas", betas);
+    ct_value_dict_set(opt, "eps", ct_value_float(1e-08)); /* nested const spec unwrapped */
+    ct_value_dict_set(hp, "opt", opt);
+    ct_value_dict_set(hp, "wd", ct_value_float(0.0005)); /* const spec unwrapped */
+    ct_value_dict_set(hp, "nothing", ct_value_none());
+    return hp;
+}
+
+static ct_value *expected_data(void) {
+    ct_value *d = ct_value_dict();
+    ct_value_dict_set(d, "path", ct_value_str("/data/mnist"));
+    ct_value_dict_set(d, "workers", ct_value_int(2));
+    ct_value *splits = ct_value_list();
+    ct_value_list_append(splits, ct_value_float(0.8));
+    ct_value_list_append(splits, ct_value_float(0.2));
+    ct_value_dict_set(d, "splits", splits);
+    ct_value *spec = ct_value_dict(); /* data is free-form: no spec unwrapping */
+    ct_value_dict_set(spec, "type", ct_value_str("const"));
+    ct_value_dict_set(spec, "val", ct_value_int(1));
+    ct_value_dict_set(d, "spec", spec);
+    return d;
+}
+
+static void check_full(const ct_config *c) {
+    const ct_fit_opts *o = &c->fit;
+    CHECK(strcmp(c->name, "mnist-mlp") == 0);
+    CHECK(o->max_length.unit == CT_EPOCHS && o->max_length.n == 3 && o->max_length.num_points == 0);
+    CHECK(o->validation_period.unit == CT_BATCHES && o->validation_period.n == 100);
+    /* records 6400 / global_batch_size 64 */
+    CHECK(o->checkpoint_period.unit == CT_BATCHES && o->checkpoint_period.n == 100);
+    CHECK(o->reporting_period.unit == CT_BATCHES && o->reporting_period.n == 50);
+    CHECK(o->checkpoint_policy == CT_CKPT_ALL);
+    CHECK(strcmp(o->searcher_metric, "accuracy") == 0);
+    CHECK(!o->smaller_is_better);
+    CHECK(o->step_zero_validation);
+    CHECK(!o->test_mode && !o->stop_on_nan && !o->quiet);
+    CHECK(o->global_batch_size == 64);
+    CHECK(o->aggregation_frequency == 4);
+    CHECK(o->seed == 1234);
+    CHECK(strcmp(o->output_dir, "output") == 0);
+    CHECK(o->checkpoint_dir && strcmp(o->checkpoint_dir, "/tmp/ck/exp1") == 0);
+    CHECK(o->save_trial_latest == 2 && o->save_trial_best == 3);
+    CHECK(o->resume == NULL && o->device == NULL);
+    ct_value *hp = expected_hparams(), *data = expected_data();
+    CHECK(o->hparams == c->hparams && ct_value_equal(o->hparams, hp));
+    CHECK(o->data == c->data && ct_value_equal(o->data, data));
+    ct_value_free(hp);
+    ct_value_free(data);
+}
+
+static void test_full_config(void) {
+    ct_config c;
+    CHECK_OK(ct_config_init(&c));
+    CHECK_OK(ct_config_load_string(&c, full_config, "exp.json"));
+    CHECK_OK(ct_config_finish(&c, 2));
+    check_full(&c);
+    ct_config_free(&c);
+
+    /* The same from a file. */
+    char path[] = "/tmp/ct_config_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(full_config, f);
+    fclose(f);
+    CHECK_OK(ct_config_init(&c));
+    CHECK_OK(ct_config_load_file(&c, path));
+    CHECK_OK(ct_config_finish(&c, 1));
+    check_full(&c);
+    /* A second config is refused. */
+    CHECK(ct_config_load_file(&c, path) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "only one experiment config");
+    ct_config_free(&c);
+    unlink(path);
+
+    CHECK_OK(ct_config_init(&c));
+    CHECK(ct_config_load_file(&c, "/nonexistent/ct.json") == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "/nonexistent/ct.json: cannot open: No such file");
+    ct_config_free(&c);
+}
+
+/* A minimal config: what is absent keeps ct_fit_defaults(). */
+static void test_minimal_config(void) {
+    ct_config c;
+    CHECK_OK(ct_config_init(&c));
+    CHECK_OK(ct_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 7}}}", NULL));
+    CHECK_OK(ct_config_finish(&c, 1));
+    ct_fit_opts d = ct_fit_defaults();
+    CHECK(c.name == NULL);
+    CHECK(c.fit.max_length.unit == CT_BATCHES && c.fit.max_length.n == 7);
+    CHECK(c.fit.validation_period.unit == CT_NEVER && c.fit.checkpoint_period.unit == CT_NEVER);
+    CHECK(c.fit.reporting_period.n == d.reporting_period.n);
+    CHECK(c.fit.checkpoint_policy == CT_CKPT_BEST && c.fit.smaller_is_better);
+    CHECK(strcmp(c.fit.searcher_metric, "validation_loss") == 0);
+    CHECK(c.fit.global_batch_size == 0 && c.fit.aggregation_frequency == 1 && c.fit.seed == 0);
+    CHECK(c.fit.checkpoint_dir == NULL && c.fit.data == NULL);
+    CHECK(ct_value_kind_of(c.fit.hparams) == CT_VALUE_DICT && ct_value_len(c.fit.hparams) == 0);
+    ct_config_free(&c);
+
+    /* Records round down, but never below one batch. */
+    CHECK_OK(ct_config_init(&c));
+    CHECK_OK(ct_config_load_string(
+        &c, "{\"hyperparameters\": {\"global_batch_size\": 64},"
+            " \"searcher\": {\"name\": \"single\", \"max_length\": {\"records\": 10}},"
+            " \"min_validation_period\": {\"records\": 200},"
+            " \"min_checkpoint_period\": {\"epochs\": 2},"
+            " \"checkpoint_policy\": \"none\","
+            " \"checkpoint_storage\": {\"host_path\": \"ckpts\"}}", NULL));
+    CHECK_OK(ct_config_finish(&c, 64));
+    CHECK(c.fit.max_length.unit == CT_BATCHES && c.fit.max_length.n == 1);
+    CHECK(c.fit.validation_period.unit == CT_BATCHES && c.fit.validation_period.n == 3);
+    CHECK(c.fit.checkpoint_period.unit == CT_EPOCHS && c.fit.checkpoint_period.n == 2);
+    CHECK(c.fit.checkpoint_policy == CT_CKPT_NONE);
+    CHECK(strcmp(c.fit.checkpoint_dir, "ckpts") == 0);
+    ct_config_free(&c);
+}
+
+/* ---- errors --------------------------------------------------------------------------- */
+
+/* Loads `json` (label exp.json) and finishes for `world` ranks; expects
+ * CT_ECONFIG with `needle` in the message. */
+static void expect_fail(int line, const char *json, int world, const char *needle) {
+    ct_config c;
+    ct_config_init(&c);
+    int rc = ct_config_load_string(&c, json, "exp.json");
+    if (rc == 0) rc = ct_config_finish(&c, world);
+    ct_test_checks++;
+    if (rc != CT_ECONFIG || ct_last_code() != CT_ECONFIG || !strstr(ct_last_error(), needle)) {
+        ct_test_failures++;
+        fprintf(stderr, "%s:%d: config %s\n  expected CT_ECONFIG with \"%s\", got %s (rc %d): \"%s\"\n",
+                __FILE__, line, json, needle, ct_strerror(ct_last_code()), rc, ct_last_error());
+    }
+    ct_clear_error();
+    ct_config_free(&c);
+}
+#define FAIL(json, needle) expect_fail(__LINE__, json, 1, needle)
+#define ML "\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 10}}"
+
+static void test_errors(void) {
+    /* unknown keys, at every depth, with the full path */
+    FAIL("{\"nmae\": \"x\"}", "exp.json: unknown key 'nmae'");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"metrc\": \"loss\"}}",
+         "exp.json: unknown key 'searcher.metrc'");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batchs\": 10}}}",
+         "exp.json: unknown key 'searcher.max_length.batchs'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"host_pth\": \"/x\"}}",
+         "unknown key 'checkpoint_storage.host_pth'");
+    FAIL("{" ML ", \"optimizations\": {\"mixed_precision\": \"O1\"}}",
+         "unknown key 'optimizations.mixed_precision'");
+    FAIL("{" ML ", \"reproducibility\": {\"seed\": 1}}", "unknown key 'reproducibility.seed'");
+    FAIL("{" ML ", \"resources\": {\"slots\": 1}}", "unknown key 'resources.slots'");
+    FAIL("{" ML ", \"min_validation_period\": {\"steps\": 1}}",
+         "unknown key 'min_validation_period.steps'");
+    FAIL("{" ML ", \"environment\": {}}", "unknown key 'environment'");
+    FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"const\", \"val\": 1, \"vale\": 2}}}",
+         "unknown key 'hyperparameters.lr.vale'");
+
+    /* wrong types */
+    FAIL("{\"name\": 3}", "'name' must be a string, got an integer");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"smaller_is_better\": \"yes\"}}",
+         "'searcher.smaller_is_better' must be a boolean, got a string");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"metric\": 1}}",
+         "'searcher.metric' must be a string, got an integer");
+    FAIL("{\"hyperparameters\": [1]}", "'hyperparameters' must be an object, got an array");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": 100}}",
+         "'searcher.max_length' must be an object such as {\"batches\": N}, got an integer");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1.5}}}",
+         "'searcher.max_length.batches' must be a positive integer, got a real number");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": \"10\"}}}",
+         "'searcher.max_length.batches' must be a positive integer, got a string");
+    FAIL("{\"searcher\": 1}", "'searcher' must be an object, got an integer");
+    FAIL("{\"labels\": [\"a\", 1]}", "'labels[1]' must be a string, got an integer");
+    FAIL("{\"checkpoint_policy\": true}", "'checkpoint_policy' must be a string, got a boolean");
+    FAIL("{\"perform_initial_validation\": 1}",
+         "'perform_initial_validation' must be a boolean, got an integer");
+    FAIL("{\"checkpoint_storage\": {\"save_trial_best\": null}}",
+         "'checkpoint_storage.save_trial_best' must be a non-negative integer, got null");
+    FAIL("[1, 2]", "exp.json: the config must be a JSON object, got an array");
+
+    /* impossible values */
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": -5}}}",
+         "'searcher.max_length.batches' must be a positive integer, got -5");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"epochs\": 0}}}",
+         "'searcher.max_length.epochs' must be a positive integer, got 0");
+    FAIL("{" ML ", \"min_validation_period\": {\"batches\": 0}}",
+         "'min_validation_period.batches' must be a positive integer, got 0");
+    FAIL("{" ML ", \"min_checkpoint_period\": {\"records\": -64}}",
+         "'min_checkpoint_period.records' must be a positive integer, got -64");
+    FAIL("{" ML ", \"optimizations\": {\"aggregation_frequency\": 0}}",
+         "'optimizations.aggregation_frequency' must be a positive integer, got 0");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"save_trial_latest\": -1}}",
+         "'checkpoint_storage.save_trial_latest' must be a non-negative integer, got -1");
+    FAIL("{" ML ", \"reproducibility\": {\"experiment_seed\": -1}}",
+         "'reproducibility.experiment_seed' must be a non-negative integer, got -1");
+    FAIL("{" ML ", \"scheduling_unit\": 0}", "'scheduling_unit' must be a positive integer, got 0");
+    FAIL("{" ML ", \"records_per_epoch\": -1}", "'records_per_epoch' must be a non-negative");
+    FAIL("{" ML ", \"resources\": {\"slots_per_trial\": 0}}",
+         "'resources.slots_per_trial' must be a positive integer, got 0");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1, \"epochs\": 1}}}",
+         "'searcher.max_length' must have exactly one of batches, epochs, records");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {}}}",
+         "'searcher.max_length' must have one of batches, epochs, records");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"metric\": \"\"}}", "'searcher.metric' is empty");
+    FAIL("{" ML ", \"optimizations\": {\"aggregation_frequency\": 3000000000}}",
+         "'optimizations.aggregation_frequency' is 3000000000, at most 2147483647");
+
+    /* schedules: never max_length, and not in the config at all */
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": [10, 20]}}}",
+         "'searcher.max_length.batches' is a schedule; max_length must be one length");
+    FAIL("{" ML ", \"min_validation_period\": {\"epochs\": [1, 2]}}",
+         "'min_validation_period.epochs' is a schedule");
+
+    /* policies, searchers, storage */
+    FAIL("{" ML ", \"checkpoint_policy\": \"sometimes\"}",
+         "'checkpoint_policy' must be one of best, all, none, got 'sometimes'");
+    FAIL("{\"searcher\": {\"name\": \"adaptive_asha\", \"max_length\": {\"batches\": 1}}}",
+         "'searcher.name' is 'adaptive_asha'; ctrial runs one trial: only 'single'");
+    FAIL("{\"searcher\": {\"max_length\": {\"batches\": 1}}}", "'searcher.name' is missing");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"b\"}}",
+         "'checkpoint_storage.type' is 's3'; only 'shared_fs'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"storage_path\": \"sub\"}}",
+         "'checkpoint_storage.storage_path' needs 'checkpoint_storage.host_path'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"host_path\": \"\"}}",
+         "'checkpoint_storage.host_path' is empty");
+
+    /* hyperparameters */
+    FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": 0}}",
+         "'hyperparameters.global_batch_size' must be a positive integer, got 0");
+    FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": 32.0}}",
+         "'hyperparameters.global_batch_size' must be a positive integer, got 32 (a float)");
+    FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": \"64\"}}",
+         "'hyperparameters.global_batch_size' must be a positive integer, got '64'");
+    FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": {\"type\": \"const\", \"val\": -3}}}",
+         "'hyperparameters.global_batch_size' must be a positive integer, got -3");
+    FAIL("{" ML ", \"hyperparameters\": {\"opt\": {\"lr\": {\"type\": \"log\", \"minval\": -4}}}}",
+         "'hyperparameters.opt.lr' has type 'log', which needs a searcher that samples");
+    FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"const\"}}}",
+         "'hyperparameters.lr.val' is missing");
+    FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"constant\", \"val\": 1}}}",
+         "'hyperparameters.lr.type' is 'constant', expected 'const'");
+
+    /* finishing: records need global_batch_size, which must cover every rank */
+    FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"records\": 6400}}}",
+         "exp.json: 'searcher.max_length.records': records need hyperparameters.global_batch_size");
+    FAIL("{" ML ", \"min_checkpoint_period\": {\"records\": 64}}",
+         "exp.json: 'min_checkpoint_period.records': records need");
+    expect_fail(__LINE__, "{" ML ", \"hyperparameters\": {\"global_batch_size\": 2}}", 4,
+                "hyperparameters.global_batch_size is 2, smaller than the number of ranks (4)");
+    FAIL("{\"name\": \"no length\"}", "no max_length: set searcher.max_length");
+
+    /* JSON syntax */
+    FAIL("{\"name\": \"x\",}", "exp.json:1:");
+    FAIL("{\"name\": \"x\", \"name\": \"y\"}", "duplicate object key");
+    FAIL("", "exp.json:");
+}
+
+/* A key that fails leaves no leak and the earlier keys' effects do not matter:
+ * the whole config is refused. Also checks NULL arguments. */
+static void test_misuse(void) {
+    ct_config c;
+    CHECK_OK(ct_config_init(&c));
+    CHECK(ct_config_load_string(&c, NULL, "x") == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "NULL argument");
+    CHECK(ct_config_finish(&c, 0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "world_size 0");
+    ct_config_free(&c);
+    ct_config_free(NULL);
+}
+
+int main(void) {
+    test_periods();
+    test_defaults();
+    test_full_config();
+    test_minimal_config();
+    test_errors();
+    test_misuse();
+    return ct_test_result("config_load");
+}

@@ -1,0 +1,471 @@
+/* tests/config/test_flags.c — ct_main's flags: every flag, flags over the
+ * config file, repeated --hparam with JSON values and dotted keys, the length
+ * and period syntax, bad values naming their flag, --help listing every
+ * flag, ct_exit_code, and ct_main end to end against a ct_fit defined here
+ * (it records the options it receives and returns what the test asks). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ct_test.h"
+
+/* ---- a ct_fit that records ----------------------------------------------------------- */
+
+static struct {
+    int calls;
+    int status; /* what ct_fit returns */
+    ct_fit_opts opts;
+    char output_dir[256], device[64], resume[256];
+    ct_value *hparams;
+} fit_seen;
+
+int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
+    fit_seen.calls++;
+    fit_seen.opts = *o;
+    /* The strings die with ct_main's config: keep copies. */
+    snprintf(fit_seen.output_dir, sizeof fit_seen.output_dir, "%s", o->output_dir);
+    snprintf(fit_seen.device, sizeof fit_seen.device, "%s", o->device ? o->device : "(null)");
+    snprintf(fit_seen.resume, sizeof fit_seen.resume, "%s", o->resume ? o->resume : "(null)");
+    ct_value_free(fit_seen.hparams);
+    fit_seen.hparams = ct_value_copy(o->hparams, false);
+    if (fit_seen.status) return ct_set_error(fit_seen.status, "the stub failed on purpose");
+    return 0;
+}
+
+static const ct_trial stub_trial = {.name = "stub"};
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static char config_path[] = "/tmp/ct_flags_XXXXXX";
+
+static void write_config(void) {
+    int fd = mkstemp(config_path);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"name\": \"cfg\",\n"
+          " \"hyperparameters\": {\"global_batch_size\": 64, \"lr\": 0.01, \"act\": \"relu\",\n"
+          "                     \"opt\": {\"name\": \"adam\", \"betas\": [0.9, 0.999]}},\n"
+          " \"searcher\": {\"name\": \"single\", \"metric\": \"acc\", \"max_length\": {\"batches\": 1000}},\n"
+          " \"min_validation_period\": {\"batches\": 100},\n"
+          " \"min_checkpoint_period\": {\"epochs\": 1},\n"
+          " \"checkpoint_policy\": \"best\",\n"
+          " \"reproducibility\": {\"experiment_seed\": 7}}\n",
+          f);
+    fclose(f);
+}
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof *(a)))
+
+/* Parses argv (NULL-terminated list after the program name) for `world`
+ * ranks; returns the status, *a filled (free it). */
+static int parse(ct_main_args *a, int world, const char **args) {
+    char *argv[64] = {"prog"};
+    int argc = 1;
+    for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+    return ct_main_parse(argc, argv, world, a);
+}
+
+/* The parse fails with CT_ECONFIG and `needle` in the message. */
+static void expect_fail(int line, const char *needle, const char **args) {
+    ct_main_args a;
+    int rc = parse(&a, 1, args);
+    ct_test_checks++;
+    if (rc != CT_ECONFIG || ct_last_code() != CT_ECONFIG || !strstr(ct_last_error(), needle)) {
+        ct_test_failures++;
+        fprintf(stderr, "%s:%d: expected CT_ECONFIG with \"%s\", got rc %d: \"%s\"\n", __FILE__,
+                line, needle, rc, ct_last_error());
+    }
+    ct_clear_error();
+    ct_main_args_free(&a);
+}
+#define FAIL(needle, ...) expect_fail(__LINE__, needle, (const char *[]){__VA_ARGS__, NULL})
+
+/* Captures what `stream` (stdout or stderr) receives between start and end. */
+typedef struct {
+    int fd, saved;
+    FILE *tmp;
+} capture;
+
+static void cap_start(capture *c, FILE *stream) {
+    fflush(stream);
+    c->fd = fileno(stream);
+    c->saved = dup(c->fd);
+    c->tmp = tmpfile();
+    dup2(fileno(c->tmp), c->fd);
+}
+
+static char *cap_end(capture *c, FILE *stream) {
+    fflush(stream);
+    dup2(c->saved, c->fd);
+    close(c->saved);
+    long n = ftell(c->tmp);
+    char *buf = calloc(1, (size_t)n + 1);
+    rewind(c->tmp);
+    if (fread(buf, 1, (size_t)n, c->tmp) != (size_t)n) buf[0] = '\0';
+    fclose(c->tmp);
+    return buf;
+}
+
+/* ---- every flag over the config -------------------------------------------------------- */
+
+static void test_every_flag(void) {
+    ct_main_args a;
+    /* --max-length before --config: flags still win over the file. */
+    int rc = parse(&a, 2, (const char *[]){
+        "--max-length", "3e", "--config", config_path,
+        "--hparam", "lr=0.5", "--hparam", "opt.name=\"sgd\"", "--hparam", "opt.momentum=0.9",
+        "--hparam", "act=gelu", "--hparam", "tags=[1, \"x\"]", "--hparam", "flag=true",
+        "--hparam", "nothing=null", "--hparam", "obj={\"a\": {\"b\": 2}}",
+        "--hparam", "new.deep.key=1e-3", "--hparam", "text=not json {",
+        "--validation-period=batches:30,10,20", "--checkpoint-period", "never",
+        "--checkpoint-policy", "none", "--output", "out1", "--resume", "latest", "--test-mode",
+        "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--quiet", NULL});
+    CHECK_OK(rc);
+    CHECK(!a.help);
+    const ct_fit_opts *o = &a.cfg.fit;
+    CHECK(o->max_length.unit == CT_EPOCHS && o->max_length.n == 3);
+    CHECK(o->validation_period.unit == CT_BATCHES && o->validation_period.num_points == 3 &&
+          o->validation_period.points[0] == 10 && o->validation_period.points[1] == 20 &&
+          o->validation_period.points[2] == 30);
+    CHECK(o->checkpoint_period.unit == CT_NEVER);
+    CHECK(o->checkpoint_policy == CT_CKPT_NONE);
+    CHECK(strcmp(o->output_dir, "out1") == 0);
+    CHECK(strcmp(o->resume, "latest") == 0);
+    CHECK(o->test_mode && o->stop_on_nan && o->quiet);
+    CHECK(o->seed == 42);
+    CHECK(strcmp(o->device, "cuda:1") == 0);
+    /* from the config, untouched by flags */
+    CHECK(strcmp(o->searcher_metric, "acc") == 0);
+    CHECK(o->global_batch_size == 64);
+    CHECK(strcmp(a.cfg.name, "cfg") == 0);
+
+    /* Existing keys are replaced in place (order kept), new keys appended. */
+    ct_value *hp = ct_value_dict();
+    ct_value_dict_set(hp, "global_batch_size", ct_value_int(64));
+    ct_value_dict_set(hp, "lr", ct_value_float(0.5));
+    ct_value_dict_set(hp, "act", ct_value_str("gelu"));
+    ct_value *opt = ct_value_dict();
+    ct_value_dict_set(opt, "name", ct_value_str("sgd"));
+    ct_value *betas = ct_value_list();
+    ct_value_list_append(betas, ct_value_float(0.9));
+    ct_value_list_append(betas, ct_value_float(0.999));
+    ct_value_dict_set(opt, "betas", betas);
+    ct_value_dict_set(opt, "momentum", ct_value_float(0.9));
+    ct_value_dict_set(hp, "opt", opt);
+    ct_value *tags = ct_value_list();
+    ct_value_list_append(tags, ct_value_int(1));
+    ct_value_list_append(tags, ct_value_str("x"));
+    ct_value_dict_set(hp, "tags", tags);
+    ct_value_dict_set(hp, "flag", ct_value_bool(true));
+    ct_value_dict_set(hp, "nothing", ct_value_none());
+    ct_value *obj = ct_value_dict(), *inner = ct_value_dict();
+    ct_value_dict_set(inner, "b", ct_value_int(2));
+    ct_value_dict_set(obj, "a", inner);
+    ct_value_dict_set(hp, "obj", obj);
+    ct_value *nw = ct_value_dict(), *deep = ct_value_dict();
+    ct_value_dict_set(deep, "key", ct_value_float(1e-3));
+    ct_value_dict_set(nw, "deep", deep);
+    ct_value_dict_set(hp, "new", nw);
+    ct_value_dict_set(hp, "text", ct_value_str("not json {"));
+    CHECK(o->hparams == a.cfg.hparams && ct_value_equal(o->hparams, hp));
+    ct_value_free(hp);
+    ct_main_args_free(&a);
+}
+
+static void test_flag_forms(void) {
+    static const struct {
+        const char *arg;
+        ct_unit unit;
+        int64_t n;
+    } lengths[] = {
+        {"100", CT_BATCHES, 100},      {"100b", CT_BATCHES, 100},     {"3e", CT_EPOCHS, 3},
+        {"batches:100", CT_BATCHES, 100}, {"epochs:3", CT_EPOCHS, 3},
+        /* records / global_batch_size (64 from --hparam), at least one batch */
+        {"records:6400", CT_BATCHES, 100}, {"6400r", CT_BATCHES, 100}, {"10r", CT_BATCHES, 1},
+    };
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+        ct_main_args a;
+        CHECK_OK(parse(&a, 1, (const char *[]){"--hparam", "global_batch_size=64", "--max-length",
+                                                lengths[i].arg, "--validation-period",
+                                                lengths[i].arg, NULL}));
+        CHECK(a.cfg.fit.max_length.unit == lengths[i].unit && a.cfg.fit.max_length.n == lengths[i].n);
+        CHECK(a.cfg.fit.validation_period.unit == lengths[i].unit &&
+              a.cfg.fit.validation_period.n == lengths[i].n);
+        CHECK(a.cfg.fit.global_batch_size == 64);
+        ct_main_args_free(&a);
+    }
+
+    ct_main_args a;
+    CHECK_OK(parse(&a, 1, (const char *[]){"--max-length=5", "--validation-period", "0",
+                                            "--checkpoint-period", "epochs:4,2,2", NULL}));
+    CHECK(a.cfg.fit.max_length.unit == CT_BATCHES && a.cfg.fit.max_length.n == 5);
+    CHECK(a.cfg.fit.validation_period.unit == CT_NEVER);
+    CHECK(a.cfg.fit.checkpoint_period.unit == CT_EPOCHS && a.cfg.fit.checkpoint_period.num_points == 2 &&
+          a.cfg.fit.checkpoint_period.points[0] == 2 && a.cfg.fit.checkpoint_period.points[1] == 4);
+    /* no config: the defaults */
+    CHECK(strcmp(a.cfg.fit.output_dir, "output") == 0 && a.cfg.fit.device == NULL);
+    CHECK(a.cfg.fit.checkpoint_policy == CT_CKPT_BEST && !a.cfg.fit.test_mode && !a.cfg.fit.quiet);
+    ct_main_args_free(&a);
+
+    /* A later flag wins; --hparam global_batch_size overrides the config's
+     * before records are converted. */
+    CHECK_OK(parse(&a, 1, (const char *[]){"--seed", "1", "--seed=18446744073709551615",
+                                            "--checkpoint-policy", "best", "--checkpoint-policy=all",
+                                            "--device", "cpu", "--device=cuda", "--config",
+                                            config_path, "--hparam", "global_batch_size=32",
+                                            "--checkpoint-period", "records:320", NULL}));
+    CHECK(a.cfg.fit.seed == UINT64_MAX);
+    CHECK(a.cfg.fit.checkpoint_policy == CT_CKPT_ALL);
+    CHECK(strcmp(a.cfg.fit.device, "cuda") == 0);
+    CHECK(a.cfg.fit.global_batch_size == 32);
+    CHECK(a.cfg.fit.checkpoint_period.unit == CT_BATCHES && a.cfg.fit.checkpoint_period.n == 10);
+    /* config values no flag touched */
+    CHECK(a.cfg.fit.max_length.unit == CT_BATCHES && a.cfg.fit.max_length.n == 1000);
+    CHECK(a.cfg.fit.validation_period.unit == CT_BATCHES && a.cfg.fit.validation_period.n == 100);
+    CHECK(a.cfg.fit.seed == UINT64_MAX); /* the flag, not the config's 7 */
+    ct_main_args_free(&a);
+
+    /* Without flags, the config as is. */
+    CHECK_OK(parse(&a, 1, (const char *[]){"--config", config_path, NULL}));
+    CHECK(a.cfg.fit.seed == 7 && a.cfg.fit.checkpoint_policy == CT_CKPT_BEST);
+    CHECK(a.cfg.fit.checkpoint_period.unit == CT_EPOCHS && a.cfg.fit.checkpoint_period.n == 1);
+    ct_main_args_free(&a);
+}
+
+static void test_bad_flags(void) {
+    FAIL("unknown flag '--bogus'", "--max-length", "1", "--bogus");
+    FAIL("unknown flag '--max_length'", "--max_length=1");
+    FAIL("unexpected argument 'train'", "--max-length", "1", "train");
+    FAIL("--quiet takes no value", "--max-length", "1", "--quiet=1");
+    FAIL("--seed needs a value (N)", "--max-length", "1", "--seed");
+    FAIL("--max-length: must be >= 1, got '0'", "--max-length", "0");
+    FAIL("--max-length: expected N, Nb, Ne, Nr", "--max-length", "never");
+    FAIL("--max-length: expected N, Nb, Ne, Nr", "--max-length", "abc");
+    FAIL("--max-length: expected N, Nb, Ne, Nr", "--max-length", "-5");
+    FAIL("--max-length: expected N, Nb, Ne, Nr", "--max-length", "steps:5");
+    FAIL("--max-length: expected N, Nb, Ne, Nr", "--max-length", "3x");
+    FAIL("--max-length: expected N, Nb, Ne, Nr", "--max-length", "");
+    FAIL("--max-length: 'batches:10,20' is a schedule", "--max-length", "batches:10,20");
+    FAIL("--validation-period: must be >= 1 (0 or never alone turn it off), got '0e'",
+         "--max-length", "1", "--validation-period", "0e");
+    FAIL("--validation-period: schedules are in batches or epochs", "--max-length", "1",
+         "--validation-period", "records:1,2");
+    FAIL("--checkpoint-period: schedule point '0' in 'batches:0,5' is not an integer >= 1",
+         "--max-length", "1", "--checkpoint-period", "batches:0,5");
+    FAIL("--checkpoint-period: expected N", "--max-length", "1", "--checkpoint-period",
+         "batches:1,,2");
+    FAIL("--checkpoint-policy: expected best, all or none, got 'sometimes'", "--max-length", "1",
+         "--checkpoint-policy", "sometimes");
+    FAIL("--seed: expected an integer >= 0, got '-1'", "--max-length", "1", "--seed", "-1");
+    FAIL("--seed: expected an integer >= 0, got '12x'", "--max-length", "1", "--seed", "12x");
+    FAIL("--seed: expected an integer >= 0, got '18446744073709551616'", "--max-length", "1",
+         "--seed", "18446744073709551616");
+    FAIL("--device: expected cpu, cuda or cuda:N, got 'gpu'", "--max-length", "1", "--device", "gpu");
+    FAIL("--device: expected cpu, cuda or cuda:N, got 'cuda:x'", "--max-length", "1", "--device",
+         "cuda:x");
+    FAIL("--output: empty value", "--max-length", "1", "--output=");
+    FAIL("--resume: empty value", "--max-length", "1", "--resume", "");
+    FAIL("--hparam: expected KEY=VALUE, got 'lr'", "--max-length", "1", "--hparam", "lr");
+    FAIL("--hparam: expected KEY=VALUE, got '=3'", "--max-length", "1", "--hparam", "=3");
+    FAIL("--hparam a..b: empty key component", "--max-length", "1", "--hparam", "a..b=1");
+    FAIL("--hparam a.: empty key component", "--max-length", "1", "--hparam", "a.=1");
+    FAIL("--hparam lr.x: 'lr' is a float, not a dict", "--max-length", "1", "--hparam", "lr=0.1",
+         "--hparam", "lr.x=1");
+    FAIL("--hparam global_batch_size: global_batch_size must be a positive integer, got 'abc'",
+         "--max-length", "1", "--hparam", "global_batch_size=abc");
+    FAIL("--hparam global_batch_size: global_batch_size must be a positive integer, got 0",
+         "--max-length", "1", "--hparam", "global_batch_size=0");
+    FAIL("--hparam global_batch_size.x: global_batch_size must be a positive integer, got a dict",
+         "--max-length", "1", "--hparam", "global_batch_size.x=1");
+    FAIL("--config: given twice", "--config", config_path, "--config", config_path);
+    FAIL("/nonexistent/c.json: cannot open", "--config", "/nonexistent/c.json");
+    FAIL("--max-length records:100: records need hyperparameters.global_batch_size",
+         "--max-length", "records:100");
+    FAIL("no max_length: set searcher.max_length in the config or pass --max-length", "--seed", "1");
+
+    /* global_batch_size against the ranks */
+    ct_main_args a;
+    const char *small[] = {"--max-length", "1", "--hparam", "global_batch_size=3", NULL};
+    CHECK(parse(&a, 4, small) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "global_batch_size is 3, smaller than the number of ranks (4)");
+    ct_main_args_free(&a);
+    CHECK_OK(parse(&a, 3, small));
+    CHECK(a.cfg.fit.global_batch_size == 3);
+    ct_main_args_free(&a);
+}
+
+/* ---- --help ----------------------------------------------------------------------------- */
+
+static void test_help(void) {
+    static const char *all_flags[] = {
+        "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
+        "--checkpoint-period PERIOD", "--checkpoint-policy best|all|none", "--output DIR",
+        "--resume PATH|latest", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
+        "--stop-on-nan", "--quiet", "--help"};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ct_main_usage(f, "/usr/bin/mnist");
+    fclose(f);
+    CHECK(strncmp(text, "usage: mnist [flags]", 20) == 0);
+    int lines = 0;
+    for (const char *p = text; (p = strstr(p, "\n  --")); p++) lines++;
+    CHECK(lines == (int)(sizeof all_flags / sizeof *all_flags)); /* one line per flag */
+    for (size_t i = 0; i < sizeof all_flags / sizeof *all_flags; i++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "\n  %s ", all_flags[i]);
+        ct_test_checks++;
+        if (!strstr(text, needle)) {
+            ct_test_failures++;
+            fprintf(stderr, "--help does not list '%s'\n", all_flags[i]);
+        }
+    }
+    CHECK(strstr(text, "Ne (N epochs)") && strstr(text, "batches:a,b,c"));
+    CHECK(strstr(text, "2 bad flags or config"));
+    free(text);
+
+    /* --help wins over anything else, even bad flags. */
+    ct_main_args a;
+    CHECK_OK(parse(&a, 1, (const char *[]){"--bogus", "-h", NULL}));
+    CHECK(a.help);
+    ct_main_args_free(&a);
+
+    capture cap;
+    cap_start(&cap, stdout);
+    int code = ct_main(2, (char *[]){"prog", "--help", NULL}, &stub_trial);
+    char *out = cap_end(&cap, stdout);
+    CHECK(code == CT_EXIT_OK);
+    CHECK(strncmp(out, "usage: prog [flags]", 19) == 0 && strstr(out, "--stop-on-nan"));
+    free(out);
+}
+
+/* ---- exit codes and ct_main --------------------------------------------------------------- */
+
+static void test_exit_codes(void) {
+    CHECK(ct_exit_code(CT_OK) == CT_EXIT_OK && CT_EXIT_OK == 0);
+    CHECK(ct_exit_code(CT_ECONFIG) == CT_EXIT_CONFIG && CT_EXIT_CONFIG == 2);
+    CHECK(ct_exit_code(CT_ECHECKPOINT) == CT_EXIT_CHECKPOINT && CT_EXIT_CHECKPOINT == 3);
+    CHECK(ct_exit_code(CT_ENAN) == CT_EXIT_NAN && CT_EXIT_NAN == 4);
+    CHECK(ct_exit_code(CT_EDIST) == CT_EXIT_DIST && CT_EXIT_DIST == 5);
+    static const int trial_codes[] = {CT_EINVAL, CT_ESHAPE, CT_EDTYPE, CT_EDEVICE, CT_EINDEX,
+                                      CT_ENOMEM, CT_ENOTSUP, CT_EIO, CT_EFORMAT, CT_ESTATE,
+                                      CT_ETORCH, CT_ETRIAL, -99, 7};
+    for (size_t i = 0; i < sizeof trial_codes / sizeof *trial_codes; i++)
+        CHECK(ct_exit_code(trial_codes[i]) == CT_EXIT_TRIAL && CT_EXIT_TRIAL == 1);
+}
+
+static int run_main(const char **args, char **err) {
+    char *argv[64] = {"prog"};
+    int argc = 1;
+    for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+    argv[argc] = NULL;
+    capture cap;
+    cap_start(&cap, stderr);
+    int code = ct_main(argc, argv, &stub_trial);
+    *err = cap_end(&cap, stderr);
+    return code;
+}
+
+static void test_ct_main(void) {
+    char *err;
+    /* success: ct_fit sees the parsed options */
+    fit_seen.calls = 0;
+    fit_seen.status = 0;
+    int code = run_main((const char *[]){"--config", config_path, "--hparam", "lr=0.25",
+                                          "--device", "cuda:0", "--output", "o2", NULL}, &err);
+    CHECK(code == CT_EXIT_OK && fit_seen.calls == 1);
+    CHECK(err[0] == '\0');
+    CHECK(fit_seen.opts.max_length.unit == CT_BATCHES && fit_seen.opts.max_length.n == 1000);
+    CHECK(fit_seen.opts.seed == 7 && fit_seen.opts.global_batch_size == 64);
+    CHECK(strcmp(fit_seen.output_dir, "o2") == 0 && strcmp(fit_seen.device, "cuda:0") == 0);
+    CHECK(strcmp(fit_seen.resume, "(null)") == 0);
+    double lr = 0;
+    CHECK_OK(ct_value_get_float(ct_value_dict_get(fit_seen.hparams, "lr"), &lr));
+    CHECK(lr == 0.25);
+    free(err);
+
+    /* ct_fit's failure: its code picks the exit code, one line on stderr */
+    static const struct {
+        int status, code;
+    } fails[] = {{CT_ENAN, CT_EXIT_NAN}, {CT_ECHECKPOINT, CT_EXIT_CHECKPOINT}, {CT_EDIST, CT_EXIT_DIST},
+                 {CT_ETRIAL, CT_EXIT_TRIAL}, {CT_ECONFIG, CT_EXIT_CONFIG}};
+    for (size_t i = 0; i < sizeof fails / sizeof *fails; i++) {
+        fit_seen.status = fails[i].status;
+        code = run_main((const char *[]){"--max-length", "5", NULL}, &err);
+        CHECK(code == fails[i].code);
+        char want[256];
+        snprintf(want, sizeof want, "ctrial: %s: the stub failed on purpose\n",
+                 ct_strerror(fails[i].status));
+        CHECK(strcmp(err, want) == 0);
+        free(err);
+    }
+    fit_seen.status = 0;
+    ct_clear_error();
+
+    /* a bad flag: exit 2 before ct_fit, the cause names the flag */
+    fit_seen.calls = 0;
+    code = run_main((const char *[]){"--max-length", "5", "--seed", "x", NULL}, &err);
+    CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 0);
+    char want[256];
+    snprintf(want, sizeof want, "ctrial: %s: --seed: expected an integer >= 0, got 'x'\n",
+             ct_strerror(CT_ECONFIG));
+    CHECK(strcmp(err, want) == 0);
+    free(err);
+    code = run_main((const char *[]){NULL}, &err);
+    CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 0 && strstr(err, "no max_length"));
+    free(err);
+
+    /* mpirun's world size checks global_batch_size; a run error names the rank */
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+    CHECK(ct_main_world_size() == 4);
+    code = run_main((const char *[]){"--max-length", "5", "--hparam", "global_batch_size=2", NULL},
+                    &err);
+    CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 0);
+    CHECK(err[0] == '\0'); /* a config error is reported by rank 0 only */
+    free(err);
+    fit_seen.status = CT_EDIST;
+    code = run_main((const char *[]){"--max-length", "5", "--hparam", "global_batch_size=8", NULL},
+                    &err);
+    CHECK(code == CT_EXIT_DIST && fit_seen.calls == 1 && fit_seen.opts.global_batch_size == 8);
+    CHECK(strncmp(err, "ctrial[rank 2]: ", 16) == 0);
+    free(err);
+    fit_seen.status = 0;
+    setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+    code = run_main((const char *[]){"--max-length", "5", "--hparam", "global_batch_size=2", NULL},
+                    &err);
+    CHECK(code == CT_EXIT_CONFIG && strstr(err, "smaller than the number of ranks (4)"));
+    free(err);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    setenv("PMI_SIZE", "3", 1);
+    CHECK(ct_main_world_size() == 3);
+    setenv("PMI_SIZE", "junk", 1);
+    CHECK(ct_main_world_size() == 1);
+    unsetenv("PMI_SIZE");
+    CHECK(ct_main_world_size() == 1);
+
+    /* a NULL trial is the program's mistake, not the config's */
+    capture cap;
+    cap_start(&cap, stderr);
+    code = ct_main(1, (char *[]){"prog", NULL}, NULL);
+    err = cap_end(&cap, stderr);
+    CHECK(code == CT_EXIT_TRIAL && strstr(err, "ct_main: trial is NULL"));
+    free(err);
+    ct_clear_error();
+}
+
+int main(void) {
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMI_SIZE");
+    write_config();
+    test_every_flag();
+    test_flag_forms();
+    test_bad_flags();
+    test_help();
+    test_exit_codes();
+    test_ct_main();
+    unlink(config_path);
+    ct_value_free(fit_seen.hparams);
+    return ct_test_result("config_flags");
+}
