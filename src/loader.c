@@ -479,8 +479,8 @@ static int draw_failure(ct_loader *l) {
     return fail(l, l->draw_err, msg);
 }
 
-/* Waits for the batch at `position` and takes it out of its slot. Returns
- * 0 and *out (possibly NULL when it failed: *err, msg). */
+/* Waits for the batch at `position` and takes it out of its slot: *out is
+ * the batch, or NULL when loading it failed (then *err and msg say why). */
 static void take_next(ct_loader *l, ct_value **out, int *err, char *msg) {
     slot *s = slot_of(l, l->position);
     double t0 = now_s();
@@ -757,6 +757,7 @@ int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t
             return ct_set_error(CT_EINVAL,
                                 "rank %d of %d gets none of the training set's %" PRId64 " samples", rank,
                                 world_size, l->num_samples);
+        stop_workers(l); /* they read l->o; set_position restarts them */
         l->o = o;
         l->len = batches_per_pass(&l->o, l->num_samples);
     }

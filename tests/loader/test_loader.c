@@ -514,6 +514,38 @@ static void test_bad_options(void) {
     ct_loader_free(NULL);
 }
 
+/* Workers run libtorch single-threaded, as torch's DataLoader workers do:
+ * with 2 intra-op threads asked for, a batch big enough for a parallel
+ * gather would otherwise give every worker an OpenMP thread of its own.
+ * Counted as the difference between 3 workers and 1, since asking for 2
+ * threads also starts libtorch's process-wide pools. */
+static int threads_while_loading(int workers) {
+    ct_loader_opts o = ct_loader_defaults();
+    o.batch_size = 64; /* rows of 1024 floats: a parallel gather */
+    o.num_workers = workers;
+    o.repeat = true;
+    ct_tensor *x = ct_zeros(CT_SHAPE(4096, 1024), NULL);
+    ct_loader *l = ct_loader_new(ct_dataset_tensors(1, &x), &o);
+    ct_tensor_free(x);
+    ct_value *b = NULL;
+    for (int k = 0; k < 8; k++) {
+        CHECK(ct_loader_next(l, &b) == 1);
+        ct_value_free(b);
+    }
+    int n = count_threads();
+    ct_loader_free(l);
+    return n;
+}
+
+static void test_worker_threads(void) {
+    int old = ct_get_num_threads();
+    ct_set_num_threads(2);
+    int one = threads_while_loading(1), three = threads_while_loading(3);
+    printf("threads while loading: %d with 1 worker, %d with 3\n", one, three);
+    CHECK(three - one == 2);
+    ct_set_num_threads(old);
+}
+
 /* With a GPU the batch arrives on it (pinned first when asked). */
 static void test_device(void) {
     if (!ct_cuda_is_available()) {
@@ -569,5 +601,6 @@ int main(void) {
            ct_tensor_live_count());
     CHECK(count_threads() == threads);
     CHECK(ct_tensor_live_count() == live);
+    test_worker_threads(); /* last: it starts libtorch's thread pools */
     return ct_test_result("loader_threads");
 }
