@@ -56,8 +56,8 @@ typedef enum { SLOT_FREE, SLOT_QUEUED, SLOT_LOADING, SLOT_DONE } slot_state;
 
 /* One batch on its way, from its index list to its result. The state moves
  * FREE -> QUEUED (caller) -> LOADING -> DONE (worker) -> FREE (caller),
- * always under the loader's mutex; indices and the result are written by the
- * one thread that owns the slot in that state. */
+ * under the loader's mutex while workers run; indices and the result are
+ * written by the one thread that owns the slot in that state. */
 typedef struct {
     slot_state state;
     int64_t n;
