@@ -15,13 +15,27 @@ if [ -z "$cc" ]; then
   echo "fuzz: clang not found; run tools/setup.sh (it installs clang and libclang-rt-dev)" >&2
   exit 1
 fi
+if ldd "$build/libctrial.so" 2>/dev/null | grep -q libasan; then
+  echo "fuzz: $build/libctrial.so is built with gcc's ASan (CTRIAL_SANITIZE=ON), which cannot" \
+       "share a process with clang's fuzzer runtime; run this in a build without it" >&2
+  exit 1
+fi
 out=$build/fuzz
 mkdir -p "$out"
 cflags=(-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -I"$src/include" -I"$build/include")
 readers=("$src/src/dataset.c" "$src/src/idx.c" "$src/src/csv.c" "$src/src/records.c"
          "$src/fuzz/support.c")
+# Rebuilt only when a source or header changed (the compile is most of the time).
+stale() {  # stale BINARY SOURCES...
+  local bin=$1; shift
+  [ -x "$bin" ] || return 0
+  local f
+  for f in "$@" "$src"/include/ctrial/*.h "$src"/src/*.h; do [ "$f" -nt "$bin" ] && return 0; done
+  return 1
+}
 for target in idx csv; do
+  stale "$out/fuzz_$target" "$src/fuzz/fuzz_$target.c" "${readers[@]}" || continue
   if ! "$cc" "${cflags[@]}" "$src/fuzz/fuzz_$target.c" "${readers[@]}" \
        -L"$build" -lctrial -lz -Wl,-rpath,"$build" -o "$out/fuzz_$target" 2>"$out/build_$target.log"; then
     cat "$out/build_$target.log" >&2
