@@ -243,8 +243,6 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
     free(params);
     if (rc == CT_OK) rc = ct_optim_step(opt);
     if (rc == CT_OK && auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
-    for (size_t i = 0; rc == CT_OK && i < ctx->n_scheds; i++)
-        if (ctx->scheds[i].mode == CT_STEP_EVERY_OPTIMIZER_STEP) rc = ct_sched_step(ctx->scheds[i].sched);
     return rc;
 }
 
@@ -332,7 +330,10 @@ ct_device ct_ctx_device(const ct_context *ctx) { return ctx ? ctx->device : ct_c
 uint64_t ct_ctx_trial_seed(const ct_context *ctx) { return ctx ? ctx->trial_seed : 0; }
 int ct_ctx_aggregation_frequency(const ct_context *ctx) { return ctx ? ctx->aggregation_frequency : 1; }
 int64_t ct_ctx_initial_batch(const ct_context *ctx) { return ctx ? ctx->initial_batch : 0; }
-int64_t ct_ctx_current_batch(const ct_context *ctx) { return ctx ? ctx->current_batch : -1; }
+int64_t ct_ctx_current_batch(const ct_context *ctx) {
+    if (!ctx) return -1;
+    return ctx->current_batch >= 0 ? ctx->current_batch : ctx->batches_trained;
+}
 
 int64_t ct_ctx_current_epoch(const ct_context *ctx) {
     if (!ctx || ctx->epoch_len <= 0) return 0;

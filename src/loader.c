@@ -171,7 +171,8 @@ static int64_t pass_start_of(const ct_loader *l, int64_t position) {
 /* Checks what can be checked before anything is allocated. */
 static int check_opts(const ct_dataset *d, const ct_loader_opts *o, bool user_chain) {
     const char *fn = "ct_loader_new";
-    if (!d) return ct_set_error(CT_EINVAL, "%s: dataset is NULL", fn);
+    /* A NULL from a failed dataset constructor keeps that failure's message. */
+    if (!d) return ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_EINVAL, "%s: dataset is NULL", fn);
     int64_t n = ct_dataset_len(d);
     if (n < 0) return ct_last_code();
     if (n == 0) return ct_set_error(CT_EINVAL, "%s: the dataset is empty (0 samples)", fn);

@@ -289,10 +289,28 @@ static int validate_boundary(ct_context *ctx, bool with_policy) {
 
 /* ---- training -------------------------------------------------------------- */
 
-static int step_schedulers(ct_context *ctx, ct_step_mode mode, int64_t count) {
-    for (size_t i = 0; i < ctx->n_scheds; i++) {
-        const ct_wrapped_sched *w = &ctx->scheds[i];
-        if (w->mode == mode && count % w->frequency == 0 && ct_sched_step(w->sched) != 0) return ct_last_code();
+/* Determined's _auto_step_lr_scheduler_per_batch, after every batch.
+ * Schedulers only move on batches that step the optimizer; then
+ * - every batch: one step per batch of the aggregation window whose count
+ *   is a multiple of the frequency (batches are counted, not steps);
+ * - every optimizer step: when the batch count is a multiple of it;
+ * - every epoch: one step per epoch end before the next steppable batch. */
+static int auto_step_schedulers(ct_context *ctx, int64_t batch_idx) {
+    int agg = ctx->aggregation_frequency;
+    if ((batch_idx + 1) % agg != 0) return CT_OK;
+    for (size_t k = 0; k < ctx->n_scheds; k++) {
+        const ct_wrapped_sched *w = &ctx->scheds[k];
+        int64_t steps = 0;
+        if (w->mode == CT_STEP_EVERY_BATCH) {
+            for (int64_t i = batch_idx - agg + 1; i <= batch_idx; i++) steps += (i + 1) % w->frequency == 0;
+        } else if (w->mode == CT_STEP_EVERY_OPTIMIZER_STEP) {
+            steps = (batch_idx + 1) % w->frequency == 0;
+        } else if (w->mode == CT_STEP_EVERY_EPOCH) {
+            int64_t e0 = batch_idx / ctx->epoch_len, e1 = (batch_idx + agg) / ctx->epoch_len;
+            for (int64_t e = e0; e < e1; e++) steps += (e + 1) % w->frequency == 0;
+        }
+        for (int64_t s = 0; s < steps; s++)
+            if (ct_sched_step(w->sched) != 0) return ct_last_code();
     }
     return CT_OK;
 }
@@ -334,9 +352,8 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     ctx->current_batch = -1;
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
-    if (n % ctx->aggregation_frequency == 0) rc = step_schedulers(ctx, CT_STEP_EVERY_BATCH, n / ctx->aggregation_frequency);
+    rc = auto_step_schedulers(ctx, idx);
     if (rc == CT_OK && ctx->epoch_len > 0 && n % ctx->epoch_len == 0) {
-        rc = step_schedulers(ctx, CT_STEP_EVERY_EPOCH, epoch + 1);
         for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
             const ct_callback *cb = &ctx->callbacks[i];
             if (cb->on_training_epoch_end && cb->on_training_epoch_end(cb->self, ctx, epoch) != 0)

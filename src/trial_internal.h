@@ -53,7 +53,7 @@ struct ct_context {
     int64_t initial_batch;       /* batches trained before this run */
     int64_t batches_trained;     /* bt: batches completed so far */
     int64_t epoch_len;           /* batches per epoch (rank 0's training loader) */
-    int64_t current_batch;       /* the batch in train_batch now */
+    int64_t current_batch;       /* the batch in train_batch now, -1 outside */
     bool stop_requested;
     bool in_validation;
 

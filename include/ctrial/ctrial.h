@@ -5,19 +5,24 @@
  *
  * Areas, one header each: error.h (status codes, messages), tensor.h
  * (tensors, ops, autograd, scopes), nn.h (modules and layers), optim.h
- * (optimizers), value.h (state-dict trees), data.h (datasets, samplers,
- * loaders), cuda.h (GPUs).
+ * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
+ * (datasets, samplers, loaders), trial.h (trials, the context, ct_fit and
+ * ct_main), metrics.h (reducers), callback.h (callbacks), cuda.h (GPUs).
  */
 #ifndef CTRIAL_CTRIAL_H
 #define CTRIAL_CTRIAL_H
 
 #include <ctrial/config.h>
+#include "callback.h"
 #include "cuda.h"
 #include "data.h"
 #include "error.h"
+#include "metrics.h"
 #include "nn.h"
 #include "optim.h"
+#include "sched.h"
 #include "tensor.h"
+#include "trial.h"
 #include "value.h"
 
 #ifdef __cplusplus

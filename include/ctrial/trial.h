@@ -11,6 +11,7 @@
  *     static void *trial_init(ct_context *ctx) {
  *         Trial *t = calloc(1, sizeof *t);
  *         t->model = ct_ctx_wrap_model(ctx, build_net());
+ *         if (!t->model) { free(t); return NULL; }     // the error is kept
  *         ct_sgd_opts o = ct_sgd_defaults();
  *         o.lr = ct_ctx_hparam_double(ctx, "lr", 0.1);
  *         t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->model, &o));
@@ -94,11 +95,24 @@ CT_API ct_period ct_schedule(ct_unit unit, int n, const int64_t *points);
 
 /* ==== the trial =========================================================== */
 
+/* When the loop steps a wrapped scheduler (Determined's rules). Schedulers
+ * only move on batches that step the optimizer (every
+ * aggregation_frequency-th batch); there:
+ *   EVERY_BATCH           one step for each batch of the aggregation window
+ *                         whose count (batch_idx + 1) is a multiple of
+ *                         `frequency` - batches are counted, not steps;
+ *   EVERY_OPTIMIZER_STEP  one step when batch_idx + 1 is a multiple of
+ *                         `frequency` (once per batch, however many
+ *                         optimizers the trial steps);
+ *   EVERY_EPOCH           one step for each epoch that ends before the next
+ *                         optimizer-step batch, if (epoch + 1) is a multiple
+ *                         of `frequency`;
+ *   MANUAL                never: the trial calls ct_sched_step itself. */
 typedef enum {
-    CT_STEP_EVERY_BATCH = 0,     /* after each optimizer-step batch, honouring frequency */
+    CT_STEP_EVERY_BATCH = 0,
     CT_STEP_EVERY_OPTIMIZER_STEP,
-    CT_STEP_EVERY_EPOCH,         /* after the last batch of each epoch */
-    CT_STEP_MANUAL,              /* never: the trial steps it */
+    CT_STEP_EVERY_EPOCH,
+    CT_STEP_MANUAL,
     CT_STEP_MAX_ENUM_ = 0x7fffffff
 } ct_step_mode;
 
@@ -215,7 +229,7 @@ CT_API int ct_exit_code(int status);
  * (a NULL argument keeps the error that produced it). */
 CT_API ct_module *ct_ctx_wrap_model(ct_context *ctx, ct_module *model);
 CT_API ct_optim *ct_ctx_wrap_optimizer(ct_context *ctx, ct_optim *opt);
-/* frequency: with CT_STEP_EVERY_BATCH, step every `frequency` batches. */
+/* mode and frequency: see ct_step_mode. */
 CT_API ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_mode mode,
                                           int frequency);
 /* A reducer for metrics the trial feeds itself (see metrics.h). With a name,
@@ -239,8 +253,9 @@ CT_API int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn c
 
 /* Hyperparameters (the config's "hyperparameters" and --hparam flags).
  * The getters return the default when the name is absent; a present value
- * of the wrong type records an error (ct_ctx_hparam_error) and returns the
- * default. The _req forms fail with CT_ECONFIG naming the missing key. */
+ * of the wrong type returns the default and records CT_ECONFIG naming the
+ * key (see ct_last_code / ct_last_error). The _req forms fail with
+ * CT_ECONFIG naming a missing or mistyped key. */
 CT_API double ct_ctx_hparam_double(ct_context *ctx, const char *name, double def);
 CT_API int64_t ct_ctx_hparam_int(ct_context *ctx, const char *name, int64_t def);
 CT_API bool ct_ctx_hparam_bool(ct_context *ctx, const char *name, bool def);
@@ -260,7 +275,9 @@ CT_API uint64_t ct_ctx_trial_seed(const ct_context *ctx);
 CT_API int ct_ctx_aggregation_frequency(const ct_context *ctx);
 /* Batches trained before this run started (0, or the resumed position). */
 CT_API int64_t ct_ctx_initial_batch(const ct_context *ctx);
-/* The batch being trained now (absolute index) and its epoch. */
+/* Inside train_batch: the batch being trained (absolute index); elsewhere
+ * (validation, callbacks): the number of batches trained so far, as
+ * Determined's current_train_batch(). ct_ctx_current_epoch: its epoch. */
 CT_API int64_t ct_ctx_current_batch(const ct_context *ctx);
 CT_API int64_t ct_ctx_current_epoch(const ct_context *ctx);
 CT_API bool ct_ctx_is_epoch_start(const ct_context *ctx);

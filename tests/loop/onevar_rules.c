@@ -497,9 +497,13 @@ int main(void) {
     } modes[] = {
         {CT_STEP_EVERY_BATCH, 1, 1, 10},           /* every batch */
         {CT_STEP_EVERY_BATCH, 2, 1, 5},            /* every 2nd batch */
-        {CT_STEP_EVERY_BATCH, 1, 2, 5},            /* every optimizer-step batch */
+        {CT_STEP_EVERY_BATCH, 1, 2, 10},           /* two per optimizer step: batches count */
+        {CT_STEP_EVERY_BATCH, 4, 2, 2},            /* batch counts 4 and 8 */
         {CT_STEP_EVERY_OPTIMIZER_STEP, 1, 2, 5},   /* with the optimizer */
+        {CT_STEP_EVERY_OPTIMIZER_STEP, 4, 2, 2},   /* at batch counts 4 and 8 */
         {CT_STEP_EVERY_EPOCH, 1, 1, 2},            /* epochs end after 4 and 8 */
+        {CT_STEP_EVERY_EPOCH, 1, 2, 2},            /* ...seen from batches 4 and 8 */
+        {CT_STEP_EVERY_EPOCH, 2, 1, 1},            /* every 2nd epoch */
         {CT_STEP_MANUAL, 1, 1, 0},                 /* never */
     };
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
