@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,33 @@ static int hook_failed(const ct_callback *cb, const char *hook) {
 static int trial_failed(const char *what) {
     if (ct_last_code() == CT_OK) return ct_set_error(CT_ETRIAL, "%s returned NULL without an error", what);
     return ct_set_error(ct_last_code(), "%s: %s", what, ct_last_error());
+}
+
+/* ---- preemption -------------------------------------------------------------- */
+
+/* SIGTERM / SIGINT during ct_fit become a stop request (Determined's
+ * preemption): the batch finishes, the loop checkpoints and returns 0. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+typedef struct {
+    struct sigaction term, intr;
+} saved_signals;
+
+static void catch_stop_signals(saved_signals *saved) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    g_stop_signal = 0;
+    sigaction(SIGTERM, &sa, &saved->term);
+    sigaction(SIGINT, &sa, &saved->intr);
+}
+
+static void restore_signals(const saved_signals *saved) {
+    sigaction(SIGTERM, &saved->term, NULL);
+    sigaction(SIGINT, &saved->intr, NULL);
 }
 
 /* ---- periods --------------------------------------------------------------- */
@@ -410,6 +438,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         ct_value_free(batch);
         if (rc == CT_OK) ct_report_tick(ctx);
         if (rc != CT_OK) break;
+        if (g_stop_signal) ctx->stop_requested = true;
         int64_t n = ctx->batches_trained;
         *train_done = n >= max_length_batches(ctx) || ctx->opts.test_mode;
         *fired_val = fires(&ctx->opts.validation_period, n, ctx->epoch_len);
@@ -435,7 +464,11 @@ static int train(ct_context *ctx) {
         if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
         if (rc == CT_OK && ckpt) rc = checkpoint_boundary(ctx, CT_WHY_PERIOD);
         if (rc != CT_OK) return rc;
-        if (ctx->stop_requested) return checkpoint_boundary(ctx, CT_WHY_STOP);
+        if (ctx->stop_requested) {
+            rc = checkpoint_boundary(ctx, CT_WHY_STOP);
+            if (rc == CT_OK && g_stop_signal) ct_report_preempted(ctx, g_stop_signal);
+            return rc;
+        }
         if (done) {
             rc = validate_boundary(ctx, true);
             if (rc == CT_OK) rc = checkpoint_boundary(ctx, CT_WHY_END);
@@ -527,6 +560,8 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc != CT_OK) return rc;
     ct_context *ctx = ct_ctx_create(trial, o);
     if (!ctx) return ct_last_code();
+    saved_signals saved;
+    catch_stop_signals(&saved);
     ct_report_start(ctx);
     rc = setup(ctx);
     if (rc == CT_OK) {
@@ -545,10 +580,11 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
             rc = hook_failed(cb, "on_trial_shutdown");
     }
     if (rc == CT_OK) ct_report_summary(ctx);
-    char saved[2048];
-    snprintf(saved, sizeof saved, "%s", ct_last_error());
+    char saved_msg[2048];
+    snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
     if (trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) trial->destroy(ctx->self);
     ct_ctx_destroy(ctx);
-    if (rc != CT_OK) ct_set_error(rc, "%s", saved);
+    restore_signals(&saved);
+    if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);
     return rc;
 }

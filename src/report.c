@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -222,6 +223,14 @@ void ct_report_checkpoint(ct_context *ctx, const char *reason) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     char line[256];
     snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)ctx->batches_trained, reason);
+    print_line(ctx, line);
+}
+
+void ct_report_preempted(ct_context *ctx, int sig) {
+    if (ctx->rank != 0) return;
+    char line[512];
+    snprintf(line, sizeof line, "stopped by %s after batch %lld: the trial can be resumed from its last checkpoint",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)ctx->batches_trained);
     print_line(ctx, line);
 }
 

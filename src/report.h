@@ -19,5 +19,7 @@ void ct_report_checkpoint(ct_context *ctx, const char *reason);
  * four times a second; a clock read otherwise). */
 void ct_report_tick(ct_context *ctx);
 void ct_report_summary(ct_context *ctx);
+/* "stopped by SIGTERM after batch N; ..." (rank 0, also when quiet). */
+void ct_report_preempted(ct_context *ctx, int signal);
 
 #endif

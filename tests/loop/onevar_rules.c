@@ -8,6 +8,7 @@
  * reason, "E0"/"e0" epoch start/end, ...); each scenario compares the whole
  * sequence with the one the rules give, and the numbers with 0.998 powers. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ typedef struct {
     ct_module *lin;
     ct_optim *opt;
     int stop_after;      /* request a stop after this many batches (0: never) */
+    int sigterm_after;   /* raise SIGTERM after this many batches (0: never) */
     int64_t expect_idx;  /* the batch_idx train_batch should see next */
     int eval_calls;
     bool extra_metrics;  /* evaluate_batch also reports mx, mn, arr */
@@ -47,6 +49,7 @@ static void *onevar_init(ct_context *ctx) {
     o.lr = 0.001;
     t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &o));
     t->stop_after = (int)ct_ctx_hparam_int(ctx, "stop_after", 0);
+    t->sigterm_after = (int)ct_ctx_hparam_int(ctx, "sigterm_after", 0);
     t->extra_metrics = ct_ctx_hparam_bool(ctx, "extra_metrics", false);
     if (ct_ctx_hparam_bool(ctx, "clip", false)) t->clip = clip_tiny;
     /* StepLR(step_size=1, gamma=0.5) under a step mode from the hparams. */
@@ -84,6 +87,7 @@ static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch,
     ct_tensor *loss = mse(t, batch);
     if (ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, t->opt, t->clip, NULL)) return NULL;
     if (t->stop_after && batch_idx + 1 == t->stop_after) ct_ctx_request_stop(ctx);
+    if (t->sigterm_after && batch_idx + 1 == t->sigterm_after) raise(SIGTERM);
     return ct_value_tensor(loss);
 }
 
@@ -430,6 +434,16 @@ int main(void) {
     o.max_length = ct_batches(10);
     o.validation_period = ct_batches(4);
     expect_run("stop request", &t, &o, "T4 V4 T6 C6:stop");
+
+    /* SIGTERM (preemption) is a stop request too, and ct_fit returns 0. */
+    reset_recorders();
+    ct_value *hterm = hp(16);
+    ct_value_dict_set(hterm, "sigterm_after", ct_value_int(7));
+    o = base_opts(hterm);
+    o.max_length = ct_batches(10);
+    o.validation_period = ct_batches(4);
+    expect_run("SIGTERM", &t, &o, "T4 V4 T7 C7:stop");
+    ct_value_free(hterm);
 
     /* Callback order: registration order, shutdown in reverse. */
     reset_recorders();
