@@ -261,6 +261,23 @@ static void test_tensors(void) {
     CHECK(batch_matches_gets(d, idx, 5));
     ct_dataset_free(d);
 
+    /* get_batch copies rows of contiguous tensors itself; a transposed view
+     * and a tensor that requires grad take index_select instead. Same batch. */
+    ct_tensor *wide = ct_randn(CT_SHAPE(3, 6), NULL);
+    ct_tensor *view = ct_t(wide);
+    ct_tensor *leaf = ct_randn(CT_SHAPE(6, 2), &(ct_topts){.requires_grad = true});
+    d = ct_dataset_tensors(3, (ct_tensor *[]){view, leaf, x_ref});
+    CHECK(d == NULL); /* 6 rows vs x_ref's 4 */
+    CHECK_ERR(CT_ESHAPE, "tensor 2 has size(0) 4 but tensor 0 has 6");
+    d = ct_dataset_tensors(2, (ct_tensor *[]){view, leaf});
+    CHECK(!ct_is_contiguous(view) && d != NULL);
+    int64_t rows[4] = {5, 0, 5, 2};
+    CHECK(batch_matches_gets(d, rows, 4));
+    ct_dataset_free(d);
+    ct_tensor_free(wide);
+    ct_tensor_free(view);
+    ct_tensor_free(leaf);
+
     /* One tensor: the sample is the tensor itself. An empty dataset is fine
      * here (the loader refuses it). */
     ct_tensor *e = ct_zeros(CT_SHAPE(0, 3), NULL);
