@@ -1,0 +1,27 @@
+# The examples, run as a user runs them: through ct_main with their JSON
+# configs, from the source tree, writing into the build tree; the checks read
+# metrics.jsonl (check_example.py says what each check asserts).
+set(_check ${CMAKE_CURRENT_LIST_DIR}/check_example.py)
+
+# OneVar: every reported number is the fixture's; the last validation after
+# 100 batches is 0.998^(2*100).
+ct_py_test(examples_onevar_exact ${_check} $<TARGET_FILE:onevar> examples/onevar/onevar.json onevar)
+
+# The README's promise: the CNN with its default config reaches 95% on the
+# bundled digits in under a minute (about 15 s on one thread of a busy 2-core
+# machine; the timeout leaves room for a loaded CI box).
+ct_py_test(examples_mnist_cnn_default_95pct_under_a_minute ${_check}
+           $<TARGET_FILE:mnist> examples/mnist/mnist_cnn.json accuracy 0.95)
+set_tests_properties(examples_mnist_cnn_default_95pct_under_a_minute PROPERTIES TIMEOUT 180)
+
+ct_py_test(examples_mnist_mlp_90pct ${_check} $<TARGET_FILE:mnist> examples/mnist/mnist_mlp.json accuracy 0.90)
+
+# The GAN trains both models to the end with finite losses.
+ct_py_test(examples_gan_finite ${_check} $<TARGET_FILE:gan> examples/gan/gan.json finite d_loss,g_loss)
+
+# Bad configs stop before training with exit code 2, naming what is wrong:
+# an unknown key (with its path) and a hyperparameter value the trial refuses.
+ct_py_test(examples_bad_config_unknown_key ${_check} $<TARGET_FILE:onevar>
+           ${CMAKE_CURRENT_LIST_DIR}/bad_config.json config-error searcher.max_lenght)
+ct_py_test(examples_bad_hparam_value ${_check} $<TARGET_FILE:mnist> examples/mnist/mnist_cnn.json
+           config-error model -- --hparam model=resnet)
