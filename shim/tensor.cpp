@@ -60,23 +60,20 @@ int emit_pieces(const std::vector<at::Tensor> &pieces, ct_tensor **out, int max)
 // creation
 // ============================================================================
 
-extern "C" ct_tensor *ct_empty(int ndim, const int64_t *shape, const ct_topts *o) {
-    return ct::op(__func__, [&] {
-        return at::empty(shape_arg(ndim, shape), ct::options(o)).set_requires_grad(o && o->requires_grad);
-    });
-}
+// Creators taking a shape: the options' requires_grad makes a leaf that
+// requires grad, as torch.zeros(..., requires_grad=True) does.
+#define SHAPED(name, fn)                                                                        \
+    extern "C" ct_tensor *name(int ndim, const int64_t *shape, const ct_topts *o) {            \
+        return ct::op(__func__, [&] {                                                           \
+            return fn(shape_arg(ndim, shape), ct::options(o)).set_requires_grad(o && o->requires_grad); \
+        });                                                                                     \
+    }
 
-extern "C" ct_tensor *ct_zeros(int ndim, const int64_t *shape, const ct_topts *o) {
-    return ct::op(__func__, [&] {
-        return at::zeros(shape_arg(ndim, shape), ct::options(o)).set_requires_grad(o && o->requires_grad);
-    });
-}
-
-extern "C" ct_tensor *ct_ones(int ndim, const int64_t *shape, const ct_topts *o) {
-    return ct::op(__func__, [&] {
-        return at::ones(shape_arg(ndim, shape), ct::options(o)).set_requires_grad(o && o->requires_grad);
-    });
-}
+SHAPED(ct_empty, at::empty)
+SHAPED(ct_zeros, at::zeros)
+SHAPED(ct_ones, at::ones)
+SHAPED(ct_randn, at::randn)
+SHAPED(ct_rand, at::rand)
 
 extern "C" ct_tensor *ct_full(int ndim, const int64_t *shape, double value, const ct_topts *o) {
     return ct::op(__func__, [&] {
@@ -106,18 +103,6 @@ extern "C" ct_tensor *ct_arange(double start, double end, double step, const ct_
 extern "C" ct_tensor *ct_linspace(double start, double end, int64_t steps, const ct_topts *o) {
     return ct::op(__func__, [&] {
         return at::linspace(start, end, steps, ct::options(o)).set_requires_grad(o && o->requires_grad);
-    });
-}
-
-extern "C" ct_tensor *ct_randn(int ndim, const int64_t *shape, const ct_topts *o) {
-    return ct::op(__func__, [&] {
-        return at::randn(shape_arg(ndim, shape), ct::options(o)).set_requires_grad(o && o->requires_grad);
-    });
-}
-
-extern "C" ct_tensor *ct_rand(int ndim, const int64_t *shape, const ct_topts *o) {
-    return ct::op(__func__, [&] {
-        return at::rand(shape_arg(ndim, shape), ct::options(o)).set_requires_grad(o && o->requires_grad);
     });
 }
 
