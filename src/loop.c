@@ -418,6 +418,7 @@ static int report_training(ct_context *ctx, ct_value *workload) {
 static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt) {
     ct_value *workload = ct_value_list();
     int rc = CT_OK;
+    ct_reducers_reset(ctx); /* Determined resets reducers at every workload's start */
     *train_done = *fired_val = *fired_ckpt = false;
     while (rc == CT_OK) {
         int64_t idx = ctx->batches_trained;
@@ -498,6 +499,7 @@ static int make_dirs(const char *path) {
 static int setup(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
+    if (ctx->opts.num_threads > 0 && ct_set_num_threads(ctx->opts.num_threads) < 0) return ct_last_code();
     ctx->trial_seed = ctx->opts.seed;
     ctx->global_batch_size = ctx->opts.global_batch_size;
     if (ctx->global_batch_size <= 0 && ctx->opts.hparams) {

@@ -182,6 +182,14 @@ static int f_device(ct_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.device, flag, val);
 }
 
+static int f_threads(ct_config *c, const char *flag, const char *val) {
+    uint64_t n;
+    if (!parse_u64(val, &n) || n < 1 || n > 4096)
+        return ct_set_error(CT_ECONFIG, "%s: expected a number of threads >= 1, got '%s'", flag, val);
+    c->fit.num_threads = (int)n;
+    return 0;
+}
+
 static int f_test_mode(ct_config *c, const char *flag, const char *val) {
     c->fit.test_mode = true;
     return 0;
@@ -222,6 +230,7 @@ static const flag_def flags[] = {
     {"--test-mode", NULL, "train one batch, validate one batch, checkpoint and exit", f_test_mode},
     {"--seed", "N", "experiment seed (overrides reproducibility.experiment_seed)", f_seed},
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
+    {"--threads", "N", "intra-op CPU threads (default: libtorch's, the number of cores)", f_threads},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
     {"--quiet", NULL, "print only errors", f_quiet},
     {"--help", NULL, "print this help and exit", NULL},
