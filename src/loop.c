@@ -172,7 +172,8 @@ static ct_value *as_metrics(ct_value *returned, const char *what) {
 static void detach_metrics(ct_value *metrics) {
     for (size_t i = 0; i < ct_value_len(metrics); i++) {
         const char *key = NULL;
-        ct_tensor *t = ct_value_get_tensor(ct_value_dict_at(metrics, i, &key, NULL));
+        const ct_value *v = ct_value_dict_at(metrics, i, &key, NULL);
+        ct_tensor *t = ct_value_kind_of(v) == CT_VALUE_TENSOR ? ct_value_get_tensor(v) : NULL;
         if (t && key && ct_requires_grad(t)) ct_value_dict_set(metrics, key, ct_value_tensor(ct_detach(t)));
     }
 }
