@@ -286,7 +286,7 @@ static ct_value *to_value(loader *L, const char *path, json_t *j, bool hparam_sp
 /* global_batch_size must be a positive integer: Determined divides it by
  * the number of ranks to get each rank's batch. */
 static bool gbs_ok(const ct_value *v) {
-    int64_t n;
+    int64_t n = 0;
     return ct_value_kind_of(v) == CT_VALUE_INT && ct_value_get_int(v, &n) == 0 && n >= 1;
 }
 
@@ -365,7 +365,7 @@ static int get_length(loader *L, const char *path, json_t *v, bool is_max_length
             return fail(L, "'%s' is a schedule, which the config does not take (ct_schedule or "
                            "the flag form batches:a,b,c do)", sub);
         }
-        int64_t len;
+        int64_t len = 0;
         if (get_int(L, sub, n, 1, INT64_MAX, &len)) return CT_ECONFIG;
         if (found++) return fail(L, "'%s' must have exactly one of batches, epochs, records", path);
         out->unit = units[u].unit;
@@ -387,7 +387,7 @@ static int on_min_checkpoint_period(loader *L, const char *path, json_t *v) {
 
 /* Determined's scheduling_unit: batches between training metric reports. */
 static int on_scheduling_unit(loader *L, const char *path, json_t *v) {
-    int64_t n;
+    int64_t n = 0;
     if (get_int(L, path, v, 1, INT64_MAX, &n)) return CT_ECONFIG;
     L->c->fit.reporting_period = ct_batches(n);
     return 0;
@@ -461,7 +461,7 @@ static int on_storage_path(loader *L, const char *path, json_t *v) {
 }
 
 static int get_keep_count(loader *L, const char *path, json_t *v, int *out) {
-    int64_t n;
+    int64_t n = 0;
     if (get_int(L, path, v, 0, INT_MAX, &n)) return CT_ECONFIG;
     *out = (int)n;
     return 0;
@@ -502,7 +502,7 @@ static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
 /* ---- the rest ---------------------------------------------------------------------- */
 
 static int on_experiment_seed(loader *L, const char *path, json_t *v) {
-    int64_t seed;
+    int64_t seed = 0;
     if (get_int(L, path, v, 0, INT64_MAX, &seed)) return CT_ECONFIG;
     L->c->fit.seed = (uint64_t)seed;
     return 0;
@@ -514,7 +514,7 @@ static int on_reproducibility(loader *L, const char *path, json_t *v) {
 }
 
 static int on_aggregation_frequency(loader *L, const char *path, json_t *v) {
-    int64_t n;
+    int64_t n = 0;
     if (get_int(L, path, v, 1, INT_MAX, &n)) return CT_ECONFIG;
     L->c->fit.aggregation_frequency = (int)n;
     return 0;
