@@ -308,13 +308,20 @@ extern "C" int ct_item_int(const ct_tensor *t, int64_t *out) {
     });
 }
 
+// The bytes a host buffer for all of t's elements needs; throws when the
+// caller's buffer is another size.
+static size_t buffer_bytes(const at::Tensor &t, size_t nbytes) {
+    size_t need = t.numel() * t.element_size();
+    if (nbytes != need)
+        throw Failure{CT_EINVAL, "buffer of " + std::to_string(nbytes) + " bytes for " + ct::describe(t) +
+                                     " which needs " + std::to_string(need)};
+    return need;
+}
+
 extern "C" int ct_read(const ct_tensor *t, void *dst, size_t nbytes) {
     CT_IN_STATUS(t);
     return ct::status(__func__, [&] {
-        size_t need = t->t.numel() * t->t.element_size();
-        if (nbytes != need)
-            throw Failure{CT_EINVAL, "buffer of " + std::to_string(nbytes) + " bytes for " +
-                                         ct::describe(t->t) + " which needs " + std::to_string(need)};
+        size_t need = buffer_bytes(t->t, nbytes);
         if (need == 0) return;
         if (!dst) throw Failure{CT_EINVAL, "dst is NULL"};
         at::Tensor c = t->t.detach().to(at::kCPU).contiguous();
@@ -325,10 +332,7 @@ extern "C" int ct_read(const ct_tensor *t, void *dst, size_t nbytes) {
 extern "C" int ct_write(ct_tensor *t, const void *src, size_t nbytes) {
     CT_IN_STATUS(t);
     return ct::status(__func__, [&] {
-        size_t need = t->t.numel() * t->t.element_size();
-        if (nbytes != need)
-            throw Failure{CT_EINVAL, "buffer of " + std::to_string(nbytes) + " bytes for " +
-                                         ct::describe(t->t) + " which needs " + std::to_string(need)};
+        size_t need = buffer_bytes(t->t, nbytes);
         if (need == 0) return;
         if (!src) throw Failure{CT_EINVAL, "src is NULL"};
         at::Tensor host = at::from_blob(const_cast<void *>(src), t->t.sizes(),
