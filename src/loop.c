@@ -23,22 +23,22 @@
 
 /* ---- callbacks ------------------------------------------------------------- */
 
-/* Runs `hook` of every callback in registration order; the first failure
- * stops the trial with a message naming the callback and hook. */
-#define RUN_HOOKS(ctx, hook, ...)                                                         \
-    do {                                                                                  \
-        for (size_t i_ = 0; i_ < (ctx)->n_callbacks; i_++) {                              \
-            const ct_callback *cb_ = &(ctx)->callbacks[i_];                               \
-            if (cb_->hook && cb_->hook(cb_->self, (ctx), __VA_ARGS__) != 0)               \
-                return hook_failed(cb_, #hook);                                           \
-        }                                                                                 \
+/* Calls `hook` of every callback in registration order while rc is CT_OK;
+ * the first failure sets rc to an error naming the callback and the hook.
+ * (CALL_HOOKS0 for hooks that take only self and ctx.) */
+#define CALL_HOOKS(rc, ctx, hook, ...)                                                        \
+    do {                                                                                      \
+        for (size_t i_ = 0; (rc) == CT_OK && i_ < (ctx)->n_callbacks; i_++) {                 \
+            const ct_callback *cb_ = &(ctx)->callbacks[i_];                                   \
+            if (cb_->hook && cb_->hook(cb_->self, (ctx), __VA_ARGS__) != 0) (rc) = hook_failed(cb_, #hook); \
+        }                                                                                     \
     } while (0)
-#define RUN_HOOKS0(ctx, hook)                                                             \
-    do {                                                                                  \
-        for (size_t i_ = 0; i_ < (ctx)->n_callbacks; i_++) {                              \
-            const ct_callback *cb_ = &(ctx)->callbacks[i_];                               \
-            if (cb_->hook && cb_->hook(cb_->self, (ctx)) != 0) return hook_failed(cb_, #hook); \
-        }                                                                                 \
+#define CALL_HOOKS0(rc, ctx, hook)                                                            \
+    do {                                                                                      \
+        for (size_t i_ = 0; (rc) == CT_OK && i_ < (ctx)->n_callbacks; i_++) {                 \
+            const ct_callback *cb_ = &(ctx)->callbacks[i_];                                   \
+            if (cb_->hook && cb_->hook(cb_->self, (ctx)) != 0) (rc) = hook_failed(cb_, #hook); \
+        }                                                                                     \
     } while (0)
 
 static int hook_failed(const ct_callback *cb, const char *hook) {
@@ -104,7 +104,6 @@ static bool fires(const ct_period *p, int64_t n, int64_t epoch_len) {
     }
 }
 
-static int64_t max_length_batches(const ct_context *ctx) { return ctx->max_length_batches; }
 
 /* Config periods in records become batches of the global batch size. */
 static int records_to_batches(ct_context *ctx, ct_period *p, const char *what) {
@@ -191,11 +190,7 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     ct_value_dict_set(state, "batches_trained", ct_value_int(ctx->batches_trained));
     ct_value_dict_set(state, "reason", ct_value_str(reasons[why]));
     int rc = CT_OK;
-    for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-        const ct_callback *cb = &ctx->callbacks[i];
-        if (cb->on_checkpoint_save_start && cb->on_checkpoint_save_start(cb->self, ctx, state) != 0)
-            rc = hook_failed(cb, "on_checkpoint_save_start");
-    }
+    CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
     ct_value_free(state);
     if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
     return rc;
@@ -257,13 +252,14 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
 
 static int validate(ct_context *ctx) {
     ct_reducers_reset(ctx);
-    RUN_HOOKS0(ctx, on_validation_start);
-    RUN_HOOKS0(ctx, on_validation_epoch_start);
+    int rc = CT_OK;
+    CALL_HOOKS0(rc, ctx, on_validation_start);
+    CALL_HOOKS0(rc, ctx, on_validation_epoch_start);
+    if (rc != CT_OK) return rc;
     set_train_mode(ctx, false);
     ct_guard *g = ct_no_grad();
     ct_value *outputs = ct_value_list();
     ct_value *metrics = NULL;
-    int rc;
     if (ctx->trial->evaluate_batch) {
         rc = evaluate_batches(ctx, outputs);
         if (rc == CT_OK) {
@@ -283,23 +279,13 @@ static int validate(ct_context *ctx) {
     if (rc == CT_OK) rc = ct_reducers_report(ctx, metrics);
     ct_guard_end(g);
     set_train_mode(ctx, true);
-    if (rc == CT_OK) {
-        for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-            const ct_callback *cb = &ctx->callbacks[i];
-            if (cb->on_validation_epoch_end && cb->on_validation_epoch_end(cb->self, ctx, outputs) != 0)
-                rc = hook_failed(cb, "on_validation_epoch_end");
-        }
-    }
+    CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
     ct_value_free(outputs);
     if (rc == CT_OK) {
         ctx->last_validation_bt = ctx->batches_trained;
         rc = ct_report(ctx, "validation", metrics);
     }
-    for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-        const ct_callback *cb = &ctx->callbacks[i];
-        if (cb->on_validation_end && cb->on_validation_end(cb->self, ctx, metrics) != 0)
-            rc = hook_failed(cb, "on_validation_end");
-    }
+    CALL_HOOKS(rc, ctx, on_validation_end, metrics);
     if (rc != CT_OK) {
         ct_value_free(metrics);
         return rc;
@@ -382,13 +368,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
     rc = auto_step_schedulers(ctx, idx);
-    if (rc == CT_OK && ctx->epoch_len > 0 && n % ctx->epoch_len == 0) {
-        for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-            const ct_callback *cb = &ctx->callbacks[i];
-            if (cb->on_training_epoch_end && cb->on_training_epoch_end(cb->self, ctx, epoch) != 0)
-                rc = hook_failed(cb, "on_training_epoch_end");
-        }
-    }
+    if (ctx->epoch_len > 0 && n % ctx->epoch_len == 0) CALL_HOOKS(rc, ctx, on_training_epoch_end, epoch);
     return rc;
 }
 
@@ -405,11 +385,7 @@ static int report_training(ct_context *ctx, ct_value *workload) {
             rc = ct_set_error(CT_ENAN, "training loss is %g at batch %lld", loss, (long long)ctx->batches_trained);
     }
     if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
-    for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-        const ct_callback *cb = &ctx->callbacks[i];
-        if (cb->on_training_workload_end && cb->on_training_workload_end(cb->self, ctx, avg, workload) != 0)
-            rc = hook_failed(cb, "on_training_workload_end");
-    }
+    CALL_HOOKS(rc, ctx, on_training_workload_end, avg, workload);
     ct_value_free(avg);
     return rc;
 }
@@ -425,11 +401,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         int64_t idx = ctx->batches_trained;
         /* Epoch starts (not for an epoch a resumed run enters midway). */
         if (ctx->epoch_len > 0 && idx % ctx->epoch_len == 0)
-            for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-                const ct_callback *cb = &ctx->callbacks[i];
-                if (cb->on_training_epoch_start && cb->on_training_epoch_start(cb->self, ctx, idx / ctx->epoch_len) != 0)
-                    rc = hook_failed(cb, "on_training_epoch_start");
-            }
+            CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->epoch_len);
         ct_value *batch = NULL;
         if (rc == CT_OK) {
             int got = ct_loader_next(ctx->train_loader, &batch);
@@ -442,7 +414,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         if (rc != CT_OK) break;
         if (g_stop_signal) ctx->stop_requested = true;
         int64_t n = ctx->batches_trained;
-        *train_done = n >= max_length_batches(ctx) || ctx->opts.test_mode;
+        *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
         *fired_val = fires(&ctx->opts.validation_period, n, ctx->epoch_len);
         *fired_ckpt = fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
         bool fired_report = fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
@@ -454,15 +426,15 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
 }
 
 static int train(ct_context *ctx) {
-    RUN_HOOKS0(ctx, on_training_start);
-    if (ctx->opts.step_zero_validation && ctx->batches_trained == 0) {
-        int rc = validate(ctx); /* never checkpoints */
-        if (rc != CT_OK) return rc;
-    }
+    int rc = CT_OK;
+    CALL_HOOKS0(rc, ctx, on_training_start);
+    if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
+        rc = validate(ctx); /* never checkpoints */
+    if (rc != CT_OK) return rc;
     for (;;) {
-        if (ctx->batches_trained >= max_length_batches(ctx)) return CT_OK;
+        if (ctx->batches_trained >= ctx->max_length_batches) return CT_OK;
         bool done, val, ckpt;
-        int rc = run_workload(ctx, &done, &val, &ckpt);
+        rc = run_workload(ctx, &done, &val, &ckpt);
         if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
         if (rc == CT_OK && ckpt) rc = checkpoint_boundary(ctx, CT_WHY_PERIOD);
         if (rc != CT_OK) return rc;
@@ -567,13 +539,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     catch_stop_signals(&saved);
     ct_report_start(ctx);
     rc = setup(ctx);
-    if (rc == CT_OK) {
-        for (size_t i = 0; i < ctx->n_callbacks && rc == CT_OK; i++) {
-            const ct_callback *cb = &ctx->callbacks[i];
-            if (cb->on_trial_startup && cb->on_trial_startup(cb->self, ctx, ctx->batches_trained, NULL) != 0)
-                rc = hook_failed(cb, "on_trial_startup");
-        }
-    }
+    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, NULL);
     if (rc == CT_OK) rc = train(ctx);
     /* Shutdown hooks run in reverse, also after a failure; the first
      * failure is the one reported. */
