@@ -18,10 +18,7 @@ const char *ct_reducer_kind_name(ct_reducer_kind k) {
     }
 }
 
-/* A metric value as doubles: a number gives one, a tensor all its elements
- * (a one-element tensor counts as a scalar), a list of numbers its items.
- * Returns the count, or -1 with an error. *out is malloc'd. */
-static int64_t as_doubles(const ct_value *v, double **out, bool *is_array) {
+int64_t ct_metric_doubles(const ct_value *v, double **out, bool *is_array) {
     ct_value_kind k = ct_value_kind_of(v);
     *is_array = false;
     if (k == CT_VALUE_INT || k == CT_VALUE_FLOAT || k == CT_VALUE_BOOL) {
@@ -134,7 +131,7 @@ static ct_value *reduce_one(const ct_value *batches, const char *name, ct_reduce
         }
         double *x = NULL;
         bool is_array;
-        int64_t m = as_doubles(v, &x, &is_array);
+        int64_t m = ct_metric_doubles(v, &x, &is_array);
         if (m < 0) {
             free(acc);
             ct_set_error(ct_last_code(), "%s metric '%s' of batch %zu: %s", group, name, b, ct_last_error());

@@ -72,15 +72,12 @@ static json_t *to_json(const ct_value *v) {
         return o;
     }
     case CT_VALUE_TENSOR: {
-        ct_tensor *t = ct_value_get_tensor(v);
-        int64_t n = ct_numel(t);
-        double *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
-        ct_scope *s = ct_scope_begin();
-        int rc = x ? ct_read(ct_to_dtype(ct_detach(t), CT_F64), x, (size_t)n * sizeof *x) : -1;
-        ct_scope_end(s);
+        double *x = NULL;
+        bool is_array;
+        int64_t n = ct_metric_doubles(v, &x, &is_array);
         json_t *out;
-        if (rc != 0) out = json_null();
-        else if (n == 1) out = isfinite(x[0]) ? json_real(x[0]) : json_null();
+        if (n < 0) return json_null();
+        if (!is_array) out = isfinite(x[0]) ? json_real(x[0]) : json_null();
         else {
             out = json_array();
             for (int64_t k = 0; k < n; k++) json_array_append_new(out, isfinite(x[k]) ? json_real(x[k]) : json_null());

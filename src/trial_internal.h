@@ -87,6 +87,10 @@ void ct_ctx_destroy(ct_context *ctx);
 bool ct_ctx_is_step_batch(const ct_context *ctx);
 
 /* reducer.c */
+/* A metric value as doubles: a number gives one, a tensor all its elements
+ * (a one-element tensor counts as a scalar), a list of numbers its items.
+ * Returns the count (*out malloc'd), or a negative code with an error. */
+int64_t ct_metric_doubles(const ct_value *v, double **out, bool *is_array);
 void ct_reducers_reset(ct_context *ctx);
 /* Adds every wrapped reducer's result to `metrics` (a dict). */
 int ct_reducers_report(ct_context *ctx, ct_value *metrics);
