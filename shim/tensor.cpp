@@ -356,6 +356,81 @@ extern "C" void *ct_data_ptr(const ct_tensor *t) {
 }
 
 // ============================================================================
+// storages
+// ============================================================================
+
+extern "C" int ct_storage_info_of(const ct_tensor *t, ct_storage_info *out) {
+    CT_IN_STATUS(t);
+    return ct::status(__func__, [&] {
+        if (!out) throw Failure{CT_EINVAL, "out is NULL"};
+        const c10::Storage &st = t->t.storage();
+        out->id = st.unsafeGetStorageImpl();
+        out->nbytes = st.nbytes();
+        out->offset = t->t.storage_offset();
+        out->device = ct::from_device(t->t.device());
+    });
+}
+
+extern "C" const void *ct_storage_data(const ct_tensor *t) {
+    if (!ct::check(t, __func__, "t")) return nullptr;
+    if (!t->t.device().is_cpu()) {
+        ct::fail(CT_EDEVICE, __func__, "storage is on " + t->t.device().str() + ", not the CPU");
+        return nullptr;
+    }
+    return t->t.storage().data();
+}
+
+extern "C" int ct_storage_read(const ct_tensor *t, size_t pos, void *dst, size_t nbytes) {
+    CT_IN_STATUS(t);
+    return ct::status(__func__, [&] {
+        const c10::Storage &st = t->t.storage();
+        if (pos > st.nbytes() || nbytes > st.nbytes() - pos)
+            throw Failure{CT_EINVAL, "bytes [" + std::to_string(pos) + ", " + std::to_string(pos + nbytes) +
+                                         ") leave a storage of " + std::to_string(st.nbytes())};
+        if (nbytes == 0) return;
+        if (!dst) throw Failure{CT_EINVAL, "dst is NULL"};
+        const char *base = static_cast<const char *>(st.data());
+        if (t->t.device().is_cpu()) {
+            std::memcpy(dst, base + pos, nbytes);
+            return;
+        }
+        // A device range: wrap it as bytes and copy just that range to host.
+        at::Tensor src = at::from_blob(const_cast<char *>(base) + pos, {(int64_t)nbytes},
+                                       at::TensorOptions().dtype(at::kByte).device(t->t.device()));
+        at::Tensor host = at::from_blob(dst, {(int64_t)nbytes}, at::TensorOptions().dtype(at::kByte));
+        host.copy_(src);
+    });
+}
+
+extern "C" ct_tensor *ct_storage_view(const ct_tensor *base, ct_dtype dtype, int64_t offset, int ndim,
+                                      const int64_t *shape, const int64_t *stride) {
+    CT_IN(base);
+    return ct::op(__func__, [&] {
+        at::ScalarType st = scalar_type(dtype);
+        at::IntArrayRef sizes = ct::dims(ndim, shape), strides = ct::dims(ndim, stride);
+        const c10::Storage &storage = base->t.storage();
+        int64_t esize = (int64_t)c10::elementSize(st);
+        if (offset < 0) throw Failure{CT_EINVAL, "negative storage offset " + std::to_string(offset)};
+        // The furthest element any index reaches (an empty tensor reaches none).
+        int64_t last = offset;
+        bool empty = false;
+        for (int i = 0; i < ndim; i++) {
+            if (sizes[i] < 0 || strides[i] < 0)
+                throw Failure{CT_EINVAL, "negative size or stride in dim " + std::to_string(i)};
+            if (sizes[i] == 0) empty = true;
+            else last += (sizes[i] - 1) * strides[i];
+        }
+        if (!empty && (last + 1) * esize > (int64_t)storage.nbytes())
+            throw Failure{CT_EINVAL, "a view reaching element " + std::to_string(last) + " of " +
+                                         c10::toString(st) + " needs " + std::to_string((last + 1) * esize) +
+                                         " bytes; the storage has " + std::to_string(storage.nbytes())};
+        at::Tensor v = at::empty({0}, at::TensorOptions().dtype(st).device(base->t.device()));
+        v.set_(storage, offset, sizes, strides);
+        return v;
+    });
+}
+
+// ============================================================================
 // indexing, joining, views
 // ============================================================================
 

@@ -14,6 +14,7 @@
 
 #include <ctrial/config.h>
 #include "callback.h"
+#include "ckpt.h"
 #include "cuda.h"
 #include "data.h"
 #include "error.h"

@@ -201,6 +201,34 @@ CT_API int ct_write(ct_tensor *t, const void *src, size_t nbytes);
  * (with an error) otherwise. Valid while the storage lives. */
 CT_API void *ct_data_ptr(const ct_tensor *t);
 
+/* ---- storages (what torch.save records) ---------------------------------
+ * A tensor views a storage: a flat run of bytes that views of one tensor
+ * share. PyTorch's file format saves whole storages once each and every
+ * tensor as (storage, offset, shape, stride); these calls expose exactly that. */
+
+typedef struct {
+    const void *id;   /* the same for every tensor viewing this storage */
+    size_t nbytes;    /* size of the whole storage in bytes */
+    int64_t offset;   /* t.storage_offset(), in elements of t's dtype */
+    ct_device device; /* where the bytes live */
+} ct_storage_info;
+
+/* Fills *out for t. Returns a status. */
+CT_API int ct_storage_info_of(const ct_tensor *t, ct_storage_info *out);
+/* Borrowed pointer to the first byte of a CPU tensor's storage (not the
+ * first element of t); NULL with CT_EDEVICE for a device storage. Valid
+ * while the storage lives. */
+CT_API const void *ct_storage_data(const ct_tensor *t);
+/* Copies nbytes of t's storage starting at byte `pos` into host memory dst
+ * (from a GPU: a device-to-host copy of just that range). Returns a status;
+ * CT_EINVAL when the range leaves the storage. */
+CT_API int ct_storage_read(const ct_tensor *t, size_t pos, void *dst, size_t nbytes);
+/* A new tensor of `dtype` over the storage of `base` (shared, not copied):
+ * Tensor.set_(storage, offset, shape, stride) — offset in elements of dtype.
+ * CT_EINVAL when any element would lie outside the storage. New tensor. */
+CT_API ct_tensor *ct_storage_view(const ct_tensor *base, ct_dtype dtype, int64_t offset, int ndim,
+                                  const int64_t *shape, const int64_t *stride);
+
 /* ---- indexing, joining, views (new tensors; views share storage) ------- */
 
 /* t[..., start:end:step, ...] along dim; end may be INT64_MAX for "to the end",

@@ -1,0 +1,137 @@
+/*
+ * ctrial/ckpt.h — PyTorch's file format (torch.save / torch.load) and
+ * ctrial's checkpoint directories.
+ *
+ * Part 1: .pth files. ct_pth_save writes a ct_value tree in the zip format
+ * of torch.save; Python reads it with torch.load(path, weights_only=True).
+ * ct_pth_load reads those files and the ones Python writes for a
+ * state_dict(), an optimizer's or scheduler's state_dict(), or a dict of
+ * tensors.
+ *
+ *     // torch.save({"model": model.state_dict(), "step": 100}, "m.pth")
+ *     ct_value *v = ct_value_dict();
+ *     ct_value_dict_set(v, "model", ct_nn_state_dict(model));
+ *     ct_value_dict_set(v, "step", ct_value_int(100));
+ *     if (ct_pth_save("m.pth", v, NULL, NULL) != 0) fprintf(stderr, "%s\n", ct_last_error());
+ *     ct_value_free(v);
+ *
+ *     // sd = torch.load("m.pth", weights_only=True, map_location="cpu")
+ *     ct_value *sd = NULL;
+ *     if (ct_pth_load("m.pth", &sd) == 0)
+ *         ct_nn_load_state_dict(model, ct_value_dict_get(sd, "model"), true);
+ *     ct_value_free(sd);
+ *
+ * Part 2: checkpoint directories (DESIGN.md, "Checkpoint directory"). The
+ * loop writes them (ct_fit with a checkpoint period or policy); these calls
+ * read, verify and find them, and build a trial's models from one without
+ * training (Determined's load_trial_from_checkpoint_path).
+ *
+ *     <checkpoint_dir>/<name>/state_dict.pth   models_state_dict, optimizers_state_dict,
+ *                                              lr_schedulers_state_dict, callbacks, rng_state
+ *     <checkpoint_dir>/<name>/metadata.json    steps_completed, framework, format, ...,
+ *                                              files: {name: {size, crc32}}, trial_state
+ *
+ * Errors: CT_EIO (the file system), CT_EFORMAT (a file that is not what it
+ * should be: the message names the file and the entry, key or opcode),
+ * CT_ECHECKPOINT (a checkpoint directory that fails verification).
+ */
+#ifndef CTRIAL_CKPT_H
+#define CTRIAL_CKPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor.h"
+#include "trial.h"
+#include "value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Part 1: PyTorch files ================================================ */
+
+typedef struct {
+    /* fsync the file before returning (checkpoints need it; torch.save does
+     * not do it). Default false. */
+    bool fsync;
+    /* The folder every entry of the zip lives in; NULL: the file name
+     * without directory and extension, as torch.save does ("m" for m.pth). */
+    const char *archive_name;
+} ct_pth_save_params;
+
+CT_API ct_pth_save_params ct_pth_save_default_params(void);
+
+/* Size and CRC-32 (zlib's) of a whole file. */
+typedef struct {
+    uint64_t nbytes;
+    uint32_t crc32;
+} ct_file_sum;
+
+/* torch.save(v, path): dicts (string or integer keys, insertion order),
+ * lists, tuples, None, bools, ints, floats, strings and tensors of every
+ * dtype, any strides, CPU or CUDA (copied to the host in chunks). Tensors
+ * that share a storage share it in the file, as in PyTorch. Tensor bytes
+ * stream to the file; the archive is never assembled in memory. The file is
+ * written in place (a failure leaves a partial file: callers that need
+ * atomicity write to a temporary name and rename). `p` may be NULL
+ * (defaults); `sum` (may be NULL) receives the size and CRC-32 of the file
+ * written. Returns a status. */
+CT_API int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum);
+
+/* torch.load(path, weights_only=True, map_location="cpu"): *out receives a
+ * NEW tree (caller frees) with CPU tensors; an OrderedDict becomes a dict
+ * (its _metadata is dropped), tensors sharing a storage in the file share
+ * it in memory. Every entry's CRC-32 is checked. Anything else (other
+ * Python classes, complex or quantized tensors, ints beyond 64 bits, a
+ * damaged archive) is refused with CT_EFORMAT naming what was found; *out
+ * is then NULL. */
+CT_API int ct_pth_load(const char *path, ct_value **out);
+
+/* Size and CRC-32 of the file at path (streamed). Returns a status. */
+CT_API int ct_file_checksum(const char *path, ct_file_sum *out);
+
+/* ==== Part 2: checkpoint directories ======================================== */
+
+/* Checks a checkpoint directory: metadata.json parses and has what ctrial
+ * writes, every file it lists exists with that size and CRC-32.
+ * Returns 0, or CT_ECHECKPOINT (CT_EIO) naming the directory and the
+ * problem. */
+CT_API int ct_ckpt_verify(const char *dir);
+
+/* The checkpoint's metadata.json as a NEW ct_value dict (numbers as ints or
+ * floats, objects as dicts, arrays as lists), or NULL + error. */
+CT_API ct_value *ct_ckpt_metadata(const char *dir);
+
+/* The most recently committed checkpoint in checkpoint_dir (by commit time
+ * in metadata.json; unfinished temporary directories are ignored): its path
+ * is written to buf. Returns 0, or CT_ECHECKPOINT when there is none (the
+ * message says so), or another error. */
+CT_API int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len);
+
+/* Determined's load_trial_from_checkpoint_path: builds the trial (init, or
+ * build_model/optimizer in simple mode) on `device` with the checkpoint's
+ * hparams (or `hparams` when not NULL), loads the models' state, puts them in
+ * eval mode and returns a context to use them:
+ *
+ *     ct_context *ctx = NULL;
+ *     if (ct_load_trial_from_checkpoint("ckpts/ckpt-000100-1a2b3c4d", &trial, NULL, "cpu", &ctx))
+ *         die(ct_last_error());
+ *     ct_module *model = ct_ctx_model(ctx, 0);
+ *     ...                                    // inference
+ *     ct_ctx_free(ctx);                      // destroys the trial too
+ *
+ * Verifies the checkpoint first. Returns a status; on failure *out is NULL. */
+CT_API int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const ct_value *hparams,
+                                         const char *device, ct_context **out);
+/* The i-th wrapped model / optimizer (wrap order), borrowed; NULL past the end. */
+CT_API ct_module *ct_ctx_model(const ct_context *ctx, size_t i);
+CT_API ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i);
+/* Frees a context from ct_load_trial_from_checkpoint (calls the trial's
+ * destroy). Accepts NULL. */
+CT_API void ct_ctx_free(ct_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
