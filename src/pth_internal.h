@@ -1,0 +1,191 @@
+/* src/pth_internal.h — the pieces of PyTorch's file format (ckpt.h, part 1)
+ * that src/pth_*.c share with each other, the tests and the fuzzer.
+ *
+ * A file written by torch.save is an uncompressed zip archive whose entries
+ * all live in one folder, <archive>/:
+ *
+ *     <archive>/data.pkl              the object, pickled (protocol 2); each
+ *                                     tensor refers to a storage by key
+ *     <archive>/.format_version       "1"
+ *     <archive>/.storage_alignment    "64"
+ *     <archive>/byteorder             "little"
+ *     <archive>/data/<key>            one storage's raw bytes, 64-byte aligned
+ *     <archive>/version               "3\n"
+ *     <archive>/.data/serialization_id
+ *
+ * Saving (pth_save.c) pickles the tree (pth_pickle_write.c) and streams the
+ * entries through the zip writer (pth_zip_write.c). Loading (pth_load.c)
+ * reads the central directory (pth_zip_read.c), runs the pickle
+ * (pth_pickle_read.c) and reads every storage into memory, checking each
+ * entry's CRC-32 (pth_crc.c). Not installed; the symbols are hidden by the
+ * library's default visibility.
+ */
+#ifndef CTRIAL_PTH_INTERNAL_H
+#define CTRIAL_PTH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrial/ckpt.h"
+
+/* ---- CRC-32 (pth_crc.c) ------------------------------------------------------ */
+
+/* zlib's crc32(crc, buf, len) for any len (zlib takes 32-bit lengths), on
+ * x86-64 CPUs with carry-less multiplication 3-4 times faster: the
+ * CRC is what bounds loading speed. Start with crc = 0. */
+uint32_t ct_pth_crc32(uint32_t crc, const void *buf, size_t len);
+/* The CRC of A followed by B from crc(A), crc(B) and B's length (zlib's
+ * crc32_combine). */
+uint32_t ct_pth_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
+/* ---- pickle opcodes (the subset ctrial writes or reads) ------------------------ */
+
+enum {
+    CT_PKL_MARK = '(', CT_PKL_STOP = '.', CT_PKL_POP = '0', CT_PKL_POP_MARK = '1', CT_PKL_DUP = '2',
+    CT_PKL_BINFLOAT = 'G', CT_PKL_BININT = 'J', CT_PKL_BININT1 = 'K', CT_PKL_BININT2 = 'M',
+    CT_PKL_NONE = 'N', CT_PKL_BINPERSID = 'Q', CT_PKL_REDUCE = 'R', CT_PKL_BINUNICODE = 'X',
+    CT_PKL_EMPTY_LIST = ']', CT_PKL_APPEND = 'a', CT_PKL_BUILD = 'b', CT_PKL_GLOBAL = 'c',
+    CT_PKL_DICT = 'd', CT_PKL_APPENDS = 'e', CT_PKL_BINGET = 'h', CT_PKL_LONG_BINGET = 'j',
+    CT_PKL_LIST = 'l', CT_PKL_BINPUT = 'q', CT_PKL_LONG_BINPUT = 'r', CT_PKL_SETITEM = 's',
+    CT_PKL_TUPLE = 't', CT_PKL_SETITEMS = 'u', CT_PKL_EMPTY_DICT = '}', CT_PKL_EMPTY_TUPLE = ')',
+    CT_PKL_PROTO = 0x80, CT_PKL_TUPLE1 = 0x85, CT_PKL_TUPLE2 = 0x86, CT_PKL_TUPLE3 = 0x87,
+    CT_PKL_NEWTRUE = 0x88, CT_PKL_NEWFALSE = 0x89, CT_PKL_LONG1 = 0x8a, CT_PKL_LONG4 = 0x8b,
+    CT_PKL_SHORT_BINUNICODE = 0x8c, CT_PKL_BINUNICODE8 = 0x8d, CT_PKL_STACK_GLOBAL = 0x93,
+    CT_PKL_MEMOIZE = 0x94, CT_PKL_FRAME = 0x95,
+};
+
+/* ---- dtypes and strings (pth_pickle_write.c) ---------------------------------- */
+
+/* "FloatStorage" for CT_F32 ...: the class torch pickles for a storage of
+ * that dtype; NULL for a value that is no dtype. */
+const char *ct_pth_storage_class(ct_dtype dtype);
+/* The dtype of a storage class name ("FloatStorage"); false when unknown. */
+bool ct_pth_storage_dtype(const char *name, ct_dtype *out);
+/* Whether s[0, n) is well-formed UTF-8 (Python's pickle strings are). */
+bool ct_pth_utf8_valid(const unsigned char *s, size_t n);
+
+/* ---- pickling (pth_pickle_write.c) --------------------------------------------- */
+
+/* A growable byte buffer; `oom` records a failed growth (the data is then
+ * incomplete and the caller reports CT_ENOMEM). */
+typedef struct {
+    unsigned char *data;
+    size_t len, cap;
+    bool oom;
+} ct_pth_buf;
+
+void ct_pth_buf_put(ct_pth_buf *b, const void *data, size_t n);
+void ct_pth_buf_free(ct_pth_buf *b);
+
+/* One storage the pickle refers to; its key is its index as a decimal
+ * string ("0", "1", ...), in order of first use, as torch.save numbers them. */
+typedef struct {
+    const void *id;          /* ct_storage_info.id */
+    const ct_tensor *tensor; /* borrowed from the tree: the first tensor seen on it */
+    ct_dtype dtype;
+    size_t nbytes;
+    ct_device device;
+    uint32_t key_memo;       /* memo slot of the key string, 0 until written */
+} ct_pth_storage;
+
+typedef struct {
+    ct_pth_buf pkl;            /* the whole of data.pkl */
+    ct_pth_storage *storages;  /* what data/<key> entries hold, by key */
+    size_t nstorages;
+} ct_pth_pickled;
+
+/* Pickles v as torch.save does (protocol 2, tensors as persistent ids plus
+ * torch._utils._rebuild_tensor_v2). `what` names the file in messages.
+ * Returns a status; on failure *out holds nothing to free. */
+int ct_pth_pickle(const ct_value *v, const char *what, ct_pth_pickled *out);
+void ct_pth_pickled_free(ct_pth_pickled *p);
+
+/* ---- zip writing (pth_zip_write.c) ----------------------------------------------- */
+
+typedef struct ct_pth_zw ct_pth_zw;
+
+/* Creates (truncates) path and starts an archive whose entries live in
+ * <archive>/. force_zip64 writes every entry's sizes and offsets, and the
+ * end records, in their zip64 form (as entries past 4 GiB are): the tests
+ * use it to check that readers accept them. New writer or NULL + error. */
+ct_pth_zw *ct_pth_zw_open(const char *path, const char *archive, bool force_zip64);
+/* A whole small entry <archive>/<name> from memory. */
+int ct_pth_zw_entry(ct_pth_zw *w, const char *name, const void *data, size_t n);
+/* An entry of `size` bytes whose data follows in ct_pth_zw_data calls and
+ * whose CRC-32 ct_pth_zw_end receives. */
+int ct_pth_zw_begin(ct_pth_zw *w, const char *name, uint64_t size);
+/* Writes data bytes straight to the file (no copy). */
+int ct_pth_zw_data(ct_pth_zw *w, const void *data, size_t n);
+int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc);
+/* Writes the central directory and the end records, fsyncs when asked,
+ * closes, fills *sum (may be NULL) and frees w, whatever the outcome. */
+int ct_pth_zw_finish(ct_pth_zw *w, bool fsync_file, ct_file_sum *sum);
+/* Closes and frees after a failure (the partial file stays). Accepts NULL. */
+void ct_pth_zw_abort(ct_pth_zw *w);
+
+/* ---- zip reading (pth_zip_read.c) -------------------------------------------------- */
+
+/* Where an archive's bytes come from: a file descriptor (read with pread)
+ * or, when fd < 0, memory (the fuzzer's inputs). */
+typedef struct {
+    const char *name; /* the file name, for messages */
+    int fd;
+    const unsigned char *mem;
+    uint64_t size;
+} ct_pth_src;
+
+/* Reads exactly n bytes at off into dst. CT_EIO for a failed read,
+ * CT_EFORMAT (naming `what`) when the source ends first. */
+int ct_pth_src_read(const ct_pth_src *src, uint64_t off, void *dst, size_t n, const char *what);
+
+typedef struct {
+    char *name;        /* the full name: "m/data/0" */
+    uint64_t offset;   /* the first data byte in the archive */
+    uint64_t size;
+    uint32_t crc;
+} ct_pth_entry;
+
+typedef struct {
+    ct_pth_entry *entries; /* central directory order */
+    size_t n;
+    ct_pth_entry **by_name; /* the same entries sorted by name */
+    char *prefix;          /* "m" of "m/data.pkl": the folder of the first entry */
+} ct_pth_zip;
+
+/* Reads the end records and the central directory and checks every entry
+ * (stored, its local header present and its data inside the archive).
+ * Returns a status; on failure z holds nothing to free. */
+int ct_pth_zip_open(const ct_pth_src *src, ct_pth_zip *z);
+/* The entry <prefix>/<record>, or NULL. Borrowed. */
+const ct_pth_entry *ct_pth_zip_find(const ct_pth_zip *z, const char *record);
+void ct_pth_zip_free(ct_pth_zip *z);
+
+/* ---- unpickling (pth_pickle_read.c) ------------------------------------------------ */
+
+/* How the unpickler turns a persistent id ('storage', <class>, key,
+ * location, numel) into memory: `storage` returns the storage's bytes as a
+ * uint8 CPU tensor (borrowed; the same one for every use of a key) or NULL
+ * with the error set. The bytes themselves may arrive later: tensors are
+ * views, and views share the storage. */
+typedef struct {
+    ct_tensor *(*storage)(void *ctx, const char *key, ct_dtype dtype, int64_t numel);
+    void *ctx;
+    const char *file;  /* names in messages */
+    const char *entry;
+} ct_pth_unpickle_env;
+
+/* Runs the pickle p[0, n) with the opcodes and globals torch.save and
+ * Python's pickling of state dicts use; *out receives a NEW tree. Anything
+ * else is CT_EFORMAT naming the opcode, global or value and its offset. */
+int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env *env, ct_value **out);
+
+/* ---- whole files (pth_save.c, pth_load.c) ------------------------------------------- */
+
+/* ct_pth_save with the zip64 switch of ct_pth_zw_open. */
+int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                   bool force_zip64);
+/* ct_pth_load of an archive in memory; `name` names it in messages. */
+int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out);
+
+#endif
