@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrial/ckpt.h"
 #include "tbevents.h"
 #include "trial_internal.h"
 
@@ -52,6 +53,8 @@ void ct_ctx_destroy(ct_context *ctx) {
     ct_loader_free(ctx->train_loader);
     ct_loader_free(ctx->val_loader);
     ct_value_free(ctx->last_validation);
+    json_decref(ctx->resume_meta);
+    ct_value_free(ctx->saved_hparams);
     if (ctx->metrics_log) fclose(ctx->metrics_log);
     ct_tb_close(ctx->tb);
     free(ctx);

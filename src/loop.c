@@ -17,9 +17,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <pthread.h>
+
+#include "ckpt_internal.h"
 #include "loader_internal.h"
 #include "report.h"
 #include "trial_internal.h"
+#include "value_json.h"
 
 /* ---- callbacks ------------------------------------------------------------- */
 
@@ -179,19 +183,54 @@ static void detach_metrics(ct_value *metrics) {
 
 /* ---- checkpoints ----------------------------------------------------------- */
 
-/* Every checkpoint decision goes through here. Writing the checkpoint is the
- * checkpoint module's job; until it exists the decision is recorded (the
- * callbacks see on_checkpoint_save_start with the position) and nothing is
- * written. */
+/* Stop signals wait while a checkpoint is written (they are delivered, and
+ * become a stop request, right after): a second SIGTERM mid-write changes
+ * nothing. kill -9 cannot be blocked; the atomic commit covers it. */
+static void block_stop_signals(sigset_t *old) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+/* Writes and commits one checkpoint (rank 0), then prunes old ones. */
+static int write_checkpoint(ct_context *ctx, ct_value *state) {
+    ct_ckpt_writer w;
+    int rc = ct_ckpt_begin(&w, ctx->checkpoint_dir, ctx->batches_trained);
+    if (rc == CT_OK) rc = ct_ckpt_write_pth(&w, CT_CKPT_STATE_FILE, state);
+    if (rc == CT_OK) rc = ct_ckpt_commit(&w, ct_ckpt_metadata_from_ctx(ctx));
+    if (rc != CT_OK) {
+        int code = ct_last_code();
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_ckpt_abort(&w);
+        return ct_set_error(code, "writing a checkpoint at batch %lld: %s", (long long)ctx->batches_trained, msg);
+    }
+    json_decref(w.files);
+    snprintf(ctx->last_checkpoint, sizeof ctx->last_checkpoint, "%s", w.final);
+    return ct_ckpt_prune(ctx->checkpoint_dir, ctx->opts.save_trial_latest, ctx->opts.save_trial_best,
+                         ctx->opts.searcher_metric, ctx->opts.smaller_is_better, w.name);
+}
+
+/* Every checkpoint decision goes through here: the state of models,
+ * optimizers, schedulers, callbacks and RNG (callbacks may add to it), a
+ * fresh directory committed atomically, then on_checkpoint_write_end. */
 static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     static const char *const reasons[] = {"period", "policy", "end", "stop"};
     ctx->last_checkpoint_bt = ctx->batches_trained;
-    ct_value *state = ct_value_dict();
-    ct_value_dict_set(state, "batches_trained", ct_value_int(ctx->batches_trained));
-    ct_value_dict_set(state, "reason", ct_value_str(reasons[why]));
-    int rc = CT_OK;
+    ctx->why = why;
+    ct_value *state = ct_ckpt_state_from_ctx(ctx);
+    int rc = state ? CT_OK : ct_last_code();
     CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
+    if (rc == CT_OK && ctx->rank == 0) {
+        sigset_t old;
+        block_stop_signals(&old);
+        rc = write_checkpoint(ctx, state);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
     ct_value_free(state);
+    CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
     if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
     return rc;
 }
@@ -432,9 +471,9 @@ static int train(ct_context *ctx) {
         rc = validate(ctx); /* never checkpoints */
     if (rc != CT_OK) return rc;
     for (;;) {
-        if (ctx->batches_trained >= ctx->max_length_batches) return CT_OK;
-        bool done, val, ckpt;
-        rc = run_workload(ctx, &done, &val, &ckpt);
+        if (g_stop_signal) ctx->stop_requested = true; /* also one that came during validation */
+        bool done = ctx->batches_trained >= ctx->max_length_batches, val = false, ckpt = false;
+        if (!done && !ctx->stop_requested) rc = run_workload(ctx, &done, &val, &ckpt);
         if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
         if (rc == CT_OK && ckpt) rc = checkpoint_boundary(ctx, CT_WHY_PERIOD);
         if (rc != CT_OK) return rc;
@@ -469,6 +508,76 @@ static int make_dirs(const char *path) {
     return CT_OK;
 }
 
+/* Seeds every generator with the trial seed (as Determined does before
+ * init), then builds the trial: init, or simple mode's model, optimizer and
+ * scheduler. */
+static int build_trial(ct_context *ctx) {
+    const ct_trial *t = ctx->trial;
+    ct_manual_seed(ctx->trial_seed);
+    if (!t->build_model) {
+        ctx->self = t->init(ctx);
+        return ctx->self ? CT_OK : trial_failed("init");
+    }
+    ctx->simple_mode = true;
+    ctx->self = t->init ? t->init(ctx) : &g_no_state;
+    if (!ctx->self) return trial_failed("init");
+    ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
+    if (!model) return trial_failed("build_model");
+    ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
+    if (!opt) return trial_failed("optimizer");
+    if (t->create_lr_scheduler) {
+        ct_step_mode mode = CT_STEP_EVERY_EPOCH;
+        ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
+        if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
+    }
+    return CT_OK;
+}
+
+/* Where checkpoints go and, for a resume, which checkpoint: verified (every
+ * file's size and CRC) and its trial state restored before anything runs,
+ * so a bad checkpoint is refused before training starts. */
+static int find_resume(ct_context *ctx) {
+    const ct_fit_opts *o = &ctx->opts;
+    if (o->checkpoint_dir && o->checkpoint_dir[0])
+        snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s", o->checkpoint_dir);
+    else
+        snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s/checkpoints", o->output_dir);
+    if (ctx->rank == 0) ct_ckpt_remove_leftovers(ctx->checkpoint_dir);
+    if (!o->resume || !o->resume[0]) return CT_OK;
+    if (strcmp(o->resume, "latest") == 0) {
+        if (ct_ckpt_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir) != CT_OK) {
+            if (ct_last_code() != CT_ECHECKPOINT) return ct_last_code();
+            if (!o->quiet && ctx->rank == 0)
+                printf("no checkpoint in %s yet: starting from the beginning\n", ctx->checkpoint_dir);
+            ctx->resume_dir[0] = '\0';
+            return CT_OK;
+        }
+    } else if (snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", o->resume) >= (int)sizeof ctx->resume_dir) {
+        return ct_set_error(CT_ECONFIG, "--resume: path too long");
+    }
+    int rc = ct_ckpt_verify(ctx->resume_dir);
+    if (rc == CT_OK) ctx->resume_meta = ct_ckpt_read_metadata(ctx->resume_dir);
+    if (rc == CT_OK && !ctx->resume_meta) rc = ct_last_code();
+    if (rc == CT_OK) rc = ct_ckpt_restore_trial_state(ctx, ctx->resume_meta, ctx->resume_dir);
+    if (rc != CT_OK && ct_last_code() != CT_ECHECKPOINT) rc = ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
+    return rc;
+}
+
+/* The resumed checkpoint's state: on_checkpoint_load_start, then models,
+ * optimizers, schedulers, callbacks and, last, the RNG. */
+static int load_resume_state(ct_context *ctx, bool models_only) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", ctx->resume_dir, CT_CKPT_STATE_FILE);
+    ct_value *state = NULL;
+    if (ct_pth_load(path, &state) != CT_OK)
+        return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", ctx->resume_dir, ct_last_error());
+    int rc = CT_OK;
+    if (!models_only) CALL_HOOKS(rc, ctx, on_checkpoint_load_start, state);
+    if (rc == CT_OK) rc = ct_ckpt_restore_state(ctx, state, ctx->resume_dir, models_only);
+    ct_value_free(state);
+    return rc;
+}
+
 static int setup(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
@@ -487,33 +596,14 @@ static int setup(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.validation_period, "validation period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
+    if (rc == CT_OK) rc = find_resume(ctx);
     if (rc == CT_OK && ctx->rank == 0) rc = make_dirs(ctx->opts.output_dir);
-    if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
+    if (rc == CT_OK) rc = build_trial(ctx);
     if (rc != CT_OK) return rc;
-
-    /* Determined seeds every generator with the trial seed before init. */
-    ct_manual_seed(ctx->trial_seed);
-    if (t->build_model) {
-        ctx->simple_mode = true;
-        ctx->self = t->init ? t->init(ctx) : &g_no_state;
-        if (!ctx->self) return trial_failed("init");
-        ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
-        if (!model) return trial_failed("build_model");
-        ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
-        if (!opt) return trial_failed("optimizer");
-        if (t->create_lr_scheduler) {
-            ct_step_mode mode = CT_STEP_EVERY_EPOCH;
-            ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
-            if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
-        }
-    } else {
-        ctx->self = t->init(ctx);
-        if (!ctx->self) return trial_failed("init");
-    }
 
     ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
     if (!ctx->train_loader) return trial_failed("build_training_data_loader");
-    rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->batches_trained);
+    rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
     if (rc != CT_OK) return rc;
     ctx->epoch_len = ct_loader_len(ctx->train_loader);
     if (ctx->epoch_len <= 0)
@@ -523,7 +613,11 @@ static int setup(ct_context *ctx) {
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
     if (!ctx->val_loader) return trial_failed("build_validation_data_loader");
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return trial_failed("build_callbacks");
-    return CT_OK;
+    if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
+    /* The metrics log is opened (and, on resume, cut back to the checkpoint)
+     * only once the checkpoint has been accepted. */
+    if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
+    return rc;
 }
 
 /* ---- the entry point ------------------------------------------------------- */
@@ -539,7 +633,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     catch_stop_signals(&saved);
     ct_report_start(ctx);
     rc = setup(ctx);
-    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, NULL);
+    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
     /* Shutdown hooks run in reverse, also after a failure; the first
      * failure is the one reported. */
@@ -551,9 +645,61 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc == CT_OK) ct_report_summary(ctx);
     char saved_msg[2048];
     snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
-    if (trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) trial->destroy(ctx->self);
-    ct_ctx_destroy(ctx);
+    ct_ctx_free(ctx);
     restore_signals(&saved);
     if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);
     return rc;
+}
+
+/* ---- using a checkpoint without training ------------------------------------ */
+
+int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const ct_value *hparams,
+                                  const char *device, ct_context **out) {
+    if (out) *out = NULL;
+    if (!dir || !trial || !out) return ct_set_error(CT_EINVAL, "ct_load_trial_from_checkpoint: an argument is NULL");
+    if (!trial->init && !trial->build_model)
+        return ct_set_error(CT_ETRIAL, "%s: init is required", trial->name ? trial->name : "trial");
+    int rc = ct_ckpt_verify(dir);
+    json_t *meta = rc == CT_OK ? ct_ckpt_read_metadata(dir) : NULL;
+    if (!meta) return ct_last_code();
+    ct_value *saved_hparams = ct_value_from_json(json_object_get(meta, "hparams"));
+    ct_fit_opts o = ct_fit_defaults();
+    o.hparams = hparams ? hparams : saved_hparams;
+    o.device = device;
+    o.quiet = true;
+    o.seed = (uint64_t)json_integer_value(json_object_get(meta, "trial_seed"));
+    ct_context *ctx = ct_ctx_create(trial, &o);
+    if (!ctx) rc = ct_last_code();
+    if (rc == CT_OK) {
+        ctx->saved_hparams = saved_hparams; /* o.hparams may point into it */
+        saved_hparams = NULL;
+        ctx->trial_seed = o.seed;
+        snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", dir);
+        if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
+    }
+    if (rc == CT_OK) rc = build_trial(ctx);
+    if (rc == CT_OK) rc = load_resume_state(ctx, true);
+    if (rc == CT_OK) set_train_mode(ctx, false);
+    json_decref(meta);
+    ct_value_free(saved_hparams);
+    if (rc != CT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_ctx_free(ctx);
+        return ct_set_error(rc, "%s", msg);
+    }
+    *out = ctx;
+    return CT_OK;
+}
+
+ct_module *ct_ctx_model(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_models ? ctx->models[i] : NULL; }
+
+ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_optims ? ctx->optims[i] : NULL; }
+
+void *ct_ctx_self(const ct_context *ctx) { return ctx && ctx->self != (void *)&g_no_state ? ctx->self : NULL; }
+
+void ct_ctx_free(ct_context *ctx) {
+    if (!ctx) return;
+    if (ctx->trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) ctx->trial->destroy(ctx->self);
+    ct_ctx_destroy(ctx);
 }

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
 #include "tbevents.h"
+#include "value_json.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -33,60 +34,46 @@ void ct_report_start(ct_context *ctx) {
 }
 
 
+/* A resumed run continues the log of the run it resumes: lines after the
+ * checkpoint's batch (written after it, by a run that went on and was
+ * lost) and a torn last line are dropped, through a temporary file and a
+ * rename. Every line at or before the checkpoint was written before it. */
+static int keep_log_until(const char *path, int64_t batches) {
+    FILE *in = fopen(path, "r");
+    if (!in) return CT_OK; /* nothing to continue */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return ct_set_error(CT_EIO, "cannot create %s", tmp);
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        json_t *j = line[n - 1] == '\n' ? json_loads(line, 0, NULL) : NULL;
+        json_t *b = json_object_get(j, "batches");
+        if (json_is_integer(b) && json_integer_value(b) <= batches) fputs(line, out);
+        json_decref(j);
+    }
+    free(line);
+    fclose(in);
+    bool bad = fflush(out) != 0 || ferror(out);
+    bad = fclose(out) != 0 || bad;
+    if (bad || rename(tmp, path) != 0) return ct_set_error(CT_EIO, "cannot rewrite %s", path);
+    return CT_OK;
+}
+
 int ct_report_open(ct_context *ctx) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
-    ctx->metrics_log = fopen(path, ctx->opts.resume ? "a" : "w");
+    bool resumed = ctx->resume_dir[0] != '\0';
+    if (resumed && keep_log_until(path, ctx->batches_trained) != CT_OK) return ct_last_code();
+    ctx->metrics_log = fopen(path, resumed ? "a" : "w");
     if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
     ctx->tb = ct_tb_open(ctx->opts.output_dir, "");
     return ctx->tb ? CT_OK : ct_last_code();
-}
-
-/* A metric value as JSON: numbers, bools, strings, lists, dicts; a tensor
- * as its value (one element) or a nested list. NEW reference. */
-static json_t *to_json(const ct_value *v) {
-    double d;
-    int64_t i;
-    bool b;
-    switch (ct_value_kind_of(v)) {
-    case CT_VALUE_INT: ct_value_get_int(v, &i); return json_integer(i);
-    case CT_VALUE_FLOAT: ct_value_get_float(v, &d); return isfinite(d) ? json_real(d) : json_null();
-    case CT_VALUE_BOOL: ct_value_get_bool(v, &b); return json_boolean(b);
-    case CT_VALUE_STR: return json_string(ct_value_get_str(v));
-    case CT_VALUE_LIST:
-    case CT_VALUE_TUPLE: {
-        json_t *a = json_array();
-        for (size_t k = 0; k < ct_value_len(v); k++) json_array_append_new(a, to_json(ct_value_list_get(v, k)));
-        return a;
-    }
-    case CT_VALUE_DICT: {
-        json_t *o = json_object();
-        for (size_t k = 0; k < ct_value_len(v); k++) {
-            const char *key = NULL;
-            int64_t ikey = 0;
-            const ct_value *item = ct_value_dict_at(v, k, &key, &ikey);
-            char buf[32];
-            if (!key) snprintf(buf, sizeof buf, "%lld", (long long)ikey);
-            json_object_set_new(o, key ? key : buf, to_json(item));
-        }
-        return o;
-    }
-    case CT_VALUE_TENSOR: {
-        double *x = NULL;
-        bool is_array;
-        int64_t n = ct_metric_doubles(v, &x, &is_array);
-        json_t *out;
-        if (n < 0) return json_null();
-        if (!is_array) out = isfinite(x[0]) ? json_real(x[0]) : json_null();
-        else {
-            out = json_array();
-            for (int64_t k = 0; k < n; k++) json_array_append_new(out, isfinite(x[k]) ? json_real(x[k]) : json_null());
-        }
-        free(x);
-        return out;
-    }
-    default: return json_null();
-    }
 }
 
 static double epochs_of(const ct_context *ctx) {
@@ -99,7 +86,7 @@ static int add_scalars(ct_context *ctx, const char *group, const ct_value *metri
         const char *key = NULL;
         const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
         if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
-        json_t *j = to_json(v);
+        json_t *j = ct_json_from_value(v);
         int rc = CT_OK;
         if (json_is_number(j)) {
             char tag[512];
@@ -121,7 +108,7 @@ static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
         const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
         double d;
         if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
-        json_t *j = to_json(v);
+        json_t *j = ct_json_from_value(v);
         if (json_is_number(j)) {
             d = json_number_value(j);
             used += (size_t)snprintf(buf + used, len - used, "  %s %.6g", key, d);
@@ -191,7 +178,7 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
     if (ctx->metrics_log) {
         json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f}", "group", group, "batches",
                                  (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
-                                 to_json(metrics), "time", unix_s());
+                                 ct_json_from_value(metrics), "time", unix_s());
         char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(line);
         if (!text) return ct_set_error(CT_ENOMEM, "cannot format a metrics.jsonl line");
@@ -225,9 +212,10 @@ void ct_report_checkpoint(ct_context *ctx, const char *reason) {
 
 void ct_report_preempted(ct_context *ctx, int sig) {
     if (ctx->rank != 0) return;
-    char line[512];
-    snprintf(line, sizeof line, "stopped by %s after batch %lld: the trial can be resumed from its last checkpoint",
-             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)ctx->batches_trained);
+    char line[4608];
+    snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)ctx->batches_trained,
+             ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
     print_line(ctx, line);
 }
 

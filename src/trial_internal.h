@@ -4,6 +4,7 @@
 #ifndef CTRIAL_SRC_TRIAL_INTERNAL_H
 #define CTRIAL_SRC_TRIAL_INTERNAL_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "ctrial/callback.h"
@@ -22,7 +23,7 @@ struct ct_reducer {
     ct_value *values;    /* list of what update() got in this workload */
 };
 
-/* Why a checkpoint was decided (recorded until checkpoints are written). */
+/* Why a checkpoint is written (metadata.json's trial_state.reason). */
 typedef enum { CT_WHY_PERIOD, CT_WHY_POLICY, CT_WHY_END, CT_WHY_STOP } ct_ckpt_why;
 
 struct ct_context {
@@ -63,6 +64,15 @@ struct ct_context {
     bool has_best;
     double best_metric;
     ct_value *last_validation;   /* metrics of the latest validation (dict) */
+
+    /* Checkpoints. */
+    char checkpoint_dir[4096];   /* opts.checkpoint_dir or output_dir/checkpoints */
+    char last_checkpoint[4096];  /* the latest committed checkpoint ("" none) */
+    char resume_dir[4096];       /* the checkpoint this run resumes ("" none) */
+    json_t *resume_meta;         /* its metadata.json */
+    ct_value *saved_hparams;     /* hparams read from a checkpoint (owned) */
+    int64_t resume_position;     /* the training loader's position in it */
+    ct_ckpt_why why;             /* of the checkpoint being written */
 
     ct_loader *train_loader, *val_loader;
     int64_t records_trained;

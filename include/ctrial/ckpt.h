@@ -127,6 +127,8 @@ CT_API int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial,
 /* The i-th wrapped model / optimizer (wrap order), borrowed; NULL past the end. */
 CT_API ct_module *ct_ctx_model(const ct_context *ctx, size_t i);
 CT_API ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i);
+/* What the trial's init returned (the trial's own struct), borrowed. */
+CT_API void *ct_ctx_self(const ct_context *ctx);
 /* Frees a context from ct_load_trial_from_checkpoint (calls the trial's
  * destroy). Accepts NULL. */
 CT_API void ct_ctx_free(ct_context *ctx);

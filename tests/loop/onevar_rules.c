@@ -163,11 +163,16 @@ static int on_val_end(void *self, ct_context *ctx, const ct_value *metrics) {
     return 0;
 }
 
-static int on_ckpt(void *self, ct_context *ctx, ct_value *state) {
+/* Checkpoints are recorded from what was written: metadata.json's step
+ * and trial_state.reason of the committed directory. */
+static int on_ckpt(void *self, ct_context *ctx, const char *dir) {
     Recorder *r = self;
+    ct_value *meta = ct_ckpt_metadata(dir);
     int64_t bt = -1;
-    ct_value_get_int(ct_value_dict_get(state, "batches_trained"), &bt);
-    say(r, "C%lld:%s", (long long)bt, ct_value_get_str(ct_value_dict_get(state, "reason")));
+    ct_value_get_int(ct_value_dict_get(meta, "steps_completed"), &bt);
+    const char *why = ct_value_get_str(ct_value_dict_get(ct_value_dict_get(meta, "trial_state"), "reason"));
+    say(r, "C%lld:%s", (long long)bt, why ? why : "?");
+    ct_value_free(meta);
     return 0;
 }
 
@@ -222,7 +227,7 @@ static int build_callbacks(void *self, ct_context *ctx) {
         ct_callback cb = {
             .name = i ? "b" : "a", .self = &g_rec[i],
             .on_training_workload_end = on_workload, .on_validation_end = on_val_end,
-            .on_checkpoint_save_start = on_ckpt, .on_training_epoch_start = on_epoch_start,
+            .on_checkpoint_write_end = on_ckpt, .on_training_epoch_start = on_epoch_start,
             .on_training_epoch_end = on_epoch_end, .on_trial_startup = on_startup,
             .on_trial_shutdown = on_shutdown,
         };

@@ -1,0 +1,162 @@
+/* tests/ckpt/test_ckpt_api.c — checkpoint calls from C: what ct_fit writes,
+ * the metadata and state it holds, and refusals that need a second trial
+ * shape (a different count of models / optimizers / schedulers). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ct_test.h"
+
+/* y = x with one weight per model; hparams: models (1 or 2), scheduler (bool). */
+typedef struct {
+    ct_module *m[2];
+    ct_optim *o[2];
+    int n;
+} Tiny;
+
+static void *tiny_init(ct_context *ctx) {
+    Tiny *t = calloc(1, sizeof *t);
+    t->n = (int)ct_ctx_hparam_int(ctx, "models", 1);
+    for (int i = 0; i < t->n; i++) {
+        t->m[i] = ct_ctx_wrap_model(ctx, ct_nn_linear(1, 1, false));
+        ct_sgd_opts o = ct_sgd_defaults();
+        o.lr = 0.01;
+        t->o[i] = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->m[i], &o));
+    }
+    if (ct_ctx_hparam_bool(ctx, "scheduler", false))
+        ct_ctx_wrap_lr_scheduler(ctx, ct_sched_step_lr(t->o[0], 2, 0.5), CT_STEP_EVERY_BATCH, 1);
+    return t;
+}
+
+static ct_value *tiny_train(void *self, ct_context *ctx, const ct_value *batch, int64_t e, int64_t b) {
+    Tiny *t = self;
+    ct_tensor *loss = NULL;
+    for (int i = 0; i < t->n; i++) {
+        ct_tensor *l = ct_mse_loss(ct_nn_forward(t->m[i], ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
+        loss = loss ? ct_add(loss, l) : l;
+    }
+    if (ct_ctx_backward(ctx, loss)) return NULL;
+    for (int i = 0; i < t->n; i++)
+        if (ct_ctx_step_optimizer(ctx, t->o[i], NULL, NULL)) return NULL;
+    return ct_value_tensor(ct_keep(loss));
+}
+
+static ct_value *tiny_eval(void *self, ct_context *ctx, const ct_value *batch, int64_t b) {
+    Tiny *t = self;
+    ct_value *m = ct_value_dict();
+    ct_tensor *l = ct_mse_loss(ct_nn_forward(t->m[0], ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
+    ct_value_dict_set(m, "validation_loss", ct_value_tensor(ct_keep(l)));
+    return m;
+}
+
+static ct_loader *tiny_loader(void *self, ct_context *ctx) {
+    ct_tensor *x = ct_ones(CT_SHAPE(8, 1), NULL);
+    ct_loader_opts o = ct_loader_defaults();
+    o.batch_size = 4;
+    return ct_loader_new(ct_dataset_tensors(2, (ct_tensor *[]){x, x}), &o);
+}
+
+static const ct_trial tiny = {
+    .name = "tiny", .init = tiny_init, .destroy = free,
+    .build_training_data_loader = tiny_loader, .build_validation_data_loader = tiny_loader,
+    .train_batch = tiny_train, .evaluate_batch = tiny_eval,
+};
+
+static ct_value *hparams(int models, bool scheduler) {
+    ct_value *h = ct_value_dict();
+    ct_value_dict_set(h, "global_batch_size", ct_value_int(4));
+    ct_value_dict_set(h, "models", ct_value_int(models));
+    ct_value_dict_set(h, "scheduler", ct_value_bool(scheduler));
+    return h;
+}
+
+static int fit(const char *out, int models, bool scheduler, const char *resume, int64_t batches) {
+    ct_value *h = hparams(models, scheduler);
+    ct_fit_opts o = ct_fit_defaults();
+    o.max_length = ct_batches(batches);
+    o.validation_period = ct_batches(2);
+    o.checkpoint_period = ct_batches(3);
+    o.output_dir = out;
+    o.hparams = h;
+    o.quiet = true;
+    o.resume = resume;
+    int rc = ct_fit(&tiny, &o);
+    ct_value_free(h);
+    return rc;
+}
+
+int main(void) {
+    const char *out = "ckpt_api_output";
+    char latest[4096], dir[4200];
+    CHECK_OK(fit(out, 2, true, NULL, 6));
+
+    /* The latest checkpoint is the one at 6 (end); metadata as documented. */
+    CHECK_OK(ct_ckpt_latest("ckpt_api_output/checkpoints", latest, sizeof latest));
+    CHECK(strstr(latest, "ckpt-000006-") != NULL);
+    CHECK_OK(ct_ckpt_verify(latest));
+    ct_value *meta = ct_ckpt_metadata(latest);
+    int64_t steps = 0;
+    CHECK_OK(ct_value_get_int(ct_value_dict_get(meta, "steps_completed"), &steps));
+    CHECK(steps == 6);
+    CHECK(strcmp(ct_value_get_str(ct_value_dict_get(meta, "format")), "pickle") == 0);
+    CHECK(strncmp(ct_value_get_str(ct_value_dict_get(meta, "framework")), "torch-", 6) == 0);
+    const ct_value *vm = ct_value_dict_get(meta, "validation_metrics");
+    CHECK(ct_value_dict_get(vm, "validation_loss") != NULL); /* validated at 6 */
+    const ct_value *ts = ct_value_dict_get(meta, "trial_state");
+    CHECK(strcmp(ct_value_get_str(ct_value_dict_get(ts, "reason")), "policy") == 0); /* validated at 6: best so far */
+    ct_value_free(meta);
+
+    /* state_dict.pth: two models, two optimizers, one scheduler, rng. */
+    snprintf(dir, sizeof dir, "%s/state_dict.pth", latest);
+    ct_value *state = NULL;
+    CHECK_OK(ct_pth_load(dir, &state));
+    CHECK(ct_value_len(ct_value_dict_get(state, "models_state_dict")) == 2);
+    CHECK(ct_value_len(ct_value_dict_get(state, "optimizers_state_dict")) == 2);
+    CHECK(ct_value_len(ct_value_dict_get(state, "lr_schedulers_state_dict")) == 1);
+    ct_tensor *rng = ct_value_get_tensor(ct_value_dict_get(ct_value_dict_get(state, "rng_state"), "cpu_rng_state"));
+    CHECK(rng && ct_dtype_of(rng) == CT_U8 && ct_numel(rng) > 0);
+    CHECK(ct_value_dict_get(state, "accumulated_gradients") == NULL);
+    ct_value_free(state);
+
+    /* Resuming into a trial with one model / without the scheduler: refused,
+     * naming the counts. */
+    CHECK(fit(out, 1, true, latest, 9) == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "holds 2 models, the trial has 1");
+    CHECK(fit(out, 2, false, latest, 9) == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "holds 1 LR schedulers, the trial has 0");
+    CHECK(ct_exit_code(CT_ECHECKPOINT) == CT_EXIT_CHECKPOINT);
+
+    /* The matching trial resumes and continues to 9 (checkpoint at 9). */
+    CHECK_OK(fit(out, 2, true, latest, 9));
+    CHECK_OK(ct_ckpt_latest("ckpt_api_output/checkpoints", latest, sizeof latest));
+    CHECK(strstr(latest, "ckpt-000009-") != NULL);
+
+    /* Loading for use: models in eval mode, the trial's own struct. */
+    ct_context *ctx = NULL;
+    CHECK(ct_load_trial_from_checkpoint("no/such/dir", &tiny, NULL, "cpu", &ctx) == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "not a directory");
+    CHECK(ctx == NULL);
+    ct_value *one = hparams(1, false);
+    CHECK(ct_load_trial_from_checkpoint(latest, &tiny, one, "cpu", &ctx) == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "holds 2 models, the trial has 1");
+    ct_value_free(one);
+    CHECK_OK(ct_load_trial_from_checkpoint(latest, &tiny, NULL, "cpu", &ctx));
+    CHECK(ct_ctx_model(ctx, 1) != NULL && ct_ctx_model(ctx, 2) == NULL);
+    CHECK(!ct_nn_is_training(ct_ctx_model(ctx, 0)));
+    CHECK(((Tiny *)ct_ctx_self(ctx))->n == 2);
+    snprintf(dir, sizeof dir, "%s/state_dict.pth", latest);
+    CHECK_OK(ct_pth_load(dir, &state));
+    ct_value *sd = ct_nn_state_dict(ct_ctx_model(ctx, 1));
+    CHECK(ct_value_equal(sd, ct_value_list_get(ct_value_dict_get(state, "models_state_dict"), 1)));
+    ct_value_free(sd);
+    ct_value_free(state);
+    ct_ctx_free(ctx);
+
+    /* No checkpoint directory: a clear error, not a crash. */
+    CHECK(ct_ckpt_latest("ckpt_api_output/nothing_here", latest, sizeof latest) == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "no checkpoint in");
+    CHECK(ct_ckpt_verify("ckpt_api_output") == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "metadata.json");
+    return ct_test_result("ckpt_api");
+}

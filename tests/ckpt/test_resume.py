@@ -1,0 +1,306 @@
+"""Exact resume, preemption, kill -9, refusals and retention, end to end.
+
+Runs tests/ckpt/ckpt_trial (a ct_main program) and compares, bit for bit:
+an uninterrupted run with runs that stop (a stop request, SIGTERM, kill -9)
+and resume. "Identical" means the final checkpoint's state_dict.pth
+(weights, Adam state, StepLR state, the callback's state, the RNG state) is
+equal tensor for tensor and every metrics.jsonl line is equal except "time".
+
+    test_resume.py CKPT_TRIAL CTRIAL_CKPT
+"""
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+TRIAL, CKPT_TOOL = sys.argv[1], sys.argv[2]
+WORK = tempfile.mkdtemp(prefix="ckpt_resume_")
+FAILURES = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILURES.append(what)
+
+
+def config(path, **over):
+    """The base experiment: 180 training records in batches of 16 (12 per
+    epoch), validation every 6 batches, checkpoints every 8, reports every 4,
+    40 batches; keep every checkpoint."""
+    c = {
+        "name": "ckpt",
+        "hyperparameters": {"global_batch_size": 16},
+        "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
+                     "max_length": {"batches": 40}},
+        "min_validation_period": {"batches": 6},
+        "min_checkpoint_period": {"batches": 8},
+        "scheduling_unit": 4,
+        "checkpoint_storage": {"save_trial_latest": 100, "save_trial_best": 100},
+    }
+    for k, v in over.items():
+        c[k] = v
+    with open(path, "w") as f:
+        json.dump(c, f)
+    return path
+
+
+def run(out, *args, cfg=None, expect=0, env=None):
+    cmd = [TRIAL, "--config", cfg or config(os.path.join(WORK, "base.json")), "--output", out, "--threads", "1",
+           *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != expect:
+        print(" ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:])
+    check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {' '.join(args)}")
+    return p
+
+
+def checkpoints(out):
+    """Committed checkpoints of an output dir: {steps: path} (the latest
+    commit per step)."""
+    found = {}
+    for d in sorted(glob.glob(os.path.join(out, "checkpoints", "ckpt-*"))):
+        meta = json.load(open(os.path.join(d, "metadata.json")))
+        prev = found.get(meta["steps_completed"])
+        if prev is None or meta["time"] > prev[0]:
+            found[meta["steps_completed"]] = (meta["time"], d)
+    return {k: v[1] for k, v in found.items()}
+
+
+def metrics(out):
+    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    for line in lines:
+        del line["time"]
+    return lines
+
+
+def same(a, b, path="state"):
+    """Exact structural equality of two torch.load results; returns the first
+    difference or None."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return f"{path}: tensor vs {type(b).__name__}"
+        if a.dtype != b.dtype or a.shape != b.shape or not torch.equal(a, b):
+            return f"{path}: tensors differ"
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a.keys()) != list(b.keys()):
+            return f"{path}: keys {list(a.keys())} vs {list(b.keys())}"
+        for k in a:
+            d = same(a[k], b[k], f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return f"{path}: {type(a).__name__}[{len(a)}] vs {type(b).__name__}[{len(b)}]"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = same(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b and type(a) is type(b) else f"{path}: {a!r} vs {b!r}"
+
+
+def load_state(ckpt_dir):
+    return torch.load(os.path.join(ckpt_dir, "state_dict.pth"), weights_only=True)
+
+
+def compare_runs(name, ref_out, out, steps=40):
+    ref, got = checkpoints(ref_out), checkpoints(out)
+    check(steps in got, f"{name}: a checkpoint at {steps}")
+    if steps not in got:
+        return
+    diff = same(load_state(ref[steps]), load_state(got[steps]))
+    check(diff is None, f"{name}: state at {steps} equals the uninterrupted run's ({diff})")
+    m_ref, m_got = metrics(ref_out), metrics(out)
+    first = next((i for i, (x, y) in enumerate(zip(m_ref, m_got)) if x != y), None)
+    check(len(m_ref) == len(m_got) and first is None,
+          f"{name}: metrics.jsonl equal ({len(m_got)} vs {len(m_ref)} lines"
+          + (f"; line {first}: {m_got[first]} vs {m_ref[first]}" if first is not None else "") + ")")
+
+
+def resume_line(stdout):
+    for line in stdout.splitlines():
+        if "resume with --resume" in line:
+            return line.split("--resume ", 1)[1].strip()
+    return None
+
+
+# ---- the uninterrupted reference runs ------------------------------------------
+
+ref = os.path.join(WORK, "ref")
+run(ref)
+check({8, 16, 24, 32, 40} <= set(checkpoints(ref)), f"reference checkpoints at {sorted(checkpoints(ref))}")
+
+# 1. Mid-epoch stop request (batch 20 of 12-batch epochs), then resume.
+out = os.path.join(WORK, "stop")
+run(out, "--hparam", "stop_at=19")
+check(20 in checkpoints(out) and 24 not in checkpoints(out), "stop request checkpoints at 20 and exits")
+run(out, "--resume", checkpoints(out)[20])
+compare_runs("mid-epoch resume", ref, out)
+
+# 2. Resume after a validation (24: validated and checkpointed) from a copy of
+#    the finished reference: lines after 24 are dropped and written again.
+out = os.path.join(WORK, "after_val")
+shutil.copytree(ref, out)
+for steps, d in checkpoints(out).items():
+    if steps > 24:
+        shutil.rmtree(d)
+run(out, "--resume", "latest")
+compare_runs("resume after a validation (latest)", ref, out)
+
+# 3. SIGTERM inside batch 19: the batch finishes, a checkpoint at 20, exit 0
+#    with the resume command; with 2 loader workers on the resumed side.
+out = os.path.join(WORK, "sigterm")
+p = run(out, "--hparam", "sigterm_at=19")
+path = resume_line(p.stdout + p.stderr)
+check(path is not None and os.path.isdir(path), f"SIGTERM prints how to resume ({path})")
+run(out, "--resume", path or "latest", "--hparam", "workers=2")
+compare_runs("SIGTERM + resume with loader workers", ref, out)
+
+# 4. Gradient aggregation 2, stopped mid-window (21 batches: one accumulated
+#    gradient pending) and after a full window.
+agg_cfg = config(os.path.join(WORK, "agg.json"), optimizations={"aggregation_frequency": 2}, scheduling_unit=1)
+ref_agg = os.path.join(WORK, "ref_agg")
+run(ref_agg, cfg=agg_cfg)
+for stop in (19, 20):
+    out = os.path.join(WORK, f"agg_{stop}")
+    run(out, "--hparam", f"stop_at={stop}", cfg=agg_cfg)
+    run(out, "--resume", "latest", cfg=agg_cfg)
+    compare_runs(f"aggregation 2, stopped after {stop + 1} batches", ref_agg, out)
+
+# ---- preemption while writing --------------------------------------------------
+
+# A second SIGTERM (and a SIGINT) while the checkpoint is being written changes
+# nothing: one committed checkpoint, verified, resumable.
+out = os.path.join(WORK, "double_signal")
+cfg = config(os.path.join(WORK, "ballast.json"), hyperparameters={"global_batch_size": 16, "ballast_mb": 300})
+proc = subprocess.Popen([TRIAL, "--config", cfg, "--output", out, "--threads", "1", "--hparam", "sigterm_at=3"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+deadline = time.time() + 60
+while time.time() < deadline and not glob.glob(os.path.join(out, "checkpoints", ".tmp-*")) and proc.poll() is None:
+    time.sleep(0.005)
+saw_tmp = proc.poll() is None
+proc.send_signal(signal.SIGTERM) if saw_tmp else None
+proc.send_signal(signal.SIGINT) if proc.poll() is None else None
+stdout, stderr = proc.communicate(timeout=120)
+check(proc.returncode == 0, f"signals during the write: exit {proc.returncode} {stderr[-500:]}")
+got = checkpoints(out)
+check(list(got) == [4], f"one checkpoint, at 4 (got {sorted(got)}; signals sent mid-write: {saw_tmp})")
+if 4 in got:
+    v = subprocess.run([CKPT_TOOL, "verify", got[4]], capture_output=True, text=True)
+    check(v.returncode == 0 and "OK" in v.stdout, f"ctrial-ckpt verify after the signals: {v.stdout}{v.stderr}")
+    run(out, "--resume", got[4], "--max-length", "6", cfg=cfg)
+
+# ---- kill -9 at random moments ------------------------------------------------
+
+# Checkpoint after every batch (each 40 MB, fsync'd), reports every batch; kill
+# the process at random moments, check every committed checkpoint, resume with
+# `latest` until the run completes; the result equals an uninterrupted run.
+kill_cfg = config(os.path.join(WORK, "kill.json"),
+                  hyperparameters={"global_batch_size": 16, "ballast_mb": 40, "sleep_ms": 80},
+                  min_checkpoint_period={"batches": 1}, scheduling_unit=1,
+                  searcher={"name": "single", "metric": "validation_loss", "smaller_is_better": True,
+                            "max_length": {"batches": 30}},
+                  checkpoint_storage={"save_trial_latest": 2, "save_trial_best": 1})
+ref_kill = os.path.join(WORK, "ref_kill")
+run(ref_kill, cfg=kill_cfg)
+out = os.path.join(WORK, "killed")
+rng = random.Random(1234)
+kills, done = 0, False
+for attempt in range(40):
+    proc = subprocess.Popen([TRIAL, "--config", kill_cfg, "--output", out, "--threads", "1", "--resume", "latest",
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(timeout=rng.uniform(0.2, 1.2) if kills < 12 else 120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        kills += 1
+    if proc.returncode == 0:
+        done = True
+        break
+    check(proc.returncode == -signal.SIGKILL, f"run {attempt} ended by kill -9 (return code {proc.returncode}) "
+          f"{proc.stderr.read()[-500:]}")
+    for steps, d in checkpoints(out).items():
+        v = subprocess.run([CKPT_TOOL, "verify", d], capture_output=True, text=True)
+        if v.returncode != 0:
+            check(False, f"after kill {kills}: checkpoint {d} fails verification: {v.stderr}")
+check(done and kills >= 5, f"the killed run completed after {kills} kills")
+if done:
+    compare_runs(f"{kills} times kill -9 and resume", ref_kill, out, steps=30)
+    left = glob.glob(os.path.join(out, "checkpoints", ".*"))
+    check(not left, f"no temporary directories left behind ({left})")
+
+# ---- refusals: exit code 3 before training, naming the problem ----------------
+
+def refused(name, args, want, mutate=None):
+    out = os.path.join(WORK, "refuse_" + name)
+    shutil.copytree(ref, out)
+    ckpt = checkpoints(out)[16]
+    if mutate:
+        mutate(ckpt)
+    before = open(os.path.join(out, "metrics.jsonl")).read()
+    p = run(out, "--resume", ckpt, *args, expect=3)
+    check(want in p.stderr, f"{name}: message names it ({p.stderr.strip()[-300:]})")
+    check(open(os.path.join(out, "metrics.jsonl")).read() == before, f"{name}: metrics.jsonl untouched")
+
+
+def flip_byte(ckpt):
+    path = os.path.join(ckpt, "state_dict.pth")
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x40]))
+
+
+refused("shape", ["--hparam", "hidden=17"], "0.weight")
+refused("crc", [], "CRC", flip_byte)
+refused("missing", [], "state_dict.pth is missing", lambda d: os.remove(os.path.join(d, "state_dict.pth")))
+refused("metadata", [], "metadata.json", lambda d: open(os.path.join(d, "metadata.json"), "w").write("{\"steps"))
+refused("batch size", ["--hparam", "global_batch_size=8"], "global_batch_size")
+
+# ---- retention -----------------------------------------------------------------
+
+# Policy all with validation every 4 batches: checkpoints at 4, 8, ... 40. Keep
+# the 2 latest and the best one by validation_loss.
+out = os.path.join(WORK, "retention")
+cfg = config(os.path.join(WORK, "keep.json"), min_validation_period={"batches": 4},
+             min_checkpoint_period={"batches": 1000}, checkpoint_policy="all",
+             checkpoint_storage={"save_trial_latest": 2, "save_trial_best": 1},
+             hyperparameters={"global_batch_size": 16, "lr": 0.2})
+run(out, cfg=cfg)
+vals = {m["batches"]: m["metrics"]["validation_loss"] for m in metrics(out) if m["group"] == "validation"}
+best = min(vals, key=lambda b: vals[b])
+want = sorted({36, 40, best})
+check(sorted(checkpoints(out)) == want, f"retention keeps {want} (latest 2 + best {best}): {sorted(checkpoints(out))}")
+
+# ---- ctrial-ckpt ---------------------------------------------------------------
+
+d = checkpoints(ref)[40]
+p = subprocess.run([CKPT_TOOL, "list", d], capture_output=True, text=True)
+check(p.returncode == 0 and "models_state_dict[0].0.weight" in p.stdout and "[16, 8] float32" in p.stdout
+      and "steps_completed" in p.stdout, "ctrial-ckpt list shows keys, dtypes, shapes and metadata")
+p = subprocess.run([CKPT_TOOL, "latest", os.path.join(ref, "checkpoints")], capture_output=True, text=True)
+check(p.returncode == 0 and p.stdout.strip() == d, f"ctrial-ckpt latest: {p.stdout.strip()}")
+flip_dir = os.path.join(WORK, "flipped")
+shutil.copytree(d, flip_dir)
+flip_byte(flip_dir)
+p = subprocess.run([CKPT_TOOL, "verify", flip_dir], capture_output=True, text=True)
+check(p.returncode == 1 and "CRC" in p.stderr, f"ctrial-ckpt verify finds the damage: {p.stderr.strip()}")
+
+if FAILURES:
+    print(f"{len(FAILURES)} failure(s); work dir kept: {WORK}")
+    sys.exit(1)
+shutil.rmtree(WORK)
+print("all passed")
