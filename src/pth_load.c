@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 enum {
-    CHUNK = 8 << 20,          /* bytes per read job */
+    CHUNK = 2 << 20,          /* bytes per read job: its CRC runs while it is in cache */
     SCRATCH = 1 << 20,        /* buffer of CRC-only reads */
     MAX_THREADS = 4,          /* readers, the calling thread included */
     PARALLEL_MIN = 4 << 20,   /* below this many bytes one thread reads */

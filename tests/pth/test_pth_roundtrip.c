@@ -50,6 +50,8 @@ static bool contains(const unsigned char *hay, size_t n, const char *needle) {
     return false;
 }
 
+static void expect_load_error(const char *path, int code, const char *needle);
+
 /* ---- layout: strides, offsets, requires_grad and sharing ----------------------------- */
 
 typedef struct {
@@ -222,6 +224,38 @@ static void test_archive_names(void) {
     ct_value_free(v);
 }
 
+/* Storages of several MiB take the other paths: CRCs computed by a helper
+ * thread while saving, reads split into chunks over threads while loading
+ * (their CRCs combined). */
+static void test_large(void) {
+    ct_manual_seed(3);
+    ct_value *v = ct_value_dict();
+    ct_value_dict_set(v, "big", ct_value_tensor(ct_randn(CT_SHAPE(1300, 1024), NULL)));
+    ct_value_dict_set(v, "bias", ct_value_tensor(ct_randn(CT_SHAPE(7), NULL)));
+    ct_value_dict_set(v, "mid", ct_value_tensor(ct_randint(-9, 9, CT_SHAPE(300, 1024), NULL)));
+    ct_value_dict_set(v, "half", ct_value_tensor(ct_randn(CT_SHAPE(2, 700, 1024), &(ct_topts){.dtype = CT_F16})));
+    const char *path = in_dir("large.pth");
+    ct_file_sum sum = {0, 0};
+    CHECK_OK(ct_pth_save(path, v, NULL, &sum));
+    size_t n = 0;
+    unsigned char *b = slurp(path, &n);
+    CHECK(n > 10 * 1000 * 1000 && sum.nbytes == n && sum.crc32 == (uint32_t)crc32(0, b, (uInt)n));
+    ct_value *back = NULL;
+    CHECK_OK(ct_pth_load(path, &back));
+    CHECK(ct_value_equal(v, back));
+    ct_value_free(back);
+    /* A flipped byte deep inside the first storage (its third 2 MiB chunk). */
+    size_t at = 0;
+    for (size_t i = 0; i + 12 <= n && !at; i++)
+        if (memcmp(b + i, "large/data/0", 12) == 0) at = (i + 12 + 4 + 63) / 64 * 64 + (5u << 20) - 3;
+    CHECK(at > 0 && at < n);
+    b[at] ^= 0x40;
+    spit(in_dir("large_bad.pth"), b, n);
+    expect_load_error(in_dir("large_bad.pth"), CT_EFORMAT, "large_bad.pth: entry large/data/0: its bytes have CRC-32");
+    free(b);
+    ct_value_free(v);
+}
+
 /* ---- errors while saving ---------------------------------------------------------------- */
 
 static void test_save_errors(void) {
@@ -351,6 +385,7 @@ int main(void) {
     test_specimen();
     test_top_level();
     test_archive_names();
+    test_large();
     test_save_errors();
     test_load_errors();
     test_damage();
