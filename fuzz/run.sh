@@ -4,10 +4,13 @@
 #
 #     fuzz/run.sh BUILD_DIR SRC_DIR [SECONDS]
 #
-# The dataset readers (src/dataset.c, idx.c, csv.c, records.c) are compiled
-# into the fuzzer with instrumentation; the rest of the API comes from
-# BUILD_DIR's libctrial.so (gcc, uninstrumented). Crashing inputs are kept in
-# BUILD_DIR/fuzz/ and the script fails. clang comes with tools/setup.sh.
+# The code under test is compiled into each fuzzer with instrumentation:
+# the dataset readers (src/dataset.c, idx.c, csv.c, records.c) for idx and
+# csv, PyTorch's file format (src/pth_*.c) for pth (whole archives) and pkl
+# (the pickle machine alone, past the CRCs that stop mutated archives); the rest of the API
+# comes from BUILD_DIR's libctrial.so (gcc, uninstrumented). Crashing inputs
+# are kept in BUILD_DIR/fuzz/ and the script fails. clang comes with
+# tools/setup.sh.
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) secs=${3:-10}
 cc=$(command -v clang-14 || command -v clang || true)
@@ -26,6 +29,14 @@ cflags=(-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
         -I"$src/include" -I"$build/include")
 readers=("$src/src/dataset.c" "$src/src/idx.c" "$src/src/csv.c" "$src/src/records.c"
          "$src/fuzz/support.c")
+pth=("$src"/src/pth_*.c)
+targets=(idx csv pth pkl)
+sources_of() {  # sources_of TARGET: the instrumented sources beside fuzz_TARGET.c
+  case $1 in
+    pth | pkl) printf '%s\n' "${pth[@]}" ;;
+    *) printf '%s\n' "${readers[@]}" ;;
+  esac
+}
 # Rebuilt only when a source or header changed (the compile is most of the time).
 stale() {  # stale BINARY SOURCES...
   local bin=$1; shift
@@ -34,10 +45,11 @@ stale() {  # stale BINARY SOURCES...
   for f in "$@" "$src"/include/ctrial/*.h "$src"/src/*.h; do [ "$f" -nt "$bin" ] && return 0; done
   return 1
 }
-for target in idx csv; do
-  stale "$out/fuzz_$target" "$src/fuzz/fuzz_$target.c" "${readers[@]}" || continue
-  if ! "$cc" "${cflags[@]}" "$src/fuzz/fuzz_$target.c" "${readers[@]}" \
-       -L"$build" -lctrial -lz -Wl,-rpath,"$build" -o "$out/fuzz_$target" 2>"$out/build_$target.log"; then
+for target in "${targets[@]}"; do
+  mapfile -t sources < <(sources_of "$target")
+  stale "$out/fuzz_$target" "$src/fuzz/fuzz_$target.c" "${sources[@]}" || continue
+  if ! "$cc" "${cflags[@]}" "$src/fuzz/fuzz_$target.c" "${sources[@]}" \
+       -L"$build" -lctrial -lz -lpthread -Wl,-rpath,"$build" -o "$out/fuzz_$target" 2>"$out/build_$target.log"; then
     cat "$out/build_$target.log" >&2
     if grep -q "fsanitize=fuzzer\|libclang_rt.fuzzer" "$out/build_$target.log"; then
       echo "fuzz: clang cannot link libFuzzer; install libclang-rt-dev (tools/setup.sh)" >&2
@@ -49,7 +61,7 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for target in idx csv; do
+for target in "${targets[@]}"; do
   mkdir -p "$work/$target"
   cp "$src/fuzz/corpus/$target"/* "$work/$target/"
   echo "fuzz: $target for ${secs}s"

@@ -400,6 +400,11 @@ static int push_str(vm *m, size_t len_bytes) {
 
 static bool is(const char *s, size_t n, const char *lit) { return strlen(lit) == n && memcmp(s, lit, n) == 0; }
 
+static bool ends_with(const char *s, size_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return n >= k && memcmp(s + n - k, lit, k) == 0;
+}
+
 /* Pushes the global module.name if it is allowed; refuses it by name
  * otherwise. */
 static int push_global(vm *m, const char *mod, size_t mlen, const char *name, size_t nlen) {
@@ -417,7 +422,10 @@ static int push_global(vm *m, const char *mod, size_t mlen, const char *name, si
         kind = G_STORAGE;
     else if (is(mod, mlen, "torch") && nlen > 7 && memcmp(name, "Complex", 7) == 0)
         return fail(m, "complex tensors are not supported (global 'torch.%.*s')", nl, name);
-    else if ((is(mod, mlen, "torch") && nlen > 1 && name[0] == 'Q' && strstr(name, "Storage")) ||
+    else if (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_tensor_v3"))
+        return fail(m, "a tensor of a dtype ctrial lacks (uint16/32/64, float8, ...: global "
+                    "'torch._utils._rebuild_tensor_v3')");
+    else if ((is(mod, mlen, "torch") && nlen > 1 && name[0] == 'Q' && ends_with(name, nlen, "Storage")) ||
              (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_qtensor")))
         return fail(m, "quantized tensors are not supported (global '%.*s.%.*s')", ml, mod, nl, name);
     else

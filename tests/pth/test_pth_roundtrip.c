@@ -318,7 +318,8 @@ static void test_load_errors(void) {
     expect_load_error(in_dir("text.pth"), CT_EFORMAT, "text.pth: not a zip archive (starts with 68 65 6c 6c");
     spit(in_dir("empty.pth"), "", 0);
     expect_load_error(in_dir("empty.pth"), CT_EFORMAT, "empty.pth: only 0 bytes: not a zip archive");
-    spit(in_dir("legacy.pth"), "\x80\x02 stands for a legacy pickle.", 32);
+    static const char legacy[] = "\x80\x02 stands for a legacy pickle.";
+    spit(in_dir("legacy.pth"), legacy, sizeof legacy - 1);
     expect_load_error(in_dir("legacy.pth"), CT_EFORMAT, "legacy format");
 }
 

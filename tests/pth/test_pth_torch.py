@@ -274,6 +274,7 @@ def test_refusals():
         ({"c": torch.zeros(2, dtype=torch.complex64)}, 2,
          "complex tensors are not supported (global 'torch.ComplexFloatStorage')"),
         ({"q": torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)}, 2, "quantized tensors"),
+        ({"u": torch.zeros(2, dtype=torch.uint16)}, 2, "a tensor of a dtype ctrial lacks"),
         ({"n": 2 ** 70}, 2, "beyond 64 bits"),
         ({"n": -(2 ** 63) - 1}, 2, "beyond 64 bits"),
         ({"b": b"xyz"}, 2, "refuses global '_codecs.encode'"),
