@@ -9,14 +9,16 @@
  * sets, class instances and integers beyond 64 bits, none of which a
  * ct_value can hold.
  *
- * Objects live in the machine as reference-counted nodes, because the memo
- * lets a pickle refer to one object from several places (and a container
- * may be filled after it was memoized). At STOP the result is converted to
- * a ct_value tree, copying what is shared (tensors are shared, not copied:
- * new handles to the same tensor). Every count and length comes from the
- * untrusted file and is checked before use; nesting, memo indexes and the
- * size of the converted tree are bounded, so a hostile pickle costs an
- * error, not a crash or a runaway allocation.
+ * Objects live in the machine as nodes that it owns all together (a list
+ * of every node made, freed at the end): the memo lets a pickle refer to
+ * one object from several places, a container may be filled after it was
+ * memoized, and a hostile pickle can even put a list inside itself. At STOP
+ * the result is converted to a ct_value tree, copying what is shared
+ * (tensors are shared, not copied: new handles to the same tensor). Every
+ * count and length comes from the untrusted file and is checked before
+ * use; nesting, memo indexes and the size of the converted tree are
+ * bounded, so a hostile pickle costs an error, not a crash or a runaway
+ * allocation.
  */
 #include "pth_internal.h"
 
@@ -47,9 +49,8 @@ static const char *const global_names[] = {"collections.OrderedDict", "torch._ut
 typedef struct obj obj;
 struct obj {
     okind kind;
-    uint32_t refs;
-    bool ordered;   /* a dict made by OrderedDict(): BUILD may drop its state */
-    obj *next_free; /* release's worklist */
+    bool ordered; /* a dict made by OrderedDict(): BUILD may drop its state */
+    obj *next;    /* the machine's list of every node */
     union {
         bool b;
         int64_t i;
@@ -62,7 +63,7 @@ struct obj {
             obj **items; /* a dict holds key, value, key, value, ... */
             size_t len, cap;
         } seq;
-        ct_tensor *t; /* owned */
+        ct_tensor *t; /* owned by the node */
         struct {
             gkind kind;
             ct_dtype dtype; /* of a storage class */
@@ -86,6 +87,7 @@ typedef struct {
     size_t nmarks, mcap;
     obj **memo;
     size_t memo_cap, memo_count;
+    obj *all; /* every node made, newest first */
     size_t budget; /* values the conversion may still create */
 } vm;
 
@@ -159,6 +161,7 @@ static int oom(vm *m) { return fail_code(m, CT_ENOMEM, "out of host memory"); }
 
 /* ---- objects ---------------------------------------------------------------------- */
 
+/* A new node, owned by the machine until ct_pth_unpickle returns. */
 static obj *new_obj(vm *m, okind kind) {
     obj *o = calloc(1, sizeof *o);
     if (!o) {
@@ -166,53 +169,30 @@ static obj *new_obj(vm *m, okind kind) {
         return NULL;
     }
     o->kind = kind;
-    o->refs = 1;
-    return o;
-}
-
-static obj *incref(obj *o) {
-    o->refs++;
+    o->next = m->all;
+    m->all = o;
     return o;
 }
 
 static bool is_container(const obj *o) { return o->kind == O_TUPLE || o->kind == O_LIST || o->kind == O_DICT; }
 
-/* Drops a reference. Freeing walks a worklist threaded through the objects
- * themselves, so that no nesting depth can exhaust the C stack. */
-static void release(obj *o) {
-    if (!o || --o->refs > 0) return;
-    obj *pending = o;
-    o->next_free = NULL;
-    while (pending) {
-        obj *cur = pending;
-        pending = cur->next_free;
-        if (is_container(cur)) {
-            for (size_t i = 0; i < cur->u.seq.len; i++) {
-                obj *c = cur->u.seq.items[i];
-                if (--c->refs == 0) {
-                    c->next_free = pending;
-                    pending = c;
-                }
-            }
-            free(cur->u.seq.items);
-        } else if (cur->kind == O_STR) {
-            free(cur->u.str.s);
-        } else if (cur->kind == O_TENSOR) {
-            ct_tensor_free(cur->u.t);
-        }
-        free(cur);
+static void free_all(vm *m) {
+    while (m->all) {
+        obj *o = m->all;
+        m->all = o->next;
+        if (is_container(o)) free(o->u.seq.items);
+        else if (o->kind == O_STR) free(o->u.str.s);
+        else if (o->kind == O_TENSOR) ct_tensor_free(o->u.t);
+        free(o);
     }
 }
 
-/* Appends item (stolen) to a container. */
+/* Appends item to a container. */
 static int seq_push(vm *m, obj *c, obj *item) {
     if (c->u.seq.len == c->u.seq.cap) {
         size_t cap = c->u.seq.cap ? c->u.seq.cap * 2 : 4;
         obj **p = realloc(c->u.seq.items, cap * sizeof *p);
-        if (!p) {
-            release(item);
-            return oom(m);
-        }
+        if (!p) return oom(m);
         c->u.seq.items = p;
         c->u.seq.cap = cap;
     }
@@ -224,16 +204,13 @@ static int seq_push(vm *m, obj *c, obj *item) {
 
 static size_t floor_of(const vm *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
 
-/* Pushes o (stolen). */
+/* Pushes o (NULL: a failed new_obj, whose error stands). */
 static int push(vm *m, obj *o) {
     if (!o) return ct_last_code();
     if (m->sp == m->scap) {
         size_t cap = m->scap ? m->scap * 2 : 64;
         obj **p = realloc(m->stack, cap * sizeof *p);
-        if (!p) {
-            release(o);
-            return oom(m);
-        }
+        if (!p) return oom(m);
         m->stack = p;
         m->scap = cap;
     }
@@ -241,8 +218,8 @@ static int push(vm *m, obj *o) {
     return 0;
 }
 
-/* Pops the top value (the caller owns the reference), or NULL + error when
- * the stack is empty above the innermost mark. */
+/* Pops the top value, or NULL + error when the stack is empty above the
+ * innermost mark. */
 static obj *pop(vm *m) {
     if (m->sp <= floor_of(m)) {
         fail(m, "the stack is empty%s", m->nmarks ? " above the MARK" : "");
@@ -278,10 +255,7 @@ static int take_marked(vm *m, obj *c) {
     if (!m->nmarks) return fail(m, "no MARK to collect values from");
     size_t mark = m->marks[--m->nmarks];
     int rc = 0;
-    for (size_t i = mark; i < m->sp; i++) {
-        if (!rc) rc = seq_push(m, c, m->stack[i]);
-        else release(m->stack[i]);
-    }
+    for (size_t i = mark; i < m->sp && !rc; i++) rc = seq_push(m, c, m->stack[i]);
     m->sp = mark;
     return rc;
 }
@@ -302,15 +276,14 @@ static int memo_put(vm *m, size_t index) {
         m->memo = p;
         m->memo_cap = cap;
     }
-    if (m->memo[index]) release(m->memo[index]);
-    else m->memo_count++;
-    m->memo[index] = incref(o);
+    if (!m->memo[index]) m->memo_count++;
+    m->memo[index] = o;
     return 0;
 }
 
 static int memo_get(vm *m, size_t index) {
     if (index >= m->memo_cap || !m->memo[index]) return fail(m, "memo index %zu was never stored", index);
-    return push(m, incref(m->memo[index]));
+    return push(m, m->memo[index]);
 }
 
 /* ---- reading arguments ---------------------------------------------------------------------- */
@@ -462,8 +435,6 @@ static int op_stack_global(vm *m) {
     if (!mod) rc = ct_last_code();
     else if (mod->kind != O_STR || name->kind != O_STR) rc = fail(m, "module and name must be strings");
     else rc = push_global(m, mod->u.str.s, mod->u.str.len, name->u.str.s, name->u.str.len);
-    release(name);
-    release(mod);
     return rc;
 }
 
@@ -483,11 +454,7 @@ static int op_collect(vm *m, okind kind) {
         if (c->u.seq.len % 2) rc = fail(m, "an odd number of values (%zu) for key-value pairs", c->u.seq.len);
         for (size_t i = 0; !rc && i < c->u.seq.len; i += 2) rc = check_key(m, c->u.seq.items[i]);
     }
-    if (rc) {
-        release(c);
-        return rc;
-    }
-    return push(m, c);
+    return rc ? rc : push(m, c);
 }
 
 /* TUPLE1..3: the top k values. */
@@ -496,16 +463,9 @@ static int op_tuple_n(vm *m, size_t k) {
     obj *c = new_obj(m, O_TUPLE);
     if (!c) return ct_last_code();
     int rc = 0;
-    for (size_t i = m->sp - k; i < m->sp; i++) {
-        if (!rc) rc = seq_push(m, c, m->stack[i]);
-        else release(m->stack[i]);
-    }
+    for (size_t i = m->sp - k; i < m->sp && !rc; i++) rc = seq_push(m, c, m->stack[i]);
     m->sp -= k;
-    if (rc) {
-        release(c);
-        return rc;
-    }
-    return push(m, c);
+    return rc ? rc : push(m, c);
 }
 
 /* APPEND(S), SETITEM(S): values into the container below them. `marked`:
@@ -530,10 +490,7 @@ static int op_fill(vm *m, okind want, bool marked) {
     for (size_t i = from; want == O_DICT && i < m->sp; i += 2)
         if (check_key(m, m->stack[i])) return ct_last_code();
     int rc = 0;
-    for (size_t i = from; i < m->sp; i++) {
-        if (!rc) rc = seq_push(m, c, m->stack[i]);
-        else release(m->stack[i]);
-    }
+    for (size_t i = from; i < m->sp && !rc; i++) rc = seq_push(m, c, m->stack[i]);
     m->sp = from;
     if (marked) m->nmarks--;
     return rc;
@@ -645,8 +602,6 @@ static int op_reduce(vm *m) {
         case G_STORAGE: rc = fail(m, "a storage class cannot be called"); break;
         }
     }
-    release(args);
-    release(f);
     return rc ? rc : push(m, res);
 }
 
@@ -660,7 +615,6 @@ static int op_build(vm *m) {
     else if (o->kind != O_DICT || !o->ordered)
         rc = fail(m, "sets the state of a %s (only an OrderedDict's _metadata is accepted, and dropped)",
                   o->kind == O_GLOBAL ? global_names[o->u.g.kind] : kind_names[o->kind]);
-    release(state);
     return rc;
 }
 
@@ -682,7 +636,6 @@ static int op_persid(vm *m) {
         st->u.st.base = base;
         st->u.st.dtype = a[1]->u.g.dtype;
     }
-    release(pid);
     return rc ? rc : push(m, st);
 }
 
@@ -704,20 +657,15 @@ static int step(vm *m, obj **result, bool *done) {
         *done = true;
         return 0;
     case CT_PKL_MARK: return push_mark(m);
-    case CT_PKL_POP: {
-        obj *o = pop(m);
-        release(o);
-        return o ? 0 : ct_last_code();
-    }
+    case CT_PKL_POP: return pop(m) ? 0 : ct_last_code();
     case CT_PKL_POP_MARK: {
         if (!m->nmarks) return fail(m, "no MARK to pop");
-        size_t mark = m->marks[--m->nmarks];
-        while (m->sp > mark) release(m->stack[--m->sp]);
+        m->sp = m->marks[--m->nmarks];
         return 0;
     }
     case CT_PKL_DUP: {
         obj *o = top(m);
-        return o ? push(m, incref(o)) : ct_last_code();
+        return o ? push(m, o) : ct_last_code();
     }
     case CT_PKL_NONE: return push(m, new_obj(m, O_NONE));
     case CT_PKL_NEWTRUE: return push_bool(m, true);
@@ -845,9 +793,7 @@ int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env 
         *out = to_value(&m, result, 0);
         if (!*out) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
     }
-    release(result);
-    while (m.sp > 0) release(m.stack[--m.sp]);
-    for (size_t i = 0; i < m.memo_cap; i++) release(m.memo[i]);
+    free_all(&m);
     free(m.stack);
     free(m.marks);
     free(m.memo);
