@@ -747,6 +747,17 @@ void ct_loader_free(ct_loader *l) {
 
 /* ---- the training loop's hook (loader_internal.h) ---------------------------- */
 
+int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
+    if (!l) return ct_set_error(CT_EINVAL, "the validation data loader is NULL");
+    if (l->user_chain || (l->o.rank == rank && l->o.world_size == world_size)) return CT_OK;
+    stop_workers(l);
+    l->o.repeat = false;
+    l->o.rank = rank;
+    l->o.world_size = world_size;
+    l->len = batches_per_pass(&l->o, l->num_samples);
+    return ct_loader_reset(l);
+}
+
 int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
     if (!l) return ct_set_error(CT_EINVAL, "the training data loader is NULL");
     if (!l->user_chain) {

@@ -10,5 +10,9 @@
  * (batch size, shuffle and seed, drop_last, workers) stay. A loader over the
  * user's own sampler keeps its chain and only moves to `position`. */
 int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position);
+/* The validation loader's chain for `rank` of `world_size`: shard -> batch,
+ * one pass per reset (rank r gets elements r, r + n, ...). A user's own
+ * sampler is left alone. */
+int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size);
 
 #endif

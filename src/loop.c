@@ -20,6 +20,7 @@
 #include <pthread.h>
 
 #include "ckpt_internal.h"
+#include "ctrial/dist.h"
 #include "loader_internal.h"
 #include "report.h"
 #include "trial_internal.h"
@@ -181,6 +182,47 @@ static void detach_metrics(ct_value *metrics) {
     }
 }
 
+/* ---- ranks agreeing ------------------------------------------------------------- */
+
+/* Every rank's status: a failure on any rank fails every rank (the others
+ * name the rank that failed), so no rank waits in a collective for one that
+ * has left. Collective; with one rank it returns rc. */
+static int agree(ct_context *ctx, int rc) {
+    if (ctx->size == 1) return rc;
+    int64_t v[2] = {rc != CT_OK ? 1 : 0, rc != CT_OK ? -(int64_t)ctx->rank : INT64_MIN};
+    int64_t failed = v[0];
+    if (ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX) != CT_OK) return ct_last_code();
+    if (!failed) return CT_OK;
+    if (ct_dist_allreduce_i64(&v[1], 1, CT_DIST_MAX) != CT_OK) return ct_last_code();
+    int first = (int)-v[1]; /* the lowest failing rank */
+    if (rc != CT_OK) return rc;
+    return ct_set_error(CT_EDIST, "rank %d failed (its message is on its own stderr)", first);
+}
+
+/* A stop request (a signal or ct_ctx_request_stop) on any rank stops every
+ * rank after the same batch. */
+static int agree_on_stop(ct_context *ctx) {
+    if (ctx->size == 1) return CT_OK;
+    int64_t stop = ctx->stop_requested || g_stop_signal;
+    int rc = ct_dist_allreduce_i64(&stop, 1, CT_DIST_MAX);
+    if (rc == CT_OK) ctx->stop_requested = stop != 0;
+    return rc;
+}
+
+/* Rank 0's parameters and buffers on every rank (Determined broadcasts
+ * them at the start so every rank begins identical). */
+static int broadcast_models(ct_context *ctx) {
+    if (ctx->size == 1) return CT_OK;
+    for (size_t m = 0; m < ctx->n_models; m++)
+        for (size_t i = 0; i < ct_nn_state_size(ctx->models[m]); i++) {
+            const char *name = NULL;
+            ct_tensor *t = ct_nn_state_at(ctx->models[m], i, &name);
+            if (ct_dist_broadcast(t, 0) != CT_OK)
+                return ct_set_error(ct_last_code(), "broadcasting model %zu '%s': %s", m, name, ct_last_error());
+        }
+    return CT_OK;
+}
+
 /* ---- checkpoints ----------------------------------------------------------- */
 
 /* Stop signals wait while a checkpoint is written (they are delivered, and
@@ -223,6 +265,8 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     ct_value *state = ct_ckpt_state_from_ctx(ctx);
     int rc = state ? CT_OK : ct_last_code();
     CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
+    /* Every rank has finished this step before rank 0 commits it. */
+    rc = agree(ctx, rc);
     if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;
         block_stop_signals(&old);
@@ -230,6 +274,9 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     ct_value_free(state);
+    rc = agree(ctx, rc);
+    if (rc == CT_OK && ctx->size > 1)
+        rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
     CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
     if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
     return rc;
@@ -284,8 +331,11 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
         rc = ct_value_list_append(outputs, m);
         if (ctx->opts.test_mode) break; /* the first validation batch only */
     }
-    if (rc == CT_OK && ct_value_len(outputs) == 0)
-        return ct_set_error(CT_ETRIAL, "the validation loader yielded no batches");
+    /* A rank may get no validation batches (a small set over many ranks);
+     * all ranks together must get some. */
+    int64_t total = (int64_t)ct_value_len(outputs);
+    if (rc == CT_OK && ctx->size > 1) rc = ct_dist_allreduce_i64(&total, 1, CT_DIST_SUM);
+    if (rc == CT_OK && total == 0) return ct_set_error(CT_ETRIAL, "the validation loader yielded no batches");
     return rc;
 }
 
@@ -302,18 +352,33 @@ static int validate(ct_context *ctx) {
     if (ctx->trial->evaluate_batch) {
         rc = evaluate_batches(ctx, outputs);
         if (rc == CT_OK) {
+            /* Each rank reduces its batches, then the ranks' results combine. */
             ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
-            metrics = ct_reduce_batches(outputs, spec, "validation");
+            ct_value *local = ct_reduce_batches(outputs, spec, "validation");
+            if (local) metrics = ct_metrics_reduce_ranks(ctx, local, (int64_t)ct_value_len(outputs), spec);
+            ct_value_free(local);
             ct_value_free(spec);
             if (!metrics) rc = ct_last_code();
         }
     } else {
-        ct_scope *s = ct_scope_begin();
-        metrics = ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader);
-        ct_scope_end(s);
-        rc = metrics ? CT_OK : trial_failed("evaluate_full_dataset");
-        if (rc == CT_OK && ct_value_kind_of(metrics) != CT_VALUE_DICT)
-            rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
+        /* Rank 0 evaluates the whole (unsharded) set; every rank gets its answer. */
+        ct_value *mine = NULL;
+        if (ctx->rank == 0) {
+            ct_scope *s = ct_scope_begin();
+            mine = ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader);
+            ct_scope_end(s);
+            rc = mine ? CT_OK : trial_failed("evaluate_full_dataset");
+            if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
+                rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
+        }
+        rc = agree(ctx, rc);
+        if (rc == CT_OK) {
+            metrics = ctx->size > 1 ? ct_metrics_from_rank0(ctx, mine) : mine;
+            if (ctx->size > 1) ct_value_free(mine);
+            rc = metrics ? CT_OK : ct_last_code();
+        } else {
+            ct_value_free(mine);
+        }
     }
     if (rc == CT_OK) rc = ct_reducers_report(ctx, metrics);
     ct_guard_end(g);
@@ -400,7 +465,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
                                                        : ct_batch_length(batch);
         if (records < 0) rc = trial_failed("get_batch_length");
-        else ctx->records_trained += records;
+        else ctx->records_pending += records;
     }
     ctx->batches_trained = idx + 1;
     ctx->current_batch = -1;
@@ -414,9 +479,16 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
 /* Averages the workload's metrics, adds wrapped reducers' results, reports. */
 static int report_training(ct_context *ctx, ct_value *workload) {
     if (ct_value_len(workload) == 0) return CT_OK;
+    /* Records trained by all ranks in this workload. */
+    int64_t records = ctx->records_pending;
+    int rc = ct_dist_allreduce_i64(&records, 1, CT_DIST_SUM);
+    if (rc != CT_OK) return rc;
+    ctx->records_trained += records;
+    ctx->records_pending = 0;
     ct_value *avg = ct_reduce_batches(workload, NULL, "training");
     if (!avg) return ct_last_code();
-    int rc = ct_reducers_report(ctx, avg);
+    rc = ct_metrics_average_ranks(ctx, avg);
+    if (rc == CT_OK) rc = ct_reducers_report(ctx, avg);
     ct_reducers_reset(ctx);
     if (rc == CT_OK && ctx->opts.stop_on_nan) {
         double loss;
@@ -452,6 +524,8 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         if (rc == CT_OK) ct_report_tick(ctx);
         if (rc != CT_OK) break;
         if (g_stop_signal) ctx->stop_requested = true;
+        rc = agree_on_stop(ctx);
+        if (rc != CT_OK) break;
         int64_t n = ctx->batches_trained;
         *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
         *fired_val = fires(&ctx->opts.validation_period, n, ctx->epoch_len);
@@ -472,6 +546,8 @@ static int train(ct_context *ctx) {
     if (rc != CT_OK) return rc;
     for (;;) {
         if (g_stop_signal) ctx->stop_requested = true; /* also one that came during validation */
+        rc = agree_on_stop(ctx);
+        if (rc != CT_OK) return rc;
         bool done = ctx->batches_trained >= ctx->max_length_batches, val = false, ckpt = false;
         if (!done && !ctx->stop_requested) rc = run_workload(ctx, &done, &val, &ckpt);
         if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
@@ -581,6 +657,9 @@ static int load_resume_state(ct_context *ctx, bool models_only) {
 static int setup(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
+    /* "cuda" without an index under mpirun: each local rank takes its own GPU. */
+    if (ctx->device.type == CT_CUDA && ctx->opts.device && !strchr(ctx->opts.device, ':'))
+        ctx->device.index = ctx->local_rank;
     if (ctx->opts.num_threads > 0 && ct_set_num_threads(ctx->opts.num_threads) < 0) return ct_last_code();
     ctx->trial_seed = ctx->opts.seed;
     ctx->global_batch_size = ctx->opts.global_batch_size;
@@ -612,6 +691,8 @@ static int setup(ct_context *ctx) {
     ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
     if (!ctx->val_loader) return trial_failed("build_validation_data_loader");
+    if (t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
+    if (rc != CT_OK) return rc;
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return trial_failed("build_callbacks");
     if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
@@ -627,12 +708,18 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     int rc = check_trial(trial);
     if (rc == CT_OK) rc = check_opts(o);
     if (rc != CT_OK) return rc;
+    rc = ct_dist_init();
+    if (rc != CT_OK) return rc;
     ct_context *ctx = ct_ctx_create(trial, o);
     if (!ctx) return ct_last_code();
+    ctx->rank = ct_dist_rank();
+    ctx->size = ct_dist_size();
+    ctx->local_rank = ct_dist_local_rank();
     saved_signals saved;
     catch_stop_signals(&saved);
     ct_report_start(ctx);
-    rc = setup(ctx);
+    rc = agree(ctx, setup(ctx));
+    if (rc == CT_OK) rc = agree(ctx, broadcast_models(ctx));
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
     /* Shutdown hooks run in reverse, also after a failure; the first

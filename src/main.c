@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "ctrial/dist.h"
 
 /* ---- value syntax ------------------------------------------------------------ */
 
@@ -389,8 +390,17 @@ int ct_main(int argc, char **argv, const ct_trial *trial) {
         ct_main_args_free(&args);
         return CT_EXIT_OK;
     }
-    rc = ct_fit(trial, &args.cfg.fit);
-    if (rc) report(rc, world);
+    rc = ct_dist_init();
+    if (rc == CT_OK) rc = ct_fit(trial, &args.cfg.fit);
     ct_main_args_free(&args);
+    if (rc && ct_dist_is_distributed()) {
+        /* The other ranks may be waiting for this one in a collective: end
+         * the whole job, naming this rank and the cause. */
+        char why[2300];
+        snprintf(why, sizeof why, "%s: %s", ct_strerror(rc), ct_last_error());
+        ct_dist_abort(ct_exit_code(rc), why);
+    }
+    if (rc) report(rc, world);
+    ct_dist_finalize();
     return ct_exit_code(rc);
 }

@@ -168,8 +168,7 @@ finish:
     return out;
 }
 
-/* The reducer for `name` from the trial's evaluation_reducer() answer. */
-static int reducer_for(const ct_value *spec, const char *name, ct_reducer_kind *out) {
+int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kind *out) {
     int64_t k = CT_REDUCER_AVG;
     if (spec && ct_value_kind_of(spec) == CT_VALUE_DICT) {
         const ct_value *v = ct_value_dict_get(spec, name);
@@ -210,7 +209,7 @@ ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const
         ct_value *r = NULL;
         if (!name) {
             ct_set_error(CT_ETRIAL, "%s metrics must have string names", group);
-        } else if (reducer_for(spec, name, &kind) == CT_OK) {
+        } else if (ct_reducer_for_metric(spec, name, &kind) == CT_OK) {
             r = reduce_one(batches, name, kind, group);
         }
         if (!r || ct_value_dict_set(out, name, r) != 0) {

@@ -75,7 +75,8 @@ struct ct_context {
     ct_ckpt_why why;             /* of the checkpoint being written */
 
     ct_loader *train_loader, *val_loader;
-    int64_t records_trained;
+    int64_t records_trained;     /* by all ranks, up to the last report */
+    int64_t records_pending;     /* by this rank since the last report */
     int64_t max_length_batches;  /* max_length in batches, once epoch_len is known */
 
     /* Reporting (report.c). */
@@ -107,5 +108,21 @@ int ct_reducers_report(ct_context *ctx, ct_value *metrics);
 /* Reduces a list of per-batch metric dicts with the trial's evaluation
  * reducers (`spec`: NULL, an int, or a dict name -> int). NEW dict. */
 ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group);
+/* The reducer for metric `name` from the trial's evaluation_reducer()
+ * answer (NULL: AVG). Returns a status. */
+int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kind *out);
+
+/* reduce_ranks.c: metrics across ranks (every call is collective; with one
+ * rank they return their input's equivalent without communicating). */
+/* Training: each numeric metric replaced by its mean over ranks (every rank
+ * trained the same batches of the workload), in place. */
+int ct_metrics_average_ranks(ct_context *ctx, ct_value *metrics);
+/* Validation: every rank's reduced metrics and batch count, combined on
+ * rank 0 by each metric's reducer (AVG weighted by batch counts, SUM, MAX,
+ * MIN; ranks without batches left out), then the result on every rank.
+ * NEW dict or NULL + error. */
+ct_value *ct_metrics_reduce_ranks(ct_context *ctx, const ct_value *local, int64_t n_batches, const ct_value *spec);
+/* Rank 0's metrics dict on every rank (numbers as floats). NEW. */
+ct_value *ct_metrics_from_rank0(ct_context *ctx, const ct_value *metrics);
 
 #endif

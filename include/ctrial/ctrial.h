@@ -16,6 +16,7 @@
 #include "callback.h"
 #include "ckpt.h"
 #include "cuda.h"
+#include "dist.h"
 #include "data.h"
 #include "error.h"
 #include "metrics.h"

@@ -1,0 +1,87 @@
+/*
+ * ctrial/dist.h — ranks and collectives: one trial on N processes under
+ * mpirun.
+ *
+ * ct_main does all of this for a trial: it calls ct_dist_init, gives each
+ * rank its shard of the data and its GPU, broadcasts the starting weights
+ * from rank 0, averages gradients across ranks at every optimizer step and
+ * reduces metrics. A program that owns its main uses the same calls:
+ *
+ *     int main(int argc, char **argv) {
+ *         if (ct_dist_init() != 0) return 1;         // MPI only when mpirun started us
+ *         ct_tensor *w = ct_randn(CT_SHAPE(4, 4), NULL);
+ *         ct_dist_broadcast(w, 0);                    // every rank: rank 0's values
+ *         ct_tensor *g = ct_ones(CT_SHAPE(4), NULL);
+ *         ct_dist_allreduce(g, CT_DIST_AVG);          // the mean over ranks
+ *         ct_dist_finalize();
+ *     }
+ *
+ *     mpirun -np 4 ./program            (as root: --allow-run-as-root;
+ *                                         more ranks than cores: --oversubscribe)
+ *     mpirun -np 8 -H node1:4,node2:4 ./program     (two hosts, four ranks each)
+ *
+ * A program started without mpirun runs as rank 0 of 1 and never touches MPI
+ * (no start-up cost); a build without MPI behaves the same way and refuses a
+ * launch with more than one rank (CT_ENOTSUP).
+ *
+ * Collectives are called by every rank in the same order with tensors of the
+ * same shape and dtype. CPU tensors go through MPI; CUDA tensors need a
+ * CUDA-aware MPI (checked, CT_ENOTSUP otherwise) — never a silent copy
+ * through host memory. Failures are CT_EDIST naming the rank and the call.
+ */
+#ifndef CTRIAL_DIST_H
+#define CTRIAL_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    CT_DIST_SUM = 0,
+    CT_DIST_AVG, /* SUM divided by the number of ranks */
+    CT_DIST_MAX,
+    CT_DIST_MIN,
+    CT_DIST_OP_MAX_ENUM_ = 0x7fffffff
+} ct_dist_op;
+
+/* Starts MPI when this process was launched by mpirun (and the build has
+ * MPI); otherwise a single process. Idempotent. Returns a status. */
+CT_API int ct_dist_init(void);
+/* Ends MPI (when this library started it). */
+CT_API void ct_dist_finalize(void);
+/* Ends the whole job: every rank exits with `exit_code` (MPI_Abort under
+ * mpirun, exit otherwise), after printing `why` prefixed by the rank. */
+CT_API void ct_dist_abort(int exit_code, const char *why);
+
+CT_API int ct_dist_rank(void);       /* 0 .. size-1 (0 before init) */
+CT_API int ct_dist_size(void);       /* ranks in the job (1 before init) */
+CT_API int ct_dist_local_rank(void); /* rank among this host's ranks */
+CT_API int ct_dist_local_size(void);
+CT_API bool ct_dist_is_distributed(void); /* size > 1 */
+
+/* Every rank waits for the others. */
+CT_API int ct_dist_barrier(void);
+/* t (contiguous) takes root's values on every rank, in place. */
+CT_API int ct_dist_broadcast(ct_tensor *t, int root);
+/* t (contiguous) becomes op over every rank's t, in place. */
+CT_API int ct_dist_allreduce(ct_tensor *t, ct_dist_op op);
+/* Raw bytes: buf takes root's n bytes on every rank. */
+CT_API int ct_dist_broadcast_bytes(void *buf, size_t n, int root);
+/* Every rank's int64 values, op-reduced in place on every rank (flags,
+ * counts, decisions). */
+CT_API int ct_dist_allreduce_i64(int64_t *values, int n, ct_dist_op op);
+/* Gathers every rank's bytes on root: *out (malloc'd, only on root) holds
+ * the ranks' buffers one after another and lens[r] (size() entries, caller
+ * allocated, only read on root) each one's length. */
+CT_API int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t *lens);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
