@@ -520,8 +520,15 @@ static int on_aggregation_frequency(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
+/* ctrial's own key (DistributedDataParallel's bucket_cap_mb): megabytes of
+ * gradients per all-reduce bucket under mpirun. */
+static int on_bucket_cap_mb(loader *L, const char *path, json_t *v) {
+    return get_int(L, path, v, 1, 1 << 20, &L->c->fit.bucket_cap_mb) ? CT_ECONFIG : 0;
+}
+
 static int on_optimizations(loader *L, const char *path, json_t *v) {
     static const key_entry keys[] = {{"aggregation_frequency", on_aggregation_frequency},
+                                     {"bucket_cap_mb", on_bucket_cap_mb},
                                      /* ctrial always averages across ranks, as true does */
                                      {"average_training_metrics", ignore_bool},
                                      {NULL, NULL}};

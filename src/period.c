@@ -80,6 +80,7 @@ ct_fit_opts ct_fit_defaults(void) {
         .searcher_metric = "validation_loss",
         .smaller_is_better = true,
         .aggregation_frequency = 1,
+        .bucket_cap_mb = 25,
         .output_dir = "output",
         .save_trial_latest = 1,
         .save_trial_best = 1,

@@ -185,6 +185,7 @@ typedef struct {
     bool test_mode;                /* false */
     int64_t global_batch_size;     /* 0: from hparams' global_batch_size */
     int aggregation_frequency;     /* 1 */
+    int64_t bucket_cap_mb;         /* gradient all-reduce bucket size under mpirun (25) */
     uint64_t seed;                 /* experiment seed (0) */
     const char *output_dir;        /* metrics.jsonl, events, checkpoints ("output") */
     const char *checkpoint_dir;    /* checkpoint_storage.host_path (NULL: output_dir/checkpoints) */
