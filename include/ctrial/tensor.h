@@ -471,6 +471,21 @@ CT_API int ct_set_grad(ct_tensor *t, const ct_tensor *g);
 CT_API int ct_zero_grad(ct_tensor *t, bool set_to_none);
 CT_API bool ct_is_leaf(const ct_tensor *t);
 
+/* tensor.register_post_accumulate_grad_hook(fn): fn(t, ctx) runs each time
+ * backward has accumulated a gradient into t.grad (t: a leaf that requires
+ * grad; CT_ESTATE otherwise), on the thread running that part of backward
+ * (the caller's for CPU tensors, a device thread for CUDA ones). fn receives
+ * the very handle passed here (borrowed), and t.grad already holds the new
+ * total. One such hook per tensor: a second registration replaces the first,
+ * and fn == NULL removes it (always succeeds on a live handle).
+ *
+ * Lifetime: the hook lives with the tensor, not with the handle. Remove it
+ * before freeing this handle (or before ctx dies); a hook that finds its
+ * handle freed, or naming another tensor, skips fn rather than pass a stale
+ * handle. A hook must not start another backward. Returns a status. */
+typedef void (*ct_post_accumulate_grad_fn)(ct_tensor *t, void *ctx);
+CT_API int ct_set_post_accumulate_grad_hook(ct_tensor *t, ct_post_accumulate_grad_fn fn, void *ctx);
+
 /* Regions, as Python's context managers. End them in reverse order, on the
  * thread that began them:
  *     ct_guard *g = ct_no_grad();  ...  ct_guard_end(g);                    */
