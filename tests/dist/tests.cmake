@@ -4,3 +4,8 @@
 # (ct_mpi_test) and also as a plain process (one rank, no MPI at all).
 set(_dist ${CMAKE_CURRENT_LIST_DIR})
 ct_c_test(dist_grad_hook ${_dist}/test_grad_hook.c)
+
+ct_c_test(dist_collectives ${_dist}/test_collectives.c)
+ct_mpi_test(dist_collectives_np1 1 dist_collectives)
+ct_mpi_test(dist_collectives_np2 2 dist_collectives)
+ct_mpi_test(dist_collectives_np3 3 dist_collectives)
