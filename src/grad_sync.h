@@ -9,15 +9,33 @@
  *     ct_grad_sync_finish(s);                   // in ct_ctx_step_optimizer, before clipping
  *
  * Buckets hold parameters in reverse registration order (the order backward
- * usually produces their gradients), up to bucket_bytes each, one dtype and
- * device per bucket. Buckets are launched strictly in index order on every
- * rank (MPI collectives must match across ranks); a bucket whose gradients
- * are ready waits for the ones before it. Unarmed (gradient-accumulation
- * batches) the hooks do nothing: no communication. finish launches what is
- * left, waits, and writes the average over ranks back into each .grad; a
- * parameter that has no gradient on any rank keeps none (as in one process),
- * one that has a gradient on some ranks gets the average with zeros for the
- * others. With one rank every call is a cheap no-op. */
+ * usually produces their gradients), up to bucket_bytes each, one dtype per
+ * bucket. Buckets are launched strictly in index order on every rank; a
+ * bucket whose gradients are ready waits for the ones before it, and a
+ * bucket holding a parameter that gets no gradient in this backward waits
+ * (with every later one) for finish. Unarmed (gradient-accumulation batches)
+ * the hooks do nothing: no communication. finish launches what is left,
+ * waits, and writes the average over ranks back into each .grad; a
+ * parameter that has no gradient on any rank keeps none (as in one
+ * process), one that has a gradient on some ranks gets the average with
+ * zeros for the others. With one rank every call is a cheap no-op (no
+ * buckets, no hooks). The gradients are copied into the buckets and back:
+ * .grad never aliases a bucket, so a later backward cannot race a reduction.
+ *
+ * Windows. arm(s, true) opens a window that finish closes. An arm call
+ * while a window is open (a second backward before the optimizer step,
+ * armed or not) makes that finish reduce every bucket once more, blocking,
+ * from the gradients as they are then: the context must call arm before
+ * every backward, on every rank, so that ranks agree on the collectives they
+ * run. A gradient reaching an already launched bucket in a backward no arm
+ * call announced is reported by finish (CT_ESTATE).
+ *
+ * Every rank must create, arm, finish and free its syncs in the same order
+ * (new and free are collective). Hooks act only on the thread that armed
+ * the window (MPI runs FUNNELED); free a sync before its model. CUDA
+ * parameters are refused (CT_ENOTSUP): the MPI here is not CUDA-aware and
+ * gradients are never copied through host memory behind the caller's back.
+ * Handles have no lock: one thread at a time. */
 #ifndef CT_GRAD_SYNC_H
 #define CT_GRAD_SYNC_H
 
@@ -29,28 +47,38 @@
 
 typedef struct ct_grad_sync ct_grad_sync;
 
-/* Registers post-accumulate-grad hooks on every parameter of model that
- * requires grad. NEW, or NULL + error. */
+/* Lays out the buckets (bucket_bytes 0: 25 MiB) and registers
+ * post-accumulate-grad hooks on every parameter of model that requires grad
+ * (replacing any hook already there). Collective under mpirun. NEW, or NULL
+ * + error (CT_ENOTSUP for CUDA parameters, CT_EDIST when MPI fails). */
 ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes);
 /* Whether the coming backward's gradients are reduced (optimizer-step
- * batches) or only accumulated. */
+ * batches) or only accumulated. Called before every backward; see Windows
+ * above for a call while a window is open. */
 void ct_grad_sync_arm(ct_grad_sync *s, bool armed);
-/* True when p is one of this sync's parameters. */
+/* True when p is one of this sync's parameters (the same handle, or another
+ * handle to the same tensor). Linear in the number of parameters. */
 bool ct_grad_sync_covers(const ct_grad_sync *s, const ct_tensor *p);
 /* Launches the buckets not yet launched, waits for all, averages, writes
- * the gradients back, disarms. A no-op when not armed. Returns a status
- * (CT_EDIST naming the rank and bucket on failure). */
+ * the gradients back, closes the window. A no-op when no window is open.
+ * Returns a status: CT_EDIST naming the rank and bucket when MPI fails, or
+ * the failure of a copy naming the parameter; every collective has
+ * completed either way, and on failure the gradients may be partly
+ * averaged. */
 int ct_grad_sync_finish(ct_grad_sync *s);
 
 typedef struct {
-    uint64_t bytes;       /* bytes all-reduced so far */
-    double comm_seconds;  /* from each bucket's launch to its completion */
-    double wait_seconds;  /* of that, spent blocked in finish (not hidden by backward) */
-    int64_t buckets;      /* buckets reduced so far */
+    uint64_t bytes;       /* bytes all-reduced so far (gradients and flags) */
+    double comm_seconds;  /* summed over buckets: launch to completion */
+    double wait_seconds;  /* of that, spent inside finish (not hidden by backward) */
+    int64_t buckets;      /* bucket reductions so far */
 } ct_grad_sync_stats;
 
+/* Copies the running totals into *out (zeros for a NULL s). */
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out);
-/* Removes the hooks and frees. Accepts NULL. */
+/* Removes the hooks and frees. Accepts NULL. Collective under mpirun (frees
+ * the sync's communicator); never blocks on a window left open by a failed
+ * step. */
 void ct_grad_sync_free(ct_grad_sync *s);
 
 #endif

@@ -1,0 +1,681 @@
+/* src/grad_sync.c — gradients averaged across ranks in buckets that go out
+ * during backward (grad_sync.h).
+ *
+ * The moving parts, in the order a step meets them:
+ *
+ *   ct_grad_sync_new   lays the parameters that require grad into buckets
+ *                      (reverse registration order, one dtype per bucket, up
+ *                      to bucket_bytes each), gives every bucket one flat
+ *                      buffer [gradients | one "has grad" flag per parameter]
+ *                      and hangs a post-accumulate-grad hook on every
+ *                      parameter.
+ *   ct_grad_sync_arm   opens a *window* on optimizer-step batches: from now
+ *                      on hooks count ready parameters.
+ *   on_grad (hook)     marks its parameter ready; once every parameter of
+ *                      the next bucket in index order is ready, copies their
+ *                      gradients into the buffer and launches it; then
+ *                      drives every bucket in flight one poll further.
+ *   ct_grad_sync_finish launches what is left, polls until every bucket is
+ *                      reduced, copies the averages back into .grad, and
+ *                      closes the window.
+ *
+ * The reduction. A bucket is averaged by a ring all-reduce built on
+ * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
+ * steps (send one chunk to the right, receive one from the left, add it),
+ * a scale of the chunk this rank then owns by 1/p, and p-1 all-gather steps.
+ * Each step is a pair of requests that MPI_Testall polls from the hooks and
+ * finish, so buckets progress while backward runs. Not MPI_Iallreduce: in
+ * OpenMPI (4.1, libnbc) it reduces to rank 0 and broadcasts back whenever
+ * there are fewer than 4 ranks or the buffer is reduced in place, and
+ * allocates a temporary buffer of the whole message on every call — half
+ * the bandwidth of a blocking MPI_Allreduce of the same bytes
+ * (bench/dist measures both). The ring moves 2(p-1)/p of the buffer per
+ * rank, like MPI_Allreduce's own large-message algorithms, and its
+ * additions go through libtorch, so half-precision buckets work though MPI
+ * has no type for them (MPI only moves bytes here).
+ *
+ * The "has grad" flags travel in the same buffer: after the reduction a
+ * flag is the share of ranks that had a gradient for that parameter, so one
+ * all-reduce also says whether any rank had one (keep None otherwise, as a
+ * single process would).
+ *
+ * Ranks must agree on which collectives run. Every bucket is reduced
+ * exactly once per window, in index order, on every rank, whatever the
+ * timing: a bucket launches either from a hook or in finish. A second
+ * backward inside the window (the context arms before every backward, so
+ * every rank sees the same arm calls) may add to gradients whose bucket is
+ * already out; such a window ends with every bucket reduced once more,
+ * blocking, from the gradients as they are then (the first results are
+ * dropped). Which buckets had gone out before the second backward differs
+ * between ranks when one rank's graph lacks a parameter that another's has,
+ * so nothing less than "all buckets" is decided the same way everywhere. A
+ * gradient that arrives after its bucket went out without an arm call
+ * announcing the backward cannot be repaired consistently: finish reports it
+ * (CT_ESTATE) after completing every collective.
+ *
+ * Threads. Hooks run on the thread running backward. MPI is initialised
+ * FUNNELED (dist.c), so hooks only act on the thread that armed the
+ * window; anywhere else they leave everything to finish. CUDA gradients are
+ * refused (CT_ENOTSUP): MPI here is not CUDA-aware, and gradients are never
+ * copied through host memory behind the caller's back. */
+#define _POSIX_C_SOURCE 200809L
+#include "grad_sync.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrial/config.h"
+#include "ctrial/dist.h"
+#include "ctrial/error.h"
+#include "ctrial/tensor.h"
+
+#if CTRIAL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+enum { MSG_LEN = 512 };
+
+/* 25 MiB: DistributedDataParallel's bucket_cap_mb. */
+#define DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
+
+typedef enum {
+    B_IDLE,    /* not launched in this window */
+    B_RUNNING, /* ring steps in flight */
+    B_DONE,    /* reduced (or failed: s->err says so) */
+} bucket_state;
+
+typedef struct gs_param {
+    ct_grad_sync *s;  /* the hook's way back */
+    ct_tensor *param; /* borrowed from the model */
+    char *name;       /* its dotted name (a copy: the model's may change) */
+    ct_tensor *slot;  /* NEW: view of its bucket's buffer, shaped as the parameter */
+    int bucket;
+    int64_t flag;     /* element index of its "has grad" flag in the buffer */
+    bool ready;       /* its hook fired in this window */
+} gs_param;
+
+typedef struct {
+    ct_dtype dtype;
+    size_t elsize;
+    int first, count;     /* params[first .. first + count) */
+    int64_t numel;        /* gradient elements; the flags follow */
+    int64_t n;            /* numel + count */
+    ct_tensor *buf;       /* NEW: [n] */
+    char *base;           /* buf's first byte (CPU) */
+    ct_tensor *scratch;   /* NEW: one chunk from the left neighbour */
+    int64_t *chunk_off;   /* p ring chunks of buf, in elements */
+    int64_t *chunk_len;
+    ct_tensor **chunk;    /* NEW views: buf[chunk_off[c] .. +chunk_len[c]) */
+    ct_tensor **incoming; /* NEW views: scratch[0 .. chunk_len[c]) */
+    int nready;
+    bucket_state state;
+    int step; /* ring step in flight: 0 .. 2(p-1)-1 */
+    double t_launch;
+#if CTRIAL_HAVE_MPI
+    MPI_Datatype type; /* an unsigned integer of elsize bytes: MPI only moves bytes */
+    MPI_Request req[2];
+#endif
+} gs_bucket;
+
+struct ct_grad_sync {
+    int rank, size;
+    size_t nparams;
+    gs_param *params;
+    int nbuckets;
+    gs_bucket *buckets;
+    int next_launch; /* lowest bucket not launched in this window */
+    bool window;     /* armed since the last finish */
+    bool reentered;  /* armed again (another backward) before finish */
+    bool in_finish;
+    double t_finish; /* when the current finish began waiting */
+    pthread_t arm_thread;
+    int err;         /* the window's first failure, reported by finish */
+    char msg[MSG_LEN];
+    ct_grad_sync_stats stats;
+#if CTRIAL_HAVE_MPI
+    MPI_Comm comm;   /* ours: never matches anyone else's messages */
+#endif
+};
+
+/* ======================================================================== */
+#if CTRIAL_HAVE_MPI
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Keeps the window's first failure for finish to return (hooks cannot
+ * return one). Returns the code. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int record(ct_grad_sync *s, int code, const char *fmt, ...) {
+    if (s->err) return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    va_end(ap);
+    s->err = code;
+    return code;
+}
+
+/* The same, with the libtorch/ctrial message of a call that just failed. */
+static int record_last(ct_grad_sync *s, const char *what, int b, const char *param) {
+    int code = ct_last_code() ? ct_last_code() : CT_ETORCH;
+    if (param)
+        return record(s, code, "grad_sync: rank %d: bucket %d: parameter '%s': %s: %s", s->rank, b, param, what,
+                      ct_last_error());
+    return record(s, code, "grad_sync: rank %d: bucket %d: %s: %s", s->rank, b, what, ct_last_error());
+}
+
+
+static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(mpi_err, text, &len);
+    return record(s, CT_EDIST, "grad_sync: rank %d: bucket %d: %s failed: %s", s->rank, b, call, text);
+}
+
+static int mod(int a, int p) { return ((a % p) + p) % p; }
+
+/* ---- the ring ---------------------------------------------------------- */
+
+/* Posts ring step b->step: the pair of messages that step exchanges. Steps
+ * 0 .. p-2 reduce-scatter (receive into scratch), the rest all-gather
+ * (receive straight into place). Messages of one bucket share a tag and
+ * pair up in order: MPI does not let messages between two ranks overtake. */
+static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
+    int p = s->size, r = s->rank, st = b->step;
+    int right = mod(r + 1, p), left = mod(r - 1, p);
+    int send_c, recv_c;
+    void *recv_at;
+    if (st < p - 1) {
+        send_c = mod(r - st, p);
+        recv_c = mod(r - st - 1, p);
+        recv_at = ct_data_ptr(b->scratch);
+    } else {
+        int t = st - (p - 1);
+        send_c = mod(r + 1 - t, p);
+        recv_c = mod(r - t, p);
+        recv_at = b->base + (size_t)b->chunk_off[recv_c] * b->elsize;
+    }
+    int err = MPI_Irecv(recv_at, (int)b->chunk_len[recv_c], b->type, left, bi, s->comm, &b->req[1]);
+    if (err != MPI_SUCCESS) {
+        record_mpi(s, bi, "MPI_Irecv", err);
+        b->state = B_DONE;
+        return;
+    }
+    err = MPI_Isend(b->base + (size_t)b->chunk_off[send_c] * b->elsize, (int)b->chunk_len[send_c], b->type, right,
+                    bi, s->comm, &b->req[0]);
+    if (err != MPI_SUCCESS) {
+        record_mpi(s, bi, "MPI_Isend", err);
+        /* The receive may never match now; leave it to MPI rather than wait. */
+        MPI_Request_free(&b->req[1]);
+        b->state = B_DONE;
+    }
+}
+
+/* The local work after step b->step's messages arrived: add the incoming
+ * chunk (reduce-scatter), and after the last such step scale the chunk this
+ * rank owns by 1/p, so the all-gather spreads averages. */
+static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
+    int p = s->size, r = s->rank, st = b->step;
+    if (st >= p - 1) return;
+    int c = mod(r - st - 1, p);
+    if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK) record_last(s, "adding a neighbour's chunk", bi, NULL);
+    if (st == p - 2 && ct_mul_scalar_(b->chunk[mod(r + 1, p)], 1.0 / p) != CT_OK)
+        record_last(s, "averaging", bi, NULL);
+}
+
+/* Moves bucket bi as far as its messages allow: polls the step in flight
+ * and, each time it is complete, does the step's local work and posts the
+ * next. On the last step the bucket is DONE and the stats count it. */
+static void advance(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    while (b->state == B_RUNNING) {
+        int done = 0;
+        int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
+        if (err != MPI_SUCCESS) {
+            record_mpi(s, bi, "MPI_Testall", err);
+            b->state = B_DONE;
+            return;
+        }
+        if (!done) return;
+        finish_step(s, b, bi);
+        if (++b->step < 2 * (s->size - 1)) {
+            post_step(s, b, bi);
+            continue;
+        }
+        b->state = B_DONE;
+        double t = now_s();
+        s->stats.comm_seconds += t - b->t_launch;
+        if (s->in_finish) s->stats.wait_seconds += t - (b->t_launch > s->t_finish ? b->t_launch : s->t_finish);
+        s->stats.bytes += (uint64_t)b->n * b->elsize;
+        s->stats.buckets++;
+    }
+}
+
+/* Every bucket in flight, one poll further. */
+static void progress(ct_grad_sync *s) {
+    for (int i = 0; i < s->next_launch; i++)
+        if (s->buckets[i].state == B_RUNNING) advance(s, i);
+}
+
+/* ---- launching ---------------------------------------------------------- */
+
+/* Writes 1 (a parameter had a gradient here) or 0 into a flag element. */
+static void write_flag(gs_bucket *b, int64_t at, bool one) {
+    static const float f32 = 1.0f;
+    static const double f64 = 1.0;
+    static const uint16_t f16 = 0x3c00, bf16 = 0x3f80; /* 1.0 in IEEE half and bfloat16 */
+    char *p = b->base + (size_t)at * b->elsize;
+    memset(p, 0, b->elsize);
+    if (!one) return;
+    switch (b->dtype) {
+    case CT_F32: memcpy(p, &f32, sizeof f32); break;
+    case CT_F64: memcpy(p, &f64, sizeof f64); break;
+    case CT_F16: memcpy(p, &f16, sizeof f16); break;
+    case CT_BF16: memcpy(p, &bf16, sizeof bf16); break;
+    default: break; /* plan_buckets admits floating dtypes only */
+    }
+}
+
+/* After the reduction a flag holds (ranks with a gradient) / p: nonzero bits
+ * (it is never negative) mean some rank had one. */
+static bool read_flag(const gs_bucket *b, int64_t at) {
+    const unsigned char *p = (const unsigned char *)b->base + (size_t)at * b->elsize;
+    for (size_t i = 0; i < b->elsize; i++)
+        if (p[i]) return true;
+    return false;
+}
+
+/* Copies the bucket's gradients (zeros where a parameter has none) and
+ * flags into its buffer and posts the first ring step. A copy that fails is
+ * recorded and the bucket goes out anyway: the other ranks wait for it. */
+static void launch(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *p = &s->params[i];
+        ct_tensor *g = ct_grad(p->param);
+        bool has = g != NULL;
+        if (has ? ct_copy_(p->slot, g) != CT_OK : ct_zero_(p->slot) != CT_OK)
+            record_last(s, "copying the gradient into its bucket", bi, p->name);
+        ct_tensor_free(g);
+        write_flag(b, p->flag, has);
+    }
+    b->state = B_RUNNING;
+    b->step = 0;
+    b->t_launch = now_s();
+    post_step(s, b, bi);
+}
+
+/* Launches, in index order, every bucket whose parameters are all ready. */
+static void launch_ready(ct_grad_sync *s) {
+    while (s->next_launch < s->nbuckets && s->buckets[s->next_launch].nready == s->buckets[s->next_launch].count)
+        launch(s, s->next_launch++);
+}
+
+/* Launches every bucket not yet out, then polls until all are reduced. */
+static void reduce_all(ct_grad_sync *s) {
+    while (s->next_launch < s->nbuckets) launch(s, s->next_launch++);
+    for (bool running = true; running;) {
+        running = false;
+        for (int i = 0; i < s->nbuckets; i++) {
+            if (s->buckets[i].state != B_RUNNING) continue;
+            advance(s, i);
+            running |= s->buckets[i].state == B_RUNNING;
+        }
+    }
+}
+
+/* ---- the hook ------------------------------------------------------------ */
+
+/* Runs inside backward, right after p's gradient was accumulated. */
+static void on_grad(ct_tensor *t, void *ctx) {
+    gs_param *p = ctx;
+    ct_grad_sync *s = p->s;
+    if (!s->window || !pthread_equal(pthread_self(), s->arm_thread)) return;
+    gs_bucket *b = &s->buckets[p->bucket];
+    if (b->state != B_IDLE) {
+        if (!s->reentered)
+            record(s, CT_ESTATE,
+                   "grad_sync: rank %d: parameter '%s' got a gradient after its bucket %d was launched, in a "
+                   "backward that ct_grad_sync_arm did not announce (the ranks cannot re-reduce it consistently)",
+                   s->rank, p->name, p->bucket);
+        return;
+    }
+    if (s->reentered) return; /* finish reduces every bucket again anyway */
+    if (!p->ready) {
+        p->ready = true;
+        b->nready++;
+    }
+    launch_ready(s);
+    progress(s);
+}
+
+/* ---- building the buckets ------------------------------------------------- */
+
+static MPI_Datatype bytes_type(size_t elsize) {
+    switch (elsize) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    default: return MPI_UINT64_T;
+    }
+}
+
+/* A NEW view of the 1-D buf[off .. off + len), outside any scope (the
+ * caller of new may have one open). */
+static ct_tensor *flat_view(ct_tensor *buf, int64_t off, int64_t len) { return ct_keep(ct_narrow(buf, 0, off, len)); }
+
+/* The same, shaped as a parameter. */
+static ct_tensor *shaped_view(ct_tensor *buf, int64_t off, int64_t len, int ndim, const int64_t *shape) {
+    ct_tensor *flat = ct_narrow(buf, 0, off, len);
+    ct_tensor *v = ct_view(flat, ndim, shape);
+    ct_tensor_free(flat);
+    return ct_keep(v);
+}
+
+/* Checks what the ring cannot take: CUDA tensors (MPI is not CUDA-aware),
+ * non-floating dtypes (no gradient), too many buckets for MPI's tags. */
+static int check_param(const ct_grad_sync *s, const gs_param *p) {
+    ct_device d = ct_device_of(p->param);
+    if (d.type != CT_CPU)
+        return ct_set_error(CT_ENOTSUP,
+                            "grad_sync: rank %d: parameter '%s' is on cuda:%d: averaging CUDA gradients needs a "
+                            "CUDA-aware MPI (this one is not) or NCCL; they are never copied through host memory",
+                            s->rank, p->name, d.index);
+    if (!ct_dtype_is_floating(ct_dtype_of(p->param)))
+        return ct_set_error(CT_EDTYPE, "grad_sync: rank %d: parameter '%s' is %s: only floating parameters have gradients",
+                            s->rank, p->name, ct_dtype_name(ct_dtype_of(p->param)));
+    return CT_OK;
+}
+
+/* Assigns parameters to buckets, last registered first: a new bucket starts
+ * when the dtype changes or the next parameter would overflow bucket_bytes
+ * (a parameter larger than that gets a bucket of its own). */
+static int plan_buckets(ct_grad_sync *s, size_t bucket_bytes) {
+    s->buckets = calloc(s->nparams ? s->nparams : 1, sizeof *s->buckets);
+    if (!s->buckets) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    /* params[] already holds the reverse order. */
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        int rc = check_param(s, p);
+        if (rc != CT_OK) return rc;
+        ct_dtype dt = ct_dtype_of(p->param);
+        size_t bytes = (size_t)ct_numel(p->param) * ct_dtype_size(dt);
+        gs_bucket *b = s->nbuckets ? &s->buckets[s->nbuckets - 1] : NULL;
+        if (!b || b->dtype != dt || (size_t)b->numel * b->elsize + bytes > bucket_bytes) {
+            b = &s->buckets[s->nbuckets++];
+            b->dtype = dt;
+            b->elsize = ct_dtype_size(dt);
+            b->first = (int)i;
+        }
+        p->bucket = s->nbuckets - 1;
+        b->count++;
+        b->numel += ct_numel(p->param);
+    }
+    return CT_OK;
+}
+
+/* Allocates bucket bi's buffer, scratch, ring chunks and parameter slots. */
+static int build_bucket(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    int p = s->size;
+    b->n = b->numel + b->count;
+    int64_t largest = b->n / p + (b->n % p != 0);
+    if (largest > INT_MAX)
+        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a ring chunk exceeds MPI's "
+                            "int count (use a smaller bucket size or more ranks)",
+                            s->rank, bi, (long long)b->n);
+    b->type = bytes_type(b->elsize);
+    b->req[0] = b->req[1] = MPI_REQUEST_NULL;
+    ct_topts o = {.dtype = b->dtype};
+    b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
+    b->scratch = ct_keep(ct_zeros(CT_SHAPE(largest > 0 ? largest : 1), &o));
+    b->chunk_off = calloc((size_t)p, sizeof *b->chunk_off);
+    b->chunk_len = calloc((size_t)p, sizeof *b->chunk_len);
+    b->chunk = calloc((size_t)p, sizeof *b->chunk);
+    b->incoming = calloc((size_t)p, sizeof *b->incoming);
+    if (!b->buf || !b->scratch) return ct_last_code();
+    if (!b->chunk_off || !b->chunk_len || !b->chunk || !b->incoming)
+        return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    b->base = ct_data_ptr(b->buf);
+    if (!b->base) return ct_last_code();
+    int64_t even = b->n / p, rest = b->n % p;
+    for (int c = 0; c < p; c++) {
+        b->chunk_off[c] = c * even + (c < rest ? c : rest);
+        b->chunk_len[c] = even + (c < rest);
+        b->chunk[c] = flat_view(b->buf, b->chunk_off[c], b->chunk_len[c]);
+        b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
+        if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
+    }
+    int64_t off = 0;
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *pr = &s->params[i];
+        int64_t shape[16];
+        int nd = ct_shape(pr->param, shape, 16);
+        if (nd < 0 || nd > 16)
+            return ct_set_error(CT_ESHAPE, "grad_sync: rank %d: parameter '%s' has %d dims", s->rank, pr->name, nd);
+        int64_t numel = ct_numel(pr->param);
+        pr->slot = shaped_view(b->buf, off, numel, nd, shape);
+        if (!pr->slot) return ct_last_code();
+        pr->flag = b->numel + (i - b->first);
+        off += numel;
+    }
+    return CT_OK;
+}
+
+#endif /* CTRIAL_HAVE_MPI */
+/* ======================================================================== */
+
+ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
+    if (!model) {
+        ct_set_error(CT_EINVAL, "ct_grad_sync_new: model is NULL");
+        return NULL;
+    }
+    ct_grad_sync *s = calloc(1, sizeof *s);
+    if (!s) {
+        ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+        return NULL;
+    }
+    s->rank = ct_dist_rank();
+    s->size = ct_dist_size();
+#if CTRIAL_HAVE_MPI
+    s->comm = MPI_COMM_NULL;
+#endif
+    /* The parameters that require grad, last registered first. */
+    size_t n = ct_nn_num_params(model);
+    s->params = calloc(n ? n : 1, sizeof *s->params);
+    if (!s->params) {
+        free(s);
+        ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+        return NULL;
+    }
+    for (size_t i = n; i-- > 0;) {
+        const char *name = NULL;
+        ct_tensor *t = ct_nn_param_at(model, i, &name);
+        if (!t) goto fail;
+        if (!ct_requires_grad(t)) continue;
+        gs_param *p = &s->params[s->nparams++];
+        p->s = s;
+        p->param = t;
+        p->name = strdup(name ? name : "?");
+        if (!p->name) {
+            ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+            goto fail;
+        }
+    }
+    if (s->size == 1) return s; /* nothing to average: no buckets, no hooks */
+#if CTRIAL_HAVE_MPI
+    {
+        /* Collective: every rank builds its sync at the same point. */
+        int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
+        if (err != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING] = "";
+            int len = 0;
+            MPI_Error_string(err, text, &len);
+            ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_dup failed: %s", s->rank, text);
+            goto fail;
+        }
+        if (plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES) != CT_OK) goto fail;
+        int *tag_ub = NULL, flag = 0;
+        MPI_Comm_get_attr(s->comm, MPI_TAG_UB, &tag_ub, &flag);
+        if (flag && tag_ub && s->nbuckets > *tag_ub) {
+            ct_set_error(CT_EINVAL, "grad_sync: rank %d: %d buckets exceed MPI's largest tag %d (use larger buckets)",
+                         s->rank, s->nbuckets, *tag_ub);
+            goto fail;
+        }
+        for (int bi = 0; bi < s->nbuckets; bi++)
+            if (build_bucket(s, bi) != CT_OK) goto fail;
+        for (size_t i = 0; i < s->nparams; i++)
+            if (ct_set_post_accumulate_grad_hook(s->params[i].param, on_grad, &s->params[i]) != CT_OK) goto fail;
+    }
+    return s;
+#else
+    ct_set_error(CT_ENOTSUP, "ct_grad_sync_new: %d ranks, but this ctrial was built without MPI", s->size);
+#endif
+fail:;
+    /* Keep the first failure's message through the clean-up. */
+    int code = ct_last_code();
+    char msg[MSG_LEN];
+    snprintf(msg, sizeof msg, "%s", ct_last_error());
+    ct_grad_sync_free(s);
+    ct_set_error(code ? code : CT_ETORCH, "%s", msg);
+    return NULL;
+}
+
+void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
+    if (!s || s->size == 1) return;
+    if (s->window) {
+        /* Another backward before finish: whatever it adds must be reduced
+         * too, and every rank sees this call. */
+        s->reentered = true;
+        return;
+    }
+    if (!armed) return;
+    s->window = true;
+    s->arm_thread = pthread_self();
+}
+
+bool ct_grad_sync_covers(const ct_grad_sync *s, const ct_tensor *p) {
+    if (!s || !p) return false;
+    ct_storage_info want;
+    bool have_want = false;
+    for (size_t i = 0; i < s->nparams; i++) {
+        const ct_tensor *q = s->params[i].param;
+        if (q == p) return true;
+        if (!have_want) {
+            if (ct_storage_info_of(p, &want) != CT_OK) return false;
+            have_want = true;
+        }
+        ct_storage_info got;
+        if (ct_storage_info_of(q, &got) == CT_OK && got.id == want.id && got.offset == want.offset &&
+            ct_numel(q) == ct_numel(p) && ct_dtype_of(q) == ct_dtype_of(p))
+            return true;
+    }
+    return false;
+}
+
+int ct_grad_sync_finish(ct_grad_sync *s) {
+    if (!s) return ct_set_error(CT_EINVAL, "ct_grad_sync_finish: s is NULL");
+    if (s->size == 1 || !s->window) return CT_OK;
+#if CTRIAL_HAVE_MPI
+    s->in_finish = true;
+    s->t_finish = now_s();
+    reduce_all(s);
+    if (s->reentered) {
+        /* The gradients may have grown after their bucket went out: every
+         * bucket once more, from the gradients as they are now. */
+        s->t_finish = now_s();
+        for (int i = 0; i < s->nbuckets; i++) s->buckets[i].state = B_IDLE;
+        s->next_launch = 0;
+        reduce_all(s);
+    }
+    s->in_finish = false;
+    /* The averages back into .grad; a parameter no rank had a gradient for
+     * keeps none. */
+    for (int bi = 0; bi < s->nbuckets && !s->err; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        for (int i = b->first; i < b->first + b->count; i++) {
+            gs_param *p = &s->params[i];
+            if (!read_flag(b, p->flag)) continue;
+            ct_tensor *g = ct_grad(p->param);
+            int rc;
+            if (g) {
+                rc = ct_copy_(g, p->slot);
+            } else {
+                ct_tensor *c = ct_clone(p->slot);
+                rc = c ? ct_set_grad(p->param, c) : ct_last_code();
+                ct_tensor_free(c);
+            }
+            ct_tensor_free(g);
+            if (rc != CT_OK) record_last(s, "writing the average back", bi, p->name);
+        }
+    }
+    /* Close the window. */
+    for (size_t i = 0; i < s->nparams; i++) s->params[i].ready = false;
+    for (int i = 0; i < s->nbuckets; i++) {
+        s->buckets[i].state = B_IDLE;
+        s->buckets[i].nready = 0;
+    }
+    s->next_launch = 0;
+    s->window = s->reentered = false;
+    int err = s->err;
+    s->err = 0;
+    if (err) return ct_set_error(err, "%s", s->msg);
+#endif
+    return CT_OK;
+}
+
+void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {
+    if (!out) return;
+    if (s) *out = s->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void ct_grad_sync_free(ct_grad_sync *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        if (p->slot) ct_set_post_accumulate_grad_hook(p->param, NULL, NULL);
+        ct_tensor_free(p->slot);
+        free(p->name);
+    }
+#if CTRIAL_HAVE_MPI
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (int bi = 0; bi < s->nbuckets; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        if (b->state == B_RUNNING && !finalized) {
+            /* A window abandoned mid-flight (the step failed on this rank):
+             * never block here, other ranks may be gone. An unmatched
+             * receive cancels at once; a send finishes without us. */
+            if (b->req[1] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&b->req[1]);
+                MPI_Wait(&b->req[1], MPI_STATUS_IGNORE);
+            }
+            if (b->req[0] != MPI_REQUEST_NULL) MPI_Request_free(&b->req[0]);
+        }
+        for (int c = 0; b->chunk && c < s->size; c++) ct_tensor_free(b->chunk[c]);
+        for (int c = 0; b->incoming && c < s->size; c++) ct_tensor_free(b->incoming[c]);
+        free(b->chunk);
+        free(b->incoming);
+        free(b->chunk_off);
+        free(b->chunk_len);
+        ct_tensor_free(b->buf);
+        ct_tensor_free(b->scratch);
+    }
+    if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);
+#endif
+    free(s->buckets);
+    free(s->params);
+    free(s);
+}

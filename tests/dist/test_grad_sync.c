@@ -1,0 +1,324 @@
+/* Bucketed gradient averaging (src/grad_sync.c) under mpirun -np 2/3, and as
+ * a plain process (one rank: no buckets, no hooks, gradients untouched).
+ *
+ * The model: an MLP 8 -> 16 -> 16 -> 4 in float64, plus three parameters of
+ * the root module: `extra32` (float32: a bucket of another dtype), `partial`
+ * (in the loss on rank 0 only) and `unused` (in no loss). A 600-byte bucket
+ * size splits it into several buckets, the first of which go out during
+ * backward. Every rank takes its own rows of one global batch.
+ *
+ * Checked, for every parameter on every rank:
+ *   - an unarmed backward leaves the local gradient (no bytes move);
+ *   - after arm + backward + finish the gradient equals the mean over ranks
+ *     of the local gradients (computed with ct_dist_allreduce AVG), is the
+ *     same on every rank bit for bit, and equals one process's gradient of
+ *     the concatenated global batch; `unused` keeps no gradient, `partial`
+ *     gets rank 0's gradient averaged with zeros;
+ *   - accumulation (unarmed then armed backward) reduces the sum once;
+ *   - two armed backwards before finish (the window re-entered) reduce the
+ *     sum, with every bucket reduced a second time;
+ *   - a backward no arm announced, reaching a launched bucket, is CT_ESTATE
+ *     from finish, and the next window works again;
+ *   - covers(), stats, and the refusals. */
+#include <stdlib.h>
+
+#include "ct_test.h"
+#include "grad_sync.h"
+
+enum { B = 6, IN = 8, HID = 16, OUT = 4, NP = 9 };
+
+static int R, P;
+
+typedef struct {
+    ct_module *fc1, *fc2, *fc3;
+    ct_tensor *unused, *partial, *extra32;
+} Net;
+
+static ct_module *linear64(int64_t in, int64_t out) {
+    ct_module *m = ct_nn_linear(in, out, true);
+    if (ct_nn_to_dtype(m, CT_F64) != 0) return NULL;
+    return m;
+}
+
+/* The same weights on every rank: the same seed. */
+static ct_module *build(Net *n) {
+    ct_manual_seed(1234);
+    ct_module *net = ct_nn_module("Net", NULL, n, NULL);
+    const ct_topts f64 = {.dtype = CT_F64};
+    n->unused = ct_nn_add_parameter(net, "unused", ct_randn(CT_SHAPE(5), &f64));
+    n->partial = ct_nn_add_parameter(net, "partial", ct_randn(CT_SHAPE(3), &f64));
+    n->extra32 = ct_nn_add_parameter(net, "extra32", ct_randn(CT_SHAPE(2), NULL));
+    n->fc1 = ct_nn_add_module(net, "fc1", linear64(IN, HID));
+    n->fc2 = ct_nn_add_module(net, "fc2", linear64(HID, HID));
+    n->fc3 = ct_nn_add_module(net, "fc3", linear64(HID, OUT));
+    return n->fc3 ? net : NULL;
+}
+
+/* The mean-reduced loss of rows x, y, plus sum(extra32^2) * mean(x) (a
+ * per-sample mean too) and partial_weight * sum(partial^2). The gradient of
+ * the global batch's loss is then the mean of the ranks' gradients when
+ * partial_weight is 1 on rank 0 (0 elsewhere) locally and 1/P globally. */
+static ct_tensor *loss_of(Net *n, const ct_tensor *x, const ct_tensor *y, double partial_weight) {
+    ct_tensor *h = ct_relu(ct_nn_forward(n->fc1, x));
+    h = ct_relu(ct_nn_forward(n->fc2, h));
+    ct_tensor *loss = ct_mse_loss(ct_nn_forward(n->fc3, h), y, CT_REDUCE_MEAN);
+    ct_tensor *e = ct_to_dtype(n->extra32, CT_F64);
+    loss = ct_add(loss, ct_mul(ct_sum(ct_mul(e, e)), ct_mean(x)));
+    if (partial_weight != 0)
+        loss = ct_add(loss, ct_mul_scalar(ct_sum(ct_mul(n->partial, n->partial)), partial_weight));
+    return loss;
+}
+
+/* The global batch (the same on every rank) and this rank's rows of it. */
+static ct_tensor *X, *Y, *x_local, *y_local;
+
+static void make_data(void) {
+    ct_manual_seed(99);
+    const ct_topts f64 = {.dtype = CT_F64};
+    X = ct_randn(CT_SHAPE(P * B, IN), &f64);
+    Y = ct_randn(CT_SHAPE(P * B, OUT), &f64);
+    x_local = ct_narrow(X, 0, (int64_t)R * B, B);
+    y_local = ct_narrow(Y, 0, (int64_t)R * B, B);
+}
+
+/* One local backward, armed or not. */
+static int local_backward(ct_grad_sync *s, Net *n, bool arm) {
+    ct_scope *sc = ct_scope_begin();
+    if (s) ct_grad_sync_arm(s, arm);
+    ct_tensor *loss = loss_of(n, x_local, y_local, R == 0 ? 1.0 : 0.0);
+    int rc = loss ? ct_backward(loss) : ct_last_code();
+    ct_scope_end(sc);
+    return rc;
+}
+
+/* A backward that no arm call announces. */
+static int silent_backward(Net *n) {
+    ct_scope *sc = ct_scope_begin();
+    ct_tensor *loss = loss_of(n, x_local, y_local, R == 0 ? 1.0 : 0.0);
+    int rc = loss ? ct_backward(loss) : ct_last_code();
+    ct_scope_end(sc);
+    return rc;
+}
+
+/* Every parameter's gradient, cloned (NULL where there is none). */
+static void snapshot(ct_module *net, ct_tensor **out) {
+    for (size_t i = 0; i < NP; i++) {
+        ct_tensor *g = ct_grad(ct_nn_param_at(net, i, NULL));
+        out[i] = g ? ct_keep(ct_clone(g)) : NULL;
+        ct_tensor_free(g);
+    }
+}
+
+static void free_all(ct_tensor **ts) {
+    for (size_t i = 0; i < NP; i++) {
+        ct_tensor_free(ts[i]);
+        ts[i] = NULL;
+    }
+}
+
+static double maxdiff(const ct_tensor *a, const ct_tensor *b) {
+    ct_scope *sc = ct_scope_begin();
+    double d = INFINITY;
+    ct_item(ct_max(ct_abs(ct_sub(ct_to_dtype(a, CT_F64), ct_to_dtype(b, CT_F64)))), &d);
+    ct_scope_end(sc);
+    return d;
+}
+
+/* Each gradient of net equals want[i] * scale (no gradient where want[i]
+ * is NULL) within tol. */
+static void check_grads(ct_module *net, ct_tensor **want, double scale, double tol, const char *what) {
+    for (size_t i = 0; i < NP; i++) {
+        const char *name = NULL;
+        ct_tensor *p = ct_nn_param_at(net, i, &name);
+        ct_tensor *g = ct_grad(p);
+        CHECK((g != NULL) == (want[i] != NULL));
+        if (g && want[i]) {
+            ct_tensor *w = ct_mul_scalar(want[i], scale);
+            double d = maxdiff(g, w);
+            if (!(d <= tol)) fprintf(stderr, "rank %d: %s: %s differs by %g\n", R, what, name, d);
+            CHECK(d <= tol);
+            ct_tensor_free(w);
+        }
+        ct_tensor_free(g);
+    }
+}
+
+/* The mean over ranks of each rank's local[i] (zeros where a rank has none);
+ * NULL where no rank has a gradient. */
+static void mean_over_ranks(ct_module *net, ct_tensor **local, ct_tensor **out) {
+    for (size_t i = 0; i < NP; i++) {
+        int64_t has = local[i] != NULL;
+        CHECK_OK(ct_dist_allreduce_i64(&has, 1, CT_DIST_MAX));
+        out[i] = NULL;
+        if (!has) continue;
+        out[i] = local[i] ? ct_keep(ct_clone(local[i])) : ct_keep(ct_zeros_like(ct_nn_param_at(net, i, NULL)));
+        CHECK_OK(ct_dist_allreduce(out[i], CT_DIST_AVG));
+    }
+}
+
+/* Every rank holds the same bits: the MAX and MIN over ranks agree with it. */
+static void check_identical(ct_module *net) {
+    for (size_t i = 0; i < NP; i++) {
+        ct_tensor *g = ct_grad(ct_nn_param_at(net, i, NULL));
+        if (!g) continue;
+        ct_tensor *hi = ct_clone(g), *lo = ct_clone(g);
+        CHECK_OK(ct_dist_allreduce(hi, CT_DIST_MAX));
+        CHECK_OK(ct_dist_allreduce(lo, CT_DIST_MIN));
+        CHECK(maxdiff(hi, g) == 0 && maxdiff(lo, g) == 0);
+        ct_tensor_free(hi);
+        ct_tensor_free(lo);
+        ct_tensor_free(g);
+    }
+}
+
+int main(void) {
+    if (ct_dist_init() != 0) {
+        fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
+        return 1;
+    }
+    R = ct_dist_rank();
+    P = ct_dist_size();
+    ct_set_num_threads(1);
+
+    CHECK(ct_grad_sync_new(NULL, 0) == NULL);
+    CHECK_ERR(CT_EINVAL, "model is NULL");
+    CHECK(ct_grad_sync_finish(NULL) == CT_EINVAL);
+    ct_clear_error();
+
+    Net n = {0};
+    ct_module *net = build(&n);
+    CHECK(net != NULL);
+    CHECK(ct_nn_num_params(net) == NP);
+    make_data();
+    ct_grad_sync *s = ct_grad_sync_new(net, 600);
+    CHECK(s != NULL);
+    ct_grad_sync_stats st0, st;
+    ct_grad_sync_get_stats(s, &st0);
+    CHECK(st0.bytes == 0 && st0.buckets == 0);
+
+    /* covers: the model's handles and other handles to the same tensors. */
+    ct_tensor *w1 = ct_nn_get(net, "fc1.weight");
+    ct_tensor *alias = ct_alias(w1);
+    ct_tensor *other = ct_zeros_like(w1);
+    CHECK(ct_grad_sync_covers(s, w1));
+    CHECK(ct_grad_sync_covers(s, alias));
+    CHECK(ct_grad_sync_covers(s, n.unused));
+    CHECK(!ct_grad_sync_covers(s, other));
+    CHECK(!ct_grad_sync_covers(s, NULL));
+    CHECK(!ct_grad_sync_covers(NULL, w1));
+    ct_tensor_free(alias);
+    ct_tensor_free(other);
+
+    /* 1. Unarmed: local gradients, nothing moves; finish is a no-op. */
+    ct_tensor *local[NP], *mean[NP], *synced[NP];
+    CHECK_OK(local_backward(s, &n, false));
+    CHECK_OK(ct_grad_sync_finish(s));
+    ct_grad_sync_get_stats(s, &st);
+    CHECK(st.bytes == 0 && st.buckets == 0);
+    snapshot(net, local);
+    CHECK(local[0] == NULL);                /* unused */
+    CHECK((local[1] != NULL) == (R == 0));  /* partial */
+    mean_over_ranks(net, local, mean);
+
+    /* 2. Armed: the mean over ranks, identical everywhere. */
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(ct_grad_sync_finish(s));
+    check_grads(net, mean, 1.0, 1e-6, "armed backward vs the mean of local gradients");
+    check_identical(net);
+    CHECK(!ct_has_grad(n.unused));
+    CHECK(ct_has_grad(n.partial));
+    if (R == 0) {
+        /* Rank 0's own gradient averaged with P - 1 zeros. */
+        ct_tensor *g = ct_grad(n.partial), *want = ct_mul_scalar(local[1], 1.0 / P);
+        CHECK(maxdiff(g, want) <= 1e-12);
+        ct_tensor_free(want);
+        ct_tensor_free(g);
+    }
+    ct_grad_sync_stats one;
+    ct_grad_sync_get_stats(s, &one);
+    if (P > 1) {
+        CHECK(one.buckets == 7); /* fc3 | fc2.bias | fc2.weight | fc1.bias | fc1.weight | extra32 | partial, unused */
+        CHECK(one.bytes > 0);
+        CHECK(one.comm_seconds >= one.wait_seconds && one.wait_seconds >= 0);
+    } else {
+        CHECK(one.bytes == 0 && one.buckets == 0);
+    }
+    snapshot(net, synced);
+
+    /* 3. One process, the whole global batch: the same gradients. */
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    {
+        ct_scope *sc = ct_scope_begin();
+        ct_tensor *loss = loss_of(&n, X, Y, 1.0 / P);
+        CHECK_OK(ct_backward(loss));
+        ct_scope_end(sc);
+    }
+    check_grads(net, synced, 1.0, 1e-6, "armed backward vs the global batch in one process");
+    ct_grad_sync_get_stats(s, &st);
+    CHECK(st.bytes == one.bytes); /* that backward was not armed */
+
+    /* 4. Accumulation: an unarmed backward, then an armed one; one reduction
+     * of the sum. */
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s, &n, false));
+    ct_grad_sync_get_stats(s, &st);
+    CHECK(st.bytes == one.bytes);
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(ct_grad_sync_finish(s));
+    check_grads(net, mean, 2.0, 2e-6, "accumulated then armed");
+    ct_grad_sync_get_stats(s, &st);
+    CHECK(st.bytes == 2 * one.bytes && st.buckets == 2 * one.buckets);
+
+    /* 5. Two armed backwards before finish: every bucket once more. */
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(ct_grad_sync_finish(s));
+    check_grads(net, mean, 2.0, 2e-6, "two armed backwards");
+    check_identical(net);
+    ct_grad_sync_get_stats(s, &st);
+    CHECK(st.buckets == 4 * one.buckets);
+
+    /* 6. A backward no arm announced reaches buckets already out: finish
+     * reports it once every collective is done; the next window is clean. */
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(silent_backward(&n));
+    if (P > 1) {
+        CHECK(ct_grad_sync_finish(s) == CT_ESTATE);
+        CHECK_ERR(CT_ESTATE, "did not announce");
+    } else {
+        CHECK_OK(ct_grad_sync_finish(s));
+    }
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(ct_grad_sync_finish(s));
+    check_grads(net, mean, 1.0, 1e-6, "the window after a failed one");
+
+    ct_grad_sync_get_stats(s, &st);
+    if (R == 0)
+        printf("%d ranks: %lld bucket reductions, %.0f bytes, comm %.3f ms, of which waited %.3f ms\n", P,
+               (long long)st.buckets, (double)st.bytes, 1e3 * st.comm_seconds, 1e3 * st.wait_seconds);
+
+    ct_grad_sync_free(s);
+    ct_grad_sync_free(NULL);
+    /* After free the hooks are gone: backward with a freed sync is harmless. */
+    CHECK_OK(local_backward(NULL, &n, false));
+    free_all(local);
+    free_all(mean);
+    free_all(synced);
+    ct_tensor_free(x_local);
+    ct_tensor_free(y_local);
+    ct_tensor_free(X);
+    ct_tensor_free(Y);
+    ct_nn_free(net);
+
+    char name[64];
+    snprintf(name, sizeof name, "dist_grad_sync (rank %d of %d)", R, P);
+    int rc = ct_test_result(name);
+    int64_t failed = rc;
+    ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
+    ct_dist_finalize();
+    return failed ? 1 : 0;
+}
