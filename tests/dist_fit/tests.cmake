@@ -1,0 +1,12 @@
+# Data-parallel training end to end (issue 6): dist_trial.c run through
+# ct_main under mpirun -np 1/2/3 and without mpirun by a Python driver —
+# start-up broadcast, N ranks = 1 rank at the same global batch size (OneVar,
+# MLP), validation metrics, custom reducers' round-robin order, checkpoints
+# moving between world sizes, crashed ranks, SIGTERM, evaluate_full_dataset.
+# Only in builds with MPI; skipped (77) where mpirun is not on PATH.
+set(_df ${CMAKE_CURRENT_LIST_DIR})
+ct_c_program(dist_trial ${_df}/dist_trial.c)
+if(CTRIAL_HAVE_MPI)
+  ct_py_test(dist_fit ${_df}/test_dist_fit.py $<TARGET_FILE:dist_trial>)
+  set_tests_properties(dist_fit PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
