@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ctrial/ckpt.h"
+#include "grad_sync.h"
 #include "tbevents.h"
 #include "trial_internal.h"
 
@@ -42,6 +43,8 @@ void ct_ctx_destroy(ct_context *ctx) {
         ct_value_free(ctx->reducers[i]->values);
         free(ctx->reducers[i]);
     }
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_free(ctx->syncs[i]);
+    free(ctx->syncs);
     for (size_t i = 0; i < ctx->n_scheds; i++) ct_sched_free(ctx->scheds[i].sched);
     for (size_t i = 0; i < ctx->n_optims; i++) ct_optim_free(ctx->optims[i]);
     for (size_t i = 0; i < ctx->n_models; i++) ct_nn_free(ctx->models[i]);
@@ -216,7 +219,21 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
         if (ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_ctx_backward: loss is NULL");
         return ct_last_code();
     }
+    /* Under mpirun the gradients of an optimizer-step batch are all-reduced
+     * in buckets while backward runs; accumulation batches stay local. */
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], ct_ctx_is_step_batch(ctx));
     return ct_backward(loss);
+}
+
+/* Finishes the gradient averaging of every model that owns one of opt's
+ * parameters (collective; a no-op with one rank). */
+static int finish_grad_sync(ct_context *ctx, ct_tensor *const *params, size_t n) {
+    for (size_t m = 0; ctx->syncs && m < ctx->n_models; m++) {
+        bool covered = false;
+        for (size_t i = 0; i < n && !covered; i++) covered = ct_grad_sync_covers(ctx->syncs[m], params[i]);
+        if (covered && ct_grad_sync_finish(ctx->syncs[m]) != CT_OK) return ct_last_code();
+    }
+    return CT_OK;
 }
 
 bool ct_ctx_is_step_batch(const ct_context *ctx) {
@@ -231,7 +248,7 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
     ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
     if (!params) return ct_set_error(CT_ENOMEM, "ct_ctx_step_optimizer: out of host memory");
     for (size_t i = 0; i < n; i++) params[i] = ct_optim_param(opt, i);
-    int rc = CT_OK;
+    int rc = finish_grad_sync(ctx, params, n);
     /* Accumulated gradients are sums over aggregation_frequency batches:
      * make them a mean, as a single large batch would have given. */
     if (ctx->aggregation_frequency > 1) {

@@ -755,7 +755,7 @@ int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
     l->o.rank = rank;
     l->o.world_size = world_size;
     l->len = batches_per_pass(&l->o, l->num_samples);
-    return ct_loader_reset(l);
+    return ct_loader_set_position(l, 0); /* the chain rebuilt for this shard */
 }
 
 int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {

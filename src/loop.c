@@ -20,6 +20,7 @@
 #include <pthread.h>
 
 #include "ckpt_internal.h"
+#include "grad_sync.h"
 #include "ctrial/dist.h"
 #include "loader_internal.h"
 #include "report.h"
@@ -220,6 +221,18 @@ static int broadcast_models(ct_context *ctx) {
             if (ct_dist_broadcast(t, 0) != CT_OK)
                 return ct_set_error(ct_last_code(), "broadcasting model %zu '%s': %s", m, name, ct_last_error());
         }
+    return CT_OK;
+}
+
+/* Under mpirun: every model's gradients averaged across ranks from now on,
+ * in buckets of bucket_cap_mb (after the broadcast: hooks see final weights). */
+static int start_grad_sync(ct_context *ctx) {
+    if (ctx->size == 1 || ctx->n_models == 0) return CT_OK;
+    ctx->syncs = calloc(ctx->n_models, sizeof *ctx->syncs);
+    if (!ctx->syncs) return ct_set_error(CT_ENOMEM, "out of host memory");
+    size_t bucket = (size_t)(ctx->opts.bucket_cap_mb > 0 ? ctx->opts.bucket_cap_mb : 25) << 20;
+    for (size_t m = 0; m < ctx->n_models; m++)
+        if (!(ctx->syncs[m] = ct_grad_sync_new(ctx->models[m], bucket))) return ct_last_code();
     return CT_OK;
 }
 
@@ -720,6 +733,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     ct_report_start(ctx);
     rc = agree(ctx, setup(ctx));
     if (rc == CT_OK) rc = agree(ctx, broadcast_models(ctx));
+    if (rc == CT_OK) rc = agree(ctx, start_grad_sync(ctx));
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
     /* Shutdown hooks run in reverse, also after a failure; the first

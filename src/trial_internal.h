@@ -45,6 +45,7 @@ struct ct_context {
     size_t n_optims;
     ct_wrapped_sched *scheds;
     size_t n_scheds;
+    struct ct_grad_sync **syncs; /* one per model under mpirun (grad_sync.h), else NULL */
     ct_reducer **reducers;
     size_t n_reducers;
     ct_callback *callbacks;
