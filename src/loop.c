@@ -67,6 +67,8 @@ static volatile sig_atomic_t g_stop_signal;
 
 static void on_stop_signal(int sig) { g_stop_signal = sig; }
 
+int ct_fit_stop_signal(void) { return g_stop_signal; }
+
 typedef struct {
     struct sigaction term, intr;
 } saved_signals;

@@ -401,6 +401,10 @@ int ct_main(int argc, char **argv, const ct_trial *trial) {
         ct_dist_abort(ct_exit_code(rc), why);
     }
     if (rc) report(rc, world);
-    ct_dist_finalize();
+    /* Preempted under mpirun: if mpirun itself was signalled it is shutting
+     * down (and kills the ranks a second later), so MPI_Finalize may never
+     * return. The checkpoint is committed; MPI ends at exit (atexit), after
+     * the caller of ct_main has had its turn. */
+    if (!(rc == CT_OK && ct_fit_stop_signal() && ct_dist_is_distributed())) ct_dist_finalize();
     return ct_exit_code(rc);
 }

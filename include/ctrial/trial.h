@@ -206,6 +206,11 @@ CT_API ct_fit_opts ct_fit_defaults(void);
  * code with ct_last_error() saying why. */
 CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
 
+/* The signal (SIGTERM or SIGINT) that stopped the last ct_fit on this
+ * thread's process, or 0: a program that owns its main can tell a
+ * preempted run (it checkpointed and returned 0) from a finished one. */
+CT_API int ct_fit_stop_signal(void);
+
 /* The standard program: parses flags and the JSON experiment config
  * (--help lists them), runs ct_fit, prints a one-line cause on failure and
  * returns the process exit code (ct_exit_code). */
