@@ -305,6 +305,16 @@ static void launch(ct_grad_sync *s, int bi) {
         gs_param *p = &s->params[i];
         ct_tensor *g = ct_grad(p->param);
         bool has = g != NULL;
+        if (has && (ct_device_of(g).type != CT_CPU || ct_dtype_of(g) != b->dtype)) {
+            /* The model moved after new(): copy_ would convert silently. */
+            char d[96];
+            ct_describe(g, d, sizeof d);
+            record(s, CT_ESTATE,
+                   "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s cpu "
+                   "(moved or cast after ct_grad_sync_new?)",
+                   s->rank, bi, p->name, d, ct_dtype_name(b->dtype));
+            has = false;
+        }
         if (has ? ct_copy_(p->slot, g) != CT_OK : ct_zero_(p->slot) != CT_OK)
             record_last(s, "copying the gradient into its bucket", bi, p->name);
         ct_tensor_free(g);
