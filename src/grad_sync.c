@@ -9,49 +9,56 @@
  *                      buffer [gradients | one "has grad" flag per parameter]
  *                      and hangs a post-accumulate-grad hook on every
  *                      parameter.
- *   ct_grad_sync_arm   opens a *window* on optimizer-step batches: from now
- *                      on hooks count ready parameters.
- *   on_grad (hook)     marks its parameter ready; once every parameter of
- *                      the next bucket in index order is ready, copies their
- *                      gradients into the buffer and launches it; then
+ *   ct_grad_sync_arm   opens a *window* on optimizer-step batches.
+ *   on_grad (hook)     stages its parameter: copies the gradient into the
+ *                      bucket (unless .grad already is its slot there) and
+ *                      marks it ready; once every parameter of the next
+ *                      bucket in index order is ready, launches it; then
  *                      drives every bucket in flight one poll further.
  *   ct_grad_sync_finish launches what is left, polls until every bucket is
- *                      reduced, copies the averages back into .grad, and
+ *                      reduced, points each .grad at its slot of the
+ *                      averaged bucket as soon as that bucket is done, and
  *                      closes the window.
  *
  * The reduction. A bucket is averaged by a ring all-reduce built on
  * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
- * steps (send one chunk to the right, receive one from the left, add it),
- * a scale of the chunk this rank then owns by 1/p, and p-1 all-gather steps.
- * Each step is a pair of requests that MPI_Testall polls from the hooks and
- * finish, so buckets progress while backward runs. Not MPI_Iallreduce: in
- * OpenMPI (4.1, libnbc) it reduces to rank 0 and broadcasts back whenever
- * there are fewer than 4 ranks or the buffer is reduced in place, and
- * allocates a temporary buffer of the whole message on every call — half
- * the bandwidth of a blocking MPI_Allreduce of the same bytes
- * (bench/dist measures both). The ring moves 2(p-1)/p of the buffer per
- * rank, like MPI_Allreduce's own large-message algorithms, and its
- * additions go through libtorch, so half-precision buckets work though MPI
- * has no type for them (MPI only moves bytes here).
+ * steps (send one chunk to the right, receive one from the left, add it;
+ * the last addition also multiplies by 1/p, so the chunk a rank then owns
+ * holds averages) and p-1 all-gather steps. Each step is a pair of requests
+ * that MPI_Testall polls from the hooks and finish, so buckets progress
+ * while backward runs. Not MPI_Iallreduce: in OpenMPI (4.1, libnbc) it
+ * reduces to rank 0 and broadcasts back whenever there are fewer than 4
+ * ranks or the buffer is reduced in place, and allocates a temporary buffer
+ * of the whole message on every call — half the bandwidth of a blocking
+ * MPI_Allreduce of the same bytes. The ring moves 2(p-1)/p of the buffer per
+ * rank, like MPI_Allreduce's own large-message algorithms; MPI only moves
+ * bytes, so half-precision buckets work too (their additions go through
+ * libtorch).
+ *
+ * Gradients as bucket views (DistributedDataParallel's
+ * gradient_as_bucket_view). After finish, every averaged .grad is a view of
+ * its slot in the bucket, so the average is never copied out. A gradient
+ * zeroed in place and accumulated again by the next backward is already in
+ * its bucket: staging it copies nothing. After zero_grad(set_to_none) the
+ * next backward makes a fresh tensor, and staging copies it once.
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
- * flag is the share of ranks that had a gradient for that parameter, so one
- * all-reduce also says whether any rank had one (keep None otherwise, as a
- * single process would).
+ * flag is the share of ranks that had a gradient for that parameter, so
+ * one all-reduce also says whether any rank had one (keep None otherwise,
+ * as a single process would).
  *
  * Ranks must agree on which collectives run. Every bucket is reduced
  * exactly once per window, in index order, on every rank, whatever the
- * timing: a bucket launches either from a hook or in finish. A second
- * backward inside the window (the context arms before every backward, so
- * every rank sees the same arm calls) may add to gradients whose bucket is
- * already out; such a window ends with every bucket reduced once more,
- * blocking, from the gradients as they are then (the first results are
- * dropped). Which buckets had gone out before the second backward differs
- * between ranks when one rank's graph lacks a parameter that another's has,
- * so nothing less than "all buckets" is decided the same way everywhere. A
- * gradient that arrives after its bucket went out without an arm call
- * announcing the backward cannot be repaired consistently: finish reports it
- * (CT_ESTATE) after completing every collective.
+ * timing: a bucket launches either from a hook or in finish. When arm is
+ * called while a window is open (a second backward before the optimizer
+ * step; the context arms before every backward, so every rank sees the same
+ * calls), the window is completed right there — every bucket reduced and
+ * written back — and a new one opens: the next backward then adds its local
+ * gradients to averages that are equal on every rank, and the new window's
+ * average of those sums is the average of both backwards. A backward that
+ * no arm call announced, reaching a bucket already out, would write into
+ * memory MPI is moving and cannot be repaired consistently: finish reports
+ * it (CT_ESTATE) after completing every collective.
  *
  * Threads. Hooks run on the thread running backward. MPI is initialised
  * FUNNELED (dist.c), so hooks only act on the thread that armed the
@@ -114,6 +121,7 @@ typedef struct {
     ct_tensor **incoming; /* NEW views: scratch[0 .. chunk_len[c]) */
     int nready;
     bucket_state state;
+    bool written;         /* its averages are in .grad (this window) */
     int step; /* ring step in flight: 0 .. 2(p-1)-1 */
     double t_launch;
 #if CTRIAL_HAVE_MPI
@@ -130,7 +138,6 @@ struct ct_grad_sync {
     gs_bucket *buckets;
     int next_launch; /* lowest bucket not launched in this window */
     bool window;     /* armed since the last finish */
-    bool reentered;  /* armed again (another backward) before finish */
     bool in_finish;
     double t_finish; /* when the current finish began waiting */
     pthread_t arm_thread;
@@ -222,16 +229,39 @@ static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     }
 }
 
-/* The local work after step b->step's messages arrived: add the incoming
- * chunk (reduce-scatter), and after the last such step scale the chunk this
- * rank owns by 1/p, so the all-gather spreads averages. */
+/* The local work after step b->step's messages arrived: in the
+ * reduce-scatter steps, add the incoming chunk to ours; the last addition
+ * (after which this rank's chunk, (r + 1) mod p, holds the sum of all ranks)
+ * also multiplies by 1/p, so the all-gather spreads averages. float32 and
+ * float64 by a plain loop (vectorised; one pass, no dispatch), half types
+ * through libtorch. */
 static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     int p = s->size, r = s->rank, st = b->step;
     if (st >= p - 1) return;
     int c = mod(r - st - 1, p);
-    if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK) record_last(s, "adding a neighbour's chunk", bi, NULL);
-    if (st == p - 2 && ct_mul_scalar_(b->chunk[mod(r + 1, p)], 1.0 / p) != CT_OK)
-        record_last(s, "averaging", bi, NULL);
+    bool last = st == p - 2;
+    int64_t n = b->chunk_len[c];
+    void *dst = b->base + (size_t)b->chunk_off[c] * b->elsize, *src = ct_data_ptr(b->scratch);
+    if (b->dtype == CT_F32) {
+        float *restrict d = dst;
+        const float *restrict x = src;
+        const float k = 1.0f / (float)p;
+        if (last)
+            for (int64_t i = 0; i < n; i++) d[i] = (d[i] + x[i]) * k;
+        else
+            for (int64_t i = 0; i < n; i++) d[i] += x[i];
+    } else if (b->dtype == CT_F64) {
+        double *restrict d = dst;
+        const double *restrict x = src;
+        const double k = 1.0 / p;
+        if (last)
+            for (int64_t i = 0; i < n; i++) d[i] = (d[i] + x[i]) * k;
+        else
+            for (int64_t i = 0; i < n; i++) d[i] += x[i];
+    } else if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK ||
+               (last && ct_mul_scalar_(b->chunk[c], 1.0 / p) != CT_OK)) {
+        record_last(s, "adding a neighbour's chunk", bi, NULL);
+    }
 }
 
 /* Moves bucket bi as far as its messages allow: polls the step in flight
@@ -287,8 +317,8 @@ static void write_flag(gs_bucket *b, int64_t at, bool one) {
     }
 }
 
-/* After the reduction a flag holds (ranks with a gradient) / p: nonzero bits
- * (it is never negative) mean some rank had one. */
+/* After the reduction a flag holds the share of ranks with a gradient:
+ * nonzero bits (it is never negative) mean some rank had one. */
 static bool read_flag(const gs_bucket *b, int64_t at) {
     const unsigned char *p = (const unsigned char *)b->base + (size_t)at * b->elsize;
     for (size_t i = 0; i < b->elsize; i++)
@@ -296,30 +326,48 @@ static bool read_flag(const gs_bucket *b, int64_t at) {
     return false;
 }
 
-/* Copies the bucket's gradients (zeros where a parameter has none) and
- * flags into its buffer and posts the first ring step. A copy that fails is
- * recorded and the bucket goes out anyway: the other ranks wait for it. */
+/* Whether g is p's slot itself (the view finish set, accumulated in place). */
+static bool is_slot(const gs_param *p, const ct_tensor *g) {
+    ct_storage_info a, b;
+    return ct_storage_info_of(g, &a) == CT_OK && ct_storage_info_of(p->slot, &b) == CT_OK && a.id == b.id &&
+           a.offset == b.offset && ct_is_contiguous(g);
+}
+
+/* Copies p's gradient as it is now (zeros when it has none) into its slot,
+ * unless it is the slot already, and sets its flag. A copy that fails is
+ * recorded; the bucket goes out anyway, since the other ranks wait for it. */
+static void stage(ct_grad_sync *s, gs_param *p) {
+    gs_bucket *b = &s->buckets[p->bucket];
+    ct_tensor *g = ct_grad(p->param);
+    bool has = g != NULL;
+    if (has && is_slot(p, g)) {
+        ct_tensor_free(g);
+        write_flag(b, p->flag, true);
+        return;
+    }
+    if (has && (ct_device_of(g).type != CT_CPU || ct_dtype_of(g) != b->dtype)) {
+        /* The model moved after new(): copy_ would convert silently. */
+        char d[96];
+        ct_describe(g, d, sizeof d);
+        record(s, CT_ESTATE,
+               "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s cpu "
+               "(moved or cast after ct_grad_sync_new?)",
+               s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype));
+        has = false;
+    }
+    if (has ? ct_copy_(p->slot, g) != CT_OK : ct_zero_(p->slot) != CT_OK)
+        record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+    ct_tensor_free(g);
+    write_flag(b, p->flag, has);
+}
+
+/* Stages the bucket's parameters that no hook staged in this window
+ * (no gradient from this backward: an older one, or none) and posts the
+ * first ring step. */
 static void launch(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    for (int i = b->first; i < b->first + b->count; i++) {
-        gs_param *p = &s->params[i];
-        ct_tensor *g = ct_grad(p->param);
-        bool has = g != NULL;
-        if (has && (ct_device_of(g).type != CT_CPU || ct_dtype_of(g) != b->dtype)) {
-            /* The model moved after new(): copy_ would convert silently. */
-            char d[96];
-            ct_describe(g, d, sizeof d);
-            record(s, CT_ESTATE,
-                   "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s cpu "
-                   "(moved or cast after ct_grad_sync_new?)",
-                   s->rank, bi, p->name, d, ct_dtype_name(b->dtype));
-            has = false;
-        }
-        if (has ? ct_copy_(p->slot, g) != CT_OK : ct_zero_(p->slot) != CT_OK)
-            record_last(s, "copying the gradient into its bucket", bi, p->name);
-        ct_tensor_free(g);
-        write_flag(b, p->flag, has);
-    }
+    for (int i = b->first; i < b->first + b->count; i++)
+        if (!s->params[i].ready) stage(s, &s->params[i]);
     b->state = B_RUNNING;
     b->step = 0;
     b->t_launch = now_s();
@@ -332,17 +380,53 @@ static void launch_ready(ct_grad_sync *s) {
         launch(s, s->next_launch++);
 }
 
-/* Launches every bucket not yet out, then polls until all are reduced. */
-static void reduce_all(ct_grad_sync *s) {
+/* ---- the way back ------------------------------------------------------- */
+
+/* Points each .grad of bucket bi at its slot, which holds the average now
+ * (no copy; a gradient that is the slot already stays). A parameter no rank
+ * had a gradient for keeps none. */
+static void write_back(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *p = &s->params[i];
+        if (!read_flag(b, p->flag)) continue;
+        ct_tensor *g = ct_grad(p->param);
+        if (!g || !is_slot(p, g)) {
+            if (ct_set_grad(p->param, p->slot) != CT_OK) record_last(s, "pointing .grad at its average", bi, p->name);
+        }
+        ct_tensor_free(g);
+    }
+}
+
+/* Launches every bucket not yet out, polls until all are reduced, and
+ * writes each one back as soon as it is done (while later ones are still in
+ * flight), unless the window already failed; then resets the buckets for
+ * the next window. Errors stay in s->err. */
+static void complete(ct_grad_sync *s) {
+    s->in_finish = true;
+    s->t_finish = now_s();
     while (s->next_launch < s->nbuckets) launch(s, s->next_launch++);
     for (bool running = true; running;) {
         running = false;
         for (int i = 0; i < s->nbuckets; i++) {
-            if (s->buckets[i].state != B_RUNNING) continue;
-            advance(s, i);
-            running |= s->buckets[i].state == B_RUNNING;
+            gs_bucket *b = &s->buckets[i];
+            if (b->state == B_RUNNING) advance(s, i);
+            if (b->state == B_RUNNING) {
+                running = true;
+            } else if (!b->written && !s->err) {
+                write_back(s, i);
+                b->written = true;
+            }
         }
     }
+    s->in_finish = false;
+    for (size_t i = 0; i < s->nparams; i++) s->params[i].ready = false;
+    for (int i = 0; i < s->nbuckets; i++) {
+        s->buckets[i].state = B_IDLE;
+        s->buckets[i].nready = 0;
+        s->buckets[i].written = false;
+    }
+    s->next_launch = 0;
 }
 
 /* ---- the hook ------------------------------------------------------------ */
@@ -354,14 +438,15 @@ static void on_grad(ct_tensor *t, void *ctx) {
     if (!s->window || !pthread_equal(pthread_self(), s->arm_thread)) return;
     gs_bucket *b = &s->buckets[p->bucket];
     if (b->state != B_IDLE) {
-        if (!s->reentered)
-            record(s, CT_ESTATE,
-                   "grad_sync: rank %d: parameter '%s' got a gradient after its bucket %d was launched, in a "
-                   "backward that ct_grad_sync_arm did not announce (the ranks cannot re-reduce it consistently)",
-                   s->rank, p->name, p->bucket);
+        record(s, CT_ESTATE,
+               "grad_sync: rank %d: parameter '%s' got a gradient after its bucket %d was launched, in a "
+               "backward that ct_grad_sync_arm did not announce (the ranks cannot reduce it consistently)",
+               s->rank, p->name, p->bucket);
         return;
     }
-    if (s->reentered) return; /* finish reduces every bucket again anyway */
+    /* Copied now, while the gradient is likely still in cache; again if
+     * another accumulation comes before the bucket goes out. */
+    stage(s, p);
     if (!p->ready) {
         p->ready = true;
         b->nready++;
@@ -565,9 +650,13 @@ fail:;
 void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
     if (!s || s->size == 1) return;
     if (s->window) {
-        /* Another backward before finish: whatever it adds must be reduced
-         * too, and every rank sees this call. */
-        s->reentered = true;
+        /* Another backward before finish (every rank sees this call): the
+         * open window is completed now, before that backward can touch
+         * buckets in flight, and a new one opens for what it adds. */
+#if CTRIAL_HAVE_MPI
+        complete(s);
+#endif
+        s->arm_thread = pthread_self();
         return;
     }
     if (!armed) return;
@@ -598,46 +687,8 @@ int ct_grad_sync_finish(ct_grad_sync *s) {
     if (!s) return ct_set_error(CT_EINVAL, "ct_grad_sync_finish: s is NULL");
     if (s->size == 1 || !s->window) return CT_OK;
 #if CTRIAL_HAVE_MPI
-    s->in_finish = true;
-    s->t_finish = now_s();
-    reduce_all(s);
-    if (s->reentered) {
-        /* The gradients may have grown after their bucket went out: every
-         * bucket once more, from the gradients as they are now. */
-        s->t_finish = now_s();
-        for (int i = 0; i < s->nbuckets; i++) s->buckets[i].state = B_IDLE;
-        s->next_launch = 0;
-        reduce_all(s);
-    }
-    s->in_finish = false;
-    /* The averages back into .grad; a parameter no rank had a gradient for
-     * keeps none. */
-    for (int bi = 0; bi < s->nbuckets && !s->err; bi++) {
-        gs_bucket *b = &s->buckets[bi];
-        for (int i = b->first; i < b->first + b->count; i++) {
-            gs_param *p = &s->params[i];
-            if (!read_flag(b, p->flag)) continue;
-            ct_tensor *g = ct_grad(p->param);
-            int rc;
-            if (g) {
-                rc = ct_copy_(g, p->slot);
-            } else {
-                ct_tensor *c = ct_clone(p->slot);
-                rc = c ? ct_set_grad(p->param, c) : ct_last_code();
-                ct_tensor_free(c);
-            }
-            ct_tensor_free(g);
-            if (rc != CT_OK) record_last(s, "writing the average back", bi, p->name);
-        }
-    }
-    /* Close the window. */
-    for (size_t i = 0; i < s->nparams; i++) s->params[i].ready = false;
-    for (int i = 0; i < s->nbuckets; i++) {
-        s->buckets[i].state = B_IDLE;
-        s->buckets[i].nready = 0;
-    }
-    s->next_launch = 0;
-    s->window = s->reentered = false;
+    complete(s);
+    s->window = false;
     int err = s->err;
     s->err = 0;
     if (err) return ct_set_error(err, "%s", s->msg);

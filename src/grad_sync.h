@@ -19,16 +19,26 @@
  * parameter that has no gradient on any rank keeps none (as in one
  * process), one that has a gradient on some ranks gets the average with
  * zeros for the others. With one rank every call is a cheap no-op (no
- * buckets, no hooks). The gradients are copied into the buckets and back:
- * .grad never aliases a bucket, so a later backward cannot race a reduction.
+ * buckets, no hooks).
+ *
+ * Gradients as bucket views (DistributedDataParallel's
+ * gradient_as_bucket_view): after finish each averaged .grad is a view of
+ * the sync's bucket memory, so nothing is copied out; a gradient zeroed in
+ * place (zero_grad(set_to_none=false)) is accumulated straight into its
+ * bucket by the next backward and nothing is copied in either, while a
+ * gradient set to None comes back as a fresh tensor that is copied into the
+ * bucket once, in its hook. The next finish overwrites those views: copy a
+ * gradient that must outlive the step.
  *
  * Windows. arm(s, true) opens a window that finish closes. An arm call
  * while a window is open (a second backward before the optimizer step,
- * armed or not) makes that finish reduce every bucket once more, blocking,
- * from the gradients as they are then: the context must call arm before
- * every backward, on every rank, so that ranks agree on the collectives they
- * run. A gradient reaching an already launched bucket in a backward no arm
- * call announced is reported by finish (CT_ESTATE).
+ * armed or not) completes that window on the spot — every bucket reduced
+ * and written back, blocking — and opens a new one: the next backward adds
+ * to averages that every rank shares, and the final finish averages the
+ * sums, which is the average of both backwards. The context must call arm
+ * before every backward, on every rank, so that ranks agree on the
+ * collectives they run. A gradient reaching an already launched bucket in
+ * a backward no arm call announced is reported by finish (CT_ESTATE).
  *
  * Every rank must create, arm, finish and free its syncs in the same order
  * (new and free are collective). Hooks act only on the thread that armed
@@ -53,14 +63,15 @@ typedef struct ct_grad_sync ct_grad_sync;
  * + error (CT_ENOTSUP for CUDA parameters, CT_EDIST when MPI fails). */
 ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes);
 /* Whether the coming backward's gradients are reduced (optimizer-step
- * batches) or only accumulated. Called before every backward; see Windows
- * above for a call while a window is open. */
+ * batches) or only accumulated. Called before every backward; a call while
+ * a window is open blocks until that window's reductions are done (see
+ * Windows). Errors surface at the next finish. */
 void ct_grad_sync_arm(ct_grad_sync *s, bool armed);
 /* True when p is one of this sync's parameters (the same handle, or another
  * handle to the same tensor). Linear in the number of parameters. */
 bool ct_grad_sync_covers(const ct_grad_sync *s, const ct_tensor *p);
-/* Launches the buckets not yet launched, waits for all, averages, writes
- * the gradients back, closes the window. A no-op when no window is open.
+/* Launches the buckets not yet launched, waits for all, points each .grad
+ * at its average, closes the window. A no-op when no window is open.
  * Returns a status: CT_EDIST naming the rank and bucket when MPI fails, or
  * the failure of a copy naming the parameter; every collective has
  * completed either way, and on failure the gradients may be partly

@@ -15,8 +15,10 @@
  *     the concatenated global batch; `unused` keeps no gradient, `partial`
  *     gets rank 0's gradient averaged with zeros;
  *   - accumulation (unarmed then armed backward) reduces the sum once;
- *   - two armed backwards before finish (the window re-entered) reduce the
- *     sum, with every bucket reduced a second time;
+ *   - gradients zeroed in place stay in their buckets (same storage) and
+ *     average right;
+ *   - two armed backwards before finish reduce the sum (the first window
+ *     completes at the second arm);
  *   - a backward no arm announced, reaching a launched bucket, is CT_ESTATE
  *     from finish, and the next window works again;
  *   - covers(), stats, and the refusals. */
@@ -246,6 +248,26 @@ int main(void) {
     }
     snapshot(net, synced);
 
+    /* 2b. Zeroed in place instead of set to None: the gradients are views of
+     * the buckets now, backward accumulates straight into them, and the
+     * next window averages them where they are (the same storage after). */
+    ct_storage_info before_info, after_info;
+    ct_tensor *g0 = ct_grad(w1);
+    CHECK_OK(ct_storage_info_of(g0, &before_info));
+    ct_tensor_free(g0);
+    CHECK_OK(ct_nn_zero_grad(net, false));
+    CHECK_OK(local_backward(s, &n, true));
+    CHECK_OK(ct_grad_sync_finish(s));
+    check_grads(net, mean, 1.0, 1e-6, "zeroed in place, armed backward");
+    ct_tensor *g1 = ct_grad(w1);
+    CHECK_OK(ct_storage_info_of(g1, &after_info));
+    CHECK(before_info.id == after_info.id && before_info.offset == after_info.offset);
+    ct_tensor_free(g1);
+    ct_grad_sync_get_stats(s, &st);
+    if (P > 1) CHECK(st.buckets == 2 * one.buckets);
+    one.bytes = st.bytes / 2; /* the tallies below count from here */
+    one.buckets = st.buckets / 2;
+
     /* 3. One process, the whole global batch: the same gradients. */
     CHECK_OK(ct_nn_zero_grad(net, true));
     {
@@ -256,19 +278,19 @@ int main(void) {
     }
     check_grads(net, synced, 1.0, 1e-6, "armed backward vs the global batch in one process");
     ct_grad_sync_get_stats(s, &st);
-    CHECK(st.bytes == one.bytes); /* that backward was not armed */
+    CHECK(st.bytes == 2 * one.bytes); /* that backward was not armed */
 
     /* 4. Accumulation: an unarmed backward, then an armed one; one reduction
      * of the sum. */
     CHECK_OK(ct_nn_zero_grad(net, true));
     CHECK_OK(local_backward(s, &n, false));
     ct_grad_sync_get_stats(s, &st);
-    CHECK(st.bytes == one.bytes);
+    CHECK(st.bytes == 2 * one.bytes);
     CHECK_OK(local_backward(s, &n, true));
     CHECK_OK(ct_grad_sync_finish(s));
     check_grads(net, mean, 2.0, 2e-6, "accumulated then armed");
     ct_grad_sync_get_stats(s, &st);
-    CHECK(st.bytes == 2 * one.bytes && st.buckets == 2 * one.buckets);
+    CHECK(st.bytes == 3 * one.bytes && st.buckets == 3 * one.buckets);
 
     /* 5. Two armed backwards before finish: every bucket once more. */
     CHECK_OK(ct_nn_zero_grad(net, true));
@@ -278,7 +300,7 @@ int main(void) {
     check_grads(net, mean, 2.0, 2e-6, "two armed backwards");
     check_identical(net);
     ct_grad_sync_get_stats(s, &st);
-    CHECK(st.buckets == 4 * one.buckets);
+    CHECK(st.buckets == 5 * one.buckets); /* the first window completed at the second arm, then the second */
 
     /* 6. A backward no arm announced reaches buckets already out: finish
      * reports it once every collective is done; the next window is clean. */
