@@ -101,6 +101,8 @@ typedef struct gs_param {
     ct_tensor *param; /* borrowed from the model */
     char *name;       /* its dotted name (a copy: the model's may change) */
     ct_tensor *slot;  /* NEW: view of its bucket's buffer, shaped as the parameter */
+    char *at;         /* the slot's first byte */
+    size_t bytes;     /* and its size */
     int bucket;
     int64_t flag;     /* element index of its "has grad" flag in the buffer */
     bool ready;       /* its hook fired in this window */
@@ -326,25 +328,24 @@ static bool read_flag(const gs_bucket *b, int64_t at) {
     return false;
 }
 
-/* Whether g is p's slot itself (the view finish set, accumulated in place). */
-static bool is_slot(const gs_param *p, const ct_tensor *g) {
-    ct_storage_info a, b;
-    return ct_storage_info_of(g, &a) == CT_OK && ct_storage_info_of(p->slot, &b) == CT_OK && a.id == b.id &&
-           a.offset == b.offset && ct_is_contiguous(g);
+/* The first byte of a contiguous CPU gradient, else NULL (no error). */
+static void *contiguous_data(const ct_tensor *g) {
+    return ct_is_contiguous(g) && ct_device_of(g).type == CT_CPU && ct_numel(g) > 0 ? ct_data_ptr(g) : NULL;
 }
 
+/* Whether g is p's slot itself (the view finish set, accumulated in place). */
+static bool is_slot(const gs_param *p, const ct_tensor *g) { return p->bytes && contiguous_data(g) == p->at; }
+
 /* Copies p's gradient as it is now (zeros when it has none) into its slot,
- * unless it is the slot already, and sets its flag. A copy that fails is
- * recorded; the bucket goes out anyway, since the other ranks wait for it. */
+ * unless it is the slot already, and sets its flag. Hooks call this once
+ * per parameter and step, so the usual case (a contiguous gradient of the
+ * bucket's dtype) is a memcpy, not a libtorch copy_ with its dispatch. A
+ * copy that fails is recorded; the bucket goes out anyway, since the other
+ * ranks wait for it. */
 static void stage(ct_grad_sync *s, gs_param *p) {
     gs_bucket *b = &s->buckets[p->bucket];
     ct_tensor *g = ct_grad(p->param);
     bool has = g != NULL;
-    if (has && is_slot(p, g)) {
-        ct_tensor_free(g);
-        write_flag(b, p->flag, true);
-        return;
-    }
     if (has && (ct_device_of(g).type != CT_CPU || ct_dtype_of(g) != b->dtype)) {
         /* The model moved after new(): copy_ would convert silently. */
         char d[96];
@@ -355,8 +356,14 @@ static void stage(ct_grad_sync *s, gs_param *p) {
                s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype));
         has = false;
     }
-    if (has ? ct_copy_(p->slot, g) != CT_OK : ct_zero_(p->slot) != CT_OK)
-        record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+    if (!has) {
+        memset(p->at, 0, p->bytes);
+    } else {
+        const void *src = contiguous_data(g);
+        if (src && src != p->at) memcpy(p->at, src, p->bytes);
+        else if (!src && ct_copy_(p->slot, g) != CT_OK)
+            record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+    }
     ct_tensor_free(g);
     write_flag(b, p->flag, has);
 }
@@ -562,6 +569,8 @@ static int build_bucket(ct_grad_sync *s, int bi) {
         int64_t numel = ct_numel(pr->param);
         pr->slot = shaped_view(b->buf, off, numel, nd, shape);
         if (!pr->slot) return ct_last_code();
+        pr->at = b->base + (size_t)off * b->elsize;
+        pr->bytes = (size_t)numel * b->elsize;
         pr->flag = b->numel + (i - b->first);
         off += numel;
     }
