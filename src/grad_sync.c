@@ -40,7 +40,9 @@
  * its slot in the bucket, so the average is never copied out. A gradient
  * zeroed in place and accumulated again by the next backward is already in
  * its bucket: staging it copies nothing. After zero_grad(set_to_none) the
- * next backward makes a fresh tensor, and staging copies it once.
+ * next backward makes a fresh tensor: staging copies only its part in the
+ * chunk this rank sends first (1/p of it) and keeps a reference; the
+ * reduce-scatter reads the rest straight from the tensor as it adds.
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
  * flag is the share of ranks that had a gradient for that parameter, so
@@ -103,6 +105,9 @@ typedef struct gs_param {
     ct_tensor *slot;  /* NEW: view of its bucket's buffer, shaped as the parameter */
     char *at;         /* the slot's first byte */
     size_t bytes;     /* and its size */
+    int64_t off;      /* the slot's first element in the buffer */
+    const char *src;  /* staged: where its local gradient is (the slot, or held's data; NULL: zeros) */
+    ct_tensor *held;  /* NEW while staged: the gradient src points into (kept alive) */
     int bucket;
     int64_t flag;     /* element index of its "has grad" flag in the buffer */
     bool ready;       /* its hook fired in this window */
@@ -231,39 +236,62 @@ static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     }
 }
 
+/* d = a + x over n elements of the bucket's float dtype, times k on the
+ * last reduce-scatter step; a == NULL stands for zeros, and a may be d. */
+static void add_span(ct_dtype dt, void *d, const void *a, const void *x, int64_t n, bool scale, double k) {
+    if (dt == CT_F32) {
+        float *dd = d;
+        const float *aa = a, *xx = x, kk = (float)k;
+        if (!aa && !scale) memcpy(dd, xx, (size_t)n * sizeof *dd);
+        else if (!aa) for (int64_t i = 0; i < n; i++) dd[i] = xx[i] * kk;
+        else if (scale) for (int64_t i = 0; i < n; i++) dd[i] = (aa[i] + xx[i]) * kk;
+        else for (int64_t i = 0; i < n; i++) dd[i] = aa[i] + xx[i];
+    } else {
+        double *dd = d;
+        const double *aa = a, *xx = x;
+        if (!aa && !scale) memcpy(dd, xx, (size_t)n * sizeof *dd);
+        else if (!aa) for (int64_t i = 0; i < n; i++) dd[i] = xx[i] * k;
+        else if (scale) for (int64_t i = 0; i < n; i++) dd[i] = (aa[i] + xx[i]) * k;
+        else for (int64_t i = 0; i < n; i++) dd[i] = aa[i] + xx[i];
+    }
+}
+
 /* The local work after step b->step's messages arrived: in the
- * reduce-scatter steps, add the incoming chunk to ours; the last addition
- * (after which this rank's chunk, (r + 1) mod p, holds the sum of all ranks)
- * also multiplies by 1/p, so the all-gather spreads averages. float32 and
- * float64 by a plain loop (vectorised; one pass, no dispatch), half types
- * through libtorch. */
+ * reduce-scatter steps, the incoming chunk plus this rank's own gradients
+ * for it go into the buffer; the last such step (after which this rank's
+ * chunk, (r + 1) mod p, holds the sum over all ranks) also multiplies by
+ * 1/p, so the all-gather spreads averages. Each chunk but the one sent
+ * first is received exactly once here, so float32/float64 gradients are
+ * read straight from their tensors (stage copied only the first chunk):
+ * the copy into the bucket and the addition are one pass. Half types were
+ * staged whole and are added in place through libtorch. */
 static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     int p = s->size, r = s->rank, st = b->step;
     if (st >= p - 1) return;
     int c = mod(r - st - 1, p);
     bool last = st == p - 2;
-    int64_t n = b->chunk_len[c];
-    void *dst = b->base + (size_t)b->chunk_off[c] * b->elsize, *src = ct_data_ptr(b->scratch);
-    if (b->dtype == CT_F32) {
-        float *restrict d = dst;
-        const float *restrict x = src;
-        const float k = 1.0f / (float)p;
-        if (last)
-            for (int64_t i = 0; i < n; i++) d[i] = (d[i] + x[i]) * k;
-        else
-            for (int64_t i = 0; i < n; i++) d[i] += x[i];
-    } else if (b->dtype == CT_F64) {
-        double *restrict d = dst;
-        const double *restrict x = src;
-        const double k = 1.0 / p;
-        if (last)
-            for (int64_t i = 0; i < n; i++) d[i] = (d[i] + x[i]) * k;
-        else
-            for (int64_t i = 0; i < n; i++) d[i] += x[i];
-    } else if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK ||
-               (last && ct_mul_scalar_(b->chunk[c], 1.0 / p) != CT_OK)) {
-        record_last(s, "adding a neighbour's chunk", bi, NULL);
+    if (b->dtype != CT_F32 && b->dtype != CT_F64) {
+        if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK ||
+            (last && ct_mul_scalar_(b->chunk[c], 1.0 / p) != CT_OK))
+            record_last(s, "adding a neighbour's chunk", bi, NULL);
+        return;
     }
+    int64_t lo = b->chunk_off[c], hi = lo + b->chunk_len[c];
+    const char *x = ct_data_ptr(b->scratch);
+    size_t el = b->elsize;
+    for (int i = b->first; i < b->first + b->count; i++) {
+        const gs_param *q = &s->params[i];
+        int64_t qn = (int64_t)(q->bytes / el);
+        int64_t a0 = lo > q->off ? lo : q->off, a1 = hi < q->off + qn ? hi : q->off + qn;
+        if (a0 >= a1) continue;
+        add_span(b->dtype, b->base + (size_t)a0 * el, q->src ? q->src + (size_t)(a0 - q->off) * el : NULL,
+                 x + (size_t)(a0 - lo) * el, a1 - a0, last, 1.0 / p);
+    }
+    /* The flags live in the buffer itself. */
+    int64_t f0 = lo > b->numel ? lo : b->numel;
+    if (f0 < hi)
+        add_span(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el, hi - f0,
+                 last, 1.0 / p);
 }
 
 /* Moves bucket bi as far as its messages allow: polls the step in flight
@@ -336,14 +364,24 @@ static void *contiguous_data(const ct_tensor *g) {
 /* Whether g is p's slot itself (the view finish set, accumulated in place). */
 static bool is_slot(const gs_param *p, const ct_tensor *g) { return p->bytes && contiguous_data(g) == p->at; }
 
-/* Copies p's gradient as it is now (zeros when it has none) into its slot,
- * unless it is the slot already, and sets its flag. Hooks call this once
- * per parameter and step, so the usual case (a contiguous gradient of the
- * bucket's dtype) is a memcpy, not a libtorch copy_ with its dispatch. A
- * copy that fails is recorded; the bucket goes out anyway, since the other
- * ranks wait for it. */
+/* Lets go of the gradient p's staging held on to. */
+static void release(gs_param *p) {
+    ct_tensor_free(p->held);
+    p->held = NULL;
+    p->src = NULL;
+}
+
+/* Stages p's gradient as it is now (zeros when it has none) and sets its
+ * flag. A gradient that is the slot already costs nothing. A contiguous
+ * float32/float64 one is held where it is: only its part inside the chunk
+ * this rank sends first is copied into the buffer, the rest is read by
+ * finish_step's additions. Anything else is copied into the slot whole.
+ * Hooks call this once per parameter and step, so copies are memcpy, not a
+ * libtorch copy_ with its dispatch, where they can be. A copy that fails is
+ * recorded; the bucket goes out anyway, since the other ranks wait for it. */
 static void stage(ct_grad_sync *s, gs_param *p) {
     gs_bucket *b = &s->buckets[p->bucket];
+    release(p);
     ct_tensor *g = ct_grad(p->param);
     bool has = g != NULL;
     if (has && (ct_device_of(g).type != CT_CPU || ct_dtype_of(g) != b->dtype)) {
@@ -356,13 +394,26 @@ static void stage(ct_grad_sync *s, gs_param *p) {
                s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype));
         has = false;
     }
+    /* The part of p inside the chunk sent first, in bytes from p's start. */
+    size_t el = b->elsize;
+    int64_t lo = b->chunk_off[s->rank], hi = lo + b->chunk_len[s->rank], pn = (int64_t)(p->bytes / el);
+    int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
+    size_t from = a0 < a1 ? (size_t)(a0 - p->off) * el : 0, len = a0 < a1 ? (size_t)(a1 - a0) * el : 0;
+    const char *data = has ? contiguous_data(g) : NULL;
     if (!has) {
-        memset(p->at, 0, p->bytes);
+        memset(p->at + from, 0, len);
+    } else if (data && data == p->at) {
+        p->src = p->at;
+    } else if (data && (b->dtype == CT_F32 || b->dtype == CT_F64)) {
+        memcpy(p->at + from, data + from, len);
+        p->src = data;
+        p->held = ct_keep(g); /* out of the caller's scope: it must live until the bucket is done */
+        g = NULL;
     } else {
-        const void *src = contiguous_data(g);
-        if (src && src != p->at) memcpy(p->at, src, p->bytes);
-        else if (!src && ct_copy_(p->slot, g) != CT_OK)
+        if (data) memcpy(p->at, data, p->bytes);
+        else if (ct_copy_(p->slot, g) != CT_OK)
             record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+        p->src = p->at;
     }
     ct_tensor_free(g);
     write_flag(b, p->flag, has);
@@ -396,6 +447,7 @@ static void write_back(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     for (int i = b->first; i < b->first + b->count; i++) {
         gs_param *p = &s->params[i];
+        release(p);
         if (!read_flag(b, p->flag)) continue;
         ct_tensor *g = ct_grad(p->param);
         if (!g || !is_slot(p, g)) {
@@ -427,7 +479,10 @@ static void complete(ct_grad_sync *s) {
         }
     }
     s->in_finish = false;
-    for (size_t i = 0; i < s->nparams; i++) s->params[i].ready = false;
+    for (size_t i = 0; i < s->nparams; i++) {
+        s->params[i].ready = false;
+        release(&s->params[i]);
+    }
     for (int i = 0; i < s->nbuckets; i++) {
         s->buckets[i].state = B_IDLE;
         s->buckets[i].nready = 0;
@@ -571,6 +626,7 @@ static int build_bucket(ct_grad_sync *s, int bi) {
         if (!pr->slot) return ct_last_code();
         pr->at = b->base + (size_t)off * b->elsize;
         pr->bytes = (size_t)numel * b->elsize;
+        pr->off = off;
         pr->flag = b->numel + (i - b->first);
         off += numel;
     }
@@ -716,6 +772,7 @@ void ct_grad_sync_free(ct_grad_sync *s) {
     for (size_t i = 0; i < s->nparams; i++) {
         gs_param *p = &s->params[i];
         if (p->slot) ct_set_post_accumulate_grad_hook(p->param, NULL, NULL);
+        ct_tensor_free(p->held);
         ct_tensor_free(p->slot);
         free(p->name);
     }
