@@ -95,7 +95,7 @@ enum { MSG_LEN = 512 };
 typedef enum {
     B_IDLE,    /* not launched in this window */
     B_RUNNING, /* ring steps in flight */
-    B_DONE,    /* reduced (or failed: s->err says so) */
+    B_DONE,    /* reduced, or given up on after an MPI failure (s->err says so) */
 } bucket_state;
 
 typedef struct gs_param {
@@ -129,7 +129,7 @@ typedef struct {
     int nready;
     bucket_state state;
     bool written;         /* its averages are in .grad (this window) */
-    int step; /* ring step in flight: 0 .. 2(p-1)-1 */
+    int step;             /* ring step in flight: 0 .. 2(p-1)-1 */
     double t_launch;
 #if CTRIAL_HAVE_MPI
     MPI_Datatype type; /* an unsigned integer of elsize bytes: MPI only moves bytes */
@@ -189,7 +189,7 @@ static int record_last(ct_grad_sync *s, const char *what, int b, const char *par
     return record(s, code, "grad_sync: rank %d: bucket %d: %s: %s", s->rank, b, what, ct_last_error());
 }
 
-
+/* The same for an MPI call that returned mpi_err (CT_EDIST). */
 static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
@@ -197,6 +197,7 @@ static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
     return record(s, CT_EDIST, "grad_sync: rank %d: bucket %d: %s failed: %s", s->rank, b, call, text);
 }
 
+/* a mod p in 0 .. p-1 for any a (C's % keeps the sign). */
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
 /* ---- the ring ---------------------------------------------------------- */

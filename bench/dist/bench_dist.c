@@ -1,0 +1,360 @@
+/* bench/dist/bench_dist.c — gradient averaging across ranks (src/grad_sync.c,
+ * compiled in) measured beside a bare MPI_Allreduce; run.py drives it under
+ * mpirun and prints the table. Rank 0 prints one JSON line per measurement.
+ *
+ *   bench_dist bandwidth [--mb 1,10,100] [--params 64] [--reps 7] [--bucket-mb 25] [--zero none|inplace]
+ *       Gradients of MB megabytes (float32) spread evenly over PARAMS
+ *       parameters, produced by a backward as cheap as backward gets
+ *       (loss = sum of every parameter's sum: each gradient is a fill).
+ *       Each repetition times, back to back, with a barrier before each:
+ *         backward alone (unarmed),
+ *         arm + the same backward + finish (hooks, staging, ring),
+ *         MPI_Allreduce (MPI_SUM, in place) of one flat buffer of MB.
+ *       The sync's time is the second minus the first; medians over reps.
+ *       Before each backward the gradients are set to None (--zero none,
+ *       PyTorch's default: the next backward makes fresh tensors, which
+ *       staging copies into the buckets) or zeroed in place (--zero
+ *       inplace: backward accumulates into the bucket views finish left).
+ *       Also printed: the all-reduce alone, bucket bytes over the summed
+ *       launch-to-completion time of the buckets (grad_sync's stats).
+ *
+ *   bench_dist overlap [--steps 20] [--batch 64] [--width 2048] [--bucket-mb 25]
+ *       An MLP 784 -> W -> W -> W -> 10 (float32), forward + backward +
+ *       finish per step, armed every step: the sync's stats (comm_seconds,
+ *       wait_seconds) over the timed steps, the hidden share
+ *       1 - wait/comm, and the step time with and without the sync.
+ *
+ *   bench_dist train [--steps 30] [--global-batch 128] [--width 1024] [--threads 1] [--zero none|inplace]
+ *       An MLP 784 -> W -> W -> 10 trained with SGD, each rank on
+ *       GLOBAL/size rows of random data: samples/s of the whole job
+ *       (GLOBAL * steps / wall time of the timed steps), and the sync's
+ *       comm/wait per step. --zero as for bandwidth (the optimizer's
+ *       zero_grad after each step).
+ *
+ * Options common to all: --threads N (libtorch's intra-op threads per rank,
+ * default 1), --warmup N (untimed steps/reps first, default 2). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ctrial/config.h>
+#include <ctrial/ctrial.h>
+
+#include "grad_sync.h"
+
+#if CTRIAL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static int R, P;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "bench_dist: rank %d: %s: %s\n", R, what, ct_last_error());
+    ct_dist_abort(1, what);
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+typedef struct {
+    const char *mb, *zero;
+    int params, reps, steps, batch, global_batch, width, threads, warmup;
+    double bucket_mb;
+} opts;
+
+static opts parse(int argc, char **argv) {
+    opts o = {.mb = "1,10,100", .zero = "none", .params = 64, .reps = 7, .steps = 0, .batch = 64, .global_batch = 128,
+              .width = 0, .threads = 1, .warmup = 2, .bucket_mb = 25};
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--mb")) o.mb = v;
+        else if (!strcmp(k, "--params")) o.params = atoi(v);
+        else if (!strcmp(k, "--reps")) o.reps = atoi(v);
+        else if (!strcmp(k, "--steps")) o.steps = atoi(v);
+        else if (!strcmp(k, "--batch")) o.batch = atoi(v);
+        else if (!strcmp(k, "--global-batch")) o.global_batch = atoi(v);
+        else if (!strcmp(k, "--width")) o.width = atoi(v);
+        else if (!strcmp(k, "--threads")) o.threads = atoi(v);
+        else if (!strcmp(k, "--warmup")) o.warmup = atoi(v);
+        else if (!strcmp(k, "--bucket-mb")) o.bucket_mb = atof(v);
+        else if (!strcmp(k, "--zero")) o.zero = v;
+        else {
+            fprintf(stderr, "bench_dist: unknown option %s\n", k);
+            exit(2);
+        }
+    }
+    return o;
+}
+
+static size_t bucket_bytes(const opts *o) { return (size_t)(o->bucket_mb * 1024 * 1024); }
+
+/* ---- 1. bandwidth ----------------------------------------------------------- */
+
+/* loss = sum over parameters of p.sum(): backward fills every gradient. */
+static int cheap_backward(ct_module *m) {
+    ct_scope *sc = ct_scope_begin();
+    size_t n = 0;
+    ct_tensor *const *ps = ct_nn_parameters(m, &n);
+    ct_tensor *loss = ct_sum(ps[0]);
+    for (size_t i = 1; i < n; i++) loss = ct_add(loss, ct_sum(ps[i]));
+    int rc = loss ? ct_backward(loss) : ct_last_code();
+    ct_scope_end(sc);
+    return rc;
+}
+
+static void bandwidth_one(const opts *o, double mb) {
+#if CTRIAL_HAVE_MPI
+    int64_t total = (int64_t)(mb * 1e6 / 4);
+    int64_t each = total / o->params;
+    total = each * o->params;
+    ct_module *m = ct_nn_module("Grads", NULL, NULL, NULL);
+    for (int i = 0; i < o->params; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "p%d", i);
+        if (!ct_nn_add_parameter(m, name, ct_zeros(CT_SHAPE(each), NULL))) die("add_parameter");
+    }
+    ct_grad_sync *s = ct_grad_sync_new(m, bucket_bytes(o));
+    if (!s) die("ct_grad_sync_new");
+    ct_tensor *flat = ct_ones(CT_SHAPE(total), NULL);
+    float *fp = ct_data_ptr(flat);
+    double *tb = calloc((size_t)o->reps, sizeof *tb), *ts = calloc((size_t)o->reps, sizeof *ts),
+           *ta = calloc((size_t)o->reps, sizeof *ta);
+    bool to_none = strcmp(o->zero, "inplace") != 0;
+    ct_grad_sync_stats st0 = {0};
+    for (int rep = -o->warmup; rep < o->reps; rep++) {
+        if (rep == 0) ct_grad_sync_get_stats(s, &st0);
+        ct_nn_zero_grad(m, to_none);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = now_s();
+        if (cheap_backward(m) != 0) die("backward");
+        double t1 = now_s();
+
+        ct_nn_zero_grad(m, to_none);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t2 = now_s();
+        ct_grad_sync_arm(s, true);
+        if (cheap_backward(m) != 0) die("backward");
+        if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        double t3 = now_s();
+
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t4 = now_s();
+        MPI_Allreduce(MPI_IN_PLACE, fp, (int)total, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double t5 = now_s();
+        if (rep >= 0) {
+            tb[rep] = t1 - t0;
+            ts[rep] = t3 - t2;
+            ta[rep] = t5 - t4;
+        }
+    }
+    ct_grad_sync_stats st;
+    ct_grad_sync_get_stats(s, &st);
+    double b = median(tb, o->reps), sy = median(ts, o->reps), a = median(ta, o->reps);
+    double bytes = (double)total * 4;
+    double ring_gbs = (double)(st.bytes - st0.bytes) / (st.comm_seconds - st0.comm_seconds) / 1e9;
+    if (R == 0)
+        printf("{\"mode\": \"bandwidth\", \"ranks\": %d, \"zero\": \"%s\", \"mb\": %.3f, \"params\": %d, "
+               "\"buckets_per_step\": %.2f, \"backward_s\": %.6f, \"sync_step_s\": %.6f, \"sync_s\": %.6f, "
+               "\"allreduce_s\": %.6f, \"sync_gbs\": %.4f, \"ring_gbs\": %.4f, \"allreduce_gbs\": %.4f, "
+               "\"ratio\": %.4f}\n",
+               P, o->zero, bytes / 1e6, o->params, (double)(st.buckets - st0.buckets) / o->reps, b, sy, sy - b, a,
+               bytes / (sy - b) / 1e9, ring_gbs, bytes / a / 1e9, a / (sy - b));
+    fflush(stdout);
+    free(tb);
+    free(ts);
+    free(ta);
+    ct_tensor_free(flat);
+    ct_grad_sync_free(s);
+    ct_nn_free(m);
+#else
+    (void)o;
+    (void)mb;
+    if (R == 0) printf("{\"mode\": \"bandwidth\", \"error\": \"built without MPI\"}\n");
+#endif
+}
+
+static int bandwidth(const opts *o) {
+    char *list = strdup(o->mb);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) bandwidth_one(o, atof(tok));
+    free(list);
+    return 0;
+}
+
+/* ---- the MLP of 2. and 3. ------------------------------------------------------- */
+
+typedef struct {
+    ct_module *seq;
+} mlp;
+
+static ct_module *build_mlp(int width, int hidden_layers) {
+    ct_manual_seed(0);
+    ct_module *mods[16];
+    int n = 0;
+    int64_t in = 784;
+    for (int i = 0; i < hidden_layers; i++) {
+        mods[n++] = ct_nn_linear(in, width, true);
+        mods[n++] = ct_nn_relu();
+        in = width;
+    }
+    mods[n++] = ct_nn_linear(in, 10, true);
+    return ct_nn_sequential(n, mods);
+}
+
+/* forward + cross-entropy + backward on rows x, labels y. */
+static int step_backward(ct_module *net, const ct_tensor *x, const ct_tensor *y) {
+    ct_scope *sc = ct_scope_begin();
+    ct_tensor *loss = ct_cross_entropy(ct_nn_forward(net, x), y);
+    int rc = loss ? ct_backward(loss) : ct_last_code();
+    ct_scope_end(sc);
+    return rc;
+}
+
+/* ---- 2. overlap ------------------------------------------------------------------ */
+
+static int overlap(const opts *o) {
+    int width = o->width ? o->width : 2048, steps = o->steps ? o->steps : 20;
+    ct_module *net = build_mlp(width, 3);
+    ct_grad_sync *s = ct_grad_sync_new(net, bucket_bytes(o));
+    if (!s) die("ct_grad_sync_new");
+    ct_manual_seed(1 + (uint64_t)R);
+    ct_tensor *x = ct_randn(CT_SHAPE(o->batch, 784), NULL);
+    ct_tensor *y = ct_randint(0, 10, CT_SHAPE(o->batch), NULL);
+    double *t_plain = calloc((size_t)steps, sizeof *t_plain), *t_sync = calloc((size_t)steps, sizeof *t_sync);
+    ct_grad_sync_stats before = {0}, after;
+    for (int i = -o->warmup; i < steps; i++) {
+        if (i == 0) ct_grad_sync_get_stats(s, &before);
+        ct_nn_zero_grad(net, true);
+        ct_dist_barrier();
+        double t0 = now_s();
+        ct_grad_sync_arm(s, true);
+        if (step_backward(net, x, y) != 0) die("backward");
+        if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        double t1 = now_s();
+        ct_nn_zero_grad(net, true);
+        ct_dist_barrier();
+        double t2 = now_s();
+        if (step_backward(net, x, y) != 0) die("backward");
+        double t3 = now_s();
+        if (i >= 0) {
+            t_sync[i] = t1 - t0;
+            t_plain[i] = t3 - t2;
+        }
+    }
+    ct_grad_sync_get_stats(s, &after);
+    double comm = after.comm_seconds - before.comm_seconds, wait = after.wait_seconds - before.wait_seconds;
+    double ms_sync = 1e3 * median(t_sync, steps), ms_plain = 1e3 * median(t_plain, steps);
+    /* Each rank's own view; rank 0 prints the mean over ranks of the shares. */
+    double hidden = comm > 0 ? 1 - wait / comm : 0, sum_hidden = hidden;
+#if CTRIAL_HAVE_MPI
+    if (P > 1) MPI_Allreduce(&hidden, &sum_hidden, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+#endif
+    if (R == 0)
+        printf("{\"mode\": \"overlap\", \"ranks\": %d, \"width\": %d, \"batch\": %d, \"steps\": %d, "
+               "\"grad_mb\": %.3f, \"buckets_per_step\": %.2f, \"comm_ms_per_step\": %.3f, "
+               "\"wait_ms_per_step\": %.3f, \"hidden_share\": %.4f, \"hidden_share_mean_over_ranks\": %.4f, "
+               "\"step_ms_with_sync\": %.3f, \"step_ms_without\": %.3f}\n",
+               P, width, o->batch, steps, (double)(after.bytes - before.bytes) / steps / 1e6,
+               (double)(after.buckets - before.buckets) / steps, 1e3 * comm / steps, 1e3 * wait / steps, hidden,
+               sum_hidden / P, ms_sync, ms_plain);
+    free(t_plain);
+    free(t_sync);
+    ct_tensor_free(x);
+    ct_tensor_free(y);
+    ct_grad_sync_free(s);
+    ct_nn_free(net);
+    return 0;
+}
+
+/* ---- 3. training throughput --------------------------------------------------------- */
+
+static int train(const opts *o) {
+    int width = o->width ? o->width : 1024, steps = o->steps ? o->steps : 30;
+    if (o->global_batch % P != 0) {
+        fprintf(stderr, "bench_dist: global batch %d does not split over %d ranks\n", o->global_batch, P);
+        return 2;
+    }
+    int local = o->global_batch / P;
+    ct_module *net = build_mlp(width, 2);
+    ct_grad_sync *s = ct_grad_sync_new(net, bucket_bytes(o));
+    if (!s) die("ct_grad_sync_new");
+    ct_sgd_opts so = ct_sgd_defaults();
+    so.lr = 0.01;
+    ct_optim *opt = ct_optim_sgd(net, &so);
+    /* Each rank its own rows, one fixed batch (data loading is not measured). */
+    ct_manual_seed(1 + (uint64_t)R);
+    ct_tensor *x = ct_randn(CT_SHAPE(local, 784), NULL);
+    ct_tensor *y = ct_randint(0, 10, CT_SHAPE(local), NULL);
+    double t0 = 0;
+    ct_grad_sync_stats before = {0}, after;
+    for (int i = -o->warmup; i < steps; i++) {
+        if (i == 0) {
+            ct_dist_barrier();
+            t0 = now_s();
+        }
+        ct_grad_sync_arm(s, true);
+        if (step_backward(net, x, y) != 0) die("backward");
+        if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        if (ct_optim_step(opt) != 0) die("step");
+        ct_optim_zero_grad(opt, strcmp(o->zero, "inplace") != 0);
+        if (i == -1) ct_grad_sync_get_stats(s, &before);
+    }
+    ct_dist_barrier();
+    double wall = now_s() - t0;
+    ct_grad_sync_get_stats(s, &after);
+    if (R == 0)
+        printf("{\"mode\": \"train\", \"ranks\": %d, \"threads\": %d, \"zero\": \"%s\", \"width\": %d, "
+               "\"global_batch\": %d, \"steps\": %d, \"samples_per_s\": %.2f, \"ms_per_step\": %.3f, "
+               "\"comm_ms_per_step\": %.3f, \"wait_ms_per_step\": %.3f}\n",
+               P, o->threads, o->zero, width, o->global_batch, steps, (double)o->global_batch * steps / wall,
+               1e3 * wall / steps, 1e3 * (after.comm_seconds - before.comm_seconds) / steps,
+               1e3 * (after.wait_seconds - before.wait_seconds) / steps);
+    ct_tensor_free(x);
+    ct_tensor_free(y);
+    ct_optim_free(opt);
+    ct_grad_sync_free(s);
+    ct_nn_free(net);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_dist bandwidth|overlap|train [options] (see the source)\n");
+        return 2;
+    }
+    if (ct_dist_init() != 0) {
+        fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
+        return 1;
+    }
+    R = ct_dist_rank();
+    P = ct_dist_size();
+    opts o = parse(argc, argv);
+    ct_set_num_threads(o.threads);
+    int rc;
+    if (!strcmp(argv[1], "bandwidth")) rc = bandwidth(&o);
+    else if (!strcmp(argv[1], "overlap")) rc = overlap(&o);
+    else if (!strcmp(argv[1], "train")) rc = train(&o);
+    else {
+        fprintf(stderr, "bench_dist: unknown mode %s\n", argv[1]);
+        rc = 2;
+    }
+    ct_dist_finalize();
+    return rc;
+}
