@@ -7,8 +7,8 @@
  *       parameters, produced by a backward as cheap as backward gets
  *       (loss = sum of every parameter's sum: each gradient is a fill).
  *       Each repetition times, back to back, with a barrier before each:
- *         backward alone (unarmed),
- *         arm + the same backward + finish (hooks, staging, ring),
+ *         backward + zero_grad (unarmed),
+ *         arm + the same backward + finish + zero_grad (hooks, staging, ring),
  *         MPI_Allreduce (MPI_SUM, in place) of one flat buffer of MB.
  *       The sync's time is the second minus the first; medians over reps.
  *       Before each backward the gradients are set to None (--zero none,
@@ -139,20 +139,25 @@ static void bandwidth_one(const opts *o, double mb) {
            *ta = calloc((size_t)o->reps, sizeof *ta);
     bool to_none = strcmp(o->zero, "inplace") != 0;
     ct_grad_sync_stats st0 = {0};
+    /* Each timed window ends with the zero_grad that ends a step: the
+     * fresh gradients of a backward are freed there without a sync, and in
+     * finish with one (it points .grad at the bucket), so both windows pay
+     * for freeing them once. */
+    ct_nn_zero_grad(m, to_none);
     for (int rep = -o->warmup; rep < o->reps; rep++) {
         if (rep == 0) ct_grad_sync_get_stats(s, &st0);
-        ct_nn_zero_grad(m, to_none);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = now_s();
         if (cheap_backward(m) != 0) die("backward");
+        ct_nn_zero_grad(m, to_none);
         double t1 = now_s();
 
-        ct_nn_zero_grad(m, to_none);
         MPI_Barrier(MPI_COMM_WORLD);
         double t2 = now_s();
         ct_grad_sync_arm(s, true);
         if (cheap_backward(m) != 0) die("backward");
         if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        ct_nn_zero_grad(m, to_none);
         double t3 = now_s();
 
         MPI_Barrier(MPI_COMM_WORLD);
