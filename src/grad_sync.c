@@ -19,6 +19,8 @@
  *                      reduced, points each .grad at its slot of the
  *                      averaged bucket as soon as that bucket is done, and
  *                      closes the window.
+ *   ct_grad_sync_free  completes a window left open, removes the hooks and
+ *                      frees the buckets and the communicator.
  *
  * The reduction. A bucket is averaged by a ring all-reduce built on
  * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
@@ -770,6 +772,17 @@ void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {
 
 void ct_grad_sync_free(ct_grad_sync *s) {
     if (!s) return;
+#if CTRIAL_HAVE_MPI
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    /* A window left open (a step that failed after backward) is completed
+     * like finish would: cancelling its messages instead would leave them
+     * queued, and once this communicator is freed MPI may reuse its context
+     * for the next one, where they would match the wrong receives. Every
+     * rank takes this path (the ranks agree on stopping). */
+    if (s->window && !finalized) complete(s);
+    s->window = false;
+#endif
     for (size_t i = 0; i < s->nparams; i++) {
         gs_param *p = &s->params[i];
         if (p->slot) ct_set_post_accumulate_grad_hook(p->param, NULL, NULL);
@@ -778,20 +791,8 @@ void ct_grad_sync_free(ct_grad_sync *s) {
         free(p->name);
     }
 #if CTRIAL_HAVE_MPI
-    int finalized = 0;
-    MPI_Finalized(&finalized);
     for (int bi = 0; bi < s->nbuckets; bi++) {
         gs_bucket *b = &s->buckets[bi];
-        if (b->state == B_RUNNING && !finalized) {
-            /* A window abandoned mid-flight (the step failed on this rank):
-             * never block here, other ranks may be gone. An unmatched
-             * receive cancels at once; a send finishes without us. */
-            if (b->req[1] != MPI_REQUEST_NULL) {
-                MPI_Cancel(&b->req[1]);
-                MPI_Wait(&b->req[1], MPI_STATUS_IGNORE);
-            }
-            if (b->req[0] != MPI_REQUEST_NULL) MPI_Request_free(&b->req[0]);
-        }
         for (int c = 0; b->chunk && c < s->size; c++) ct_tensor_free(b->chunk[c]);
         for (int c = 0; b->incoming && c < s->size; c++) ct_tensor_free(b->incoming[c]);
         free(b->chunk);

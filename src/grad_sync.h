@@ -87,9 +87,10 @@ typedef struct {
 
 /* Copies the running totals into *out (zeros for a NULL s). */
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out);
-/* Removes the hooks and frees. Accepts NULL. Collective under mpirun (frees
- * the sync's communicator); never blocks on a window left open by a failed
- * step. */
+/* Removes the hooks and frees. Accepts NULL. Collective under mpirun: it
+ * frees the sync's communicator, and completes a window left open (a step
+ * that failed after backward) as finish would, so that no message outlives
+ * the communicator; every rank must free at the same point. */
 void ct_grad_sync_free(ct_grad_sync *s);
 
 #endif

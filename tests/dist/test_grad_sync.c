@@ -22,7 +22,13 @@
  *     completes at the second arm);
  *   - a backward no arm announced, reaching a launched bucket, is CT_ESTATE
  *     from finish, and the next window works again;
+ *   - a backward on another thread than the arming one leaves the work to
+ *     finish, still right;
+ *   - a sync freed with buckets in flight completes them, and a new sync
+ *     (one 1 MiB bucket) works after it;
  *   - covers(), stats, and the refusals. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "ct_test.h"
@@ -93,6 +99,21 @@ static int local_backward(ct_grad_sync *s, Net *n, bool arm) {
     int rc = loss ? ct_backward(loss) : ct_last_code();
     ct_scope_end(sc);
     return rc;
+}
+
+/* A local backward on a thread of its own (no arm: the caller armed). */
+typedef struct {
+    Net *n;
+    int rc;
+} backward_job;
+
+static void *backward_thread(void *arg) {
+    backward_job *j = arg;
+    ct_scope *sc = ct_scope_begin();
+    ct_tensor *loss = loss_of(j->n, x_local, y_local, R == 0 ? 1.0 : 0.0);
+    j->rc = loss ? ct_backward(loss) : ct_last_code();
+    ct_scope_end(sc);
+    return NULL;
 }
 
 /* A backward that no arm call announces. */
@@ -336,6 +357,25 @@ int main(void) {
     CHECK_OK(ct_grad_sync_finish(s));
     check_grads(net, mean, 1.0, 1e-6, "the window after a failed one");
 
+    /* 7. Backward on another thread than the one that armed: the hooks
+     * leave everything to finish (MPI runs FUNNELED), which still averages. */
+    ct_grad_sync_stats st7;
+    ct_grad_sync_get_stats(s, &st7);
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    ct_grad_sync_arm(s, true);
+    pthread_t th;
+    backward_job job = {&n, -1};
+    CHECK(pthread_create(&th, NULL, backward_thread, &job) == 0);
+    pthread_join(th, NULL);
+    CHECK_OK(job.rc);
+    CHECK_OK(ct_grad_sync_finish(s));
+    check_grads(net, mean, 1.0, 1e-6, "backward on another thread");
+    ct_grad_sync_get_stats(s, &st);
+    if (P > 1) {
+        CHECK(st.buckets == st7.buckets + one.buckets);
+        CHECK(st.wait_seconds - st7.wait_seconds == st.comm_seconds - st7.comm_seconds); /* all inside finish */
+    }
+
     ct_grad_sync_get_stats(s, &st);
     if (R == 0)
         printf("%d ranks: %lld bucket reductions, %.0f bytes, comm %.3f ms, of which waited %.3f ms\n", P,
@@ -345,6 +385,23 @@ int main(void) {
     ct_grad_sync_free(NULL);
     /* After free the hooks are gone: backward with a freed sync is harmless. */
     CHECK_OK(local_backward(NULL, &n, false));
+
+    /* 8. A sync freed with buckets in flight (a step that failed after
+     * backward, on every rank) completes them: nothing is left queued for
+     * the next sync's communicator, which works. */
+    ct_grad_sync *s2 = ct_grad_sync_new(net, 600);
+    CHECK(s2 != NULL);
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s2, &n, true));
+    ct_grad_sync_free(s2);
+    CHECK_OK(ct_dist_barrier());
+    ct_grad_sync *s3 = ct_grad_sync_new(net, 1 << 20);
+    CHECK(s3 != NULL);
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s3, &n, true));
+    CHECK_OK(ct_grad_sync_finish(s3));
+    check_grads(net, mean, 1.0, 1e-6, "a new sync after an abandoned one");
+    ct_grad_sync_free(s3);
     free_all(local);
     free_all(mean);
     free_all(synced);
