@@ -403,11 +403,15 @@ static void stage(ct_grad_sync *s, gs_param *p) {
     int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
     size_t from = a0 < a1 ? (size_t)(a0 - p->off) * el : 0, len = a0 < a1 ? (size_t)(a1 - a0) * el : 0;
     const char *data = has ? contiguous_data(g) : NULL;
-    if (!has) {
+    bool fused = b->dtype == CT_F32 || b->dtype == CT_F64; /* finish_step reads src */
+    if (!has && fused) {
         memset(p->at + from, 0, len);
+    } else if (!has) {
+        memset(p->at, 0, p->bytes);
+        p->src = p->at;
     } else if (data && data == p->at) {
         p->src = p->at;
-    } else if (data && (b->dtype == CT_F32 || b->dtype == CT_F64)) {
+    } else if (data && fused) {
         memcpy(p->at + from, data + from, len);
         p->src = data;
         p->held = ct_keep(g); /* out of the caller's scope: it must live until the bucket is done */

@@ -3,7 +3,8 @@
  *
  * The model: an MLP 8 -> 16 -> 16 -> 4 in float64, plus three parameters of
  * the root module: `extra32` (float32: a bucket of another dtype), `half16`
- * (bfloat16: MPI has no such type, the ring adds it through libtorch), `partial`
+ * (bfloat16, in the loss on rank 0 only: MPI has no such type, the ring adds
+ * it through libtorch and must see zeros from the other ranks), `partial`
  * (in the loss on rank 0 only) and `unused` (in no loss). A 600-byte bucket
  * size splits it into several buckets, the first of which go out during
  * backward. Every rank takes its own rows of one global batch.
@@ -64,18 +65,21 @@ static ct_module *build(Net *n) {
     return n->fc3 ? net : NULL;
 }
 
-/* The mean-reduced loss of rows x, y, plus (sum(extra32^2) + sum(half16^2))
- * * mean(x) (a per-sample mean too) and partial_weight * sum(partial^2). The gradient of
+/* The mean-reduced loss of rows x, y, plus sum(extra32^2) * mean(x) (a
+ * per-sample mean too) and partial_weight * (sum(partial^2) + sum(half16^2)). The gradient of
  * the global batch's loss is then the mean of the ranks' gradients when
  * partial_weight is 1 on rank 0 (0 elsewhere) locally and 1/P globally. */
 static ct_tensor *loss_of(Net *n, const ct_tensor *x, const ct_tensor *y, double partial_weight) {
     ct_tensor *h = ct_relu(ct_nn_forward(n->fc1, x));
     h = ct_relu(ct_nn_forward(n->fc2, h));
     ct_tensor *loss = ct_mse_loss(ct_nn_forward(n->fc3, h), y, CT_REDUCE_MEAN);
-    ct_tensor *e = ct_to_dtype(n->extra32, CT_F64), *h16 = ct_to_dtype(n->half16, CT_F64);
-    loss = ct_add(loss, ct_mul(ct_add(ct_sum(ct_mul(e, e)), ct_sum(ct_mul(h16, h16))), ct_mean(x)));
-    if (partial_weight != 0)
-        loss = ct_add(loss, ct_mul_scalar(ct_sum(ct_mul(n->partial, n->partial)), partial_weight));
+    ct_tensor *e = ct_to_dtype(n->extra32, CT_F64);
+    loss = ct_add(loss, ct_mul(ct_sum(ct_mul(e, e)), ct_mean(x)));
+    if (partial_weight != 0) {
+        ct_tensor *h16 = ct_to_dtype(n->half16, CT_F64);
+        ct_tensor *both = ct_add(ct_sum(ct_mul(n->partial, n->partial)), ct_sum(ct_mul(h16, h16)));
+        loss = ct_add(loss, ct_mul_scalar(both, partial_weight));
+    }
     return loss;
 }
 
@@ -259,6 +263,7 @@ int main(void) {
     snapshot(net, local);
     CHECK(local[0] == NULL);                /* unused */
     CHECK((local[1] != NULL) == (R == 0));  /* partial */
+    CHECK((local[3] != NULL) == (R == 0));  /* half16 */
     mean_over_ranks(net, local, mean);
 
     /* 2. Armed: the mean over ranks, identical everywhere. */
