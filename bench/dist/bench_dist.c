@@ -108,6 +108,7 @@ static size_t bucket_bytes(const opts *o) { return (size_t)(o->bucket_mb * 1024 
 
 /* ---- 1. bandwidth ----------------------------------------------------------- */
 
+#if CTRIAL_HAVE_MPI
 /* loss = sum over parameters of p.sum(): backward fills every gradient. */
 static int cheap_backward(ct_module *m) {
     ct_scope *sc = ct_scope_begin();
@@ -119,6 +120,7 @@ static int cheap_backward(ct_module *m) {
     ct_scope_end(sc);
     return rc;
 }
+#endif
 
 static void bandwidth_one(const opts *o, double mb) {
 #if CTRIAL_HAVE_MPI
