@@ -526,6 +526,8 @@ static void on_grad(ct_tensor *t, void *ctx) {
 
 /* ---- building the buckets ------------------------------------------------- */
 
+/* An MPI type of elsize bytes: the ring only moves bytes, so any float
+ * dtype (half types too, which MPI lacks) travels as unsigned integers. */
 static MPI_Datatype bytes_type(size_t elsize) {
     switch (elsize) {
     case 1: return MPI_UINT8_T;
@@ -547,8 +549,8 @@ static ct_tensor *shaped_view(ct_tensor *buf, int64_t off, int64_t len, int ndim
     return ct_keep(v);
 }
 
-/* Checks what the ring cannot take: CUDA tensors (MPI is not CUDA-aware),
- * non-floating dtypes (no gradient), too many buckets for MPI's tags. */
+/* Checks what the ring cannot take: CUDA tensors (MPI is not CUDA-aware)
+ * and non-floating dtypes (no gradient). Returns a status. */
 static int check_param(const ct_grad_sync *s, const gs_param *p) {
     ct_device d = ct_device_of(p->param);
     if (d.type != CT_CPU)

@@ -58,9 +58,11 @@
 typedef struct ct_grad_sync ct_grad_sync;
 
 /* Lays out the buckets (bucket_bytes 0: 25 MiB) and registers
- * post-accumulate-grad hooks on every parameter of model that requires grad
- * (replacing any hook already there). Collective under mpirun. NEW, or NULL
- * + error (CT_ENOTSUP for CUDA parameters, CT_EDIST when MPI fails). */
+ * post-accumulate-grad hooks on every parameter of model that requires grad.
+ * A parameter has one such hook: a second sync over the same parameters
+ * takes them over, and freeing either removes them, so keep one sync per
+ * model. Collective under mpirun. NEW, or NULL + error (CT_ENOTSUP for CUDA
+ * parameters, CT_EDIST when MPI fails). */
 ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes);
 /* Whether the coming backward's gradients are reduced (optimizer-step
  * batches) or only accumulated. Called before every backward; a call while
