@@ -120,8 +120,9 @@ static MPI_Op mpi_op(ct_dist_op op) {
     }
 }
 
-/* The buffer of t for MPI: a contiguous CPU tensor, or a CUDA one when MPI
- * is CUDA-aware. */
+/* The buffer of t for MPI: a contiguous CPU tensor. CUDA tensors are
+ * refused: they need NCCL (not in this build yet), and a copy through host
+ * memory is never made behind the caller's back. */
 static void *mpi_buffer(const ct_tensor *t, const char *fn, MPI_Datatype *type) {
     *type = mpi_type(ct_dtype_of(t));
     if (*type == MPI_DATATYPE_NULL) {
@@ -133,10 +134,8 @@ static void *mpi_buffer(const ct_tensor *t, const char *fn, MPI_Datatype *type) 
         return NULL;
     }
     if (ct_device_of(t).type != CT_CPU) {
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-        if (MPIX_Query_cuda_support()) return (void *)((const char *)ct_storage_data(t));
-#endif
-        ct_set_error(CT_ENOTSUP, "%s: rank %d: a CUDA tensor needs a CUDA-aware MPI (this one is not)", fn, g.rank);
+        ct_set_error(CT_ENOTSUP, "%s: rank %d: collectives on CUDA tensors need NCCL, which this ctrial does not use yet "
+                     "(copy to the CPU explicitly)", fn, g.rank);
         return NULL;
     }
     return ct_data_ptr(t);

@@ -25,9 +25,9 @@
  * launch with more than one rank (CT_ENOTSUP).
  *
  * Collectives are called by every rank in the same order with tensors of the
- * same shape and dtype. CPU tensors go through MPI; CUDA tensors need a
- * CUDA-aware MPI (checked, CT_ENOTSUP otherwise) — never a silent copy
- * through host memory. Failures are CT_EDIST naming the rank and the call.
+ * same shape and dtype. CPU tensors go through MPI; CUDA tensors are refused
+ * (CT_ENOTSUP) until NCCL support lands — never a silent copy through host
+ * memory. Failures are CT_EDIST naming the rank and the call.
  */
 #ifndef CTRIAL_DIST_H
 #define CTRIAL_DIST_H
