@@ -24,8 +24,7 @@ static int io_error(const char *what, const char *path) {
     return ct_set_error(CT_EIO, "%s %s: %s", what, path, strerror(errno));
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path) {
+int ct_make_dirs(const char *path) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return ct_set_error(CT_EIO, "path too long: %s", path);
     for (char *p = buf + 1; *p; p++) {
@@ -88,7 +87,7 @@ static uint32_t fresh_tag(void) {
 
 int ct_ckpt_begin(ct_ckpt_writer *w, const char *checkpoint_dir, int64_t steps) {
     memset(w, 0, sizeof *w);
-    int rc = make_dirs(checkpoint_dir);
+    int rc = ct_make_dirs(checkpoint_dir);
     if (rc != CT_OK) return rc;
     snprintf(w->parent, sizeof w->parent, "%s", checkpoint_dir);
     for (int attempt = 0; attempt < 16; attempt++) {

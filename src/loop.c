@@ -586,19 +586,6 @@ static int train(ct_context *ctx) {
 /* The state of a simple-mode trial without init: something non-NULL. */
 static char g_no_state;
 
-static int make_dirs(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return ct_set_error(CT_EIO, "path too long: %s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ct_set_error(CT_EIO, "%s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return ct_set_error(CT_EIO, "%s: %s", buf, strerror(errno));
-    return CT_OK;
-}
-
 /* Seeds every generator with the trial seed (as Determined does before
  * init), then builds the trial: init, or simple mode's model, optimizer and
  * scheduler. */
@@ -691,7 +678,7 @@ static int setup(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
     if (rc == CT_OK) rc = find_resume(ctx);
-    if (rc == CT_OK && ctx->rank == 0) rc = make_dirs(ctx->opts.output_dir);
+    if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir);
     if (rc == CT_OK) rc = build_trial(ctx);
     if (rc != CT_OK) return rc;
 
