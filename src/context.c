@@ -220,20 +220,19 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
         return ct_last_code();
     }
     /* Under mpirun the gradients of an optimizer-step batch are all-reduced
-     * in buckets while backward runs; accumulation batches stay local. */
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], ct_ctx_is_step_batch(ctx));
-    return ct_backward(loss);
-}
-
-/* Finishes the gradient averaging of every model that owns one of opt's
- * parameters (collective; a no-op with one rank). */
-static int finish_grad_sync(ct_context *ctx, ct_tensor *const *params, size_t n) {
-    for (size_t m = 0; ctx->syncs && m < ctx->n_models; m++) {
-        bool covered = false;
-        for (size_t i = 0; i < n && !covered; i++) covered = ct_grad_sync_covers(ctx->syncs[m], params[i]);
-        if (covered && ct_grad_sync_finish(ctx->syncs[m]) != CT_OK) return ct_last_code();
+     * in buckets while backward runs, and are averages when it returns (as
+     * with DistributedDataParallel); accumulation batches stay local. */
+    bool step = ct_ctx_is_step_batch(ctx);
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
+    int rc = ct_backward(loss);
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
+        ct_grad_sync_after_backward(ctx->syncs[i]);
+        /* Every rank finishes, even after a failed backward: the ranks run
+         * the same collectives and agree on the failure afterwards. */
+        int frc = step ? ct_grad_sync_finish(ctx->syncs[i]) : CT_OK;
+        if (rc == CT_OK) rc = frc;
     }
-    return CT_OK;
+    return rc;
 }
 
 bool ct_ctx_is_step_batch(const ct_context *ctx) {
@@ -244,11 +243,12 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
                              bool auto_zero_grads) {
     if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
     if (!ct_ctx_is_step_batch(ctx)) return CT_OK; /* accumulating gradients */
+    /* Under mpirun the gradients are averages already (ct_ctx_backward). */
     size_t n = ct_optim_num_params(opt);
     ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
     if (!params) return ct_set_error(CT_ENOMEM, "ct_ctx_step_optimizer: out of host memory");
     for (size_t i = 0; i < n; i++) params[i] = ct_optim_param(opt, i);
-    int rc = finish_grad_sync(ctx, params, n);
+    int rc = CT_OK;
     /* Accumulated gradients are sums over aggregation_frequency batches:
      * make them a mean, as a single large batch would have given. */
     if (ctx->aggregation_frequency > 1) {

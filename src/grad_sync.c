@@ -42,9 +42,18 @@
  * its slot in the bucket, so the average is never copied out. A gradient
  * zeroed in place and accumulated again by the next backward is already in
  * its bucket: staging it copies nothing. After zero_grad(set_to_none) the
- * next backward makes a fresh tensor: staging copies only its part in the
- * chunk this rank sends first (1/p of it) and keeps a reference; the
- * reduce-scatter reads the rest straight from the tensor as it adds.
+ * .grad is None, and backward would make a fresh tensor that staging must
+ * copy (or read) into the bucket; so arm *lends* each such parameter its
+ * slot, zeroed, as .grad. Backward then accumulates straight into the
+ * bucket (libtorch adds into a .grad that exists), exactly as after an
+ * in-place zero_grad, and ct_grad_sync_after_backward takes the slot back
+ * from every parameter the backward did not reach: .grad is None again, as
+ * without a sync, before anyone but backward could see the difference.
+ * A .grad that is some other tensor (set by the caller, or a backward with
+ * create_graph, which replaces .grad instead of adding) is staged by
+ * copying its part in the chunk this rank sends first (1/p of it) and
+ * keeping a reference; the reduce-scatter reads the rest straight from the
+ * tensor as it adds.
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
  * flag is the share of ranks that had a gradient for that parameter, so
@@ -113,6 +122,8 @@ typedef struct gs_param {
     int bucket;
     int64_t flag;     /* element index of its "has grad" flag in the buffer */
     bool ready;       /* its hook fired in this window */
+    bool fired;       /* its hook fired since the last arm (armed or not) */
+    bool lent;        /* arm gave it its zeroed slot as .grad (it had none) */
 } gs_param;
 
 typedef struct {
@@ -504,6 +515,7 @@ static void complete(ct_grad_sync *s) {
 static void on_grad(ct_tensor *t, void *ctx) {
     gs_param *p = ctx;
     ct_grad_sync *s = p->s;
+    p->fired = true;
     if (!s->window || !pthread_equal(pthread_self(), s->arm_thread)) return;
     gs_bucket *b = &s->buckets[p->bucket];
     if (b->state != B_IDLE) {
@@ -721,40 +733,57 @@ fail:;
     return NULL;
 }
 
+#if CTRIAL_HAVE_MPI
+/* Lends every parameter without a .grad its slot, zeroed, as .grad (see
+ * "Gradients as bucket views"); a failure is recorded for finish and leaves
+ * that .grad None (staging then copies). */
+static void lend_slots(ct_grad_sync *s) {
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        p->fired = false;
+        if (!p->slot || ct_has_grad(p->param)) continue;
+        memset(p->at, 0, p->bytes);
+        if (ct_set_grad(p->param, p->slot) != CT_OK) {
+            record_last(s, "lending its bucket slot as .grad", p->bucket, p->name);
+            continue;
+        }
+        p->lent = true;
+    }
+}
+#endif
+
 void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
     if (!s || s->size == 1) return;
+#if CTRIAL_HAVE_MPI
     if (s->window) {
         /* Another backward before finish (every rank sees this call): the
          * open window is completed now, before that backward can touch
          * buckets in flight, and a new one opens for what it adds. */
-#if CTRIAL_HAVE_MPI
         complete(s);
-#endif
-        s->arm_thread = pthread_self();
-        return;
+    } else if (armed) {
+        s->window = true;
     }
-    if (!armed) return;
-    s->window = true;
     s->arm_thread = pthread_self();
+    lend_slots(s);
+#else
+    (void)armed;
+#endif
 }
 
-bool ct_grad_sync_covers(const ct_grad_sync *s, const ct_tensor *p) {
-    if (!s || !p) return false;
-    ct_storage_info want;
-    bool have_want = false;
+void ct_grad_sync_after_backward(ct_grad_sync *s) {
+    if (!s || s->size == 1) return;
+#if CTRIAL_HAVE_MPI
     for (size_t i = 0; i < s->nparams; i++) {
-        const ct_tensor *q = s->params[i].param;
-        if (q == p) return true;
-        if (!have_want) {
-            if (ct_storage_info_of(p, &want) != CT_OK) return false;
-            have_want = true;
-        }
-        ct_storage_info got;
-        if (ct_storage_info_of(q, &got) == CT_OK && got.id == want.id && got.offset == want.offset &&
-            ct_numel(q) == ct_numel(p) && ct_dtype_of(q) == ct_dtype_of(p))
-            return true;
+        gs_param *p = &s->params[i];
+        /* A lent slot the backward added nothing to goes back: None, as a
+         * single process would have it. Nothing is staged from it yet (a
+         * bucket launches only when every parameter's hook fired). */
+        if (p->lent && !p->fired && ct_set_grad(p->param, NULL) != CT_OK)
+            record(s, ct_last_code(), "grad_sync: rank %d: parameter '%s': taking back its lent slot: %s", s->rank,
+                   p->name, ct_last_error());
+        p->lent = false;
     }
-    return false;
+#endif
 }
 
 int ct_grad_sync_finish(ct_grad_sync *s) {

@@ -6,7 +6,8 @@
  *     ...
  *     ct_grad_sync_arm(s, is_step_batch);       // in ct_ctx_backward, before backward
  *     backward ...                              // hooks launch each full bucket
- *     ct_grad_sync_finish(s);                   // in ct_ctx_step_optimizer, before clipping
+ *     ct_grad_sync_after_backward(s);           // right after it
+ *     ct_grad_sync_finish(s);                   // still in ct_ctx_backward, on step batches
  *
  * Buckets hold parameters in reverse registration order (the order backward
  * usually produces their gradients), up to bucket_bytes each, one dtype per
@@ -23,12 +24,14 @@
  *
  * Gradients as bucket views (DistributedDataParallel's
  * gradient_as_bucket_view): after finish each averaged .grad is a view of
- * the sync's bucket memory, so nothing is copied out; a gradient zeroed in
- * place (zero_grad(set_to_none=false)) is accumulated straight into its
- * bucket by the next backward and nothing is copied in either, while a
- * gradient set to None comes back as a fresh tensor that is copied into the
- * bucket once, in its hook. The next finish overwrites those views: copy a
- * gradient that must outlive the step.
+ * the sync's bucket memory, so nothing is copied out. Before each backward,
+ * arm lends every parameter whose .grad is None (zero_grad(set_to_none),
+ * PyTorch's default) its slot, zeroed, as .grad, so backward accumulates
+ * straight into the bucket and nothing is copied in either;
+ * after_backward sets .grad back to None where the backward added nothing.
+ * Outside that span a caller sees .grad exactly as without a sync. The next
+ * arm or finish overwrites those views: copy a gradient that must outlive
+ * the step.
  *
  * Windows. arm(s, true) opens a window that finish closes. An arm call
  * while a window is open (a second backward before the optimizer step,
@@ -69,9 +72,10 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes);
  * a window is open blocks until that window's reductions are done (see
  * Windows). Errors surface at the next finish. */
 void ct_grad_sync_arm(ct_grad_sync *s, bool armed);
-/* True when p is one of this sync's parameters (the same handle, or another
- * handle to the same tensor). Linear in the number of parameters. */
-bool ct_grad_sync_covers(const ct_grad_sync *s, const ct_tensor *p);
+/* Right after every backward that arm announced (whether it succeeded):
+ * takes the lent slots back from parameters the backward did not reach
+ * (their .grad is None again). Errors surface at the next finish. */
+void ct_grad_sync_after_backward(ct_grad_sync *s);
 /* Launches the buckets not yet launched, waits for all, points each .grad
  * at its average, closes the window. A no-op when no window is open.
  * Returns a status: CT_EDIST naming the rank and bucket when MPI fails, or

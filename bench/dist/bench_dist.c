@@ -7,14 +7,16 @@
  *       parameters, produced by a backward as cheap as backward gets
  *       (loss = sum of every parameter's sum: each gradient is a fill).
  *       Each repetition times, back to back, with a barrier before each:
- *         backward + zero_grad (unarmed),
- *         arm + the same backward + finish + zero_grad (hooks, staging, ring),
+ *         arm(false) + backward + after_backward + zero_grad (unarmed),
+ *         arm + the same backward + after_backward + finish + zero_grad
+ *         (hooks, staging, ring),
  *         MPI_Allreduce (MPI_SUM, in place) of one flat buffer of MB.
  *       The sync's time is the second minus the first; medians over reps.
- *       Before each backward the gradients are set to None (--zero none,
- *       PyTorch's default: the next backward makes fresh tensors, which
- *       staging copies into the buckets) or zeroed in place (--zero
- *       inplace: backward accumulates into the bucket views finish left).
+ *       After each step the gradients are set to None (--zero none,
+ *       PyTorch's default: arm lends each parameter its zeroed bucket slot
+ *       as .grad) or zeroed in place (--zero inplace: backward accumulates
+ *       into the bucket views finish left); either way backward adds
+ *       straight into the buckets.
  *       Also printed: the all-reduce alone, bucket bytes over the summed
  *       launch-to-completion time of the buckets (grad_sync's stats).
  *
@@ -150,7 +152,9 @@ static void bandwidth_one(const opts *o, double mb) {
         if (rep == 0) ct_grad_sync_get_stats(s, &st0);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = now_s();
+        ct_grad_sync_arm(s, false);
         if (cheap_backward(m) != 0) die("backward");
+        ct_grad_sync_after_backward(s);
         ct_nn_zero_grad(m, to_none);
         double t1 = now_s();
 
@@ -158,6 +162,7 @@ static void bandwidth_one(const opts *o, double mb) {
         double t2 = now_s();
         ct_grad_sync_arm(s, true);
         if (cheap_backward(m) != 0) die("backward");
+        ct_grad_sync_after_backward(s);
         if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
         ct_nn_zero_grad(m, to_none);
         double t3 = now_s();
@@ -253,6 +258,7 @@ static int overlap(const opts *o) {
         double t0 = now_s();
         ct_grad_sync_arm(s, true);
         if (step_backward(net, x, y) != 0) die("backward");
+        ct_grad_sync_after_backward(s);
         if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
         double t1 = now_s();
         ct_nn_zero_grad(net, true);
@@ -318,6 +324,7 @@ static int train(const opts *o) {
         }
         ct_grad_sync_arm(s, true);
         if (step_backward(net, x, y) != 0) die("backward");
+        ct_grad_sync_after_backward(s);
         if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
         if (ct_optim_step(opt) != 0) die("step");
         ct_optim_zero_grad(opt, strcmp(o->zero, "inplace") != 0);
