@@ -48,28 +48,61 @@ static bool put(ct_value *dict, const char *key, ct_value *value) {
     return value && ct_value_dict_set(dict, key, value) == 0;
 }
 
+/* Parameter p's accumulated gradient as a NEW tensor for the checkpoint,
+ * or NULL (no error) when it has none. One rank: a copy of its .grad.
+ * Several: the mean over ranks (zeros for a rank without one), NULL when no
+ * rank has one. Each rank accumulated its own gradients since the last step,
+ * and the step will average over ranks: mean_r(a_r + g_r) =
+ * mean_r(a_r) + mean_r(g_r), so every rank resuming with the mean (on any
+ * number of ranks) continues the same step. Collective: every rank calls it
+ * for the same parameters in the same order; a local failure ends the job
+ * (the others would wait in the collective forever). */
+static ct_tensor *accumulated_gradient(ct_context *ctx, ct_tensor *p, const char *name) {
+    int64_t has = ct_has_grad(p);
+    if (ctx->size == 1) return has ? ct_keep(ct_clone(ct_grad(p))) : NULL;
+    if (ct_dist_allreduce_i64(&has, 1, CT_DIST_MAX) != CT_OK) goto abort;
+    if (!has) return NULL;
+    ct_tensor *g = ct_keep(ct_has_grad(p) ? ct_clone(ct_grad(p)) : ct_zeros_like(p));
+    if (g && ct_dist_allreduce(g, CT_DIST_AVG) == CT_OK) return g;
+    ct_tensor_free(g);
+abort:;
+    char why[1024];
+    snprintf(why, sizeof why, "averaging the accumulated gradient of '%s' for a checkpoint: %s", name, ct_last_error());
+    ct_dist_abort(CT_EXIT_DIST, why);
+    return NULL;
+}
+
 /* A checkpoint between optimizer steps (gradient aggregation) keeps the
- * gradients accumulated so far, per model by parameter name. */
+ * gradients accumulated so far, per model by parameter name. Called before
+ * anything in the state that may fail on one rank alone (it is
+ * collective). */
 static ct_value *accumulated_gradients(ct_context *ctx) {
     ct_value *models = ct_value_list();
-    for (size_t m = 0; models && m < ctx->n_models; m++) {
+    bool ok = models != NULL;
+    for (size_t m = 0; m < ctx->n_models; m++) {
         ct_value *grads = ct_value_dict();
-        if (ct_value_list_append(models, grads) != 0) goto fail;
+        ok = ok && ct_value_list_append(models, grads) == 0;
         for (size_t i = 0; i < ct_nn_num_params(ctx->models[m]); i++) {
             const char *name = NULL;
             ct_tensor *p = ct_nn_param_at(ctx->models[m], i, &name);
-            if (!ct_has_grad(p)) continue;
-            ct_tensor *g = ct_keep(ct_clone(ct_grad(p)));
-            if (!g || ct_value_dict_set(grads, name, ct_value_tensor(g)) != 0) goto fail;
+            /* Every rank takes part in every parameter's collective, even
+             * after a local failure here. */
+            ct_tensor *g = accumulated_gradient(ctx, p, name ? name : "?");
+            if (g) ok = ok && ct_value_dict_set(grads, name, ct_value_tensor(g)) == 0;
         }
     }
-    return models;
-fail:
+    if (ok) return models;
     ct_value_free(models);
     return NULL;
 }
 
 ct_value *ct_ckpt_state_from_ctx(ct_context *ctx) {
+    /* First: collective under mpirun. */
+    ct_value *grads = NULL;
+    if (ctx->batches_trained % ctx->aggregation_frequency != 0) {
+        grads = accumulated_gradients(ctx);
+        if (!grads) return NULL;
+    }
     ct_value *state = ct_value_dict();
     ct_value *models = ct_value_list(), *optims = ct_value_list(), *scheds = ct_value_list(),
              *callbacks = ct_value_dict();
@@ -93,8 +126,11 @@ ct_value *ct_ckpt_state_from_ctx(ct_context *ctx) {
         ok = ct_value_dict_set(callbacks, cb->name, s) == 0;
     }
     if (ok) ok = put(state, "rng_state", rng_state());
-    if (ok && ctx->batches_trained % ctx->aggregation_frequency != 0)
-        ok = put(state, "accumulated_gradients", accumulated_gradients(ctx));
+    if (ok && grads) {
+        ok = put(state, "accumulated_gradients", grads);
+        grads = NULL;
+    }
+    ct_value_free(grads);
     if (ok) return state;
     ct_value_free(state);
     return NULL;

@@ -17,7 +17,8 @@ program) under `mpirun -np N` and without mpirun, checked with real numbers.
    end of each training workload it sees the 1-rank run's global batches,
    each split by sharding and the ranks' parts interleaved.
 4. A checkpoint written by 2 ranks resumes on 1 and on 3 ranks and ends equal
-   to the uninterrupted 1-rank run.
+   to the uninterrupted 1-rank run; also with gradient aggregation 2 and the
+   checkpoint between two optimizer steps (accumulated gradients).
 5. A rank that aborts, _exits or fails ends the whole job with a non-zero
    exit naming the rank within 30 s.
 6. SIGTERM (to mpirun, or to every rank as a batch scheduler sends it): all
@@ -62,10 +63,11 @@ def check(ok, what):
     return ok
 
 
-def config(name, max_len=50, val=25, ckpt=25, gbs=12):
+def config(name, max_len=50, val=25, ckpt=25, gbs=12, agg=1):
     path = os.path.join(WORK, name + ".json")
+    extra = {"optimizations": {"aggregation_frequency": agg}} if agg > 1 else {}
     with open(path, "w") as f:
-        json.dump({
+        json.dump({**extra,
             "name": "dist_fit",
             "hyperparameters": {"global_batch_size": gbs},
             "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
@@ -380,6 +382,27 @@ for np in (0, 3):
     ref_val = [m for m in metrics(mlp1, "validation") if m["batches"] == 50]
     check(len(val) == 1 and abs(val[0]["metrics"]["validation_loss"] - ref_val[0]["metrics"]["validation_loss"]) <= TOL,
           f"{name}: validation at 50 equals the uninterrupted run's")
+
+# ---- 4b: the same, stopped between two optimizer steps ----------------------------
+# Aggregation 2: the checkpoint at 25 falls inside a window, so it keeps the
+# accumulated gradients -- each rank's own so far, saved as their mean over
+# ranks, which continues the step on any number of ranks.
+
+agg_cfg = config("agg", agg=2)
+_, _, _, agg1 = run("agg_np0", 0, cfg=agg_cfg)
+_, _, _, agg2 = run("agg_np2", 2, cfg=agg_cfg)
+compare_states("aggregation 2, -np 2", agg1, agg2)
+_, _, _, agg_half = run("agg_ckpt_np2", 2, "--hparam", "stop_at=24", cfg=agg_cfg)
+ck = checkpoints(agg_half)
+saved = state(ck[25]) if 25 in ck else {}
+check("accumulated_gradients" in saved and len(saved["accumulated_gradients"][0]) > 0,
+      "aggregation 2, 2 ranks stopped at 25: the checkpoint keeps the accumulated gradients")
+for np in (0, 3):
+    out = os.path.join(WORK, f"agg_resume_np{np}")
+    shutil.copytree(agg_half, out)
+    path = os.path.join(out, "checkpoints", os.path.basename(ck.get(25, "missing")))
+    run(f"agg_resume_np{np}", np, "--resume", path, cfg=agg_cfg, out=out)
+    compare_states(f"aggregation 2: 2-rank mid-window checkpoint resumed on {max(np, 1)}", agg1, out)
 
 # ---- 5: a crashed rank ends the job ------------------------------------------------
 
