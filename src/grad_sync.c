@@ -9,12 +9,16 @@
  *                      buffer [gradients | one "has grad" flag per parameter]
  *                      and hangs a post-accumulate-grad hook on every
  *                      parameter.
- *   ct_grad_sync_arm   opens a *window* on optimizer-step batches.
+ *   ct_grad_sync_arm   opens a *window* on optimizer-step batches, and
+ *                      lends every parameter without a .grad its zeroed
+ *                      slot (see "Gradients as bucket views").
  *   on_grad (hook)     stages its parameter: copies the gradient into the
  *                      bucket (unless .grad already is its slot there) and
  *                      marks it ready; once every parameter of the next
  *                      bucket in index order is ready, launches it; then
  *                      drives every bucket in flight one poll further.
+ *   ct_grad_sync_after_backward takes the lent slots back where backward
+ *                      added nothing.
  *   ct_grad_sync_finish launches what is left, polls until every bucket is
  *                      reduced, points each .grad at its slot of the
  *                      averaged bucket as soon as that bucket is done, and

@@ -245,7 +245,11 @@ CT_API ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_
 CT_API ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn fn,
                                        void *fn_ctx);
 
-/* loss.backward(), with AMP scaling when configured. */
+/* loss.backward(), with AMP scaling when configured. Under mpirun, on an
+ * optimizer-step batch the gradients are averaged across ranks while
+ * backward runs and are averages when this returns (as with
+ * DistributedDataParallel); on accumulation batches they stay local. Every
+ * rank must call it the same number of times per batch. */
 CT_API int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss);
 /* Gradient clipping callback: receives every parameter of the optimizer,
  * after gradient averaging (and AMP unscaling), before the step. */
