@@ -25,6 +25,11 @@ list(APPEND _static_deps ${JANSSON_LINK_LIBRARIES} ${ZLIB_LIBRARIES} stdc++ pthr
 if(CTRIAL_HAVE_MPI)
   list(APPEND _static_deps ${MPI_C_LIBRARIES})
 endif()
+if(CTRIAL_HAVE_NCCL)
+  # The full path of the libnccl.so.2 libtorch_cuda loads (the wheel has no
+  # libnccl.so for -lnccl to find).
+  list(APPEND _static_deps "${CTRIAL_NCCL_LIBRARY}")
+endif()
 if(CTRIAL_TORCH_HAS_CUDA)
   # libtorch_cuda registers CUDA at load time and has no symbol we use
   # directly: keep it against --as-needed.

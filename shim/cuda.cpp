@@ -73,3 +73,39 @@ extern "C" int ct_cuda_empty_cache(void) {
         c10::cuda::CUDACachingAllocator::emptyCache();
     });
 }
+
+// ---- raw handles --------------------------------------------------------------
+
+extern "C" int ct_cuda_set_device(int device) {
+    return ct::status(__func__, [&] {
+        check_device(device);
+        c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+    });
+}
+
+extern "C" void *ct_cuda_current_stream(int device) {
+    try {
+        check_device(device);
+        // The default stream is cudaStream_t 0, as torch reports it.
+        return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" void *ct_cuda_data_ptr(const ct_tensor *t) {
+    if (!ct::check(t, __func__, "t")) return nullptr;
+    try {
+        const at::Tensor &x = t->t;
+        if (!x.is_cuda()) throw ct::Failure{CT_EDEVICE, "tensor is on " + x.device().str() + ", not a CUDA device"};
+        if (!x.is_contiguous())
+            throw ct::Failure{CT_EINVAL, "tensor " + ct::describe(x) + " is not contiguous (call ct_contiguous first)"};
+        void *p = x.data_ptr();
+        if (!p) throw ct::Failure{CT_EINVAL, "tensor " + ct::describe(x) + " has no device memory (no elements)"};
+        return p;
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}

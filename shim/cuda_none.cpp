@@ -14,3 +14,12 @@ extern "C" int ct_cuda_memory_allocated(int, int64_t *) { return no_cuda(__func_
 extern "C" int ct_cuda_max_memory_allocated(int, int64_t *) { return no_cuda(__func__); }
 extern "C" int ct_cuda_reset_peak_memory_stats(int) { return no_cuda(__func__); }
 extern "C" int ct_cuda_empty_cache(void) { return no_cuda(__func__); }
+extern "C" int ct_cuda_set_device(int) { return no_cuda(__func__); }
+extern "C" void *ct_cuda_current_stream(int) {
+    no_cuda(__func__);
+    return nullptr;
+}
+extern "C" void *ct_cuda_data_ptr(const ct_tensor *) {
+    no_cuda(__func__);
+    return nullptr;
+}

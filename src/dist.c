@@ -2,7 +2,8 @@
  *
  * MPI starts only when mpirun launched this process (its environment says
  * so), so a plain run pays nothing. Every call checks MPI's return code and
- * turns a failure into CT_EDIST naming the rank and the call. */
+ * turns a failure into CT_EDIST naming the rank and the call. CUDA tensors
+ * go to NCCL (nccl.c), bootstrapped over this MPI. */
 #define _POSIX_C_SOURCE 200809L
 #include "ctrial/dist.h"
 
@@ -11,7 +12,9 @@
 #include <string.h>
 
 #include "ctrial/config.h"
+#include "ctrial/cuda.h"
 #include "ctrial/error.h"
+#include "nccl.h"
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
@@ -80,6 +83,7 @@ int ct_dist_init(void) {
 
 void ct_dist_finalize(void) {
     int done = 0;
+    ct_nccl_finalize(); /* NCCL's communicators before the MPI that bootstrapped them */
     if (g.we_started_mpi && (MPI_Finalized(&done), !done)) MPI_Finalize();
     g.we_started_mpi = false;
 }
@@ -120,9 +124,8 @@ static MPI_Op mpi_op(ct_dist_op op) {
     }
 }
 
-/* The buffer of t for MPI: a contiguous CPU tensor. CUDA tensors are
- * refused: they need NCCL (not in this build yet), and a copy through host
- * memory is never made behind the caller's back. */
+/* The buffer of t for MPI: a contiguous CPU tensor (CUDA tensors go to
+ * NCCL before this). */
 static void *mpi_buffer(const ct_tensor *t, const char *fn, MPI_Datatype *type) {
     *type = mpi_type(ct_dtype_of(t));
     if (*type == MPI_DATATYPE_NULL) {
@@ -133,17 +136,33 @@ static void *mpi_buffer(const ct_tensor *t, const char *fn, MPI_Datatype *type) 
         ct_set_error(CT_EINVAL, "%s: rank %d: the tensor must be contiguous", fn, g.rank);
         return NULL;
     }
-    if (ct_device_of(t).type != CT_CPU) {
-        ct_set_error(CT_ENOTSUP, "%s: rank %d: collectives on CUDA tensors need NCCL, which this ctrial does not use yet "
-                     "(copy to the CPU explicitly)", fn, g.rank);
-        return NULL;
-    }
     return ct_data_ptr(t);
+}
+
+static bool is_cuda(const ct_tensor *t) { return ct_device_of(t).type == CT_CUDA; }
+
+/* A collective on a CUDA tensor: NCCL on the tensor's device and current
+ * stream (bcast: broadcast from root, else allreduce with op). Without NCCL
+ * in the build: CT_ENOTSUP — never a copy through host memory behind the
+ * caller's back. Returns a status. */
+static int cuda_collective(ct_tensor *t, const char *fn, bool bcast, int root, ct_dist_op op) {
+    if (!ct_nccl_is_built())
+        return ct_set_error(CT_ENOTSUP, "%s: rank %d: collectives on CUDA tensors need NCCL, and this ctrial was built "
+                            "without it (CTRIAL_HAVE_NCCL in ctrial/config.h is 0; copy to the CPU explicitly)",
+                            fn, g.rank);
+    if (!ct_is_contiguous(t)) return ct_set_error(CT_EINVAL, "%s: rank %d: the tensor must be contiguous", fn, g.rank);
+    void *p = ct_cuda_data_ptr(t);
+    if (!p) return ct_last_code();
+    size_t n = (size_t)ct_numel(t);
+    int device = ct_device_of(t).index;
+    return bcast ? ct_nccl_broadcast(p, n, ct_dtype_of(t), root, device, NULL)
+                 : ct_nccl_allreduce(p, n, ct_dtype_of(t), op, device, NULL);
 }
 
 int ct_dist_broadcast(ct_tensor *t, int root) {
     if (!t) return ct_set_error(CT_EINVAL, "ct_dist_broadcast: t is NULL");
     if (g.size == 1 || ct_numel(t) == 0) return CT_OK;
+    if (is_cuda(t)) return cuda_collective(t, __func__, true, root, CT_DIST_SUM);
     MPI_Datatype type;
     void *p = mpi_buffer(t, __func__, &type);
     if (!p) return ct_last_code();
@@ -154,13 +173,20 @@ int ct_dist_broadcast(ct_tensor *t, int root) {
 int ct_dist_allreduce(ct_tensor *t, ct_dist_op op) {
     if (!t) return ct_set_error(CT_EINVAL, "ct_dist_allreduce: t is NULL");
     if ((int)op < CT_DIST_SUM || (int)op > CT_DIST_MIN) return ct_set_error(CT_EINVAL, "ct_dist_allreduce: op %d", (int)op);
-    if (g.size > 1 && ct_numel(t) > 0) {
-        MPI_Datatype type;
-        void *p = mpi_buffer(t, __func__, &type);
-        if (!p) return ct_last_code();
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, (int)ct_numel(t), type, mpi_op(op), MPI_COMM_WORLD));
-    }
-    return op == CT_DIST_AVG && g.size > 1 ? ct_mul_scalar_(t, 1.0 / g.size) : CT_OK;
+    /* Refused before any communication, the same way on every rank (the
+     * dtype is the same everywhere), so no rank is left in a collective;
+     * with one rank too, so that a program does not fail only under mpirun. */
+    if (op == CT_DIST_AVG && !ct_dtype_is_floating(ct_dtype_of(t)))
+        return ct_set_error(CT_EDTYPE, "ct_dist_allreduce: rank %d: CT_DIST_AVG needs a floating tensor, not %s (the "
+                            "mean of integers is not an integer: reduce with CT_DIST_SUM and divide)",
+                            g.rank, ct_dtype_name(ct_dtype_of(t)));
+    if (g.size == 1 || ct_numel(t) == 0) return CT_OK;
+    if (is_cuda(t)) return cuda_collective(t, __func__, false, 0, op);
+    MPI_Datatype type;
+    void *p = mpi_buffer(t, __func__, &type);
+    if (!p) return ct_last_code();
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, (int)ct_numel(t), type, mpi_op(op), MPI_COMM_WORLD));
+    return op == CT_DIST_AVG ? ct_mul_scalar_(t, 1.0 / g.size) : CT_OK;
 }
 
 int ct_dist_broadcast_bytes(void *buf, size_t n, int root) {

@@ -38,6 +38,25 @@ CT_API int ct_cuda_reset_peak_memory_stats(int device);
 /* Returns cached, unused blocks to the driver (torch.cuda.empty_cache()). */
 CT_API int ct_cuda_empty_cache(void);
 
+/* ---- raw handles, for code that drives CUDA libraries itself (NCCL) ---- */
+
+/* Makes `device` the calling thread's current CUDA device
+ * (torch.cuda.set_device). Returns a status: CT_EDEVICE for a device that
+ * does not exist or no GPU. */
+CT_API int ct_cuda_set_device(int device);
+/* The calling thread's current CUDA stream on `device`, as a cudaStream_t
+ * (torch.cuda.current_stream(device).cuda_stream). Borrowed: libtorch owns
+ * it. As in PyTorch, the default stream is the null stream, so NULL is also
+ * a valid answer: it is an error (recorded: CT_EDEVICE, or CT_ENOTSUP
+ * without CUDA) only for a device that does not exist — check the device
+ * first (ct_cuda_device_count) where that matters. */
+CT_API void *ct_cuda_current_stream(int device);
+/* The device address of a contiguous CUDA tensor's first element
+ * (tensor.data_ptr()). Borrowed: valid while t's storage lives. NULL + error
+ * for a CPU tensor (CT_EDEVICE), a non-contiguous one (CT_EINVAL) or one
+ * without device memory (no elements; CT_EINVAL). */
+CT_API void *ct_cuda_data_ptr(const ct_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,9 +25,17 @@
  * launch with more than one rank (CT_ENOTSUP).
  *
  * Collectives are called by every rank in the same order with tensors of the
- * same shape and dtype. CPU tensors go through MPI; CUDA tensors are refused
- * (CT_ENOTSUP) until NCCL support lands — never a silent copy through host
- * memory. Failures are CT_EDIST naming the rank and the call.
+ * same shape, dtype and device type. CPU tensors go through MPI. CUDA
+ * tensors go through NCCL when the build has it (CTRIAL_HAVE_NCCL in
+ * ctrial/config.h; bootstrapped over MPI, one communicator per device, made
+ * by the first collective on that device, so every rank must make its first
+ * CUDA collective at the same point): the call enqueues the collective on
+ * the device's current stream and returns, so the result is there for work
+ * that follows on that stream (or after ct_cuda_synchronize), as with
+ * torch.distributed on NCCL. Without NCCL they are refused (CT_ENOTSUP) —
+ * never a silent copy through host memory. Failures are CT_EDIST naming the
+ * rank and the call; a rank that gets one should end the job
+ * (ct_dist_abort), since its peers may be waiting inside the collective.
  */
 #ifndef CTRIAL_DIST_H
 #define CTRIAL_DIST_H
@@ -67,14 +75,21 @@ CT_API bool ct_dist_is_distributed(void); /* size > 1 */
 
 /* Every rank waits for the others. */
 CT_API int ct_dist_barrier(void);
-/* t (contiguous) takes root's values on every rank, in place. */
+/* t (contiguous) takes root's values on every rank, in place. With one
+ * rank: a no-op that looks at nothing. Returns a status. */
 CT_API int ct_dist_broadcast(ct_tensor *t, int root);
-/* t (contiguous) becomes op over every rank's t, in place. */
+/* t (contiguous) becomes op over every rank's t, in place. CT_DIST_AVG needs
+ * a floating dtype: an integer or bool tensor is refused with CT_EDTYPE on
+ * every rank before anything is sent (as torch.distributed refuses
+ * ReduceOp.AVG on integers), so no rank is left waiting — with one rank
+ * too, so that a program does not fail only under mpirun. Otherwise with one
+ * rank: a no-op. Returns a status. */
 CT_API int ct_dist_allreduce(ct_tensor *t, ct_dist_op op);
 /* Raw bytes: buf takes root's n bytes on every rank. */
 CT_API int ct_dist_broadcast_bytes(void *buf, size_t n, int root);
 /* Every rank's int64 values, op-reduced in place on every rank (flags,
- * counts, decisions). */
+ * counts, decisions). CT_DIST_AVG divides the sum by the number of ranks
+ * in integer arithmetic (truncating toward zero). */
 CT_API int ct_dist_allreduce_i64(int64_t *values, int n, ct_dist_op op);
 /* Gathers every rank's bytes on root: *out (malloc'd, only on root) holds
  * the ranks' buffers one after another and lens[r] (size() entries, caller
