@@ -79,9 +79,14 @@
  *
  * Threads. Hooks run on the thread running backward. MPI is initialised
  * FUNNELED (dist.c), so hooks only act on the thread that armed the
- * window; anywhere else they leave everything to finish. CUDA gradients are
- * refused (CT_ENOTSUP): MPI here is not CUDA-aware, and gradients are never
- * copied through host memory behind the caller's back. */
+ * window; anywhere else they leave everything to finish.
+ *
+ * CUDA (grad_sync.h): the same buckets, slots, flags and lending in device
+ * memory, but no ring: launch enqueues one ncclAllReduce(ncclAvg) of the
+ * whole bucket on the current stream and the bucket is done as far as the
+ * host is concerned. Hooks act on any thread there (autograd runs CUDA
+ * backward on a device thread while the arming thread waits), and the
+ * communicator is created in new, on the MPI thread. */
 #define _POSIX_C_SOURCE 200809L
 #include "grad_sync.h"
 
@@ -94,9 +99,11 @@
 #include <time.h>
 
 #include "ctrial/config.h"
+#include "ctrial/cuda.h"
 #include "ctrial/dist.h"
 #include "ctrial/error.h"
 #include "ctrial/tensor.h"
+#include "nccl.h"
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
@@ -137,7 +144,10 @@ typedef struct {
     int64_t numel;        /* gradient elements; the flags follow */
     int64_t n;            /* numel + count */
     ct_tensor *buf;       /* NEW: [n] */
-    char *base;           /* buf's first byte (CPU) */
+    char *base;           /* buf's first byte (CPU, or the device address) */
+    ct_tensor *grads;     /* NEW view buf[0 .. numel) (CUDA: zeroed in one kernel) */
+    ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
+    bool all_had;         /* every parameter staged in this window had a local gradient */
     ct_tensor *scratch;   /* NEW: one chunk from the left neighbour */
     int64_t *chunk_off;   /* p ring chunks of buf, in elements */
     int64_t *chunk_len;
@@ -156,6 +166,8 @@ typedef struct {
 
 struct ct_grad_sync {
     int rank, size;
+    bool cuda;       /* the parameters are on cuda:device: NCCL instead of the ring */
+    int device;
     size_t nparams;
     gs_param *params;
     int nbuckets;
@@ -366,21 +378,27 @@ static void write_flag(gs_bucket *b, int64_t at, bool one) {
 }
 
 /* After the reduction a flag holds the share of ranks with a gradient:
- * nonzero bits (it is never negative) mean some rank had one. */
-static bool read_flag(const gs_bucket *b, int64_t at) {
-    const unsigned char *p = (const unsigned char *)b->base + (size_t)at * b->elsize;
-    for (size_t i = 0; i < b->elsize; i++)
-        if (p[i]) return true;
+ * nonzero bits (it is never negative) mean some rank had one. `flag` points
+ * at its elsize bytes in host memory. */
+static bool read_flag(const unsigned char *flag, size_t elsize) {
+    for (size_t i = 0; i < elsize; i++)
+        if (flag[i]) return true;
     return false;
 }
 
-/* The first byte of a contiguous CPU gradient, else NULL (no error). */
-static void *contiguous_data(const ct_tensor *g) {
-    return ct_is_contiguous(g) && ct_device_of(g).type == CT_CPU && ct_numel(g) > 0 ? ct_data_ptr(g) : NULL;
+/* The first byte of a contiguous gradient on the sync's device (host or
+ * device address), else NULL (no error). */
+static void *contiguous_data(const ct_grad_sync *s, const ct_tensor *g) {
+    if (!ct_is_contiguous(g) || ct_numel(g) == 0) return NULL;
+    ct_device d = ct_device_of(g);
+    if (s->cuda) return d.type == CT_CUDA && d.index == s->device ? ct_cuda_data_ptr(g) : NULL;
+    return d.type == CT_CPU ? ct_data_ptr(g) : NULL;
 }
 
 /* Whether g is p's slot itself (the view finish set, accumulated in place). */
-static bool is_slot(const gs_param *p, const ct_tensor *g) { return p->bytes && contiguous_data(g) == p->at; }
+static bool is_slot(const ct_grad_sync *s, const gs_param *p, const ct_tensor *g) {
+    return p->bytes && contiguous_data(s, g) == p->at;
+}
 
 /* Lets go of the gradient p's staging held on to. */
 static void release(gs_param *p) {
@@ -402,22 +420,37 @@ static void stage(ct_grad_sync *s, gs_param *p) {
     release(p);
     ct_tensor *g = ct_grad(p->param);
     bool has = g != NULL;
-    if (has && (ct_device_of(g).type != CT_CPU || ct_dtype_of(g) != b->dtype)) {
+    ct_device want = s->cuda ? ct_cuda(s->device) : ct_cpu();
+    if (has && (ct_device_of(g).type != want.type || ct_device_of(g).index != want.index ||
+                ct_dtype_of(g) != b->dtype)) {
         /* The model moved after new(): copy_ would convert silently. */
         char d[96];
         ct_describe(g, d, sizeof d);
         record(s, CT_ESTATE,
-               "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s cpu "
+               "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s %s:%d "
                "(moved or cast after ct_grad_sync_new?)",
-               s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype));
+               s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype), s->cuda ? "cuda" : "cpu", want.index);
         has = false;
+    }
+    if (!has) b->all_had = false;
+    if (s->cuda) {
+        /* Device memory: copies are kernels on the current stream, and the
+         * flags are written at launch. */
+        if (!has) {
+            if (ct_zero_(p->slot) != CT_OK) record_last(s, "zeroing its bucket slot", p->bucket, p->name);
+        } else if (!is_slot(s, p, g) && ct_copy_(p->slot, g) != CT_OK) {
+            record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+        }
+        p->src = has ? p->at : NULL;
+        ct_tensor_free(g);
+        return;
     }
     /* The part of p inside the chunk sent first, in bytes from p's start. */
     size_t el = b->elsize;
     int64_t lo = b->chunk_off[s->rank], hi = lo + b->chunk_len[s->rank], pn = (int64_t)(p->bytes / el);
     int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
     size_t from = a0 < a1 ? (size_t)(a0 - p->off) * el : 0, len = a0 < a1 ? (size_t)(a1 - a0) * el : 0;
-    const char *data = has ? contiguous_data(g) : NULL;
+    const char *data = has ? contiguous_data(s, g) : NULL;
     bool fused = b->dtype == CT_F32 || b->dtype == CT_F64; /* finish_step reads src */
     if (!has && fused) {
         memset(p->at + from, 0, len);
@@ -441,6 +474,35 @@ static void stage(ct_grad_sync *s, gs_param *p) {
     write_flag(b, p->flag, has);
 }
 
+/* CUDA buckets: writes the flags (one kernel unless a parameter had no
+ * local gradient) and enqueues one NCCL average of the whole bucket on the
+ * current stream, after the kernels that produced and staged the
+ * gradients. Nothing to poll: work that follows on the stream (the
+ * optimizer step) sees the average, so the bucket counts as done. */
+static void launch_nccl(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    b->state = B_DONE;
+    b->t_launch = now_s();
+    ct_scope *sc = ct_scope_begin();
+    int rc = ct_fill_(b->flags, 1.0);
+    for (int i = b->first; rc == CT_OK && !b->all_had && i < b->first + b->count; i++) {
+        if (s->params[i].src) continue; /* had a gradient (stage pointed src at its slot) */
+        rc = ct_zero_(ct_narrow(b->flags, 0, i - b->first, 1));
+    }
+    ct_scope_end(sc);
+    if (rc != CT_OK) {
+        record_last(s, "writing the has-gradient flags", bi, NULL);
+        return;
+    }
+    rc = ct_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
+    if (rc != CT_OK) {
+        record(s, rc, "grad_sync: rank %d: bucket %d: %s", s->rank, bi, ct_last_error());
+        return;
+    }
+    s->stats.bytes += (uint64_t)b->n * b->elsize;
+    s->stats.buckets++;
+}
+
 /* Stages the bucket's parameters that no hook staged in this window
  * (no gradient from this backward: an older one, or none) and posts the
  * first ring step. */
@@ -448,6 +510,10 @@ static void launch(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     for (int i = b->first; i < b->first + b->count; i++)
         if (!s->params[i].ready) stage(s, &s->params[i]);
+    if (s->cuda) {
+        launch_nccl(s, bi);
+        return;
+    }
     b->state = B_RUNNING;
     b->step = 0;
     b->t_launch = now_s();
@@ -467,16 +533,37 @@ static void launch_ready(ct_grad_sync *s) {
  * had a gradient for keeps none. */
 static void write_back(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
+    /* A CUDA bucket's flags are read back only when this rank lacked a
+     * gradient somewhere (a sync on the host): otherwise every flag holds
+     * at least this rank's share and is nonzero. */
+    unsigned char *host_flags = NULL;
+    if (s->cuda && !b->all_had) {
+        size_t nb = (size_t)b->count * b->elsize;
+        host_flags = malloc(nb);
+        if (!host_flags) {
+            record(s, CT_ENOMEM, "grad_sync: rank %d: bucket %d: out of memory", s->rank, bi);
+            return;
+        }
+        if (ct_storage_read(b->flags, (size_t)b->numel * b->elsize, host_flags, nb) != CT_OK) {
+            record_last(s, "reading the has-gradient flags back", bi, NULL);
+            free(host_flags);
+            return;
+        }
+    }
     for (int i = b->first; i < b->first + b->count; i++) {
         gs_param *p = &s->params[i];
         release(p);
-        if (!read_flag(b, p->flag)) continue;
+        bool any;
+        if (!s->cuda) any = read_flag((const unsigned char *)b->base + (size_t)p->flag * b->elsize, b->elsize);
+        else any = !host_flags || read_flag(host_flags + (size_t)(i - b->first) * b->elsize, b->elsize);
+        if (!any) continue;
         ct_tensor *g = ct_grad(p->param);
-        if (!g || !is_slot(p, g)) {
+        if (!g || !is_slot(s, p, g)) {
             if (ct_set_grad(p->param, p->slot) != CT_OK) record_last(s, "pointing .grad at its average", bi, p->name);
         }
         ct_tensor_free(g);
     }
+    free(host_flags);
 }
 
 /* Launches every bucket not yet out, polls until all are reduced, and
@@ -509,6 +596,7 @@ static void complete(ct_grad_sync *s) {
         s->buckets[i].state = B_IDLE;
         s->buckets[i].nready = 0;
         s->buckets[i].written = false;
+        s->buckets[i].all_had = true;
     }
     s->next_launch = 0;
 }
@@ -520,7 +608,10 @@ static void on_grad(ct_tensor *t, void *ctx) {
     gs_param *p = ctx;
     ct_grad_sync *s = p->s;
     p->fired = true;
-    if (!s->window || !pthread_equal(pthread_self(), s->arm_thread)) return;
+    /* MPI runs FUNNELED: the ring only moves on the arming thread. NCCL
+     * may be called from the autograd engine's device thread, which runs
+     * CUDA backward while the arming thread waits in backward. */
+    if (!s->window || (!s->cuda && !pthread_equal(pthread_self(), s->arm_thread))) return;
     gs_bucket *b = &s->buckets[p->bucket];
     if (b->state != B_IDLE) {
         record(s, CT_ESTATE,
@@ -565,18 +656,31 @@ static ct_tensor *shaped_view(ct_tensor *buf, int64_t off, int64_t len, int ndim
     return ct_keep(v);
 }
 
-/* Checks what the ring cannot take: CUDA tensors (MPI is not CUDA-aware)
- * and non-floating dtypes (no gradient). Returns a status. */
-static int check_param(const ct_grad_sync *s, const gs_param *p) {
+/* Checks what a sync cannot take: non-floating dtypes (no gradient),
+ * CUDA parameters without NCCL (gradients are never copied through host
+ * memory), and parameters on more than one device (one sync is one
+ * communicator: the first parameter decides). Returns a status. */
+static int check_param(ct_grad_sync *s, const gs_param *p, bool first) {
     ct_device d = ct_device_of(p->param);
-    if (d.type != CT_CPU)
-        return ct_set_error(CT_ENOTSUP,
-                            "grad_sync: rank %d: parameter '%s' is on cuda:%d: averaging CUDA gradients needs a "
-                            "CUDA-aware MPI (this one is not) or NCCL; they are never copied through host memory",
-                            s->rank, p->name, d.index);
     if (!ct_dtype_is_floating(ct_dtype_of(p->param)))
         return ct_set_error(CT_EDTYPE, "grad_sync: rank %d: parameter '%s' is %s: only floating parameters have gradients",
                             s->rank, p->name, ct_dtype_name(ct_dtype_of(p->param)));
+    if (d.type == CT_CUDA && !ct_nccl_is_built())
+        return ct_set_error(CT_ENOTSUP,
+                            "grad_sync: rank %d: parameter '%s' is on cuda:%d: averaging CUDA gradients needs NCCL, "
+                            "which this ctrial was built without (CTRIAL_WITH_NCCL); they are never copied through "
+                            "host memory",
+                            s->rank, p->name, d.index);
+    if (first) {
+        s->cuda = d.type == CT_CUDA;
+        s->device = d.index;
+    } else if ((d.type == CT_CUDA) != s->cuda || (s->cuda && d.index != s->device)) {
+        return ct_set_error(CT_ENOTSUP,
+                            "grad_sync: rank %d: parameter '%s' is on %s:%d, earlier ones on %s:%d: a model's "
+                            "parameters must share one device for data-parallel training",
+                            s->rank, p->name, d.type == CT_CUDA ? "cuda" : "cpu", d.index, s->cuda ? "cuda" : "cpu",
+                            s->device);
+    }
     return CT_OK;
 }
 
@@ -589,7 +693,7 @@ static int plan_buckets(ct_grad_sync *s, size_t bucket_bytes) {
     /* params[] already holds the reverse order. */
     for (size_t i = 0; i < s->nparams; i++) {
         gs_param *p = &s->params[i];
-        int rc = check_param(s, p);
+        int rc = check_param(s, p, i == 0);
         if (rc != CT_OK) return rc;
         ct_dtype dt = ct_dtype_of(p->param);
         size_t bytes = (size_t)ct_numel(p->param) * ct_dtype_size(dt);
@@ -607,11 +711,49 @@ static int plan_buckets(ct_grad_sync *s, size_t bucket_bytes) {
     return CT_OK;
 }
 
+/* Lays bucket b's parameters' slots (views shaped as the parameters) and
+ * flags out in its buffer, in order. */
+static int make_slots(ct_grad_sync *s, gs_bucket *b) {
+    int64_t off = 0;
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *pr = &s->params[i];
+        int64_t shape[16];
+        int nd = ct_shape(pr->param, shape, 16);
+        if (nd < 0 || nd > 16)
+            return ct_set_error(CT_ESHAPE, "grad_sync: rank %d: parameter '%s' has %d dims", s->rank, pr->name, nd);
+        int64_t numel = ct_numel(pr->param);
+        pr->slot = shaped_view(b->buf, off, numel, nd, shape);
+        if (!pr->slot) return ct_last_code();
+        pr->at = b->base + (size_t)off * b->elsize;
+        pr->bytes = (size_t)numel * b->elsize;
+        pr->off = off;
+        pr->flag = b->numel + (i - b->first);
+        off += numel;
+    }
+    return CT_OK;
+}
+
+/* A CUDA bucket: its buffer on the device, views for zeroing the gradients
+ * and writing the flags, and the slots; NCCL needs no ring chunks. */
+static int build_bucket_cuda(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    ct_topts o = {.dtype = b->dtype, .device = ct_cuda(s->device)};
+    b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
+    if (!b->buf) return ct_last_code();
+    b->base = ct_cuda_data_ptr(b->buf);
+    b->grads = flat_view(b->buf, 0, b->numel);
+    b->flags = flat_view(b->buf, b->numel, b->count);
+    if (!b->base || !b->grads || !b->flags) return ct_last_code();
+    return make_slots(s, b);
+}
+
 /* Allocates bucket bi's buffer, scratch, ring chunks and parameter slots. */
 static int build_bucket(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     int p = s->size;
     b->n = b->numel + b->count;
+    b->all_had = true;
+    if (s->cuda) return build_bucket_cuda(s, bi);
     int64_t largest = b->n / p + (b->n % p != 0);
     if (largest > INT_MAX)
         return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a ring chunk exceeds MPI's "
@@ -639,23 +781,7 @@ static int build_bucket(ct_grad_sync *s, int bi) {
         b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
         if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
     }
-    int64_t off = 0;
-    for (int i = b->first; i < b->first + b->count; i++) {
-        gs_param *pr = &s->params[i];
-        int64_t shape[16];
-        int nd = ct_shape(pr->param, shape, 16);
-        if (nd < 0 || nd > 16)
-            return ct_set_error(CT_ESHAPE, "grad_sync: rank %d: parameter '%s' has %d dims", s->rank, pr->name, nd);
-        int64_t numel = ct_numel(pr->param);
-        pr->slot = shaped_view(b->buf, off, numel, nd, shape);
-        if (!pr->slot) return ct_last_code();
-        pr->at = b->base + (size_t)off * b->elsize;
-        pr->bytes = (size_t)numel * b->elsize;
-        pr->off = off;
-        pr->flag = b->numel + (i - b->first);
-        off += numel;
-    }
-    return CT_OK;
+    return make_slots(s, b);
 }
 
 #endif /* CTRIAL_HAVE_MPI */
@@ -720,6 +846,10 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
         }
         for (int bi = 0; bi < s->nbuckets; bi++)
             if (build_bucket(s, bi) != CT_OK) goto fail;
+        /* NCCL's communicator is created over MPI, which runs FUNNELED:
+         * here, on this thread, not later in a hook on autograd's. */
+        if (s->cuda && ct_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
+            goto fail;
         for (size_t i = 0; i < s->nparams; i++)
             if (ct_set_post_accumulate_grad_hook(s->params[i].param, on_grad, &s->params[i]) != CT_OK) goto fail;
     }
@@ -742,16 +872,30 @@ fail:;
  * "Gradients as bucket views"); a failure is recorded for finish and leaves
  * that .grad None (staging then copies). */
 static void lend_slots(ct_grad_sync *s) {
-    for (size_t i = 0; i < s->nparams; i++) {
-        gs_param *p = &s->params[i];
-        p->fired = false;
-        if (!p->slot || ct_has_grad(p->param)) continue;
-        memset(p->at, 0, p->bytes);
-        if (ct_set_grad(p->param, p->slot) != CT_OK) {
-            record_last(s, "lending its bucket slot as .grad", p->bucket, p->name);
-            continue;
+    for (int bi = 0; bi < s->nbuckets; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        int lend = 0;
+        for (int i = b->first; i < b->first + b->count; i++) {
+            gs_param *p = &s->params[i];
+            p->fired = false;
+            p->lent = !ct_has_grad(p->param);
+            lend += p->lent;
         }
-        p->lent = true;
+        if (!lend) continue;
+        /* On a GPU each zeroing is a kernel: one for the whole bucket when
+         * every slot is lent (the usual step after zero_grad). */
+        bool whole = s->cuda && lend == b->count;
+        if (whole && ct_zero_(b->grads) != CT_OK) record_last(s, "zeroing the bucket", bi, NULL);
+        for (int i = b->first; i < b->first + b->count; i++) {
+            gs_param *p = &s->params[i];
+            if (!p->lent) continue;
+            int rc = whole ? CT_OK : s->cuda ? ct_zero_(p->slot) : (memset(p->at, 0, p->bytes), CT_OK);
+            if (rc == CT_OK) rc = ct_set_grad(p->param, p->slot);
+            if (rc != CT_OK) {
+                record_last(s, "lending its bucket slot as .grad", bi, p->name);
+                p->lent = false;
+            }
+        }
     }
 }
 #endif
@@ -840,6 +984,8 @@ void ct_grad_sync_free(ct_grad_sync *s) {
         free(b->chunk_len);
         ct_tensor_free(b->buf);
         ct_tensor_free(b->scratch);
+        ct_tensor_free(b->grads);
+        ct_tensor_free(b->flags);
     }
     if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);
 #endif

@@ -44,10 +44,19 @@
  * a backward no arm call announced is reported by finish (CT_ESTATE).
  *
  * Every rank must create, arm, finish and free its syncs in the same order
- * (new and free are collective). Hooks act only on the thread that armed
- * the window (MPI runs FUNNELED); free a sync before its model. CUDA
- * parameters are refused (CT_ENOTSUP): the MPI here is not CUDA-aware and
- * gradients are never copied through host memory behind the caller's back.
+ * (new and free are collective). CPU hooks act only on the thread that
+ * armed the window (MPI runs FUNNELED); free a sync before its model.
+ *
+ * CUDA. A model on one GPU gets buckets in device memory, each averaged by
+ * one NCCL all-reduce (src/nccl.h) enqueued on the current stream as soon
+ * as it is full — from the hook, on autograd's device thread — so the
+ * host never waits for the device: finish only enqueues what is left, and
+ * the optimizer step that follows on the stream sees the averages. The
+ * flags are read back (a host sync) only in a window where this rank had
+ * no gradient for some parameter. Without NCCL in the build CUDA
+ * parameters are refused (CT_ENOTSUP): gradients are never copied through
+ * host memory behind the caller's back. The stats count bytes and buckets
+ * but no seconds there (the host does not see the device's timing).
  * Handles have no lock: one thread at a time. */
 #ifndef CT_GRAD_SYNC_H
 #define CT_GRAD_SYNC_H
@@ -65,7 +74,8 @@ typedef struct ct_grad_sync ct_grad_sync;
  * A parameter has one such hook: a second sync over the same parameters
  * takes them over, and freeing either removes them, so keep one sync per
  * model. Collective under mpirun. NEW, or NULL + error (CT_ENOTSUP for CUDA
- * parameters, CT_EDIST when MPI fails). */
+ * parameters without NCCL or parameters on several devices, CT_EDIST when
+ * MPI or NCCL fails). */
 ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes);
 /* Whether the coming backward's gradients are reduced (optimizer-step
  * batches) or only accumulated. Called before every backward; a call while

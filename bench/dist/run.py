@@ -119,12 +119,13 @@ def main():
     if bw:
         print(f"### 1. Bandwidth, 2 ranks: grad_sync vs a bare MPI_Allreduce of the same bytes\n")
         print(f"float32 gradients spread over {a.params} parameters, 25 MiB buckets. grad_sync GB/s: bytes / "
-              "((arm + backward + finish) minus the same backward unarmed): hooks, staging into the buckets, "
+              "((arm + backward + finish) minus the same arm(false) + backward): hooks, staging into the buckets, "
               "the ring all-reduce with its averaging, gradients pointed at the buckets. ring only: bucket "
               "bytes / summed launch-to-completion time (grad_sync's stats). MPI_Allreduce: MPI_SUM in place on "
               f"one flat buffer, no average. Medians of {a.reps} repetitions inside each run. `zero`: gradients "
-              "set to None before each backward (fresh tensors, copied into the buckets once) or zeroed in place "
-              "(backward accumulates straight into the buckets). Target: ratio >= 0.9.\n")
+              "set to None after each step (PyTorch's default: arm lends each parameter its zeroed bucket slot as "
+              ".grad) or zeroed in place; backward accumulates straight into the buckets either way. "
+              "Target: ratio >= 0.9.\n")
         print("| zero | MB | buckets | grad_sync GB/s | ring only GB/s | MPI_Allreduce GB/s | "
               "ratio grad_sync / MPI_Allreduce |")
         print("|---|---:|---:|---:|---:|---:|---:|")

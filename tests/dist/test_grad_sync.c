@@ -27,13 +27,17 @@
  *     finish, still right;
  *   - a sync freed with buckets in flight completes them, and a new sync
  *     (one 1 MiB bucket) works after it;
- *   - stats, and the refusals. */
+ *   - stats, and the refusals;
+ *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
+ *     NCCL give the same averages. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "ct_test.h"
+#include "ctrial/cuda.h"
 #include "grad_sync.h"
+#include "nccl.h"
 
 enum { B = 6, IN = 8, HID = 16, OUT = 4, NP = 10 };
 
@@ -146,10 +150,13 @@ static void free_all(ct_tensor **ts) {
     }
 }
 
+/* Compared on the CPU, in float64 (either may live on a GPU). */
 static double maxdiff(const ct_tensor *a, const ct_tensor *b) {
     ct_scope *sc = ct_scope_begin();
     double d = INFINITY;
-    ct_item(ct_max(ct_abs(ct_sub(ct_to_dtype(a, CT_F64), ct_to_dtype(b, CT_F64)))), &d);
+    ct_tensor *a64 = ct_to_dtype(ct_to_device(a, ct_cpu(), false), CT_F64);
+    ct_tensor *b64 = ct_to_dtype(ct_to_device(b, ct_cpu(), false), CT_F64);
+    ct_item(ct_max(ct_abs(ct_sub(a64, b64))), &d);
     ct_scope_end(sc);
     return d;
 }
@@ -165,6 +172,7 @@ static void check_grads(ct_module *net, ct_tensor **want, double scale, double t
         if (g && want[i]) {
             ct_tensor *w = ct_mul_scalar(want[i], scale);
             double d = maxdiff(g, w), t = tol;
+            CHECK(ct_device_of(g).type == ct_device_of(p).type); /* averaged where the parameter lives */
             if (ct_dtype_of(p) == CT_BF16) {
                 /* 8 bits of mantissa: the ring's sums round differently. */
                 double big = 0;
@@ -412,6 +420,40 @@ int main(void) {
     CHECK_OK(ct_grad_sync_finish(s3));
     check_grads(net, mean, 1.0, 1e-6, "a new sync after an abandoned one");
     ct_grad_sync_free(s3);
+
+    /* 9. On a GPU (each rank its own when there are enough): CUDA buckets
+     * averaged by NCCL, hooks on autograd's device thread, the same
+     * averages; a parameter no rank reached keeps none (the flags read
+     * back), one only rank 0 reached gets its share. */
+    if (!ct_cuda_is_available()) {
+        if (R == 0) printf("SKIP: CUDA buckets (NCCL): no GPU here (ct_cuda_is_available() is false)\n");
+    } else if (!ct_nccl_is_built()) {
+        CHECK_OK(ct_nn_to_device(net, ct_cuda(0)));
+        CHECK(ct_grad_sync_new(net, 600) == NULL);
+        CHECK_ERR(CT_ENOTSUP, "NCCL");
+    } else {
+        int dev = ct_dist_local_rank() % ct_cuda_device_count();
+        CHECK_OK(ct_nn_to_device(net, ct_cuda(dev)));
+        ct_tensor *xc = ct_keep(ct_to_device(x_local, ct_cuda(dev), false));
+        ct_tensor *yc = ct_keep(ct_to_device(y_local, ct_cuda(dev), false));
+        ct_tensor *xh = x_local, *yh = y_local;
+        x_local = xc;
+        y_local = yc;
+        ct_grad_sync *s4 = ct_grad_sync_new(net, 600);
+        CHECK(s4 != NULL);
+        for (int round = 0; round < 2; round++) { /* the second into lent slots */
+            CHECK_OK(ct_nn_zero_grad(net, true));
+            CHECK_OK(local_backward(s4, &n, true));
+            CHECK_OK(ct_grad_sync_finish(s4));
+            CHECK_OK(ct_cuda_synchronize(dev));
+            check_grads(net, mean, 1.0, 1e-6, "CUDA buckets through NCCL");
+        }
+        ct_grad_sync_free(s4);
+        x_local = xh;
+        y_local = yh;
+        ct_tensor_free(xc);
+        ct_tensor_free(yc);
+    }
     free_all(local);
     free_all(mean);
     free_all(synced);
