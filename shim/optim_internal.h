@@ -82,6 +82,12 @@ struct ct_optim {
     std::vector<ct::optim::Group> groups;
     std::vector<ct::optim::State> state;  // per parameter
     std::vector<size_t> state_order;      // parameters in the order their state appeared
+    // Python's optimizer.grad_scale / optimizer.found_inf: set by
+    // ct_grad_scaler_step (amp.cpp) around one step of an optimizer whose
+    // groups are all fused, undefined otherwise. The fused SGD/Adam/AdamW
+    // kernels divide the gradients by grad_scale (when defined) and leave
+    // everything alone when found_inf is 1.
+    at::Tensor amp_grad_scale, amp_found_inf;
 
     ~ct_optim() {
         for (ct_tensor *h : handles) ct_tensor_free(h);

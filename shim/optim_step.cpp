@@ -5,7 +5,9 @@
 // Which one runs is decided per group and per step exactly as Python decides.
 // Comments name where ctrial differs: only where Python would fail.
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optim_internal.h"
@@ -114,6 +116,22 @@ void steps_to_params(ct_optim *o, const std::vector<size_t> &idx) {
     }
 }
 
+// grad_scale_dict / found_inf_dict of Python's fused functions: the tensor
+// itself on its own device, else a copy made once per device. Empty (None)
+// when the optimizer was not given one by a GradScaler.
+struct PerDevice {
+    at::Tensor master;
+    std::vector<std::pair<at::Device, at::Tensor>> copies;
+    std::optional<at::Tensor> get(const at::Device &d) {
+        if (!master.defined()) return std::nullopt;
+        if (master.device() == d) return master;
+        for (auto &c : copies)
+            if (c.first == d) return c.second;
+        copies.emplace_back(d, master.to(d, master.scalar_type(), /*non_blocking=*/true));
+        return copies.back().second;
+    }
+};
+
 std::vector<at::Scalar> scalars(const std::vector<double> &v) {
     return std::vector<at::Scalar>(v.begin(), v.end());
 }
@@ -192,14 +210,18 @@ void sgd_fused(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
             first.push_back(i);
         }
     }
+    PerDevice grad_scale{o->amp_grad_scale, {}}, found_inf{o->amp_found_inf, {}};
     for (int pass = 0; pass < 2; ++pass) {
         const bool is_first = pass == 0;
         for (const auto &idx : by_device_dtype(o, is_first ? first : later)) {
             std::vector<at::Tensor> bufs;
             if (!no_buffer) bufs = gather(o, idx, &State::momentum_buffer);
+            const at::Device dev = o->params[idx[0]].device();
+            // With found_inf set the kernel returns at once, also on a first
+            // step: the new buffers stay uninitialised, as in Python.
             at::_fused_sgd_(gather(o, idx), gather_grads(o, idx), bufs, h[kWeightDecay],
                             h[kMomentum], h[kLr], h[kDampening], h[kNesterov] != 0,
-                            h[kMaximize] != 0, is_first);
+                            h[kMaximize] != 0, is_first, grad_scale.get(dev), found_inf.get(dev));
         }
     }
 }
@@ -311,21 +333,27 @@ void adam_fused(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
     const double *h = g.h.v;
     check_fused(o, all, true);
     steps_to_params(o, all);
+    PerDevice grad_scale{o->amp_grad_scale, {}}, found_inf{o->amp_found_inf, {}};
     for (const auto &idx : by_device_dtype(o, all)) {
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         std::vector<at::Tensor> maxs;
         if (h[kAmsgrad]) maxs = gather(o, idx, &State::max_exp_avg_sq);
+        const at::Device dev = o->params[idx[0]].device();
+        std::optional<at::Tensor> dev_grad_scale = grad_scale.get(dev), dev_found_inf = found_inf.get(dev);
         at::_foreach_add_(steps, at::Scalar(1));
         if (h[kDecoupled])
             at::_fused_adamw_(gather(o, idx), gather_grads(o, idx), gather(o, idx, &State::exp_avg),
                               gather(o, idx, &State::exp_avg_sq), maxs, steps, h[kLr], h[kBeta1],
                               h[kBeta2], h[kWeightDecay], h[kEps], h[kAmsgrad] != 0,
-                              h[kMaximize] != 0);
+                              h[kMaximize] != 0, dev_grad_scale, dev_found_inf);
         else
             at::_fused_adam_(gather(o, idx), gather_grads(o, idx), gather(o, idx, &State::exp_avg),
                              gather(o, idx, &State::exp_avg_sq), maxs, steps, h[kLr], h[kBeta1],
                              h[kBeta2], h[kWeightDecay], h[kEps], h[kAmsgrad] != 0,
-                             h[kMaximize] != 0);
+                             h[kMaximize] != 0, dev_grad_scale, dev_found_inf);
+        // A skipped step does not count: the kernel left everything alone.
+        if (dev_found_inf)
+            at::_foreach_sub_(steps, std::vector<at::Tensor>(steps.size(), *dev_found_inf));
     }
 }
 

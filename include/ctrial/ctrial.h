@@ -7,12 +7,14 @@
  * (tensors, ops, autograd, scopes), nn.h (modules and layers), optim.h
  * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
  * (datasets, samplers, loaders), trial.h (trials, the context, ct_fit and
- * ct_main), metrics.h (reducers), callback.h (callbacks), cuda.h (GPUs).
+ * ct_main), metrics.h (reducers), callback.h (callbacks), cuda.h (GPUs),
+ * amp.h (autocast and gradient scaling).
  */
 #ifndef CTRIAL_CTRIAL_H
 #define CTRIAL_CTRIAL_H
 
 #include <ctrial/config.h>
+#include "amp.h"
 #include "callback.h"
 #include "ckpt.h"
 #include "cuda.h"
