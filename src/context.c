@@ -8,6 +8,7 @@
 
 #include "ctrial/ckpt.h"
 #include "grad_sync.h"
+#include "report.h"
 #include "tbevents.h"
 #include "trial_internal.h"
 
@@ -225,6 +226,7 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
     bool step = ct_ctx_is_step_batch(ctx);
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
     int rc = ct_backward(loss);
+    double t0 = ct_clock();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
         ct_grad_sync_after_backward(ctx->syncs[i]);
         /* Every rank finishes, even after a failed backward: the ranks run
@@ -232,6 +234,7 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
         int frc = step ? ct_grad_sync_finish(ctx->syncs[i]) : CT_OK;
         if (rc == CT_OK) rc = frc;
     }
+    if (ctx->syncs && step) ct_time_add(ctx, CT_TIME_COMM, t0);
     return rc;
 }
 
@@ -244,6 +247,7 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
     if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
     if (!ct_ctx_is_step_batch(ctx)) return CT_OK; /* accumulating gradients */
     /* Under mpirun the gradients are averages already (ct_ctx_backward). */
+    double t0 = ct_clock();
     size_t n = ct_optim_num_params(opt);
     ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
     if (!params) return ct_set_error(CT_ENOMEM, "ct_ctx_step_optimizer: out of host memory");
@@ -263,6 +267,7 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
     free(params);
     if (rc == CT_OK) rc = ct_optim_step(opt);
     if (rc == CT_OK && auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
+    ct_time_add(ctx, CT_TIME_OPTIM, t0);
     return rc;
 }
 

@@ -275,6 +275,7 @@ static int write_checkpoint(ct_context *ctx, ct_value *state) {
  * fresh directory committed atomically, then on_checkpoint_write_end. */
 static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     static const char *const reasons[] = {"period", "policy", "end", "stop"};
+    double t0 = ct_clock();
     ctx->last_checkpoint_bt = ctx->batches_trained;
     ctx->why = why;
     ct_value *state = ct_ckpt_state_from_ctx(ctx);
@@ -293,6 +294,7 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     if (rc == CT_OK && ctx->size > 1)
         rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
     CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
+    ct_time_add(ctx, CT_TIME_CHECKPOINT, t0);
     if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
     return rc;
 }
@@ -354,7 +356,7 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
     return rc;
 }
 
-static int validate(ct_context *ctx) {
+static int run_validation(ct_context *ctx) {
     ct_reducers_reset(ctx);
     int rc = CT_OK;
     CALL_HOOKS0(rc, ctx, on_validation_start);
@@ -414,6 +416,13 @@ static int validate(ct_context *ctx) {
     return CT_OK;
 }
 
+static int validate(ct_context *ctx) {
+    double t0 = ct_clock();
+    int rc = run_validation(ctx);
+    ct_time_add(ctx, CT_TIME_VALIDATION, t0);
+    return rc;
+}
+
 /* Validation as a boundary: skipped when current; may checkpoint by policy. */
 static int validate_boundary(ct_context *ctx, bool with_policy) {
     if (ctx->last_validation_bt == ctx->batches_trained) return CT_OK;
@@ -465,6 +474,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
     ctx->current_batch = idx;
     ct_scope *s = ct_scope_begin();
+    double t0 = ct_clock();
     ct_value *m = ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx);
     int rc = m ? CT_OK : trial_failed("train_batch");
     if (rc == CT_OK) {
@@ -472,6 +482,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         rc = m ? CT_OK : ct_last_code();
     }
     if (rc == CT_OK && ctx->simple_mode) rc = simple_mode_step(ctx, m);
+    ct_time_add(ctx, CT_TIME_TRAIN, t0);
     if (rc == CT_OK) detach_metrics(m);
     ct_scope_end(s);
     if (rc == CT_OK) rc = ct_value_list_append(workload, m);
@@ -530,7 +541,9 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
             CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->epoch_len);
         ct_value *batch = NULL;
         if (rc == CT_OK) {
+            double t0 = ct_clock();
             int got = ct_loader_next(ctx->train_loader, &batch);
+            ct_time_add(ctx, CT_TIME_DATA, t0);
             if (got < 0) rc = got;
             else if (got == 0) rc = ct_set_error(CT_ETRIAL, "the training loader ended a pass (it should repeat)");
         }

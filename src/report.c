@@ -18,6 +18,49 @@ static double monotonic_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double ct_clock(void) { return monotonic_s(); }
+
+void ct_time_add(ct_context *ctx, ct_time_kind kind, double since) {
+    double dt = monotonic_s() - since;
+    ctx->time_in[kind] += dt;
+    ctx->time_total[kind] += dt;
+}
+
+/* The shares of wall time the loop spent, by kind: compute is train_batch
+ * less the waits for gradients and the optimizer step inside it; other is
+ * what is left (metric reduction, reporting, callbacks, scheduler steps). */
+typedef struct {
+    double wall, data, compute, comm, optim, validation, checkpoint, other;
+} time_split;
+
+static time_split split_time(const double *in, double wall) {
+    time_split t = {.wall = wall, .data = in[CT_TIME_DATA], .comm = in[CT_TIME_COMM], .optim = in[CT_TIME_OPTIM],
+                    .validation = in[CT_TIME_VALIDATION], .checkpoint = in[CT_TIME_CHECKPOINT]};
+    t.compute = fmax(0.0, in[CT_TIME_TRAIN] - t.comm - t.optim);
+    t.other = fmax(0.0, wall - t.data - in[CT_TIME_TRAIN] - t.validation - t.checkpoint);
+    return t;
+}
+
+/* "data 3%  compute 81%  comm 6%  optim 7%  val 2%  ckpt 0%  other 1%" */
+static void format_shares(const time_split *t, char *buf, size_t len) {
+    double w = t->wall > 0 ? 100.0 / t->wall : 0;
+    snprintf(buf, len, "data %.0f%%  compute %.0f%%  comm %.0f%%  optim %.0f%%  val %.0f%%  ckpt %.0f%%  other %.0f%%",
+             t->data * w, t->compute * w, t->comm * w, t->optim * w, t->validation * w, t->checkpoint * w,
+             t->other * w);
+}
+
+/* The "timings" object of a training line (NEW), and resets the interval. */
+static json_t *take_timings(ct_context *ctx) {
+    double now = monotonic_s();
+    time_split t = split_time(ctx->time_in, now - ctx->time_since);
+    format_shares(&t, ctx->latest_time, sizeof ctx->latest_time);
+    memset(ctx->time_in, 0, sizeof ctx->time_in);
+    ctx->time_since = now;
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "wall_s", t.wall, "data_s", t.data, "compute_s",
+                     t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
+                     "checkpoint_s", t.checkpoint, "other_s", t.other);
+}
+
 static double unix_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -26,6 +69,7 @@ static double unix_s(void) {
 
 void ct_report_start(ct_context *ctx) {
     ctx->start_time = monotonic_s();
+    ctx->time_since = ctx->start_time;
     ctx->last_report_time = ctx->start_time;
     ctx->last_report_bt = ctx->batches_trained;
     ctx->last_report_records = ctx->records_trained;
@@ -145,7 +189,7 @@ void ct_report_tick(ct_context *ctx) {
     if (now - ctx->last_tick < 0.25) return;
     char line[1024];
     format_progress(ctx, now, line, sizeof line);
-    printf("\r\033[K%s%s", line, ctx->latest);
+    printf("\r\033[K%s%s%s%s", line, ctx->latest, ctx->latest_time[0] ? "  | " : "", ctx->latest_time);
     fflush(stdout);
     ctx->live_drawn = true;
     ctx->last_tick = now;
@@ -161,9 +205,9 @@ static void print_training(ct_context *ctx, const ct_value *metrics) {
         ctx->last_tick = 0; /* redraw now */
         ct_report_tick(ctx);
     } else {
-        char line[1024], full[1600];
+        char line[1024], full[1800];
         format_progress(ctx, now, line, sizeof line);
-        snprintf(full, sizeof full, "%s%s", line, ctx->latest);
+        snprintf(full, sizeof full, "%s%s  | %s", line, ctx->latest, ctx->latest_time);
         print_line(ctx, full);
     }
     ctx->last_report_time = now;
@@ -175,10 +219,13 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
     if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(ctx->batches_trained));
     if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(ctx)));
     if (ctx->rank != 0) return CT_OK;
+    bool training = !strcmp(group, "training");
+    json_t *timings = training ? take_timings(ctx) : NULL;
     if (ctx->metrics_log) {
-        json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f}", "group", group, "batches",
+        json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f, s:o*}", "group", group, "batches",
                                  (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
-                                 ct_json_from_value(metrics), "time", unix_s());
+                                 ct_json_from_value(metrics), "time", unix_s(), "timings", timings);
+        timings = NULL; /* json_pack took it, even on failure */
         char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(line);
         if (!text) return ct_set_error(CT_ENOMEM, "cannot format a metrics.jsonl line");
@@ -190,8 +237,9 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
         int rc = add_scalars(ctx, group, metrics);
         if (rc != CT_OK) return rc;
     }
+    json_decref(timings);
     if (ctx->opts.quiet) return CT_OK;
-    if (!strcmp(group, "training")) {
+    if (training) {
         print_training(ctx, metrics);
     } else {
         char m[1024], line[1200];
@@ -229,4 +277,9 @@ void ct_report_summary(ct_context *ctx) {
         n += snprintf(line + n, sizeof line - (size_t)n, "; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
     if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "; output in %s", ctx->opts.output_dir);
     print_line(ctx, line);
+    char shares[160], tline[200];
+    time_split t = split_time(ctx->time_total, secs);
+    format_shares(&t, shares, sizeof shares);
+    snprintf(tline, sizeof tline, "time: %s", shares);
+    print_line(ctx, tline);
 }

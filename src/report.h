@@ -8,11 +8,18 @@
 
 /* Starts the run's clock. */
 void ct_report_start(ct_context *ctx);
+/* A monotonic clock in seconds. */
+double ct_clock(void);
+/* Adds the time since `since` (a ct_clock() reading) to kind's share. */
+void ct_time_add(ct_context *ctx, ct_time_kind kind, double since);
 /* Opens <output_dir>/metrics.jsonl: new for a fresh run, appended to on
  * resume. */
 int ct_report_open(ct_context *ctx);
 /* One report of `group` ("training" or "validation"): adds "batches" and
- * "epochs" to metrics unless present, appends the JSON line, prints. */
+ * "epochs" to metrics unless present, appends the JSON line, prints. A
+ * training line also carries "timings": where the time went since the
+ * previous training line (see ct_time_kind), which the console shows as
+ * shares. */
 int ct_report(ct_context *ctx, const char *group, ct_value *metrics);
 void ct_report_checkpoint(ct_context *ctx, const char *reason);
 /* After every batch: redraws the live progress line on a terminal (at most

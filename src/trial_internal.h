@@ -26,6 +26,18 @@ struct ct_reducer {
 /* Why a checkpoint is written (metadata.json's trial_state.reason). */
 typedef enum { CT_WHY_PERIOD, CT_WHY_POLICY, CT_WHY_END, CT_WHY_STOP } ct_ckpt_why;
 
+/* Where the loop's time goes, measured on the host (report.c). TRAIN is
+ * the whole of train_batch; COMM and OPTIM are parts of it. */
+typedef enum {
+    CT_TIME_DATA,       /* waiting for the training loader's next batch */
+    CT_TIME_TRAIN,      /* train_batch (and simple mode's backward and step) */
+    CT_TIME_COMM,       /* waiting for the gradient all-reduce after backward */
+    CT_TIME_OPTIM,      /* ct_ctx_step_optimizer on step batches */
+    CT_TIME_VALIDATION, /* validations, metric reduction included */
+    CT_TIME_CHECKPOINT, /* checkpoints, from state to commit */
+    CT_TIME_KINDS
+} ct_time_kind;
+
 struct ct_context {
     const ct_trial *trial;
     ct_fit_opts opts;
@@ -89,6 +101,10 @@ struct ct_context {
     bool live_drawn;             /* the live line is on screen (no newline yet) */
     double last_tick;
     char latest[512];            /* the latest training metrics, for the live line */
+    char latest_time[160];       /* the latest report's time shares, for the live line */
+    /* Where the time goes (report.c): host seconds on this rank since the
+     * last training report, and since the start. */
+    double time_in[CT_TIME_KINDS], time_total[CT_TIME_KINDS], time_since;
 };
 
 /* context.c */

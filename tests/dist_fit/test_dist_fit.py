@@ -26,6 +26,8 @@ program) under `mpirun -np N` and without mpirun, checked with real numbers.
    uninterrupted run's weights.
 7. evaluate_full_dataset runs on rank 0 only, over the unsharded validation
    set.
+8. Training lines of metrics.jsonl say where the time went (timings), with
+   the parts adding up to the wall time.
 
 Exits 77 (skipped) without mpirun.
 """
@@ -487,6 +489,34 @@ if calls:
     check(fe["ids"] == list(range(N_VAL)) and fe["size"] == 2,
           f"evaluate_full_dataset saw the whole validation set unsharded ({len(fe['ids'])} ids)")
 compare_metrics("evaluate_full_dataset -np 2", full1, full2, "validation")
+
+# ---- 8: where the time goes ----------------------------------------------------------
+# 20 ms of sleep per batch inside train_batch is compute; two ranks wait for
+# gradients; the checkpoint at 5 counts in the training line at 10.
+
+timing_cfg = config("timing", max_len=10, val=1000, ckpt=5)
+for np in (0, 2):
+    name = f"timings -np {np}"
+    _, text, _, out = run(f"timings_np{np}", np, "--hparam", "sleep_ms=20", cfg=timing_cfg)
+    lines = [m for m in metrics(out, "training")]
+    keys = {"wall_s", "data_s", "compute_s", "comm_s", "optimizer_s", "validation_s", "checkpoint_s", "other_s"}
+    check(len(lines) == 2 and all(set(m.get("timings", {})) == keys for m in lines),
+          f"{name}: both training lines carry timings with {sorted(keys)}")
+    if len(lines) != 2 or not all(set(m.get("timings", {})) == keys for m in lines):
+        continue
+    t = [m["timings"] for m in lines]
+    parts = [sum(v for k, v in x.items() if k != "wall_s") for x in t]
+    check(all(abs(p - x["wall_s"]) <= 1e-6 * max(1, x["wall_s"]) and min(x.values()) >= 0 for p, x in zip(parts, t)),
+          f"{name}: the parts are non-negative and add up to wall_s ({parts} vs {[x['wall_s'] for x in t]})")
+    check(all(0.1 * 0.95 <= x["compute_s"] for x in t), f"{name}: 5 x 20 ms of sleep in train_batch are compute "
+          f"({[round(x['compute_s'], 3) for x in t]})")
+    check(t[0]["checkpoint_s"] == 0 and t[1]["checkpoint_s"] > 0,
+          f"{name}: the checkpoint at 5 counts in the line at 10 ({[x['checkpoint_s'] for x in t]})")
+    check((t[0]["comm_s"] > 0) == (np == 2) and (t[1]["comm_s"] > 0) == (np == 2),
+          f"{name}: gradient communication only with 2 ranks ({[x['comm_s'] for x in t]})")
+    check(all(x["optimizer_s"] > 0 for x in t), f"{name}: the optimizer steps take time ({[x['optimizer_s'] for x in t]})")
+    check(re.search(r"^time: data \d+%  compute \d+%  comm \d+%  optim \d+%  val \d+%  ckpt \d+%  other \d+%$",
+                    text, re.M) is not None, f"{name}: the summary says where the time went")
 
 print(f"{len(FAILURES)} failures; {time.time() - T0:.1f} s; work dir {WORK}")
 for f in FAILURES:
