@@ -7,6 +7,7 @@
  *      "callbacks":                {name: callback.state_dict()},
  *      "rng_state":                {"cpu_rng_state": uint8 tensor,
  *                                   "gpu_rng_states": [one per CUDA device]},
+ *      "scaler_state_dict":        GradScaler.state_dict()      only with fp16 AMP
  *      "accumulated_gradients":    [{param name: grad}, ...]}   only mid-aggregation
  *
  * and metadata.json carries the loop's own state ("trial_state") beside
@@ -126,6 +127,7 @@ ct_value *ct_ckpt_state_from_ctx(ct_context *ctx) {
         ok = ct_value_dict_set(callbacks, cb->name, s) == 0;
     }
     if (ok) ok = put(state, "rng_state", rng_state());
+    if (ok && ctx->scaler) ok = put(state, "scaler_state_dict", ct_grad_scaler_state_dict(ctx->scaler));
     if (ok && grads) {
         ok = put(state, "accumulated_gradients", grads);
         grads = NULL;
@@ -268,6 +270,11 @@ int ct_ckpt_restore_state(ct_context *ctx, const ct_value *state, const char *di
         if (ct_sched_load_state_dict(ctx->scheds[i].sched, ct_value_list_get(scheds, i)) != 0)
             return mismatch(dir, "LR scheduler %zu: %s", i, ct_last_error());
     rc = restore_gradients(ctx, state, dir);
+    /* A scaler starts from the checkpoint's state when it has one; turning
+     * fp16 AMP on (or off) at a resume is allowed, as in Determined. */
+    const ct_value *scaler = ct_value_dict_get(state, "scaler_state_dict");
+    if (rc == CT_OK && ctx->scaler && scaler && ct_grad_scaler_load_state_dict(ctx->scaler, scaler) != CT_OK)
+        rc = mismatch(dir, "scaler_state_dict: %s", ct_last_error());
     if (rc == CT_OK) rc = restore_callbacks(ctx, state, dir);
     return rc == CT_OK ? restore_rng(state, dir) : rc;
 }

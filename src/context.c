@@ -46,6 +46,7 @@ void ct_ctx_destroy(ct_context *ctx) {
     }
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_free(ctx->syncs[i]);
     free(ctx->syncs);
+    ct_grad_scaler_free(ctx->scaler);
     for (size_t i = 0; i < ctx->n_scheds; i++) ct_sched_free(ctx->scheds[i].sched);
     for (size_t i = 0; i < ctx->n_optims; i++) ct_optim_free(ctx->optims[i]);
     for (size_t i = 0; i < ctx->n_models; i++) ct_nn_free(ctx->models[i]);
@@ -224,8 +225,11 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
      * in buckets while backward runs, and are averages when it returns (as
      * with DistributedDataParallel); accumulation batches stay local. */
     bool step = ct_ctx_is_step_batch(ctx);
+    /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's scope). */
+    const ct_tensor *scaled = ctx->scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
+    if (!scaled) return ct_last_code();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
-    int rc = ct_backward(loss);
+    int rc = ct_backward(scaled);
     double t0 = ct_clock();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
         ct_grad_sync_after_backward(ctx->syncs[i]);
@@ -263,13 +267,50 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
         }
         ct_scope_end(s);
     }
+    /* fp16 AMP: the clip callback sees true gradients (scaler.unscale_). */
+    if (rc == CT_OK && clip && ctx->scaler) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
     if (rc == CT_OK && clip) rc = clip(params, n, clip_ctx);
     free(params);
-    if (rc == CT_OK) rc = ct_optim_step(opt);
+    if (rc == CT_OK && ctx->scaler) {
+        /* scaler.step: unscales if not yet, skips the step on inf/NaN; the
+         * loop updates the scale once this batch's steps are done. */
+        rc = ct_grad_scaler_step(ctx->scaler, opt, NULL);
+        ctx->scaler_stepped = true;
+    } else if (rc == CT_OK) {
+        rc = ct_optim_step(opt);
+    }
     if (rc == CT_OK && auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
     ct_time_add(ctx, CT_TIME_OPTIM, t0);
     return rc;
 }
+
+ct_amp_opts ct_amp_defaults(void) {
+    ct_amp_opts o = {.dtype = CT_F16, .scaler = ct_grad_scaler_defaults()};
+    return o;
+}
+
+int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_use_amp: ctx is NULL");
+    ct_amp_opts d = o ? *o : ct_amp_defaults();
+    if (ctx->train_loader) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: call it in the trial's init, before training");
+    if (ctx->amp) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: AMP is already configured");
+    if (d.dtype != CT_F16 && d.dtype != CT_BF16)
+        return ct_set_error(CT_EDTYPE, "ct_ctx_use_amp: dtype %s: AMP runs in float16 or bfloat16",
+                            ct_dtype_name(d.dtype));
+    /* Proves the device can autocast to dtype now, rather than at the first batch. */
+    int rc = ct_autocast_enter(ctx->device.type, d.dtype);
+    if (rc != CT_OK) return rc;
+    ct_autocast_exit();
+    if (d.dtype == CT_F16 && d.scaler.enabled) {
+        ctx->scaler = ct_grad_scaler_new(ctx->device, &d.scaler);
+        if (!ctx->scaler) return ct_last_code();
+    }
+    ctx->amp = true;
+    ctx->amp_dtype = d.dtype;
+    return CT_OK;
+}
+
+ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx) { return ctx ? ctx->scaler : NULL; }
 
 int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx) {
     return ct_ctx_step_optimizer_ex(ctx, opt, clip, clip_ctx, true);

@@ -327,6 +327,13 @@ static void set_train_mode(ct_context *ctx, bool on) {
     for (size_t i = 0; i < ctx->n_models; i++) ct_nn_train(ctx->models[i], on);
 }
 
+/* The trial's own code under AMP runs in an autocast region of the
+ * trial's device type (enter/exit; no-ops without AMP). */
+static int amp_enter(ct_context *ctx) { return ctx->amp ? ct_autocast_enter(ctx->device.type, ctx->amp_dtype) : CT_OK; }
+static void amp_exit(ct_context *ctx) {
+    if (ctx->amp) ct_autocast_exit();
+}
+
 /* evaluate_batch over one pass of the validation loader; outputs receives
  * the per-batch metric dicts. */
 static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
@@ -337,8 +344,14 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
         if (got < 0) return got;
         if (got == 0) break;
         ct_scope *s = ct_scope_begin();
-        ct_value *m = ctx->trial->evaluate_batch(ctx->self, ctx, batch, i);
+        rc = amp_enter(ctx);
+        ct_value *m = rc == CT_OK ? ctx->trial->evaluate_batch(ctx->self, ctx, batch, i) : NULL;
+        if (rc == CT_OK) amp_exit(ctx);
         ct_scope_end(s);
+        if (rc != CT_OK) {
+            ct_value_free(batch);
+            return rc;
+        }
         ct_value_free(batch);
         if (!m) return trial_failed("evaluate_batch");
         if (ct_value_kind_of(m) != CT_VALUE_DICT) {
@@ -382,9 +395,11 @@ static int run_validation(ct_context *ctx) {
         ct_value *mine = NULL;
         if (ctx->rank == 0) {
             ct_scope *s = ct_scope_begin();
-            mine = ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader);
+            rc = amp_enter(ctx);
+            mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
+            if (rc == CT_OK) amp_exit(ctx);
             ct_scope_end(s);
-            rc = mine ? CT_OK : trial_failed("evaluate_full_dataset");
+            if (rc == CT_OK) rc = mine ? CT_OK : trial_failed("evaluate_full_dataset");
             if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
                 rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
         }
@@ -475,13 +490,22 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     ctx->current_batch = idx;
     ct_scope *s = ct_scope_begin();
     double t0 = ct_clock();
-    ct_value *m = ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx);
-    int rc = m ? CT_OK : trial_failed("train_batch");
+    int rc = amp_enter(ctx);
+    ct_value *m = rc == CT_OK ? ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx) : NULL;
+    if (rc == CT_OK) {
+        amp_exit(ctx);
+        rc = m ? CT_OK : trial_failed("train_batch");
+    }
     if (rc == CT_OK) {
         m = as_metrics(m, "train_batch");
         rc = m ? CT_OK : ct_last_code();
     }
     if (rc == CT_OK && ctx->simple_mode) rc = simple_mode_step(ctx, m);
+    /* scaler.update(): once per optimizer-step batch, after every step. */
+    if (rc == CT_OK && ctx->scaler_stepped) {
+        rc = ct_grad_scaler_update(ctx->scaler);
+        ctx->scaler_stepped = false;
+    }
     ct_time_add(ctx, CT_TIME_TRAIN, t0);
     if (rc == CT_OK) detach_metrics(m);
     ct_scope_end(s);

@@ -47,6 +47,12 @@ struct ct_context {
     int rank, size, local_rank;
     ct_device device;
     uint64_t trial_seed;
+    /* Mixed precision (ct_ctx_use_amp): autocast around train_batch and
+     * evaluate_batch, the scaler for fp16 (NULL otherwise). */
+    bool amp;
+    ct_dtype amp_dtype;
+    ct_grad_scaler *scaler;
+    bool scaler_stepped;         /* an optimizer stepped through it since the last update */
     int64_t global_batch_size, per_slot_batch_size;
     int aggregation_frequency;
 

@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "amp.h"
 #include "data.h"
 #include "metrics.h"
 #include "nn.h"
@@ -261,6 +262,34 @@ CT_API int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip
 /* The same with auto_zero_grads chosen. */
 CT_API int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
                                     bool auto_zero_grads);
+
+/* Mixed precision for the whole trial (Determined's
+ * context.experimental.use_amp(), PyTorch's AMP recipe), set up in init:
+ *
+ *     ct_amp_opts amp = ct_amp_defaults();        // fp16 with a GradScaler
+ *     amp.dtype = CT_BF16;                        // or bf16, no scaling
+ *     if (ct_ctx_use_amp(ctx, &amp) != 0) ...
+ *
+ * Then the loop runs train_batch and evaluate_batch inside an autocast
+ * region of the trial's device type; ct_ctx_backward scales the loss;
+ * ct_ctx_step_optimizer unscales the gradients before a clip callback (so it
+ * sees true gradients), skips the step when they hold inf/NaN (scaler.step)
+ * and, once per optimizer-step batch after train_batch, the scale is
+ * updated (scaler.update()); the scaler's state is checkpointed as
+ * "scaler_state_dict" and restored on resume. bf16 (on the CPU or a GPU)
+ * needs no scaler. */
+typedef struct {
+    ct_dtype dtype;             /* CT_F16 (default) or CT_BF16 */
+    ct_grad_scaler_opts scaler; /* used with CT_F16; scaler.enabled = false: none */
+} ct_amp_opts;
+CT_API ct_amp_opts ct_amp_defaults(void);
+/* Turns AMP on (in init, once). CT_ESTATE after training started or when
+ * called twice, CT_EDTYPE for another dtype, CT_EDEVICE where the device
+ * cannot autocast to it. Returns a status. */
+CT_API int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o);
+/* The context's GradScaler (borrowed; NULL without fp16 AMP): its scale,
+ * ct_grad_scaler_get_scale, for logging. */
+CT_API ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx);
 
 /* Hyperparameters (the config's "hyperparameters" and --hparam flags).
  * The getters return the default when the name is absent; a present value

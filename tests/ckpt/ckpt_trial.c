@@ -16,12 +16,17 @@
  * shuffle (true: the training loader shuffles),
  * ballast_mb (0), data (""; a .pth with {"x": [N, 8] float32, "y": [N] int64}
  * replaces the built-in records), warm_start ("": a .pth holding a model
- * state_dict loaded in init).
+ * state_dict loaded in init); mixed precision: amp ("", "fp16" or "bf16":
+ * ct_ctx_use_amp), init_scale (64), growth_interval (1000), inf_at (-1: fill
+ * the first layer's weight gradient with inf after backward in that batch),
+ * clip (false: a clip callback reporting the gradient norm it sees as
+ * "grad_norm"); with a scaler the metric "scale" is its scale.
  *
  * `ckpt_trial predict DIR` instead loads the trial from checkpoint DIR
  * (ct_load_trial_from_checkpoint) and prints the model's outputs for the
  * first 4 records as a JSON list of lists. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +38,9 @@
 typedef struct {
     ct_module *model;
     ct_optim *opt;
-    int64_t stop_at, sigterm_at, sleep_ms, workers;
+    int64_t stop_at, sigterm_at, sleep_ms, workers, inf_at;
+    bool clip;
+    double grad_norm; /* what the clip callback saw in this batch */
     ct_tensor *x, *y; /* all records (owned) */
     int64_t counter;  /* the callback's state */
     bool shuffle;
@@ -113,6 +120,16 @@ static void *trial_init(ct_context *ctx) {
     t->sleep_ms = ct_ctx_hparam_int(ctx, "sleep_ms", 0);
     t->workers = ct_ctx_hparam_int(ctx, "workers", 0);
     t->shuffle = ct_ctx_hparam_bool(ctx, "shuffle", true);
+    t->inf_at = ct_ctx_hparam_int(ctx, "inf_at", -1);
+    t->clip = ct_ctx_hparam_bool(ctx, "clip", false);
+    const char *amp = ct_ctx_hparam_str(ctx, "amp", "");
+    if (amp[0]) {
+        ct_amp_opts o = ct_amp_defaults();
+        o.dtype = !strcmp(amp, "bf16") ? CT_BF16 : !strcmp(amp, "fp16") ? CT_F16 : CT_F32;
+        o.scaler.init_scale = ct_ctx_hparam_double(ctx, "init_scale", 64);
+        o.scaler.growth_interval = ct_ctx_hparam_int(ctx, "growth_interval", 1000);
+        if (ct_ctx_use_amp(ctx, &o) != 0) goto fail;
+    }
     const char *data = ct_ctx_hparam_str(ctx, "data", ""), *warm = ct_ctx_hparam_str(ctx, "warm_start", "");
     if (ct_last_code() != CT_OK) goto fail;
     if (data[0] ? load_records(t, data) != 0 : (make_records(t), false)) goto fail;
@@ -143,17 +160,28 @@ fail:
     return NULL;
 }
 
+/* A clip that clips nothing: it records the norm of the gradients it is
+ * given (under fp16 AMP they must be unscaled by then). */
+static int record_norm(ct_tensor *const *params, size_t n, void *ctx) {
+    Trial *t = ctx;
+    return ct_clip_grad_norm(n, params, 1e30, 2.0, &t->grad_norm);
+}
+
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {
     Trial *t = self;
     if (batch_idx == t->sigterm_at) raise(SIGTERM);
     if (t->sleep_ms > 0) nanosleep(&(struct timespec){t->sleep_ms / 1000, (t->sleep_ms % 1000) * 1000000}, NULL);
     ct_tensor *loss = ct_cross_entropy(ct_nn_forward(t->model, ct_batch_at(batch, 0)), ct_batch_at(batch, 1));
-    if (ct_ctx_backward(ctx, loss) != 0 || ct_ctx_step_optimizer(ctx, t->opt, NULL, NULL) != 0) return NULL;
+    if (ct_ctx_backward(ctx, loss) != 0) return NULL;
+    if (batch_idx == t->inf_at && ct_fill_(ct_grad(ct_optim_param(t->opt, 0)), INFINITY) != 0) return NULL;
+    if (ct_ctx_step_optimizer(ctx, t->opt, t->clip ? record_norm : NULL, t) != 0) return NULL;
     if (batch_idx == t->stop_at) ct_ctx_request_stop(ctx);
     ct_value *m = ct_value_dict();
     ct_value_dict_set(m, "loss", ct_value_tensor(ct_keep(ct_alias(loss))));
     ct_value_dict_set(m, "lr", ct_value_float(ct_optim_get_lr(t->opt, 0)));
+    if (t->clip) ct_value_dict_set(m, "grad_norm", ct_value_float(t->grad_norm));
+    if (ct_ctx_grad_scaler(ctx)) ct_value_dict_set(m, "scale", ct_value_float(ct_grad_scaler_get_scale(ct_ctx_grad_scaler(ctx))));
     return m;
 }
 

@@ -180,6 +180,39 @@ for stop in (19, 20):
     run(out, "--resume", "latest", cfg=agg_cfg)
     compare_runs(f"aggregation 2, stopped after {stop + 1} batches", ref_agg, out)
 
+# 5. Mixed precision (ct_ctx_use_amp). fp16 with a GradScaler (init_scale
+#    64, no growth within the run), inf injected into a gradient in batch 7:
+#    that step is skipped (Adam counts 39 steps) and the scale backs off once
+#    (32, then 32 finite updates); the clip callback sees unscaled gradients
+#    (the norms of the fp32 run, not 64 times them); a SIGTERM-and-resume run
+#    equals the uninterrupted one, the scaler's state and every reported
+#    scale included. bf16: autocast without a scaler changes the numbers.
+AMP = ("--hparam", "amp=fp16", "--hparam", "inf_at=7", "--hparam", "clip=true")
+ref_fp32, ref_fp16 = os.path.join(WORK, "ref_fp32"), os.path.join(WORK, "ref_fp16")
+run(ref_fp32, "--hparam", "clip=true")
+run(ref_fp16, *AMP)
+st = load_state(checkpoints(ref_fp16)[40]) if 40 in checkpoints(ref_fp16) else {}
+scaler = st.get("scaler_state_dict", {})
+check(scaler == {"scale": 32.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 1000,
+                 "_growth_tracker": 32}, f"fp16: the scaler backed off once and counted 32 finite steps ({scaler})")
+steps = st["optimizers_state_dict"][0]["state"][0]["step"].item() if st else None
+check(steps == 39, f"fp16: the step with an inf gradient was skipped (Adam took {steps} of 40 steps)")
+norms32 = [m["metrics"]["grad_norm"] for m in metrics(ref_fp32) if m["group"] == "training"]
+norms16 = [m["metrics"]["grad_norm"] for m in metrics(ref_fp16) if m["group"] == "training"]
+check(norms16[0] is not None and abs(norms16[0] / norms32[0] - 1) < 0.05,
+      f"fp16: the clip callback sees unscaled gradients (norm {norms16[0]:.4g} vs fp32's {norms32[0]:.4g})")
+check(any(n is None for n in norms16), "fp16: the workload with the inf gradient reports a non-finite norm")
+out = os.path.join(WORK, "amp_sigterm")
+p = run(out, *AMP, "--hparam", "sigterm_at=19")
+run(out, "--resume", resume_line(p.stdout + p.stderr) or "latest", *AMP)
+compare_runs("fp16 AMP: SIGTERM + resume", ref_fp16, out)
+ref_bf16 = os.path.join(WORK, "ref_bf16")
+run(ref_bf16, "--hparam", "amp=bf16")
+st16 = load_state(checkpoints(ref_bf16)[40]) if 40 in checkpoints(ref_bf16) else {}
+val = lambda out: [m["metrics"]["validation_loss"] for m in metrics(out) if m["group"] == "validation"]
+check("scaler_state_dict" not in st16 and val(ref_bf16) != val(ref) and abs(val(ref_bf16)[-1] - val(ref)[-1]) < 0.05,
+      f"bf16: autocast without a scaler changes the losses a little ({val(ref_bf16)[-1]:.5f} vs {val(ref)[-1]:.5f})")
+
 # ---- preemption while writing --------------------------------------------------
 
 # A second SIGTERM (and a SIGINT) while the checkpoint is being written changes
