@@ -1,6 +1,7 @@
 /* src/report.c — metrics.jsonl lines, console lines and the final summary. */
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
+#include "ctrial/cuda.h"
 #include "tbevents.h"
 #include "value_json.h"
 
@@ -24,6 +25,15 @@ void ct_time_add(ct_context *ctx, ct_time_kind kind, double since) {
     double dt = monotonic_s() - since;
     ctx->time_in[kind] += dt;
     ctx->time_total[kind] += dt;
+}
+
+/* The caching allocator's counters for the trial's GPU (host-side, no
+ * device sync): bytes held by tensors now and at peak since the last
+ * report. False off a GPU. */
+static bool gpu_memory(const ct_context *ctx, int64_t *now, int64_t *peak) {
+    if (ctx->device.type != CT_CUDA) return false;
+    return ct_cuda_memory_allocated(ctx->device.index, now) == CT_OK &&
+           ct_cuda_max_memory_allocated(ctx->device.index, peak) == CT_OK;
 }
 
 /* The shares of wall time the loop spent, by kind: compute is train_batch
@@ -56,9 +66,18 @@ static json_t *take_timings(ct_context *ctx) {
     format_shares(&t, ctx->latest_time, sizeof ctx->latest_time);
     memset(ctx->time_in, 0, sizeof ctx->time_in);
     ctx->time_since = now;
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "wall_s", t.wall, "data_s", t.data, "compute_s",
-                     t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
-                     "checkpoint_s", t.checkpoint, "other_s", t.other);
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "wall_s", t.wall, "data_s", t.data, "compute_s",
+                          t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
+                          "checkpoint_s", t.checkpoint, "other_s", t.other);
+    /* On a GPU also its memory (torch.cuda.memory_allocated and the peak
+     * since the previous training line); the peak restarts here. */
+    int64_t mem = 0, peak = 0;
+    if (j && gpu_memory(ctx, &mem, &peak)) {
+        json_object_set_new(j, "gpu_memory_allocated_bytes", json_integer(mem));
+        json_object_set_new(j, "gpu_memory_peak_bytes", json_integer(peak));
+        ct_cuda_reset_peak_memory_stats(ctx->device.index);
+    }
+    return j;
 }
 
 static double unix_s(void) {
@@ -161,7 +180,8 @@ static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
     }
 }
 
-/* "[200/1000  20.0%] epoch 1.33  35.2 batches/s  2253 records/s  ETA 23s" */
+/* "[200/1000  20.0%] epoch 1.33  35.2 batches/s  2253 records/s  ETA 23s"
+ * (+ "  gpu 1.2/3.4 GiB" on a GPU: allocated now / peak) */
 static void format_progress(ct_context *ctx, double now, char *buf, size_t len) {
     double dt = now - ctx->last_report_time;
     int64_t batches = ctx->batches_trained - ctx->last_report_bt;
@@ -169,10 +189,13 @@ static void format_progress(ct_context *ctx, double now, char *buf, size_t len) 
     int64_t total = ctx->max_length_batches;
     double rate = dt > 0 ? (double)batches / dt : 0;
     double eta = rate > 0 ? (double)(total - ctx->batches_trained) / rate : 0;
-    snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs",
-             (long long)ctx->batches_trained, (long long)total,
-             total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
-             dt > 0 ? (double)records / dt : 0.0, eta);
+    int n = snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs",
+                     (long long)ctx->batches_trained, (long long)total,
+                     total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
+                     dt > 0 ? (double)records / dt : 0.0, eta);
+    int64_t mem = 0, peak = 0;
+    if (n > 0 && (size_t)n < len && gpu_memory(ctx, &mem, &peak))
+        snprintf(buf + n, len - (size_t)n, "  gpu %.2f/%.2f GiB", (double)mem / (1 << 30), (double)peak / (1 << 30));
 }
 
 /* A full line on the console; on a terminal it replaces the live line. */
