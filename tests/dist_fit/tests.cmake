@@ -8,7 +8,7 @@ set(_df ${CMAKE_CURRENT_LIST_DIR})
 ct_c_program(dist_trial ${_df}/dist_trial.c)
 if(CTRIAL_HAVE_MPI)
   ct_py_test(dist_fit ${_df}/test_dist_fit.py $<TARGET_FILE:dist_trial>)
-  set_tests_properties(dist_fit PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  set_tests_properties(dist_fit PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
   if(CTRIAL_SANITIZE)
     # The ranks are sanitizer builds too: OpenMPI's own allocations live
     # until exit (tests/dist/lsan.supp, as ct_mpi_test passes it).
