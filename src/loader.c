@@ -758,6 +758,19 @@ int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
     return ct_loader_set_position(l, 0); /* the chain rebuilt for this shard */
 }
 
+int ct_loader_use_device(ct_loader *l, ct_device device) {
+    if (!l) return ct_set_error(CT_EINVAL, "ct_loader_use_device: loader is NULL");
+    if (l->o.device.type != CT_CPU || device.type == CT_CPU) return CT_OK;
+    if (l->failed) return stopped(l, "ct_loader_use_device");
+    stop_workers(l); /* they read l->pin */
+    l->o.device = device;
+    l->pin = ct_cuda_is_available();
+    int rc = start_workers(l);
+    if (rc) return fail(l, rc, ct_last_error());
+    fill(l);
+    return 0;
+}
+
 int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
     if (!l) return ct_set_error(CT_EINVAL, "the training data loader is NULL");
     if (!l->user_chain) {

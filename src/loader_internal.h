@@ -14,5 +14,10 @@ int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t
  * one pass per reset (rank r gets elements r, r + n, ...). A user's own
  * sampler is left alone. */
 int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size);
+/* Batches arrive on the trial's device (Determined's to_device before
+ * train_batch / evaluate_batch): a loader the trial left on the CPU moves
+ * them to `device`, pinned and non-blocking where CUDA is there. A loader
+ * the trial gave a device keeps it; a CPU `device` changes nothing. */
+int ct_loader_use_device(ct_loader *l, ct_device device);
 
 #endif
