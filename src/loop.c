@@ -721,7 +721,8 @@ static int setup(ct_context *ctx) {
 
     ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
     if (!ctx->train_loader) return trial_failed("build_training_data_loader");
-    rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
+    rc = ct_loader_use_device(ctx->train_loader, ctx->device);
+    if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
     if (rc != CT_OK) return rc;
     ctx->epoch_len = ct_loader_len(ctx->train_loader);
     if (ctx->epoch_len <= 0)
@@ -730,7 +731,8 @@ static int setup(ct_context *ctx) {
     ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
     if (!ctx->val_loader) return trial_failed("build_validation_data_loader");
-    if (t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
+    if (t->evaluate_batch) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
+    if (rc == CT_OK && t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
     if (rc != CT_OK) return rc;
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return trial_failed("build_callbacks");
     if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
