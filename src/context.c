@@ -312,6 +312,17 @@ int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o) {
 
 ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx) { return ctx ? ctx->scaler : NULL; }
 
+int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_set_profiler: ctx is NULL");
+    if (ctx->train_loader)
+        return ct_set_error(CT_ESTATE, "ct_ctx_set_profiler: call it in the trial's init, before training");
+    /* The options are checked when the profiler starts, right before the
+     * run's first batch (ct_profiler_new's errors; training does not start). */
+    ctx->profiler_opts = o ? *o : ct_profiler_defaults();
+    ctx->profile = true;
+    return CT_OK;
+}
+
 int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx) {
     return ct_ctx_step_optimizer_ex(ctx, opt, clip, clip_ctx, true);
 }

@@ -551,6 +551,27 @@ static int report_training(ct_context *ctx, ct_value *workload) {
     return rc;
 }
 
+/* ct_ctx_set_profiler: one profiler step per training batch of this run,
+ * traces under <output_dir>/profiler. */
+static int start_profiler(ct_context *ctx) {
+    if (!ctx->profile) return CT_OK;
+    char dir[4200], name[32];
+    snprintf(dir, sizeof dir, "%s/profiler", ctx->opts.output_dir);
+    snprintf(name, sizeof name, "rank%d", ctx->rank);
+    ctx->profiler = ct_profiler_new(&ctx->profiler_opts, dir, name);
+    return ctx->profiler ? CT_OK : ct_set_error(ct_last_code(), "the profiler: %s", ct_last_error());
+}
+
+/* After each training batch. Profiling never stops training: a failure is
+ * printed (once per kind of failure is enough: the profiler goes on). */
+static void step_profiler(ct_context *ctx) {
+    if (ctx->profiler && ct_profiler_step(ctx->profiler) != CT_OK) {
+        fprintf(stderr, "ctrial: rank %d: the profiler at batch %lld: %s\n", ctx->rank,
+                (long long)ctx->batches_trained, ct_last_error());
+        ct_clear_error();
+    }
+}
+
 /* Trains until a boundary fires; reports the workload. Sets *train_done at
  * max_length and *fired_val / *fired_ckpt for the other boundaries. */
 static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt) {
@@ -572,6 +593,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
             else if (got == 0) rc = ct_set_error(CT_ETRIAL, "the training loader ended a pass (it should repeat)");
         }
         if (rc == CT_OK) rc = train_one(ctx, batch, workload);
+        if (rc == CT_OK) step_profiler(ctx);
         ct_value_free(batch);
         if (rc == CT_OK) ct_report_tick(ctx);
         if (rc != CT_OK) break;
@@ -595,6 +617,7 @@ static int train(ct_context *ctx) {
     CALL_HOOKS0(rc, ctx, on_training_start);
     if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
         rc = validate(ctx); /* never checkpoints */
+    if (rc == CT_OK) rc = agree(ctx, start_profiler(ctx));
     if (rc != CT_OK) return rc;
     for (;;) {
         if (g_stop_signal) ctx->stop_requested = true; /* also one that came during validation */
@@ -764,6 +787,8 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc == CT_OK) rc = agree(ctx, start_grad_sync(ctx));
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
+    ct_profiler_free(ctx->profiler); /* writes a window still recording */
+    ctx->profiler = NULL;
     /* Shutdown hooks run in reverse, also after a failure; the first
      * failure is the one reported. */
     for (size_t i = ctx->n_callbacks; i-- > 0;) {

@@ -53,6 +53,10 @@ struct ct_context {
     ct_dtype amp_dtype;
     ct_grad_scaler *scaler;
     bool scaler_stepped;         /* an optimizer stepped through it since the last update */
+    /* ct_ctx_set_profiler: the options, and the profiler while training. */
+    bool profile;
+    ct_profiler_opts profiler_opts;
+    ct_profiler *profiler;
     int64_t global_batch_size, per_slot_batch_size;
     int aggregation_frequency;
 

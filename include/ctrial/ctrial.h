@@ -8,7 +8,8 @@
  * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
  * (datasets, samplers, loaders), trial.h (trials, the context, ct_fit and
  * ct_main), metrics.h (reducers), callback.h (callbacks), cuda.h (GPUs),
- * amp.h (autocast and gradient scaling).
+ * amp.h (autocast and gradient scaling), profiler.h (libtorch's profiler on
+ * torch.profiler's schedule, Chrome/Perfetto traces).
  */
 #ifndef CTRIAL_CTRIAL_H
 #define CTRIAL_CTRIAL_H
@@ -24,6 +25,7 @@
 #include "metrics.h"
 #include "nn.h"
 #include "optim.h"
+#include "profiler.h"
 #include "sched.h"
 #include "tensor.h"
 #include "trial.h"

@@ -51,6 +51,7 @@
 #include "metrics.h"
 #include "nn.h"
 #include "optim.h"
+#include "profiler.h"
 #include "sched.h"
 #include "tensor.h"
 #include "value.h"
@@ -290,6 +291,17 @@ CT_API int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o);
 /* The context's GradScaler (borrowed; NULL without fp16 AMP): its scale,
  * ct_grad_scaler_get_scale, for logging. */
 CT_API ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx);
+
+/* Profiles training with libtorch's profiler (Determined's
+ * context.set_profiler(...), i.e. torch.profiler.profile(schedule=...)), set
+ * up in init: each training batch of this run is one profiler step (step 0
+ * is the run's first batch, also after a resume), and every active window
+ * of the schedule is written to <output_dir>/profiler/rank<r>.<cycle>.pt.trace.json
+ * (Chrome, Perfetto, TensorBoard's profiler plugin). Bad options fail
+ * ct_fit before the first batch, as ct_profiler_new would; a trace that
+ * cannot be written prints why and training goes on. CT_ESTATE after
+ * training started. Returns a status. */
+CT_API int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o);
 
 /* Hyperparameters (the config's "hyperparameters" and --hparam flags).
  * The getters return the default when the name is absent; a present value

@@ -20,7 +20,8 @@
  * ct_ctx_use_amp), init_scale (64), growth_interval (1000), inf_at (-1: fill
  * the first layer's weight gradient with inf after backward in that batch),
  * clip (false: a clip callback reporting the gradient norm it sees as
- * "grad_norm"); with a scaler the metric "scale" is its scale.
+ * "grad_norm"); with a scaler the metric "scale" is its scale; profile
+ * (false: ct_ctx_set_profiler, schedule wait 1, warmup 1, active 2, once).
  *
  * `ckpt_trial predict DIR` instead loads the trial from checkpoint DIR
  * (ct_load_trial_from_checkpoint) and prints the model's outputs for the
@@ -122,6 +123,14 @@ static void *trial_init(ct_context *ctx) {
     t->shuffle = ct_ctx_hparam_bool(ctx, "shuffle", true);
     t->inf_at = ct_ctx_hparam_int(ctx, "inf_at", -1);
     t->clip = ct_ctx_hparam_bool(ctx, "clip", false);
+    if (ct_ctx_hparam_bool(ctx, "profile", false)) {
+        ct_profiler_opts po = ct_profiler_defaults();
+        po.schedule.wait = 1;
+        po.schedule.warmup = 1;
+        po.schedule.active = 2;
+        po.schedule.repeat = 1;
+        if (ct_ctx_set_profiler(ctx, &po) != 0) goto fail;
+    }
     const char *amp = ct_ctx_hparam_str(ctx, "amp", "");
     if (amp[0]) {
         ct_amp_opts o = ct_amp_defaults();

@@ -213,6 +213,19 @@ val = lambda out: [m["metrics"]["validation_loss"] for m in metrics(out) if m["g
 check("scaler_state_dict" not in st16 and val(ref_bf16) != val(ref) and abs(val(ref_bf16)[-1] - val(ref)[-1]) < 0.05,
       f"bf16: autocast without a scaler changes the losses a little ({val(ref_bf16)[-1]:.5f} vs {val(ref)[-1]:.5f})")
 
+# 6. ct_ctx_set_profiler: batches 2 and 3 of the run (wait 1, warm-up 1,
+#    active 2) traced into output/profiler, one file for rank 0.
+out = os.path.join(WORK, "profile")
+run(out, "--hparam", "profile=true")
+traces = sorted(glob.glob(os.path.join(out, "profiler", "*.pt.trace.json")))
+steps = []
+if len(traces) == 1:
+    events = json.load(open(traces[0])).get("traceEvents", [])
+    steps = sorted({e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")})
+ops = len(traces) == 1 and any(e.get("name") == "aten::addmm" for e in events)
+check([os.path.basename(t) for t in traces] == ["rank0.0.pt.trace.json"] and steps == ["ProfilerStep#2", "ProfilerStep#3"]
+      and ops, f"profiler: one trace of batches 2 and 3 with their ops ({traces}, {steps})")
+
 # ---- preemption while writing --------------------------------------------------
 
 # A second SIGTERM (and a SIGINT) while the checkpoint is being written changes
