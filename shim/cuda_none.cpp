@@ -1,5 +1,6 @@
-// shim/cuda_none.cpp — stands in for cuda.cpp when the linked libtorch has no
-// CUDA: queries say "none", actions fail with a message saying why.
+// shim/cuda_none.cpp — stands in for cuda.cpp and cuda_graph.cpp when the
+// linked libtorch has no CUDA: queries say "none", actions fail with a
+// message saying why.
 #include "internal.h"
 
 #include "ctrial/cuda.h"
@@ -23,3 +24,21 @@ extern "C" void *ct_cuda_data_ptr(const ct_tensor *) {
     no_cuda(__func__);
     return nullptr;
 }
+
+// ---- CUDA graphs: nothing can be captured, so nothing needs explaining ----
+
+extern "C" ct_cuda_graph *ct_cuda_graph_new(int) {
+    no_cuda(__func__);
+    return nullptr;
+}
+extern "C" void ct_cuda_graph_free(ct_cuda_graph *) {}
+static int no_graph(const ct_cuda_graph *g, const char *fn) {
+    return g ? no_cuda(fn) : ct::fail(CT_EINVAL, fn, "graph is NULL");
+}
+extern "C" int ct_cuda_graph_side_stream_begin(ct_cuda_graph *g) { return no_graph(g, __func__); }
+extern "C" int ct_cuda_graph_side_stream_end(ct_cuda_graph *g) { return no_graph(g, __func__); }
+extern "C" int ct_cuda_graph_capture_begin(ct_cuda_graph *g) { return no_graph(g, __func__); }
+extern "C" int ct_cuda_graph_capture_end(ct_cuda_graph *g) { return no_graph(g, __func__); }
+extern "C" void ct_cuda_graph_capture_abort(ct_cuda_graph *) {}
+extern "C" int ct_cuda_graph_replay(ct_cuda_graph *g) { return no_graph(g, __func__); }
+extern "C" int ct_cuda_graph_explain_error(const char *) { return ct_last_code(); }

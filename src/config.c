@@ -526,9 +526,23 @@ static int on_bucket_cap_mb(loader *L, const char *path, json_t *v) {
     return get_int(L, path, v, 1, 1 << 20, &L->c->fit.bucket_cap_mb) ? CT_ECONFIG : 0;
 }
 
+/* ctrial's own keys: the training step as a CUDA graph (trial.h). */
+static int on_cuda_graphs(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.cuda_graphs);
+}
+
+static int on_cuda_graph_warmup(loader *L, const char *path, json_t *v) {
+    int64_t n = 0;
+    if (get_int(L, path, v, 1, INT_MAX, &n)) return CT_ECONFIG;
+    L->c->fit.cuda_graph_warmup = (int)n;
+    return 0;
+}
+
 static int on_optimizations(loader *L, const char *path, json_t *v) {
     static const key_entry keys[] = {{"aggregation_frequency", on_aggregation_frequency},
                                      {"bucket_cap_mb", on_bucket_cap_mb},
+                                     {"cuda_graphs", on_cuda_graphs},
+                                     {"cuda_graph_warmup", on_cuda_graph_warmup},
                                      /* ctrial always averages across ranks, as true does */
                                      {"average_training_metrics", ignore_bool},
                                      {NULL, NULL}};

@@ -21,6 +21,7 @@
 
 #include "ckpt_internal.h"
 #include "grad_sync.h"
+#include "graph_step.h"
 #include "ctrial/dist.h"
 #include "loader_internal.h"
 #include "report.h"
@@ -482,14 +483,12 @@ static int simple_mode_step(ct_context *ctx, const ct_value *metrics) {
     return rc;
 }
 
-/* One batch: train_batch in a scope, its metrics kept (detached) for the
- * workload, schedulers stepped by mode. */
-static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload) {
-    int64_t idx = ctx->batches_trained;
-    int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
-    ctx->current_batch = idx;
-    ct_scope *s = ct_scope_begin();
-    double t0 = ct_clock();
+/* The training step as the trial defines it: train_batch (under AMP's
+ * autocast, with simple mode's backward and step, and scaler.update()).
+ * NEW metrics dict, detached, or NULL + error. With cuda_graphs the
+ * CUDA-graph step (graph_step.h) runs it to warm up and to capture, and
+ * replays it after. */
+static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoch, int64_t idx) {
     int rc = amp_enter(ctx);
     ct_value *m = rc == CT_OK ? ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx) : NULL;
     if (rc == CT_OK) {
@@ -506,8 +505,26 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         rc = ct_grad_scaler_update(ctx->scaler);
         ctx->scaler_stepped = false;
     }
+    if (rc != CT_OK) {
+        ct_value_free(m);
+        return NULL;
+    }
+    detach_metrics(m);
+    return m;
+}
+
+/* One batch: train_batch in a scope, its metrics kept (detached) for the
+ * workload, schedulers stepped by mode. */
+static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload) {
+    int64_t idx = ctx->batches_trained;
+    int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
+    ctx->current_batch = idx;
+    ct_scope *s = ct_scope_begin();
+    double t0 = ct_clock();
+    ct_value *m = ctx->graph ? ct_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
+                             : eager_step(ctx, batch, epoch, idx);
+    int rc = m ? CT_OK : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ETRIAL, "train_batch failed");
     ct_time_add(ctx, CT_TIME_TRAIN, t0);
-    if (rc == CT_OK) detach_metrics(m);
     ct_scope_end(s);
     if (rc == CT_OK) rc = ct_value_list_append(workload, m);
     else ct_value_free(m);
@@ -785,6 +802,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     rc = agree(ctx, setup(ctx));
     if (rc == CT_OK) rc = agree(ctx, broadcast_models(ctx));
     if (rc == CT_OK) rc = agree(ctx, start_grad_sync(ctx));
+    if (rc == CT_OK && ctx->opts.cuda_graphs) rc = agree(ctx, ct_graph_step_new(ctx, &ctx->graph));
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
@@ -799,6 +817,8 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc == CT_OK) ct_report_summary(ctx);
     char saved_msg[2048];
     snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
+    ct_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
+    ctx->graph = NULL;
     ct_ctx_free(ctx);
     restore_signals(&saved);
     if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);

@@ -201,6 +201,11 @@ static int f_stop_on_nan(ct_config *c, const char *flag, const char *val) {
     return 0;
 }
 
+static int f_cuda_graphs(ct_config *c, const char *flag, const char *val) {
+    c->fit.cuda_graphs = true;
+    return 0;
+}
+
 static int f_quiet(ct_config *c, const char *flag, const char *val) {
     c->fit.quiet = true;
     return 0;
@@ -233,6 +238,8 @@ static const flag_def flags[] = {
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
     {"--threads", "N", "intra-op CPU threads (default: libtorch's, the number of cores)", f_threads},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
+    {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "
+                            "(static shapes; optimizations.cuda_graphs)", f_cuda_graphs},
     {"--quiet", NULL, "print only errors", f_quiet},
     {"--help", NULL, "print this help and exit", NULL},
 };

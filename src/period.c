@@ -81,6 +81,7 @@ ct_fit_opts ct_fit_defaults(void) {
         .smaller_is_better = true,
         .aggregation_frequency = 1,
         .bucket_cap_mb = 25,
+        .cuda_graph_warmup = 3,
         .output_dir = "output",
         .save_trial_latest = 1,
         .save_trial_best = 1,

@@ -68,6 +68,7 @@ struct ct_context {
     ct_wrapped_sched *scheds;
     size_t n_scheds;
     struct ct_grad_sync **syncs; /* one per model under mpirun (grad_sync.h), else NULL */
+    struct ct_graph_step *graph; /* the CUDA-graph step (graph_step.h) when opts.cuda_graphs */
     ct_reducer **reducers;
     size_t n_reducers;
     ct_callback *callbacks;

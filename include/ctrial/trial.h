@@ -188,6 +188,8 @@ typedef struct {
     int64_t global_batch_size;     /* 0: from hparams' global_batch_size */
     int aggregation_frequency;     /* 1 */
     int64_t bucket_cap_mb;         /* gradient all-reduce bucket size under mpirun (25) */
+    bool cuda_graphs;              /* capture the training step in a CUDA graph, replay it (false) */
+    int cuda_graph_warmup;         /* eager batches before the capture, >= 1 (3) */
     uint64_t seed;                 /* experiment seed (0) */
     const char *output_dir;        /* metrics.jsonl, events, checkpoints ("output") */
     const char *checkpoint_dir;    /* checkpoint_storage.host_path (NULL: output_dir/checkpoints) */
@@ -337,6 +339,51 @@ CT_API bool ct_ctx_is_epoch_end(const ct_context *ctx);
 /* Determined's stop request: the loop finishes this batch, checkpoints if
  * the last checkpoint is not current, and returns cleanly. */
 CT_API void ct_ctx_request_stop(ct_context *ctx);
+
+/* ==== CUDA graphs (ct_fit_opts.cuda_graphs) ================================
+ *
+ * With cuda_graphs on (and a CUDA device), the loop runs the first
+ * cuda_graph_warmup batches eagerly on a side stream, then captures the
+ * whole training step (train_batch: forward, ct_ctx_backward,
+ * ct_ctx_step_optimizer; in simple mode with ctrial's backward and step) in
+ * a CUDA graph and, for every later batch, copies the batch into the
+ * captured input tensors and replays the graph: one launch instead of
+ * hundreds. The metrics of each batch are clones of the tensors the graph
+ * writes.
+ *
+ * A replay repeats what train_batch did at capture, so:
+ *   - every batch has the structure, shapes and dtypes of the captured one
+ *     and lives on the trial's device (the training chain repeats before
+ *     it batches, so its batches are full; pad or bucket data of varying
+ *     size); a mismatch is CT_ESHAPE naming the leaf and both shapes;
+ *   - train_batch's host code (branches on batch_idx, counters, host
+ *     numbers in its metrics, ct_reducer_update, ct_ctx_request_stop) runs
+ *     only at capture; anything that needs the host to wait for the GPU
+ *     (ct_item, printing, copies to the CPU, nonzero) fails the capture
+ *     with CT_ESTATE saying so;
+ *   - optimizer hyperparameters are baked in: when any group's differ from
+ *     those at capture (a scheduler stepped), the step is captured again;
+ *     a change on two batches in a row (a scheduler stepping every batch)
+ *     is CT_ENOTSUP naming the schedulers, since capturing every batch
+ *     costs more than it saves;
+ *   - dropout works (the default CUDA generator is registered with the
+ *     capture): a graph run draws what an eager run draws.
+ *
+ * Refused before training starts: aggregation_frequency > 1 and
+ * cuda_graph_warmup < 1 (CT_ECONFIG); an optimizer whose step is not
+ * capturable, i.e. other than SGD or fused (fused=1) Adam/AdamW
+ * (CT_ENOTSUP naming it); mpirun (CT_ENOTSUP: the gradient all-reduce
+ * decides its buckets on the host each backward); a CPU device
+ * (CT_ECONFIG). AMP (ct_ctx_use_amp): the autocast region and the
+ * scaler's scale, unscale, step and update are captured with the step;
+ * fp16's GradScaler needs every optimizer group fused (CT_ENOTSUP
+ * otherwise: for the others it decides on the host whether to step), bf16
+ * has no scaler and no such limit. */
+
+/* How many times the training step was captured so far in this run (0
+ * before the first capture, or with cuda_graphs off); more than one means
+ * re-captures after hyperparameter changes. */
+CT_API int64_t ct_ctx_cuda_graph_captures(const ct_context *ctx);
 
 #ifdef __cplusplus
 }

@@ -301,7 +301,7 @@ static void test_help(void) {
         "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
         "--checkpoint-period PERIOD", "--checkpoint-policy best|all|none", "--output DIR",
         "--resume PATH|latest", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
-        "--threads N", "--stop-on-nan", "--quiet", "--help"};
+        "--threads N", "--stop-on-nan", "--cuda-graphs", "--quiet", "--help"};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
