@@ -245,6 +245,9 @@ static void *mnist_init(ct_context *ctx) {
     adam.lr = lr;
     t->optimizer = t->model ? ct_ctx_wrap_optimizer(ctx, ct_optim_adam(t->model, &adam)) : NULL;
     if (!t->optimizer) goto fail;
+    /* Adam(fused=True) when hparam fused: one kernel per step, and what
+     * --cuda-graphs needs (the foreach Adam reads its step count on the host). */
+    if (ct_ctx_hparam_bool(ctx, "fused", false) && ct_optim_set_option(t->optimizer, 0, "fused", 1) != 0) goto fail;
     if (lr_gamma != 1.0 &&
         !ct_ctx_wrap_lr_scheduler(ctx, ct_sched_step_lr(t->optimizer, 1, lr_gamma), CT_STEP_EVERY_EPOCH, 1))
         goto fail;
