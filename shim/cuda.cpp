@@ -9,6 +9,11 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <ATen/cuda/CUDAEvent.h>
+
+#include <map>
+#include <mutex>
 
 namespace {
 // Validates a device ordinal; throws a Failure naming the problem.
@@ -108,4 +113,38 @@ extern "C" void *ct_cuda_data_ptr(const ct_tensor *t) {
         ct::fail_exception(__func__);
         return nullptr;
     }
+}
+
+// One side stream per device for host-to-device copies: taken from
+// libtorch's pool once, so that every copy of a device queues on the same
+// stream, in order.
+static c10::cuda::CUDAStream copy_stream(c10::DeviceIndex device) {
+    static std::mutex mu;
+    static std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = streams.find(device);
+    if (it == streams.end()) it = streams.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
+    return it->second;
+}
+
+extern "C" ct_tensor *ct_cuda_copy_in(const ct_tensor *t, int device) {
+    CT_IN(t);
+    return ct::op(__func__, [&] {
+        check_device(device);
+        const auto index = static_cast<c10::DeviceIndex>(device);
+        c10::cuda::CUDAGuard device_guard(index);
+        c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
+        c10::cuda::CUDAStream side = copy_stream(index);
+        at::Tensor out;
+        {
+            c10::cuda::CUDAStreamGuard on_side(side);
+            out = t->t.to(at::Device(at::kCUDA, index), /*non_blocking=*/true);
+        }
+        at::cuda::CUDAEvent copied;
+        copied.record(side);
+        copied.block(current);
+        // Allocated on the side stream, used on the current one.
+        if (out.is_cuda()) out.record_stream(current);
+        return out;
+    });
 }

@@ -24,6 +24,10 @@ extern "C" void *ct_cuda_data_ptr(const ct_tensor *) {
     no_cuda(__func__);
     return nullptr;
 }
+extern "C" ct_tensor *ct_cuda_copy_in(const ct_tensor *, int) {
+    no_cuda(__func__);
+    return nullptr;
+}
 
 // ---- CUDA graphs: nothing can be captured, so nothing needs explaining ----
 

@@ -325,7 +325,12 @@ static ct_tensor *pin_leaf(const ct_tensor *t, const ct_loader *l) {
     return ct_device_of(t).type == CT_CPU ? ct_pin_memory(t) : ct_alias(t);
 }
 
+/* Pinned batches go to a GPU on a side stream the compute stream waits
+ * for, so the copy runs beside the previous batch's kernels rather than
+ * queued behind them; anything else is a plain (blocking) move. */
 static ct_tensor *move_leaf(const ct_tensor *t, const ct_loader *l) {
+    if (l->pin && l->o.device.type == CT_CUDA && ct_device_of(t).type == CT_CPU)
+        return ct_cuda_copy_in(t, l->o.device.index);
     return ct_to_device(t, l->o.device, l->pin);
 }
 

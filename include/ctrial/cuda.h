@@ -56,6 +56,16 @@ CT_API void *ct_cuda_current_stream(int device);
  * for a CPU tensor (CT_EDEVICE), a non-contiguous one (CT_EINVAL) or one
  * without device memory (no elements; CT_EINVAL). */
 CT_API void *ct_cuda_data_ptr(const ct_tensor *t);
+/* t (a host tensor, pinned for the copy to be asynchronous) copied to
+ * cuda:device on a side stream of that device, which the current stream
+ * then waits for through an event: the copy runs beside the work already
+ * queued on the current stream instead of behind it, and the host does not
+ * wait (torch: with torch.cuda.stream(s): x.to(dev, non_blocking=True);
+ * current.wait_stream(s); x.record_stream(current)). The result is
+ * recorded on the current stream, so the caching allocator keeps its memory
+ * until the work queued there is done. NEW tensor (like ct_to_device), or
+ * NULL + error. */
+CT_API ct_tensor *ct_cuda_copy_in(const ct_tensor *t, int device);
 
 /* ---- CUDA graphs (torch.cuda.CUDAGraph) -------------------------------------
  *
