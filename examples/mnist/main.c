@@ -248,6 +248,13 @@ static void *mnist_init(ct_context *ctx) {
     /* Adam(fused=True) when hparam fused: one kernel per step, and what
      * --cuda-graphs needs (the foreach Adam reads its step count on the host). */
     if (ct_ctx_hparam_bool(ctx, "fused", false) && ct_optim_set_option(t->optimizer, 0, "fused", 1) != 0) goto fail;
+    /* hparam amp "bf16" or "fp16": context.experimental.use_amp() */
+    const char *amp = ct_ctx_hparam_str(ctx, "amp", "");
+    if (amp[0]) {
+        ct_amp_opts a = ct_amp_defaults();
+        a.dtype = !strcmp(amp, "bf16") ? CT_BF16 : !strcmp(amp, "fp16") ? CT_F16 : CT_F32;
+        if (ct_ctx_use_amp(ctx, &a) != 0) goto fail;
+    }
     if (lr_gamma != 1.0 &&
         !ct_ctx_wrap_lr_scheduler(ctx, ct_sched_step_lr(t->optimizer, 1, lr_gamma), CT_STEP_EVERY_EPOCH, 1))
         goto fail;

@@ -25,3 +25,13 @@ ct_py_test(examples_bad_config_unknown_key ${_check} $<TARGET_FILE:onevar>
            ${CMAKE_CURRENT_LIST_DIR}/bad_config.json config-error searcher.max_lenght)
 ct_py_test(examples_bad_hparam_value ${_check} $<TARGET_FILE:mnist> examples/mnist/mnist_cnn.json
            config-error model -- --hparam model=resnet)
+
+# charlm (check_charlm.py): 40 batches with a falling loss, then `charlm
+# sample` from the checkpoint; and its first 30 batches equal to the same
+# model in plain PyTorch (bench/gpu/torch_eager.py).
+ct_py_test(examples_charlm_trains_and_samples ${CMAKE_CURRENT_LIST_DIR}/check_charlm.py
+           $<TARGET_FILE:charlm> train-and-sample)
+ct_py_test(examples_charlm_matches_pytorch ${CMAKE_CURRENT_LIST_DIR}/check_charlm.py
+           $<TARGET_FILE:charlm> matches-pytorch)
+set_tests_properties(examples_charlm_trains_and_samples examples_charlm_matches_pytorch
+                     PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
