@@ -549,9 +549,21 @@ static int on_optimizations(loader *L, const char *path, json_t *v) {
     return walk(L, path, v, keys);
 }
 
+/* ctrial's own key: where the trial trains, "cpu", "cuda" or "cuda:N"
+ * (--device overrides it; under mpirun "cuda" means each local rank's own
+ * GPU). */
+static int on_device(loader *L, const char *path, json_t *v) {
+    const char *s;
+    ct_device d;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (ct_device_parse(s, &d) != 0) return fail(L, "'%s' must be cpu, cuda or cuda:N, got '%s'", path, s);
+    L->c->fit.device = ct_config_keep(L->c, s);
+    return L->c->fit.device ? 0 : ct_set_error(CT_ENOMEM, "config: out of memory");
+}
+
 static int on_resources(loader *L, const char *path, json_t *v) {
     /* The number of ranks comes from mpirun, not from the config. */
-    static const key_entry keys[] = {{"slots_per_trial", ignore_positive}, {NULL, NULL}};
+    static const key_entry keys[] = {{"slots_per_trial", ignore_positive}, {"device", on_device}, {NULL, NULL}};
     return walk(L, path, v, keys);
 }
 

@@ -89,7 +89,7 @@ static const char *full_config =
     "  \"entrypoint\": \"model_def:MnistTrial\",\n"
     "  \"workspace\": \"ws\", \"project\": \"pr\",\n"
     "  \"max_restarts\": 0,\n"
-    "  \"resources\": {\"slots_per_trial\": 2},\n"
+    "  \"resources\": {\"slots_per_trial\": 2, \"device\": \"cuda:1\"},\n"
     "  \"hyperparameters\": {\n"
     "    \"global_batch_size\": 64,\n"
     "    \"lr\": 0.01,\n"
@@ -172,7 +172,7 @@ static void check_full(const ct_config *c) {
     CHECK(strcmp(o->output_dir, "output") == 0);
     CHECK(o->checkpoint_dir && strcmp(o->checkpoint_dir, "/tmp/ck/exp1") == 0);
     CHECK(o->save_trial_latest == 2 && o->save_trial_best == 3);
-    CHECK(o->resume == NULL && o->device == NULL);
+    CHECK(o->resume == NULL && o->device && strcmp(o->device, "cuda:1") == 0);
     ct_value *hp = expected_hparams(), *data = expected_data();
     CHECK(o->hparams == c->hparams && ct_value_equal(o->hparams, hp));
     CHECK(o->data == c->data && ct_value_equal(o->data, data));
@@ -282,6 +282,8 @@ static void test_errors(void) {
          "unknown key 'optimizations.mixed_precision'");
     FAIL("{" ML ", \"reproducibility\": {\"seed\": 1}}", "unknown key 'reproducibility.seed'");
     FAIL("{" ML ", \"resources\": {\"slots\": 1}}", "unknown key 'resources.slots'");
+    FAIL("{" ML ", \"resources\": {\"device\": \"gpu0\"}}", "'resources.device' must be cpu, cuda or cuda:N, got 'gpu0'");
+    FAIL("{" ML ", \"resources\": {\"device\": 0}}", "resources.device");
     FAIL("{" ML ", \"min_validation_period\": {\"steps\": 1}}",
          "unknown key 'min_validation_period.steps'");
     FAIL("{" ML ", \"environment\": {}}", "unknown key 'environment'");
