@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Same model, same data: the first STEPS training losses of
+det_runner.py and lightning_runner.py against plain PyTorch
+(bench/gpu/torch_eager.py) for each workload, on the CPU, seed 0, one
+thread.
+
+    parity.py [--steps 20] [--workloads mlp,cnn,charlm] [--tol 1e-5]
+
+cnn and charlm: torch_eager.py itself is run (--window 1). mlp: torch_eager.py
+has no MLP, so the reference is its own loop and step code (te.Digits.step)
+with examples/mnist's MLP (common.DigitsMLP), in this process. Every
+runner is run with --window 1 --warmup-windows 0, so its "losses" are the
+per-step losses. Prints one JSON line per workload and exits 1 when a
+difference exceeds --tol.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+import common
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_json(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def eager_mlp(steps):
+    torch.set_num_threads(1)
+    a = argparse.Namespace(workload="mlp", config=None, data=None, hparam=[], threads=1, device="cpu")
+    hp, data, fused = common.setup(a)
+    W = common.build_workload("mlp", hp, data, 0, torch.device("cpu"), fused)
+    W.model.train()
+    return [W.step(*W.batch())[0].item() for _ in range(steps)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--workloads", default="mlp,cnn,charlm")
+    ap.add_argument("--tol", type=float, default=1e-5)
+    a = ap.parse_args()
+    py = sys.executable
+    bad = False
+    for wl in a.workloads.split(","):
+        w = common.WORKLOADS[wl]
+        if wl == "mlp":
+            ref = eager_mlp(a.steps)
+        else:
+            cmd = [py, os.path.join(common.ROOT, "bench/gpu/torch_eager.py"),
+                   "--workload", "digits" if wl == "cnn" else "charlm",
+                   "--config", os.path.join(common.ROOT, w["config"]), "--data", os.path.join(common.ROOT, w["data"]),
+                   "--device", "cpu", "--threads", "1", "--seed", "0",
+                   "--window", "1", "--windows", str(a.steps), "--warmup-windows", "0"]
+            for k, v in w["hparams"].items():
+                cmd += ["--hparam", f"{k}={json.dumps(v)}"]
+            ref = run_json(cmd)["losses"]
+        row = {"workload": wl, "steps": a.steps, "eager_first": ref[0], "eager_last": ref[-1]}
+        for system, script in (("determined", "det_runner.py"), ("lightning", "lightning_runner.py")):
+            out = run_json([py, os.path.join(HERE, script), "--workload", wl, "--device", "cpu", "--threads", "1",
+                            "--seed", "0", "--window", "1", "--windows", str(a.steps), "--warmup-windows", "0"])
+            got = out["losses"]
+            diff = max(abs(x - y) for x, y in zip(ref, got)) if len(got) == len(ref) else float("inf")
+            row[system + "_first"] = got[0]
+            row[system + "_max_abs_diff"] = diff
+            bad |= not diff <= a.tol
+        print(json.dumps(row), flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
