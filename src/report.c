@@ -70,12 +70,11 @@ static json_t *take_timings(ct_context *ctx) {
                           t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
                           "checkpoint_s", t.checkpoint, "other_s", t.other);
     /* On a GPU also its memory (torch.cuda.memory_allocated and the peak
-     * since the previous training line); the peak restarts here. */
+     * since the previous training line; ct_report restarts the peak). */
     int64_t mem = 0, peak = 0;
     if (j && gpu_memory(ctx, &mem, &peak)) {
         json_object_set_new(j, "gpu_memory_allocated_bytes", json_integer(mem));
         json_object_set_new(j, "gpu_memory_peak_bytes", json_integer(peak));
-        ct_cuda_reset_peak_memory_stats(ctx->device.index);
     }
     return j;
 }
@@ -238,7 +237,7 @@ static void print_training(ct_context *ctx, const ct_value *metrics) {
     ctx->last_report_records = ctx->records_trained;
 }
 
-int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
+static int report(ct_context *ctx, const char *group, ct_value *metrics) {
     if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(ctx->batches_trained));
     if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(ctx)));
     if (ctx->rank != 0) return CT_OK;
@@ -272,6 +271,16 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
         print_line(ctx, line);
     }
     return CT_OK;
+}
+
+int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
+    int rc = report(ctx, group, metrics);
+    /* The GPU's peak restarts with each training line, once that line and
+     * the progress line have both shown it (the progress line reads the
+     * counters after the metrics.jsonl line is written). */
+    if (ctx->rank == 0 && !strcmp(group, "training") && ctx->device.type == CT_CUDA)
+        ct_cuda_reset_peak_memory_stats(ctx->device.index);
+    return rc;
 }
 
 void ct_report_checkpoint(ct_context *ctx, const char *reason) {
