@@ -2,7 +2,7 @@
 """ct_pth_save / ct_pth_load beside torch.save / torch.load(weights_only=True)
 on the same checkpoints, in one run, as ratios.
 
-    .venv/bin/python bench/ckpt/run.py [BUILD_DIR] [--dir /tmp] [--runs 3] [--rounds 2]
+    .venv/bin/python bench/ckpt/run.py [BUILD_DIR] [--dir /tmp] [--runs 3] [--rounds 2] [--json PATH]
 
 BUILD_DIR (or $CTRIAL_BUILD_DIR, else build) holds bench/ckpt/bench_ckpt;
 this script builds nothing. Two checkpoints, built alike on both sides:
@@ -23,12 +23,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from hostinfo import load, machine, run_json  # noqa: E402
 
 TENSOR_MB = [2, 4, 8, 16, 32, 3, 6, 12, 24, 20]
 LAYER = [("attn.qkv.weight", (1536, 512)), ("attn.qkv.bias", (1536,)), ("attn.out.weight", (512, 512)),
@@ -111,21 +111,6 @@ def tensors_of(v):
 # ---- the driver -------------------------------------------------------------------------------------
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def machine():
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs, {model}"
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build", nargs="?", default=os.environ.get("CTRIAL_BUILD_DIR", "build"))
@@ -133,6 +118,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--scenarios", default="tensors,adam")
+    ap.add_argument("--json", metavar="PATH", help="also write every timed operation's figures to PATH as JSON")
     ap.add_argument("--side", nargs="+", help=argparse.SUPPRESS)  # internal: the torch side
     args = ap.parse_args()
     if args.side:
@@ -142,12 +128,13 @@ def main():
         sys.exit(f"{prog} not found: build it first (ninja -C {args.build} bench_ckpt)")
     import torch
     me = [sys.executable, os.path.abspath(__file__), "--side", "torch"]
-    print(f"torch {torch.__version__}; {machine()}; files in {args.dir}; median of {args.runs} runs x "
-          f"{args.rounds} rounds after a warm-up per process; load average "
-          f"{' '.join(open('/proc/loadavg').read().split()[:3])}\n")
+    ncpu, model = machine()
+    load_start = load()
+    print(f"torch {torch.__version__}; {ncpu} CPUs, {model}; files in {args.dir}; median of {args.runs} runs x "
+          f"{args.rounds} rounds after a warm-up per process; load average {load_start}\n")
     print("| checkpoint | op | MB | ctrial MB/s | torch MB/s | ratio | ctrial extra mem | torch extra mem |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    verdicts = []
+    verdicts, rows = [], []
     for scenario in args.scenarios.split(","):
         cfile = os.path.join(args.dir, f"ctrial_{scenario}.pth")
         tfile = os.path.join(args.dir, f"torch_{scenario}.pth")
@@ -176,12 +163,38 @@ def main():
             cm = f"{mem('c_save'):.2f}%" if op == "save" else ""
             tm = f"{mem('t_save'):.2f}%" if op == "save" else ""
             print(f"| {scenario} | {op} | {mb:.0f} | {c:,.0f} | {t:,.0f} | {c / t:.2f}x | {cm} | {tm} |")
+            cs = [x for r in res["c_" + op] for x in r["seconds"]]
+            ts = [x for r in res["t_" + op] for x in r["seconds"]]
+            crates, trates = [mb / x for x in cs], [mb / x for x in ts]
+            rows.append({"scenario": scenario, "op": op, "mb": mb, "bytes": nbytes,
+                         "ctrial_mb_per_s": crates, "torch_mb_per_s": trates,
+                         "ratio": statistics.median(crates) / statistics.median(trates),
+                         "ctrial_seconds": cs, "torch_seconds": ts,
+                         "ctrial_extra_mem_pct": mem("c_save") if op == "save" else None,
+                         "torch_extra_mem_pct": mem("t_save") if op == "save" else None})
             verdicts.append(f"{scenario} {op}: ctrial >= 1.0x torch: {'yes' if c >= t else 'NO'}")
         verdicts.append(f"{scenario} save: extra memory < 10%: {'yes' if mem('c_save') < 10 else 'NO'}")
         for f in (cfile, tfile):
             os.remove(f)
     print()
     print("\n".join(verdicts))
+    if args.json:
+        out = {"benchmark": "ckpt", "rows": rows, "meta": {
+            "torch_version": torch.__version__, "cpus": ncpu, "cpu_model": model, "dir": args.dir,
+            "runs": args.runs, "rounds": args.rounds, "scenarios": args.scenarios,
+            "load_average_start": load_start, "load_average_end": load(),
+            "notes": {
+                "mb": "checkpoint bytes / 1e6; MB/s: those over one timed operation's seconds",
+                "samples": "one per timed operation: --runs per process after its warm-up, --rounds processes "
+                           "per side, in round order",
+                "ratio": "median(ctrial_mb_per_s) / median(torch_mb_per_s); the table's MB/s are MB / "
+                         "median(seconds), the same figures when the sample count is odd (with an even count "
+                         "they can differ in the last digits)",
+                "extra_mem_pct": "saves only: the largest (peak RSS during a save - RSS before it) over all "
+                                 "saves, as a % of the checkpoint bytes; null for loads"}}}
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

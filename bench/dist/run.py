@@ -5,6 +5,7 @@ communication hidden behind backward, and 1-rank vs 2-rank training
 throughput at the same global batch size.
 
     .venv/bin/python bench/dist/run.py [BUILD_DIR] [--runs 3] [--mb 1,10,100] [--parts bandwidth,overlap,train]
+        [--json PATH]
 
 BUILD_DIR (or $CTRIAL_BUILD_DIR, else build) holds bench/dist/bench_dist;
 this script builds nothing. It prints markdown tables. Each measurement is
@@ -16,42 +17,19 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from hostinfo import load, machine, run_json_lines  # noqa: E402
+
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-
-
-def machine():
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return os.cpu_count(), model
-
-
-def load():
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "?"
 
 
 def run_json(cmd):
     """The JSON lines rank 0 printed."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env).stdout
-    rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-    if not rows:
-        raise RuntimeError(f"no JSON line from {' '.join(cmd)}:\n{out}")
-    return rows
+    return run_json_lines(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
 
 
 def ranks(n, prog, args):
@@ -80,6 +58,7 @@ def main():
     ap.add_argument("--global-batch", type=int, default=128)
     ap.add_argument("--width", type=int, default=1024, help="hidden width of the train part's MLP")
     ap.add_argument("--parts", default="bandwidth,overlap,train")
+    ap.add_argument("--json", metavar="PATH", help="also write every run's figures to PATH as one JSON object")
     a = ap.parse_args()
 
     prog = os.path.join(os.path.abspath(a.build_dir), "bench", "dist", "bench_dist")
@@ -170,6 +149,57 @@ def main():
                   f"{statistics.median(r['comm_ms_per_step'] for r in rs):.1f} | "
                   f"{statistics.median(r['wait_ms_per_step'] for r in rs):.1f} |")
         print()
+
+    if a.json:
+        write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr)
+
+
+def write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr):
+    """Every run's figures (one per mpirun: rank 0's line) as one JSON object at a.json."""
+    med = statistics.median
+
+    def col(rs, key):
+        return [r[key] for r in rs]
+
+    bandwidth = []
+    for (zero, mb), rs in sorted(bw.items()):
+        sync, allreduce = col(rs, "sync_gbs"), col(rs, "allreduce_gbs")
+        bandwidth.append({
+            "mb": mb, "variant": zero, "params": rs[0]["params"], "buckets_per_step": rs[0]["buckets_per_step"],
+            "grad_sync_gb_per_s": sync, "ring_only_gb_per_s": col(rs, "ring_gbs"),
+            "mpi_allreduce_gb_per_s": allreduce, "ratio": med(sync) / med(allreduce),
+            "ratio_per_run": col(rs, "ratio")})
+    overlap = []
+    for mib, rs in ov.items():
+        overlap.append({
+            "bucket_mib": float(mib), "buckets_per_step": rs[0]["buckets_per_step"], "width": rs[0]["width"],
+            "batch_per_rank": rs[0]["batch"], "grad_mb": rs[0]["grad_mb"],
+            **{k: col(rs, k) for k in ("hidden_share", "hidden_share_mean_over_ranks", "comm_ms_per_step",
+                                       "wait_ms_per_step", "step_ms_with_sync", "step_ms_without")}})
+    train = []
+    if any(tr.values()):
+        base = med(r["samples_per_s"] for r in tr[variants[0][0]])
+        for name, n, threads, zero in variants:
+            rs = tr[name]
+            train.append({
+                "configuration": name, "ranks": n, "threads": threads, "zero": zero,
+                "samples_per_s": col(rs, "samples_per_s"), "vs_1rank_1thread": med(col(rs, "samples_per_s")) / base,
+                **{k: col(rs, k) for k in ("ms_per_step", "comm_ms_per_step", "wait_ms_per_step")}})
+    out = {"benchmark": "dist", "bandwidth": bandwidth, "overlap": overlap, "train": train, "meta": {
+        "cpus": ncpu, "cpu_model": model, "load_average_start": load_start, "load_average_end": load_end,
+        "runs": a.runs, "ranks_bandwidth_overlap": 2, "mb": a.mb, "params": a.params, "reps": a.reps, "steps": a.steps,
+        "global_batch": a.global_batch, "width": a.width, "overlap_buckets_mib": a.overlap_buckets,
+        "parts": a.parts, "notes": {
+            "samples": "each list holds one value per mpirun (rank 0's report), in run order; a bandwidth value "
+                       "is itself the median of --reps repetitions inside that run",
+            "variant": "the table's zero column. none: gradients set to None after each step; inplace: zeroed "
+                       "in place",
+            "bandwidth_ratio": "median(grad_sync_gb_per_s) / median(mpi_allreduce_gb_per_s); the table prints "
+                               "the median of ratio_per_run (each run's grad_sync / MPI_Allreduce)",
+            "vs_1rank_1thread": "median(samples_per_s) / the median of the 1 rank, 1 thread row, as the table"}}}
+    with open(a.json, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ in load hits both sides alike; each program warms up in-process first.
 """
 import argparse
 import glob
-import json
 import os
 import shutil
 import statistics
@@ -26,6 +25,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from hostinfo import load, machine, run_json  # noqa: E402
 
 # The final losses of the two runs differ only by the order of the data
 # (ctrial's loader shuffles with numpy's MT19937, the floor with
@@ -33,34 +34,6 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # steps was 0.0086-0.0107 through ctrial and 0.0078-0.0106 by hand, and
 # same-seed pairs were up to 37% apart: agreement is judged within 40%.
 LOSS_REL_TOL = 0.40
-
-
-def machine():
-    model = "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return os.cpu_count(), model
-
-
-def load():
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "?"
-
-
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT).stdout
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError(f"no JSON line from {' '.join(cmd)}:\n{out}")
 
 
 def med(xs):
