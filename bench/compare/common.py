@@ -189,6 +189,20 @@ def arg_parser(doc):
     return ap
 
 
+def libtorch_cmd(binary, workload, hp, data, window, windows, warmup_windows, threads, seed):
+    """The command line of the hand-written libtorch loop (libtorch_loop.cpp)
+    for these resolved hyperparameters: every number or flag as --hp K=V
+    (strings such as "model" are the workload's choice, not a value)."""
+    cmd = [binary, "--workload", workload, "--data", data, "--window", str(window), "--windows", str(windows),
+           "--warmup-windows", str(warmup_windows), "--threads", str(threads), "--seed", str(seed)]
+    for k, v in sorted(hp.items()):
+        if isinstance(v, bool):
+            cmd += ["--hp", f"{k}={'true' if v else 'false'}"]
+        elif isinstance(v, (int, float)):
+            cmd += ["--hp", f"{k}={v!r}"]
+    return cmd
+
+
 def setup(a):
     """Threads, hyperparameters (config + workload overrides + --hparam),
     data path and the fused choice, as torch_eager.py's --fused auto."""
