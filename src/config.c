@@ -538,11 +538,18 @@ static int on_cuda_graph_warmup(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
+/* ctrial's own key: glibc's heap thresholds set for training
+ * (ct_fit_opts.tune_malloc; false leaves malloc alone). */
+static int on_tune_malloc(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.tune_malloc);
+}
+
 static int on_optimizations(loader *L, const char *path, json_t *v) {
     static const key_entry keys[] = {{"aggregation_frequency", on_aggregation_frequency},
                                      {"bucket_cap_mb", on_bucket_cap_mb},
                                      {"cuda_graphs", on_cuda_graphs},
                                      {"cuda_graph_warmup", on_cuda_graph_warmup},
+                                     {"tune_malloc", on_tune_malloc},
                                      /* ctrial always averages across ranks, as true does */
                                      {"average_training_metrics", ignore_bool},
                                      {NULL, NULL}};

@@ -10,6 +10,9 @@
  * shared/reference/determined-semantics.md; the tests assert each one. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -87,6 +90,35 @@ static void catch_stop_signals(saved_signals *saved) {
 static void restore_signals(const saved_signals *saved) {
     sigaction(SIGTERM, &saved->term, NULL);
     sigaction(SIGINT, &saved->intr, NULL);
+}
+
+/* ---- the heap ---------------------------------------------------------------- */
+
+/* glibc's defaults suit programs that allocate a little at a time: it maps
+ * every allocation over its mmap threshold (128 KiB, raised only as such
+ * blocks are freed) on its own and unmaps it when freed, and it gives the
+ * heap's free top back to the kernel once 128 KiB lie there. A training step
+ * frees its activations and gradients and allocates them again the next
+ * step, so each step faulted the same pages in afresh: 2,800 page faults a
+ * step and a third of the time in the digits CNN at batch 128
+ * (bench/compare/README.md). Keeping blocks up to 32 MiB on the heap and up
+ * to 64 MiB free at its top (plus 16 MiB of slack when it grows) keeps those
+ * pages; the cost is at most that much resident memory that was in use
+ * anyway. Process-wide and left in place after ct_fit (mallopt has no getter
+ * to restore from); a MALLOC_*_ variable or a malloc tunable in the
+ * environment is the user's own choice and wins. */
+static void tune_malloc(bool on) {
+#ifdef __GLIBC__
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (!on || getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_") ||
+        getenv("MALLOC_TOP_PAD_") || (tunables && strstr(tunables, "glibc.malloc.")))
+        return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
+#else
+    (void)on;
+#endif
 }
 
 /* ---- periods --------------------------------------------------------------- */
@@ -798,6 +830,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     ctx->local_rank = ct_dist_local_rank();
     saved_signals saved;
     catch_stop_signals(&saved);
+    tune_malloc(o->tune_malloc);
     ct_report_start(ctx);
     rc = agree(ctx, setup(ctx));
     if (rc == CT_OK) rc = agree(ctx, broadcast_models(ctx));

@@ -82,6 +82,7 @@ ct_fit_opts ct_fit_defaults(void) {
         .aggregation_frequency = 1,
         .bucket_cap_mb = 25,
         .cuda_graph_warmup = 3,
+        .tune_malloc = true,
         .output_dir = "output",
         .save_trial_latest = 1,
         .save_trial_best = 1,

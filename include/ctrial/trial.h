@@ -190,6 +190,7 @@ typedef struct {
     int64_t bucket_cap_mb;         /* gradient all-reduce bucket size under mpirun (25) */
     bool cuda_graphs;              /* capture the training step in a CUDA graph, replay it (false) */
     int cuda_graph_warmup;         /* eager batches before the capture, >= 1 (3) */
+    bool tune_malloc;              /* glibc's heap thresholds set for training, process-wide (true) */
     uint64_t seed;                 /* experiment seed (0) */
     const char *output_dir;        /* metrics.jsonl, events, checkpoints ("output") */
     const char *checkpoint_dir;    /* checkpoint_storage.host_path (NULL: output_dir/checkpoints) */

@@ -72,6 +72,7 @@ static void test_defaults(void) {
     CHECK(!o.step_zero_validation && !o.test_mode && !o.stop_on_nan && !o.quiet);
     CHECK(o.global_batch_size == 0);
     CHECK(o.aggregation_frequency == 1);
+    CHECK(o.tune_malloc);
     CHECK(o.seed == 0);
     CHECK(strcmp(o.output_dir, "output") == 0);
     CHECK(o.checkpoint_dir == NULL && o.resume == NULL && o.device == NULL);
@@ -111,7 +112,8 @@ static const char *full_config =
     "                         \"save_trial_best\": 3, \"save_experiment_best\": 0},\n"
     "  \"reproducibility\": {\"experiment_seed\": 1234},\n"
     "  \"records_per_epoch\": 60000,\n"
-    "  \"optimizations\": {\"aggregation_frequency\": 4, \"average_training_metrics\": true},\n"
+    "  \"optimizations\": {\"aggregation_frequency\": 4, \"average_training_metrics\": true,\n"
+    "                    \"tune_malloc\": false},\n"
     "  \"scheduling_unit\": 50,\n"
     "  \"perform_initial_validation\": true,\n"
     "  \"data\": {\"path\": \"/data/mnist\", \"workers\": 2, \"splits\": [0.8, 0.2],\n"
@@ -168,6 +170,7 @@ static void check_full(const ct_config *c) {
     CHECK(!o->test_mode && !o->stop_on_nan && !o->quiet);
     CHECK(o->global_batch_size == 64);
     CHECK(o->aggregation_frequency == 4);
+    CHECK(!o->tune_malloc);
     CHECK(o->seed == 1234);
     CHECK(strcmp(o->output_dir, "output") == 0);
     CHECK(o->checkpoint_dir && strcmp(o->checkpoint_dir, "/tmp/ck/exp1") == 0);
@@ -321,6 +324,7 @@ static void test_errors(void) {
          "'min_validation_period.batches' must be a positive integer, got 0");
     FAIL("{" ML ", \"min_checkpoint_period\": {\"records\": -64}}",
          "'min_checkpoint_period.records' must be a positive integer, got -64");
+    FAIL("{" ML ", \"optimizations\": {\"tune_malloc\": \"yes\"}}", "'optimizations.tune_malloc' must be a boolean");
     FAIL("{" ML ", \"optimizations\": {\"aggregation_frequency\": 0}}",
          "'optimizations.aggregation_frequency' must be a positive integer, got 0");
     FAIL("{" ML ", \"checkpoint_storage\": {\"save_trial_latest\": -1}}",

@@ -7,6 +7,7 @@
  * after 4 batches, "V4" validation, "C5:period" checkpoint decision and its
  * reason, "E0"/"e0" epoch start/end, ...); each scenario compares the whole
  * sequence with the one the rules give, and the numbers with 0.998 powers. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -355,8 +356,69 @@ static void expect_run(const char *name, const ct_trial *t, const ct_fit_opts *o
 
 static double pow998(int k) { return pow(0.998, k); }
 
+/* ---- the heap during training (ct_fit_opts.tune_malloc) ---------------------- */
+
+#ifdef __GLIBC__
+#include <malloc.h>
+
+/* This definition interposes glibc's (and a sanitizer's) for the whole
+ * process, so the test sees exactly which parameters ct_fit sets. */
+static int g_mallopt[3]; /* M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_TOP_PAD values */
+static int g_mallopt_calls;
+
+__attribute__((visibility("default"))) int mallopt(int param, int value) {
+    g_mallopt_calls++;
+    if (param == M_MMAP_THRESHOLD) g_mallopt[0] = value;
+    else if (param == M_TRIM_THRESHOLD) g_mallopt[1] = value;
+    else if (param == M_TOP_PAD) g_mallopt[2] = value;
+    return 1;
+}
+
+static int fit_and_count(const ct_trial *t, bool tune) {
+    ct_value *h = hp(16);
+    ct_fit_opts o = base_opts(h);
+    o.max_length = ct_batches(2);
+    o.tune_malloc = tune;
+    memset(g_mallopt, 0, sizeof g_mallopt);
+    g_mallopt_calls = 0;
+    CHECK_OK(ct_fit(t, &o));
+    ct_value_free(h);
+    return g_mallopt_calls;
+}
+#endif
+
+static void test_tune_malloc(const ct_trial *t) {
+    CHECK(ct_fit_defaults().tune_malloc);
+#ifdef __GLIBC__
+    /* The environment's malloc settings are the user's: ct_fit leaves them. */
+    const char *vars[] = {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES"};
+    char *saved[4];
+    for (int i = 0; i < 4; i++) {
+        const char *v = getenv(vars[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(vars[i]);
+    }
+    CHECK(fit_and_count(t, true) == 3);
+    CHECK(g_mallopt[0] == 32 << 20 && g_mallopt[1] == 64 << 20 && g_mallopt[2] == 16 << 20);
+    CHECK(fit_and_count(t, false) == 0);
+    for (int i = 0; i < 4; i++) {
+        setenv(vars[i], i == 3 ? "glibc.malloc.trim_threshold=1000000" : "1000000", 1);
+        CHECK(fit_and_count(t, true) == 0);
+        unsetenv(vars[i]);
+    }
+    setenv("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=4096", 1); /* not malloc's */
+    CHECK(fit_and_count(t, true) == 3);
+    unsetenv("GLIBC_TUNABLES");
+    for (int i = 0; i < 4; i++) {
+        if (saved[i]) setenv(vars[i], saved[i], 1);
+        free(saved[i]);
+    }
+#endif
+}
+
 int main(void) {
     ct_trial t = onevar_trial();
+    test_tune_malloc(&t);
     ct_value *h16 = hp(16), *h32 = hp(32);
 
     /* Batch periods; validation and checkpoint de-duplicated at the same
