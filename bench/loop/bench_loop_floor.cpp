@@ -14,7 +14,8 @@
 //
 // Prints one JSON line with the same fields as bench_loop digits.
 #include <torch/torch.h>
-#include <zlib.h>
+
+#include "../idx_file.hpp"
 
 #include <sys/resource.h>
 #include <time.h>
@@ -49,29 +50,7 @@
 
 namespace {
 
-// An IDX file (plain or gzip: gzread reads both) of uint8 values as a
-// tensor of its header's shape.
-torch::Tensor read_idx_u8(const std::string &path) {
-    gzFile f = gzopen(path.c_str(), "rb");
-    if (!f) throw std::runtime_error("cannot open " + path);
-    std::vector<unsigned char> buf;
-    unsigned char chunk[1 << 16];
-    int n;
-    while ((n = gzread(f, chunk, sizeof chunk)) > 0) buf.insert(buf.end(), chunk, chunk + n);
-    gzclose(f);
-    if (buf.size() < 4 || buf[0] != 0 || buf[1] != 0 || buf[2] != 0x08)
-        throw std::runtime_error(path + ": not a uint8 IDX file");
-    int ndim = buf[3];
-    std::vector<int64_t> shape;
-    size_t at = 4, count = 1;
-    for (int i = 0; i < ndim; i++, at += 4) {
-        int64_t d = (int64_t(buf[at]) << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3];
-        shape.push_back(d);
-        count *= size_t(d);
-    }
-    if (buf.size() != at + count) throw std::runtime_error(path + ": size does not match its header");
-    return torch::from_blob(buf.data() + at, shape, torch::kUInt8).clone();
-}
+using bench::read_idx_u8;
 
 // CPU time of the whole process (all threads): on a loaded machine it moves
 // less than wall time, as time spent waiting for a core is not counted.
