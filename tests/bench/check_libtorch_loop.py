@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""bench/compare/libtorch_loop against plain PyTorch (bench/compare/
+eager_runner.py): for each workload (digits MLP, digits CNN, char LM) the
+first STEPS per-step training losses, on the CPU, one thread, seed 0.
+
+    check_libtorch_loop.py LIBTORCH_LOOP [--steps 8]
+
+Same weights (built in PyTorch's module order after manual_seed), same
+batches (numpy's RandomState shuffle, reproduced in C++), same dropout masks:
+the first loss must be equal to the bit and the rest within 1e-5
+(torch::optim's Adam rounds its first moment differently from Python's:
+about 5e-7 over 20 steps). A wrong layer order, shuffle or hyperparameter
+moves the first losses by 1e-2 or more.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.environ.get("CTRIAL_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench", "compare"))
+import common  # noqa: E402
+
+
+def last_json(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("libtorch_loop")
+    ap.add_argument("--steps", type=int, default=8)
+    a = ap.parse_args()
+    bad = 0
+    for wl in ("mlp", "cnn", "charlm"):
+        hp, data, _ = common.setup(argparse.Namespace(workload=wl, config=None, data=None, hparam=[], threads=1,
+                                                      device="cpu"))
+        mine = last_json(common.libtorch_cmd(a.libtorch_loop, wl, hp, data, 1, a.steps, 0, 1, 0))["losses"]
+        ref = last_json([sys.executable, os.path.join(ROOT, "bench", "compare", "eager_runner.py"), "--workload", wl,
+                         "--threads", "1", "--seed", "0", "--window", "1", "--windows", str(a.steps),
+                         "--warmup-windows", "0"])["losses"]
+        diff = max(abs(x - y) for x, y in zip(mine, ref)) if len(mine) == len(ref) else float("inf")
+        ok = len(mine) == a.steps and mine[0] == ref[0] and diff <= 1e-5
+        bad += not ok
+        print(f"{'ok' if ok else 'FAIL'} {wl}: first loss {mine[0]!r} (PyTorch {ref[0]!r}), "
+              f"max |difference| over {a.steps} steps {diff:.2e}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
