@@ -99,7 +99,7 @@ static void restore_signals(const saved_signals *saved) {
  * blocks are freed) on its own and unmaps it when freed, and it gives the
  * heap's free top back to the kernel once 128 KiB lie there. A training step
  * frees its activations and gradients and allocates them again the next
- * step, so each step faulted the same pages in afresh: 2,800 page faults a
+ * step, so each step faulted the same pages in afresh: 3,200 page faults a
  * step and a third of the time in the digits CNN at batch 128
  * (bench/compare/README.md). Keeping blocks up to 32 MiB on the heap and up
  * to 64 MiB free at its top (plus 16 MiB of slack when it grows) keeps those

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the optional dependencies of bench/compare (Determined's
-# PyTorchTrial and PyTorch Lightning's Trainer) into the project's venv
+# PyTorchTrial, PyTorch Lightning's Trainer, and matplotlib for the chart of
+# bench/compare/run.py) into the project's venv
 # (.venv, made by tools/setup.sh), idempotently. Not part of the test set-up:
 # nothing in the build or .ci/run needs these packages.
 #
@@ -17,6 +18,7 @@ py="$root/.venv/bin/python"
 # torch>=2.1. Both are the newest releases at the time of writing.
 DETERMINED_VERSION=0.38.1
 LIGHTNING_VERSION=2.6.6
+MATPLOTLIB_VERSION=3.11.2   # determined needs it too
 
 fail() { echo "bench-setup: $*" >&2; exit 1; }
 
@@ -27,13 +29,13 @@ torch_before=$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) \
 have=$("$py" - <<'PY' 2>/dev/null || true
 import importlib.metadata as m
 try:
-    print(m.version("determined"), m.version("lightning"))
+    print(m.version("determined"), m.version("lightning"), m.version("matplotlib"))
 except Exception:
     pass
 PY
 )
-if [ "$have" = "$DETERMINED_VERSION $LIGHTNING_VERSION" ]; then
-  echo "bench-setup: determined $DETERMINED_VERSION and lightning $LIGHTNING_VERSION already installed (torch $torch_before)"
+if [ "$have" = "$DETERMINED_VERSION $LIGHTNING_VERSION $MATPLOTLIB_VERSION" ]; then
+  echo "bench-setup: determined $DETERMINED_VERSION, lightning $LIGHTNING_VERSION and matplotlib $MATPLOTLIB_VERSION already installed (torch $torch_before)"
   exit 0
 fi
 
@@ -50,14 +52,14 @@ for d in m.distributions():
         print(f"{name}=={d.version}")
 PY
 
-echo "bench-setup: installing determined==$DETERMINED_VERSION lightning==$LIGHTNING_VERSION into .venv (torch $torch_before held fixed)"
+echo "bench-setup: installing determined==$DETERMINED_VERSION lightning==$LIGHTNING_VERSION matplotlib==$MATPLOTLIB_VERSION into .venv (torch $torch_before held fixed)"
 if ! "$py" -m pip install --disable-pip-version-check -q -c "$constraints" \
-      "determined==$DETERMINED_VERSION" "lightning==$LIGHTNING_VERSION"; then
-  fail "pip could not install determined==$DETERMINED_VERSION / lightning==$LIGHTNING_VERSION without changing torch $torch_before (constraints: $(tr '\n' ' ' <"$constraints")); see pip's error above"
+      "determined==$DETERMINED_VERSION" "lightning==$LIGHTNING_VERSION" "matplotlib==$MATPLOTLIB_VERSION"; then
+  fail "pip could not install determined==$DETERMINED_VERSION / lightning==$LIGHTNING_VERSION / matplotlib==$MATPLOTLIB_VERSION without changing torch $torch_before (constraints: $(tr '\n' ' ' <"$constraints")); see pip's error above"
 fi
 
 torch_after=$("$py" -c 'import torch; print(torch.__version__)')
 [ "$torch_after" = "$torch_before" ] || fail "torch changed from $torch_before to $torch_after (should not happen with the constraints)"
-"$py" -c 'import determined, determined.pytorch, lightning; print("bench-setup: ok: determined", determined.__version__, "lightning", lightning.__version__)' \
-  || fail "installed, but determined or lightning does not import"
+"$py" -c 'import determined, determined.pytorch, lightning, matplotlib; print("bench-setup: ok: determined", determined.__version__, "lightning", lightning.__version__, "matplotlib", matplotlib.__version__)' \
+  || fail "installed, but determined, lightning or matplotlib does not import"
 echo "bench-setup: torch $torch_after unchanged"

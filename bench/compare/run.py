@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Issue 8's comparison on one machine in one run: ctrial, a hand-written
-libtorch C++ loop (not written yet), plain PyTorch, Determined's
-PyTorchTrial (det.pytorch.Trainer) and PyTorch Lightning's Trainer, on the
-same three workloads, data, hyperparameters and seed; a markdown table of
-steps/s, ratios, final losses and peak RSS.
+libtorch C++ loop, plain PyTorch, Determined's PyTorchTrial
+(det.pytorch.Trainer) and PyTorch Lightning's Trainer, on the same three
+workloads, data, hyperparameters and seed (a markdown table of steps/s,
+ratios, final losses and peak RSS), then ctrial's data loader, checkpoint
+save/load and gradient all-reduce beside torch's DataLoader,
+torch.save/torch.load and a bare MPI_Allreduce, and 2 ranks beside 1; a
+PNG chart of the ratios.
 
-    .venv/bin/python bench/compare/run.py [--runs 5] [--threads 1] [--out bench/compare/RESULTS.md]
+    .venv/bin/python bench/compare/run.py [--runs 5] [--threads 1] [--readme]
     .venv/bin/python bench/compare/run.py --smoke --out /tmp/compare_smoke.md
 
-Needs the example programs built (BIN/mnist/mnist, BIN/charlm/charlm; the
-default BIN is build/examples, else build-ddp/examples) and
-`bash tools/bench-setup.sh` (determined and lightning in .venv). Nothing
-is built here.
+Needs the build (BUILD/examples/{mnist,charlm}, BUILD/bench/*: the default
+BUILD is build, else build-ddp, whichever has them all; MPI on for the
+all-reduce part) and `bash tools/bench-setup.sh` (determined, lightning and
+matplotlib in .venv). Nothing is built here. --readme also replaces the
+README's Performance section with the new tables and chart.
 
 Every system runs as its own process, `--runs` times, interleaved (one
 process of each system for each workload, then the next round; the
@@ -23,6 +27,8 @@ after dropping the warm-up ones:
               run_ctrial: a derived config with a report every `window`
               batches, no validation or checkpoint before the end; windows
               are metrics.jsonl training lines' timings.wall_s)
+  libtorch    libtorch_loop (libtorch_loop.cpp: the same models, order and
+              step in the C++ API, timed as common.Windows)
   pytorch     eager_runner.py (bench/gpu/torch_eager.py's workloads and
               loop, plus the MLP)
   determined  det_runner.py
@@ -84,10 +90,10 @@ for _wl, _w in common.WORKLOADS.items():
                              kind="", title=TITLES[_wl], hparams=dict(_w["hparams"]), window=WINDOWS[_wl][0], smoke={})
 
 SYSTEMS = ["ctrial", "libtorch", "pytorch", "determined", "lightning"]
+PARTS = ["training", "loader", "checkpoint", "allreduce"]
 LABELS = {"ctrial": "ctrial (ct_main)", "libtorch": "libtorch C++ loop", "pytorch": "plain PyTorch",
           "determined": "Determined PyTorchTrial", "lightning": "Lightning Trainer"}
 RUNNERS = {"pytorch": "eager_runner.py", "determined": "det_runner.py", "lightning": "lightning_runner.py"}
-NOT_YET = {"libtorch"}   # no runner yet: a marked empty row and ratio column
 
 # End-of-run loss agreement: every system's final loss (the last timed
 # window's mean training loss, median over runs) against plain PyTorch's.
@@ -101,7 +107,9 @@ LOSS_WHY = (
     "for that rounding growing over a few hundred steps and is far below what a real difference does "
     "(another seed, batch order or dropout mask moves the loss by percents; an untrained model stays at "
     "ln(10) = 2.3 / ln(65) = 4.2). With more threads or on a GPU reductions are reordered and the "
-    "difference grows with the steps: use --loss-rtol 0.05 there.")
+    "difference grows with the steps: use --loss-rtol 0.05 there. The libtorch loop's Adam/AdamW round the "
+    "first moment differently from Python's (mul_ + add_ against lerp_), about 5e-7 in the loss over 20 "
+    "steps (parity.py).")
 
 
 def log(msg):
@@ -174,11 +182,27 @@ def run_python(plan, system, wl):
             "versions": {k: r[k] for k in ("torch", "determined", "lightning") if k in r}}
 
 
+def run_libtorch(plan, wl, binary):
+    a = plan.a
+    window, windows, warmup = plan.steps(wl)
+    hp, data, _ = common.setup(argparse.Namespace(workload=wl, config=None, data=None, hparam=[],
+                                                  threads=a.threads, device="cpu"))
+    cmd = common.libtorch_cmd(binary, wl, hp, data, window, windows, warmup, a.threads, a.seed)
+    rc, out, err, secs = plan.run(cmd, f"libtorch_{wl}")
+    if rc != 0:
+        return {"error": f"exit {rc}: {gr.last_line(err) or gr.last_line(out)}", "seconds": secs}
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"rates": r["steps_per_s"], "final_loss": r["final_loss"], "losses": r["losses"], "seconds": secs,
+            "peak_rss_mb": plan.last_maxrss_mb, "self_peak_rss_mb": r.get("peak_rss_mb")}
+
+
 def run_one(plan, system, wl, binaries):
     if system == "ctrial":
         r = gr.run_ctrial(plan, wl, "fp32", binaries[BINARY[wl]])
         r["peak_rss_mb"] = plan.last_maxrss_mb
         return r
+    if system == "libtorch":
+        return run_libtorch(plan, wl, binaries["libtorch_loop"])
     return run_python(plan, system, wl)
 
 
@@ -210,11 +234,8 @@ def build_table(a, summary, results):
     all_ok = True
     for wl in a.workloads:
         ref = summary[wl].get("pytorch")
+        floor = summary[wl].get("libtorch")
         for system in a.systems:
-            if system in NOT_YET:
-                rows.append(f"| {wl} | {LABELS[system]} | not yet | not yet | not yet | not yet | not yet | "
-                            f"not yet | 0 |")
-                continue
             s = summary[wl].get(system)
             if s is None:
                 errs = sorted({r.get("error", "") for r in results[wl][system]})
@@ -225,6 +246,7 @@ def build_table(a, summary, results):
                 continue
             rate = f"{fmt(s['median'])} ({fmt(s['min'])}–{fmt(s['max'])})"
             ratio = f"{s['median'] / ref['median']:.2f}×" if ref else "—"
+            ratio_floor = f"{s['median'] / floor['median']:.2f}×" if floor else "—"
             loss = f"{s['final_loss']:.6f}"
             if s["final_loss_max"] != s["final_loss_min"]:
                 loss += f" ({s['final_loss_min']:.6f}–{s['final_loss_max']:.6f})"
@@ -241,25 +263,186 @@ def build_table(a, summary, results):
                 errs = sorted({r["error"] for r in results[wl][system] if "error" in r})
                 a.notes.append(f"{wl} {system}: " + "; ".join(errs))
             rss = f"{s['peak_rss_mb']:.0f}" + (f" ({s['train_peak_rss_mb']:.0f})" if s["train_peak_rss_mb"] else "")
-            rows.append(f"| {wl} | {LABELS[system]} | {rate} | not yet | {ratio} | {loss} | {agree} | "
+            rows.append(f"| {wl} | {LABELS[system]} | {rate} | {ratio_floor} | {ratio} | {loss} | {agree} | "
                         f"{rss} | {procs} |")
     return rows, all_ok
 
 
-def find_bin_dir():
-    for d in ("build/examples", "build-ddp/examples"):
-        p = os.path.join(ROOT, d)
-        if all(os.path.isfile(os.path.join(p, b, b)) for b in ("mnist", "charlm")):
-            return p
-    return os.path.join(ROOT, "build", "examples")
+NEEDED = ["examples/mnist/mnist", "examples/charlm/charlm", "bench/compare/libtorch_loop",
+          "bench/loader/bench_loader", "bench/ckpt/bench_ckpt", "bench/dist/bench_dist"]
+
+
+def find_build_dir():
+    for d in ("build", "build-ddp"):
+        if all(os.path.isfile(os.path.join(ROOT, d, n)) for n in NEEDED):
+            return os.path.join(ROOT, d)
+    return os.path.join(ROOT, "build")
+
+
+# ---- the other side-by-side measurements ------------------------------------------------
+#
+# bench/loader, bench/ckpt and bench/dist each measure one of ctrial's parts
+# beside its reference and write every sample with --json; they run here, after
+# the training part, on the same machine in the same run.
+
+
+def part_cmd(a, part, json_path, scratch):
+    py, build = a.python, a.build_dir
+    if part == "loader":
+        return [py, os.path.join(ROOT, "bench/loader/run.py"), "--build", build, "--threads", str(a.threads),
+                "--epochs", "2" if a.smoke else "5", "--json", json_path]
+    if part == "checkpoint":
+        return [py, os.path.join(ROOT, "bench/ckpt/run.py"), build, "--dir", scratch, "--json", json_path]\
+            + (["--runs", "1", "--rounds", "1", "--scenarios", "adam"] if a.smoke else ["--runs", "3", "--rounds", "2"])
+    return [py, os.path.join(ROOT, "bench/dist/run.py"), build, "--parts", "bandwidth,train", "--json", json_path]\
+        + (["--runs", "1", "--mb", "1,10", "--reps", "5", "--steps", "10"] if a.smoke else ["--runs", "3"])
+
+
+def run_part(a, part, work):
+    json_path = os.path.join(work, f"{part}.json")
+    cmd = part_cmd(a, part, json_path, work)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    secs = time.monotonic() - t0
+    if p.returncode != 0 or not os.path.isfile(json_path):
+        err = gr.last_line(p.stderr) or gr.last_line(p.stdout)
+        log(f"  $ {' '.join(cmd)}\n{p.stdout[-1500:]}{p.stderr[-1500:]}")
+        return {"error": f"exit {p.returncode}: {err}", "seconds": secs, "command": cmd}
+    with open(json_path) as f:
+        r = json.load(f)
+    r["seconds"], r["command"] = secs, cmd
+    return r
+
+
+def spread(xs, digits="{:,.0f}"):
+    return f"{digits.format(statistics.median(xs))} ({digits.format(min(xs))}–{digits.format(max(xs))})"
+
+
+def part_rows(parts):
+    """One row per comparison: (part, what, ctrial, reference, unit, ctrial
+    samples, reference samples); the ratio is median over median."""
+    rows = []
+    ld = parts.get("loader")
+    if ld and "rows" in ld:
+        for r in ld["rows"]:
+            rows.append(("data loader", f"{r['workers']} workers, {r['threads']} thread(s), MNIST-shaped, batch "
+                         f"{ld['meta']['batch']}", "records/s", r["ctrial_records_per_s"], r["torch_records_per_s"],
+                         "torch DataLoader"))
+    ck = parts.get("checkpoint")
+    if ck and "rows" in ck:
+        for r in ck["rows"]:
+            rows.append(("checkpoint", f"{r['op']} {r['scenario']} ({r['mb']:.0f} MB)", "MB/s",
+                         r["ctrial_mb_per_s"], r["torch_mb_per_s"],
+                         "torch.save" if r["op"] == "save" else "torch.load"))
+    ds = parts.get("allreduce")
+    if ds and "bandwidth" in ds:
+        for r in ds["bandwidth"]:
+            zero = "grads set to None" if r["variant"] == "none" else "grads zeroed in place"
+            rows.append(("gradient all-reduce", f"{r['mb']:g} MB, 2 ranks, {zero}", "GB/s",
+                         r["grad_sync_gb_per_s"], r["mpi_allreduce_gb_per_s"], "MPI_Allreduce"))
+    if ds and ds.get("train"):
+        base = next(r for r in ds["train"] if r["ranks"] == 1 and r["threads"] == 1)
+        for r in ds["train"]:
+            if r is not base:
+                rows.append(("ranks", f"{r['configuration']}, global batch {ds['meta']['global_batch']}",
+                             "samples/s", r["samples_per_s"], base["samples_per_s"], "1 rank, 1 thread"))
+    return rows
+
+
+def part_table(parts):
+    lines = ["| part | measurement | ctrial median (min–max) | reference | reference median (min–max) | "
+             "ctrial ÷ reference |", "|---|---|---|---|---|---|"]
+    for part, what, unit, cs, rs, ref in part_rows(parts):
+        fmtd = "{:,.2f}" if unit == "GB/s" else "{:,.0f}"
+        lines.append(f"| {part} | {what} | {spread(cs, fmtd)} {unit} | {ref} | {spread(rs, fmtd)} {unit} | "
+                     f"**{statistics.median(cs) / statistics.median(rs):.2f}×** |")
+    for name, r in parts.items():
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error']} | | | | |")
+    return lines
+
+
+# ---- the chart --------------------------------------------------------------------------
+
+
+def chart(a, summary, parts, path):
+    """Left: training steps/s of every system ÷ plain PyTorch's, per workload
+    (bars: median; whiskers: the slowest and fastest window). Right: each of
+    ctrial's parts ÷ its reference (log scale)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = part_rows(parts)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1, 1.25]})
+    systems = [s for s in a.systems if s != "pytorch"]
+    colors = {"ctrial": "#d62728", "libtorch": "#7f7f7f", "determined": "#1f77b4", "lightning": "#9467bd"}
+    width = 0.8 / max(len(systems), 1)
+    for k, system in enumerate(systems):
+        xs, ys, lo, hi = [], [], [], []
+        for j, wl in enumerate(a.workloads):
+            s, ref = summary[wl].get(system), summary[wl].get("pytorch")
+            if not s or not ref:
+                continue
+            xs.append(j + (k - (len(systems) - 1) / 2) * width)
+            ys.append(s["median"] / ref["median"])
+            lo.append(ys[-1] - s["min"] / ref["median"])
+            hi.append(s["max"] / ref["median"] - ys[-1])
+        ax1.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=LABELS[system], color=colors.get(system))
+        for x, y in zip(xs, ys):
+            ax1.text(x, 0.03, f"{y:.2f}", ha="center", va="bottom", fontsize=7, rotation=90, color="white")
+    ax1.axhline(1.0, color="black", lw=0.8, ls="--")
+    ax1.set_xticks(range(len(a.workloads)), [f"{wl}" for wl in a.workloads])
+    ax1.set_ylabel("training steps/s ÷ plain PyTorch (higher is faster)")
+    ax1.set_title(f"Training, CPU, {a.threads} thread(s)")
+    ax1.legend(fontsize=8, loc="upper right")
+
+    labels = [f"{part}: {what.split(',')[0] if part != 'ranks' else what.split(', global')[0]}"
+              + (f" [{what.split(', ')[2]}]" if part == "gradient all-reduce" else "")
+              + (f", {what.split(', ')[1]}" if part == "data loader" else "") for part, what, *_ in rows]
+    vals = [statistics.median(r[3]) / statistics.median(r[4]) for r in rows]
+    refs = [r[5] for r in rows]
+    ys = range(len(rows))[::-1]
+    ax2.barh(list(ys), vals, color=["#d62728" if v >= 1 else "#ff9896" for v in vals])
+    for y, v, ref in zip(ys, vals, refs):
+        ax2.text(v * 1.05, y, f"{v:.2f}× {ref}", va="center", fontsize=7)
+    ax2.axvline(1.0, color="black", lw=0.8, ls="--")
+    ax2.set_xscale("log")
+    ax2.set_yticks(list(ys), labels, fontsize=7)
+    ax2.set_xlim(min(vals + [1]) / 1.5, max(vals + [1]) * 6)
+    ax2.set_xlabel("ctrial ÷ reference, median over median (log scale; > 1: ctrial faster)")
+    ax2.set_title("Loader, checkpoint, all-reduce, ranks")
+    fig.suptitle(f"ctrial side by side — {gr.machine(__import__('torch'), 'cpu')}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---- the README section -----------------------------------------------------------------
+
+README_BEGIN = "<!-- bench/compare/run.py --readme: begin -->"
+README_END = "<!-- bench/compare/run.py --readme: end -->"
+
+
+def update_readme(text):
+    path = os.path.join(ROOT, "README.md")
+    with open(path) as f:
+        readme = f.read()
+    if README_BEGIN not in readme or README_END not in readme:
+        raise SystemExit(f"run.py --readme: README.md has no {README_BEGIN} ... {README_END} block")
+    head, rest = readme.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(path, "w") as f:
+        f.write(head + README_BEGIN + "\n" + text.rstrip() + "\n" + README_END + tail)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin-dir", default=None, help="folder of the example programs (default: build/examples, "
-                    "else build-ddp/examples, whichever has mnist/mnist and charlm/charlm)")
+    ap.add_argument("--build-dir", default=None, help="the build (default: build, else build-ddp, whichever "
+                    "has the example programs, libtorch_loop and bench/{loader,ckpt,dist})")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "examples", "data"))
+    ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
     ap.add_argument("--workloads", default="mlp,cnn,charlm")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS))
     ap.add_argument("--runs", type=int, default=None,
@@ -281,7 +464,12 @@ def main():
     ap.add_argument("--python", default=sys.executable, help="python with torch, determined, lightning")
     ap.add_argument("--smoke", action="store_true", help="tiny windows, --runs 1, 2 windows: checks the path")
     ap.add_argument("--out", default=None, help="table file (default bench/compare/RESULTS.md; with --smoke "
-                    "nothing unless given); the raw numbers go beside it as .json")
+                    "nothing unless given); the raw numbers go beside it as .json, the chart as .png")
+    ap.add_argument("--env", action="append", default=[], metavar="K=V",
+                    help="an environment variable for every system's training processes (repeatable), e.g. "
+                         "glibc's MALLOC_TOP_PAD_=16777216: ctrial then leaves malloc as the environment sets it")
+    ap.add_argument("--readme", action="store_true", help="also put the tables and the chart in README.md's "
+                    "Performance section")
     a = ap.parse_args()
     if a.smoke:
         a.runs = a.runs or 1
@@ -290,34 +478,49 @@ def main():
     a.windows = a.windows or 5
     if a.out is None and not a.smoke:
         a.out = os.path.join(HERE, "RESULTS.md")
+    if a.readme and not a.out:
+        raise SystemExit("run.py: --readme needs --out (the chart the README shows is written beside it)")
     if a.threads < 1:
         raise SystemExit("run.py: --threads must be >= 1 (the same thread count for every system)")
     a.workloads = [w for w in a.workloads.split(",") if w]
     a.systems = [s for s in a.systems.split(",") if s]
+    a.parts = [p for p in a.parts.split(",") if p]
     for w in a.workloads:
         if w not in common.WORKLOADS:
             raise SystemExit(f"run.py: unknown workload {w}")
     for s in a.systems:
         if s not in SYSTEMS:
             raise SystemExit(f"run.py: unknown system {s}")
+    for p in a.parts:
+        if p not in PARTS:
+            raise SystemExit(f"run.py: unknown part {p} (parts: {', '.join(PARTS)})")
     a.device = "cpu"
-    a.bin_dir = a.bin_dir or find_bin_dir()
+    a.build_dir = os.path.abspath(a.build_dir or find_build_dir())
     a.notes = []
+    for n in NEEDED:
+        if not os.path.isfile(os.path.join(a.build_dir, n)):
+            raise SystemExit(f"run.py: {os.path.join(a.build_dir, n)} not found: build first "
+                             f"(cmake -S . -B build -G Ninja && ninja -C build)")
 
     env, torch = gr.library_env([])
-    binaries = {}
-    if "ctrial" in a.systems:
-        binaries = {b: gr.find_binary(a.bin_dir, b) for b in {BINARY[w] for w in a.workloads}}
+    for kv in a.env:
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
+            raise SystemExit(f"run.py: --env {kv}: expected K=V")
+        env[k] = v
+    bin_dir = os.path.join(a.build_dir, "examples")
+    binaries = {b: gr.find_binary(bin_dir, b) for b in {BINARY[w] for w in a.workloads}}
+    binaries["libtorch_loop"] = os.path.join(a.build_dir, "bench", "compare", "libtorch_loop")
     work = tempfile.mkdtemp(prefix="bench_compare_")
     plan = Plan(a, env, work)
     start = time.monotonic()
     load0 = os.getloadavg()
-    measured = [s for s in a.systems if s not in NOT_YET]
     results = {wl: {s: [] for s in a.systems} for wl in a.workloads}
-    total = a.runs * len(a.workloads) * len(measured)
+    training = "training" in a.parts
+    total = a.runs * len(a.workloads) * len(a.systems) if training else 0
     n = 0
-    for rnd in range(a.runs):
-        order = measured[rnd % len(measured):] + measured[:rnd % len(measured)]
+    for rnd in range(a.runs if training else 0):
+        order = a.systems[rnd % len(a.systems):] + a.systems[:rnd % len(a.systems)]
         for wl in a.workloads:
             for system in order:
                 n += 1
@@ -327,57 +530,105 @@ def main():
                         f"peak RSS {r['peak_rss_mb']:.0f} MB" if "rates" in r else r["error"])
                 log(f"[{n}/{total}, round {rnd + 1}/{a.runs}, {time.monotonic() - start:5.0f} s] "
                     f"{wl} {system}: {what} ({r['seconds']:.1f} s)")
+    parts = {}
+    for part in [p for p in a.parts if p != "training"]:
+        log(f"[{time.monotonic() - start:5.0f} s] {part} ...")
+        parts[part] = run_part(a, part, work)
+        if "error" in parts[part]:
+            a.notes.append(f"{part}: {parts[part]['error']}")
+        log(f"[{time.monotonic() - start:5.0f} s] {part}: {parts[part].get('error', 'done')} "
+            f"({parts[part]['seconds']:.0f} s)")
     load1 = os.getloadavg()
-    summary = {wl: {s: pooled(results[wl][s]) for s in measured} for wl in a.workloads}
-    rows, all_ok = build_table(a, summary, results)
+    summary = {wl: {s: pooled(results[wl][s]) for s in a.systems} for wl in a.workloads} if training else {}
+    all_ok = True
 
     versions = {}
     for wl in a.workloads:
-        for s in measured:
+        for s in a.systems:
             for r in results[wl][s]:
                 versions.update(r.get("versions", {}))
     wins = ", ".join(f"{wl} {plan.steps(wl)[0]}" for wl in a.workloads)
+    when = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    machine = gr.machine(torch, "cpu")
+    command = " ".join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])
     header = [
         "# bench/compare — ctrial beside libtorch, PyTorch, Determined and Lightning"
         + (" (smoke run)" if a.smoke else ""),
         "",
-        f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {gr.machine(torch, 'cpu')}; "
-        f"device cpu, {a.threads} intra-op thread(s) in every system; seed {a.seed}; "
+        f"Measured {when} on {machine}; device cpu, {a.threads} intra-op thread(s) in every system; seed {a.seed}; "
         + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".",
         f"Load average (1 min) {load0[0]:.2f} at the start, {load1[0]:.2f} at the end; "
         f"{time.monotonic() - start:.0f} s in all.",
-        f"Command: `{' '.join([os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)] + sys.argv[1:])}`",
-        "",
-        f"Steps/s: median (min–max) over the timed windows of all processes pooled: {a.runs} process(es) per "
-        f"system and workload, interleaved, each {a.windows} window(s) of N steps (N: {wins}) after "
-        f"{a.warmup_windows} warm-up window(s) dropped. Ratios: median over median. Final loss: the last "
-        f"window's mean training loss, median over processes (min–max when they differ). Peak RSS: the child "
-        f"process's ru_maxrss from os.wait4 (the whole process, start to exit, the same measurement for every "
-        f"system), the largest over its processes; in parentheses, for the Python systems, the process's own "
-        f"ru_maxrss read right after training (Python's interpreter shutdown, after that, raises the high-water "
-        f"mark by about 120 MB here; ctrial has no in-process figure).",
+        f"Command: `{command}`",
+    ] + ([f"Environment of every training process: {', '.join(f'`{kv}`' for kv in a.env)}."] if a.env else []) + [
         "",
     ]
-    header += [f"- `{wl}`: {TITLES[wl]}" for wl in a.workloads]
-    text = "\n".join(header) + "\n\n" + "\n".join(rows) + "\n"
-    text += (f"\nLoss agreement: {'every system agrees' if all_ok else 'NOT every system agrees'} with plain "
-             f"PyTorch within {a.loss_rtol:g} relative. Why this tolerance: {LOSS_WHY}\n")
-    if "libtorch" in a.systems:
-        text += "\nThe hand-written libtorch C++ loop (issue 8's system 2) is not written yet: its row and the " \
-                "÷ libtorch column are placeholders.\n"
+    text = "\n".join(header)
+    train_text = ""
+    if training:
+        rows, all_ok = build_table(a, summary, results)
+        train_text = "\n".join(rows) + "\n"
+        text += (
+            f"\n## Training\n\nSteps/s: median (min–max) over the timed windows of all processes pooled: {a.runs} "
+            f"process(es) per system and workload, interleaved, each {a.windows} window(s) of N steps (N: {wins}) "
+            f"after {a.warmup_windows} warm-up window(s) dropped. Ratios: median over median. Final loss: the last "
+            f"window's mean training loss, median over processes (min–max when they differ). Peak RSS: the child "
+            f"process's ru_maxrss from os.wait4 (the whole process, start to exit, the same measurement for every "
+            f"system), the largest over its processes; in parentheses, the process's own ru_maxrss read right "
+            f"after training (for the Python systems, interpreter shutdown after that raises the high-water mark "
+            f"by about 120 MB; ctrial has no in-process figure).\n\n"
+            + "".join(f"- `{wl}`: {TITLES[wl]}\n" for wl in a.workloads) + "\n" + train_text
+            + f"\nLoss agreement: {'every system agrees' if all_ok else 'NOT every system agrees'} with plain "
+              f"PyTorch within {a.loss_rtol:g} relative. Why this tolerance: {LOSS_WHY}\n")
+    part_text = ""
+    if parts:
+        part_text = "\n".join(part_table(parts)) + "\n"
+        text += (
+            "\n## Data loader, checkpoint, gradient all-reduce, ranks\n\n"
+            "Each measured by its own script in the same run (bench/loader, bench/ckpt, bench/dist; their "
+            "READMEs say how), every sample kept; median (min–max) over the samples, the ratio median over "
+            "median. Loader: records/s per epoch after a warm-up epoch, ctrial's loader vs torch's DataLoader "
+            "on the same tensors. Checkpoint: a 533 MB set of tensors and a 504 MB transformer with its Adam "
+            "state, ct_pth_save/ct_pth_load vs torch.save/torch.load(weights_only=True) on the same data, page "
+            "cache, no fsync on either side. All-reduce: ctrial's gradient buckets (grad_sync: hooks, "
+            "buckets, averaging) vs a bare MPI_Allreduce of the same bytes, 2 ranks on this machine. Ranks: "
+            "an MLP's training throughput at the same global batch, vs 1 rank with 1 thread.\n\n" + part_text)
     if a.notes:
         text += "\nNotes:\n" + "".join(f"- {x}\n" for x in a.notes)
     print(text)
     if a.out:
+        png = os.path.splitext(a.out)[0] + ".png"
+        try:
+            chart(a, summary, parts, png)
+            text += f"\n![ctrial side by side]({os.path.basename(png)})\n"
+        except ImportError as e:
+            a.notes.append(f"no chart: {e} (bash tools/bench-setup.sh installs matplotlib)")
+            png = None
         with open(a.out, "w") as f:
             f.write(text)
         raw = {"args": {k: v for k, v in vars(a).items() if k != "notes"}, "summary": summary, "results": results,
-               "loss_ok": all_ok, "load_avg": [load0, load1]}
+               "parts": parts, "loss_ok": all_ok, "load_avg": [load0, load1]}
         with open(os.path.splitext(a.out)[0] + ".json", "w") as f:
             json.dump(raw, f, indent=1, default=str)
-        log(f"wrote {a.out} and {os.path.splitext(a.out)[0] + '.json'}")
+        log(f"wrote {a.out}, {os.path.splitext(a.out)[0] + '.json'}" + (f" and {png}" if png else ""))
+        if a.readme:
+            rel_png = os.path.relpath(png, ROOT) if png else None
+            update_readme(
+                f"Measured {when} on {machine}, {a.threads} intra-op thread(s), load average {load0[0]:.2f} at "
+                f"the start and {load1[0]:.2f} at the end. Reproduce (after `bash tools/setup.sh`, `bash "
+                f"tools/bench-setup.sh` and the build above):\n\n```sh\n.venv/bin/python {command}\n```\n\n"
+                + (f"![ctrial side by side]({rel_png})\n\n" if rel_png else "")
+                + ("Training steps/s on the CPU (the same models, data, hyperparameters and seed in every "
+                   "system; how each is timed, and all raw numbers: "
+                   f"[{os.path.relpath(a.out, ROOT)}]({os.path.relpath(a.out, ROOT)})):\n\n"
+                   + "".join(f"- `{wl}`: {TITLES[wl]}\n" for wl in a.workloads) + "\n" + train_text
+                   if training else "")
+                + ("\nctrial's parts beside the reference each would be replaced by:\n\n" + part_text
+                   if part_text else ""))
+            log("updated README.md's Performance section")
     shutil.rmtree(work, ignore_errors=True)
-    return 0 if all_ok else 1
+    parts_ok = all("error" not in r for r in parts.values())
+    return 0 if all_ok and parts_ok else 1
 
 
 if __name__ == "__main__":
