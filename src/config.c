@@ -129,6 +129,14 @@ static int get_int(const loader *L, const char *path, const json_t *v, int64_t m
     return 0;
 }
 
+/* An integer in [min, INT_MAX], for the config's int fields. */
+static int get_int32(const loader *L, const char *path, const json_t *v, int min, int *out) {
+    int64_t n = 0;
+    if (get_int(L, path, v, min, INT_MAX, &n)) return CT_ECONFIG;
+    *out = (int)n;
+    return 0;
+}
+
 /* ---- objects: a table of known keys ---------------------------------------- */
 
 typedef int (*key_fn)(loader *L, const char *path, json_t *v);
@@ -460,19 +468,12 @@ static int on_storage_path(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
-static int get_keep_count(loader *L, const char *path, json_t *v, int *out) {
-    int64_t n = 0;
-    if (get_int(L, path, v, 0, INT_MAX, &n)) return CT_ECONFIG;
-    *out = (int)n;
-    return 0;
-}
-
 static int on_save_trial_latest(loader *L, const char *path, json_t *v) {
-    return get_keep_count(L, path, v, &L->c->fit.save_trial_latest);
+    return get_int32(L, path, v, 0, &L->c->fit.save_trial_latest);
 }
 
 static int on_save_trial_best(loader *L, const char *path, json_t *v) {
-    return get_keep_count(L, path, v, &L->c->fit.save_trial_best);
+    return get_int32(L, path, v, 0, &L->c->fit.save_trial_best);
 }
 
 static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
@@ -514,10 +515,7 @@ static int on_reproducibility(loader *L, const char *path, json_t *v) {
 }
 
 static int on_aggregation_frequency(loader *L, const char *path, json_t *v) {
-    int64_t n = 0;
-    if (get_int(L, path, v, 1, INT_MAX, &n)) return CT_ECONFIG;
-    L->c->fit.aggregation_frequency = (int)n;
-    return 0;
+    return get_int32(L, path, v, 1, &L->c->fit.aggregation_frequency);
 }
 
 /* ctrial's own key (DistributedDataParallel's bucket_cap_mb): megabytes of
@@ -532,10 +530,7 @@ static int on_cuda_graphs(loader *L, const char *path, json_t *v) {
 }
 
 static int on_cuda_graph_warmup(loader *L, const char *path, json_t *v) {
-    int64_t n = 0;
-    if (get_int(L, path, v, 1, INT_MAX, &n)) return CT_ECONFIG;
-    L->c->fit.cuda_graph_warmup = (int)n;
-    return 0;
+    return get_int32(L, path, v, 1, &L->c->fit.cuda_graph_warmup);
 }
 
 /* ctrial's own key: glibc's heap thresholds set for training
