@@ -319,43 +319,53 @@ def spread(xs, digits="{:,.0f}"):
 
 
 def part_rows(parts):
-    """One row per comparison: (part, what, ctrial, reference, unit, ctrial
-    samples, reference samples); the ratio is median over median."""
+    """One dict per comparison: part, what (the table's text), label (the
+    chart's), unit, ctrial and reference (their samples) and ref_name; the
+    ratio is median over median."""
     rows = []
+
+    def row(part, what, label, unit, ctrial, reference, ref_name):
+        rows.append(dict(part=part, what=what, label=f"{part}: {label}", unit=unit, ctrial=ctrial,
+                         reference=reference, ref_name=ref_name))
+
     ld = parts.get("loader")
     if ld and "rows" in ld:
         for r in ld["rows"]:
-            rows.append(("data loader", f"{r['workers']} workers, {r['threads']} thread(s), MNIST-shaped, batch "
-                         f"{ld['meta']['batch']}", "records/s", r["ctrial_records_per_s"], r["torch_records_per_s"],
-                         "torch DataLoader"))
+            workers = f"{r['workers']} workers, {r['threads']} thread(s)"
+            row("data loader", f"{workers}, MNIST-shaped, batch {ld['meta']['batch']}", workers, "records/s",
+                r["ctrial_records_per_s"], r["torch_records_per_s"], "torch DataLoader")
     ck = parts.get("checkpoint")
     if ck and "rows" in ck:
         for r in ck["rows"]:
-            rows.append(("checkpoint", f"{r['op']} {r['scenario']} ({r['mb']:.0f} MB)", "MB/s",
-                         r["ctrial_mb_per_s"], r["torch_mb_per_s"],
-                         "torch.save" if r["op"] == "save" else "torch.load"))
+            what = f"{r['op']} {r['scenario']} ({r['mb']:.0f} MB)"
+            row("checkpoint", what, what, "MB/s", r["ctrial_mb_per_s"], r["torch_mb_per_s"],
+                "torch.save" if r["op"] == "save" else "torch.load")
     ds = parts.get("allreduce")
     if ds and "bandwidth" in ds:
         for r in ds["bandwidth"]:
             zero = "grads set to None" if r["variant"] == "none" else "grads zeroed in place"
-            rows.append(("gradient all-reduce", f"{r['mb']:g} MB, 2 ranks, {zero}", "GB/s",
-                         r["grad_sync_gb_per_s"], r["mpi_allreduce_gb_per_s"], "MPI_Allreduce"))
+            row("gradient all-reduce", f"{r['mb']:g} MB, 2 ranks, {zero}", f"{r['mb']:g} MB [{zero}]", "GB/s",
+                r["grad_sync_gb_per_s"], r["mpi_allreduce_gb_per_s"], "MPI_Allreduce")
     if ds and ds.get("train"):
         base = next(r for r in ds["train"] if r["ranks"] == 1 and r["threads"] == 1)
         for r in ds["train"]:
             if r is not base:
-                rows.append(("ranks", f"{r['configuration']}, global batch {ds['meta']['global_batch']}",
-                             "samples/s", r["samples_per_s"], base["samples_per_s"], "1 rank, 1 thread"))
+                row("ranks", f"{r['configuration']}, global batch {ds['meta']['global_batch']}", r["configuration"],
+                    "samples/s", r["samples_per_s"], base["samples_per_s"], "1 rank, 1 thread")
     return rows
+
+
+def ratio_of_medians(r):
+    return statistics.median(r["ctrial"]) / statistics.median(r["reference"])
 
 
 def part_table(parts):
     lines = ["| part | measurement | ctrial median (min–max) | reference | reference median (min–max) | "
              "ctrial ÷ reference |", "|---|---|---|---|---|---|"]
-    for part, what, unit, cs, rs, ref in part_rows(parts):
-        fmtd = "{:,.2f}" if unit == "GB/s" else "{:,.0f}"
-        lines.append(f"| {part} | {what} | {spread(cs, fmtd)} {unit} | {ref} | {spread(rs, fmtd)} {unit} | "
-                     f"**{statistics.median(cs) / statistics.median(rs):.2f}×** |")
+    for r in part_rows(parts):
+        fmtd = "{:,.2f}" if r["unit"] == "GB/s" else "{:,.0f}"
+        lines.append(f"| {r['part']} | {r['what']} | {spread(r['ctrial'], fmtd)} {r['unit']} | {r['ref_name']} | "
+                     f"{spread(r['reference'], fmtd)} {r['unit']} | **{ratio_of_medians(r):.2f}×** |")
     for name, r in parts.items():
         if "error" in r:
             lines.append(f"| {name} | failed: {r['error']} | | | | |")
@@ -397,11 +407,9 @@ def chart(a, summary, parts, path):
     ax1.set_title(f"Training, CPU, {a.threads} thread(s)")
     ax1.legend(fontsize=8, loc="upper right")
 
-    labels = [f"{part}: {what.split(',')[0] if part != 'ranks' else what.split(', global')[0]}"
-              + (f" [{what.split(', ')[2]}]" if part == "gradient all-reduce" else "")
-              + (f", {what.split(', ')[1]}" if part == "data loader" else "") for part, what, *_ in rows]
-    vals = [statistics.median(r[3]) / statistics.median(r[4]) for r in rows]
-    refs = [r[5] for r in rows]
+    labels = [r["label"] for r in rows]
+    vals = [ratio_of_medians(r) for r in rows]
+    refs = [r["ref_name"] for r in rows]
     ys = range(len(rows))[::-1]
     ax2.barh(list(ys), vals, color=["#d62728" if v >= 1 else "#ff9896" for v in vals])
     for y, v, ref in zip(ys, vals, refs):
@@ -508,9 +516,8 @@ def main():
         if not eq or not k:
             raise SystemExit(f"run.py: --env {kv}: expected K=V")
         env[k] = v
-    bin_dir = os.path.join(a.build_dir, "examples")
-    binaries = {b: gr.find_binary(bin_dir, b) for b in {BINARY[w] for w in a.workloads}}
-    binaries["libtorch_loop"] = os.path.join(a.build_dir, "bench", "compare", "libtorch_loop")
+    # NEEDED's paths, checked above: the example programs and the floor.
+    binaries = {os.path.basename(n): os.path.join(a.build_dir, n) for n in NEEDED}
     work = tempfile.mkdtemp(prefix="bench_compare_")
     plan = Plan(a, env, work)
     start = time.monotonic()
