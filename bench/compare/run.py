@@ -391,7 +391,7 @@ def chart(a, summary, parts, path):
     for k, system in enumerate(systems):
         xs, ys, lo, hi = [], [], [], []
         for j, wl in enumerate(a.workloads):
-            s, ref = summary[wl].get(system), summary[wl].get("pytorch")
+            s, ref = summary.get(wl, {}).get(system), summary.get(wl, {}).get("pytorch")
             if not s or not ref:
                 continue
             xs.append(j + (k - (len(systems) - 1) / 2) * width)
@@ -604,6 +604,7 @@ def main():
         text += "\nNotes:\n" + "".join(f"- {x}\n" for x in a.notes)
     print(text)
     if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         png = os.path.splitext(a.out)[0] + ".png"
         try:
             chart(a, summary, parts, png)
