@@ -34,10 +34,19 @@ def load():
         return "?"
 
 
+def _stdout(cmd, env):
+    """cmd's stdout, run from the repository root; RuntimeError with the end
+    of its stderr if it fails."""
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
 def run_json_lines(cmd, env=None):
     """Run cmd from the repository root; the JSON objects of the lines of its
     stdout that start with "{", in order (RuntimeError if there are none)."""
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env).stdout
+    out = _stdout(cmd, env)
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     if not rows:
         raise RuntimeError(f"no JSON line from {' '.join(cmd)}:\n{out}")
@@ -47,7 +56,7 @@ def run_json_lines(cmd, env=None):
 def run_json(cmd, env=None):
     """Run cmd from the repository root; the JSON object on the last line of
     its stdout that starts with "{" (RuntimeError if there is none)."""
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env).stdout
+    out = _stdout(cmd, env)
     for line in reversed(out.splitlines()):
         if line.startswith("{"):
             return json.loads(line)

@@ -20,21 +20,16 @@ steps.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import torch
 
 import common
 
+sys.path.insert(0, os.path.join(common.ROOT, "bench"))
+from hostinfo import run_json  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_json(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def eager_mlp(steps):

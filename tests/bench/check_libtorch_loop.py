@@ -13,22 +13,15 @@ about 5e-7 over 20 steps). A wrong layer order, shuffle or hyperparameter
 moves the first losses by 1e-2 or more.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 ROOT = os.environ.get("CTRIAL_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "compare"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import common  # noqa: E402
-
-
-def last_json(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    if p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+from hostinfo import run_json  # noqa: E402
 
 
 def main():
@@ -40,8 +33,8 @@ def main():
     for wl in ("mlp", "cnn", "charlm"):
         hp, data, _ = common.setup(argparse.Namespace(workload=wl, config=None, data=None, hparam=[], threads=1,
                                                       device="cpu"))
-        mine = last_json(common.libtorch_cmd(a.libtorch_loop, wl, hp, data, 1, a.steps, 0, 1, 0))["losses"]
-        ref = last_json([sys.executable, os.path.join(ROOT, "bench", "compare", "eager_runner.py"), "--workload", wl,
+        mine = run_json(common.libtorch_cmd(a.libtorch_loop, wl, hp, data, 1, a.steps, 0, 1, 0))["losses"]
+        ref = run_json([sys.executable, os.path.join(ROOT, "bench", "compare", "eager_runner.py"), "--workload", wl,
                          "--threads", "1", "--seed", "0", "--window", "1", "--windows", str(a.steps),
                          "--warmup-windows", "0"])["losses"]
         diff = max(abs(x - y) for x, y in zip(mine, ref)) if len(mine) == len(ref) else float("inf")
