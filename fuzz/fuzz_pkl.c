@@ -14,7 +14,7 @@
 
 #include <ctrial/ctrial.h>
 
-#include "../src/pth_internal.h"
+#include "pth/pth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

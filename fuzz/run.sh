@@ -26,10 +26,10 @@ fi
 out=$build/fuzz
 mkdir -p "$out"
 cflags=(-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-        -I"$src/include" -I"$build/include")
-readers=("$src/src/dataset.c" "$src/src/idx.c" "$src/src/csv.c" "$src/src/records.c"
+        -I"$src/include" -I"$build/include" -I"$src/src")
+readers=("$src/src/data/dataset.c" "$src/src/data/idx.c" "$src/src/data/csv.c" "$src/src/data/records.c"
          "$src/fuzz/support.c")
-pth=("$src"/src/pth_*.c)
+pth=("$src"/src/pth/*.c)
 targets=(idx csv pth pkl)
 sources_of() {  # sources_of TARGET: the instrumented sources beside fuzz_TARGET.c
   case $1 in
@@ -42,7 +42,7 @@ stale() {  # stale BINARY SOURCES...
   local bin=$1; shift
   [ -x "$bin" ] || return 0
   local f
-  for f in "$@" "$src"/include/ctrial/*.h "$src"/src/*.h; do [ "$f" -nt "$bin" ] && return 0; done
+  for f in "$@" "$src"/include/ctrial/*.h "$src"/src/*/*.h; do [ "$f" -nt "$bin" ] && return 0; done
   return 1
 }
 for target in "${targets[@]}"; do

@@ -7,7 +7,7 @@
 
 #include <ctrial/ctrial.h>
 
-#include "../src/batch_internal.h"
+#include "data/batch.h"
 
 ct_value *ct_collate_where(ct_value *const *samples, int64_t n, int64_t *bad_sample) {
     if (bad_sample) *bad_sample = -1;

@@ -1,5 +1,5 @@
-// shim/core.cpp — errors, the handle pool, scopes, dtype/device mapping,
-// grad-mode guards, RNG and threads.
+// shim/core.cpp — libtorch's exceptions as ctrial errors, the handle pool,
+// scopes, dtype/device mapping, grad-mode guards, RNG and threads.
 #include "internal.h"
 
 #include <ATen/Parallel.h>
@@ -26,9 +26,6 @@
 // ============================================================================
 
 namespace {
-thread_local int tl_code = CT_OK;
-thread_local std::string tl_msg;
-
 std::string first_lines(std::string s) {
     // c10 messages may carry trailing blank lines; keep the text, trim the end.
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -52,56 +49,15 @@ int classify(const std::string &m) {
 }
 }  // namespace
 
-extern "C" const char *ct_strerror(int code) {
-    switch (code) {
-    case CT_OK: return "CT_OK: success";
-    case CT_EINVAL: return "CT_EINVAL: invalid argument";
-    case CT_ESHAPE: return "CT_ESHAPE: shape mismatch";
-    case CT_EDTYPE: return "CT_EDTYPE: wrong dtype";
-    case CT_EDEVICE: return "CT_EDEVICE: wrong or unavailable device";
-    case CT_EINDEX: return "CT_EINDEX: index out of range";
-    case CT_ENOMEM: return "CT_ENOMEM: out of memory";
-    case CT_ENOTSUP: return "CT_ENOTSUP: not supported";
-    case CT_EIO: return "CT_EIO: input/output error";
-    case CT_EFORMAT: return "CT_EFORMAT: malformed input";
-    case CT_ESTATE: return "CT_ESTATE: object in the wrong state";
-    case CT_ETORCH: return "CT_ETORCH: libtorch error";
-    case CT_ECONFIG: return "CT_ECONFIG: bad configuration";
-    case CT_ETRIAL: return "CT_ETRIAL: trial callback failed";
-    case CT_EDIST: return "CT_EDIST: distributed failure";
-    case CT_ECHECKPOINT: return "CT_ECHECKPOINT: bad checkpoint";
-    case CT_ENAN: return "CT_ENAN: loss is not finite";
-    default: return "unknown ctrial error code";
-    }
-}
-
-extern "C" const char *ct_last_error(void) { return tl_msg.c_str(); }
-extern "C" int ct_last_code(void) { return tl_code; }
-extern "C" void ct_clear_error(void) {
-    tl_code = CT_OK;
-    tl_msg.clear();
-}
-
-extern "C" int ct_set_error(int code, const char *fmt, ...) {
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt ? fmt : "", ap);
-    va_end(ap);
-    tl_code = code;
-    tl_msg = buf;
-    return code;
-}
-
 namespace ct {
 
+// The error state is base's (src/base/error.c), so that pure-C code links
+// without libtorch; the shim records its failures through the C API.
 int fail(int code, const char *fn, const std::string &msg) {
-    tl_code = code;
-    tl_msg = fn ? std::string(fn) + ": " + msg : msg;
-    return code;
+    return fn ? ct_set_error(code, "%s: %s", fn, msg.c_str()) : ct_set_error(code, "%s", msg.c_str());
 }
 
-bool error_pending() { return tl_code != CT_OK; }
+bool error_pending() { return ct_last_code() != CT_OK; }
 
 int fail_exception(const char *fn) {
     try {
@@ -456,52 +412,6 @@ at::IntArrayRef dims(int n, const int64_t *v) {
 }
 
 }  // namespace ct
-
-extern "C" const char *ct_dtype_name(ct_dtype d) {
-    static const char *names[] = {"float32", "float64", "float16", "bfloat16",
-                                  "int64",   "int32",   "uint8",   "bool",
-                                  "int8",    "int16"};
-    int i = static_cast<int>(d);
-    return i >= 0 && i < static_cast<int>(sizeof names / sizeof *names) ? names[i] : "unknown";
-}
-
-extern "C" size_t ct_dtype_size(ct_dtype d) {
-    at::ScalarType st;
-    return ct::to_scalar_type(d, &st) ? c10::elementSize(st) : 0;
-}
-
-extern "C" bool ct_dtype_is_floating(ct_dtype d) {
-    return d == CT_F32 || d == CT_F64 || d == CT_F16 || d == CT_BF16;
-}
-
-extern "C" int ct_device_parse(const char *text, ct_device *out) {
-    if (!text || !out) return ct::fail(CT_EINVAL, __func__, "NULL argument");
-    if (strcmp(text, "cpu") == 0) {
-        *out = ct_cpu();
-        return CT_OK;
-    }
-    if (strncmp(text, "cuda", 4) == 0) {
-        if (text[4] == '\0') {
-            *out = ct_cuda(0);
-            return CT_OK;
-        }
-        if (text[4] == ':' && text[5] >= '0' && text[5] <= '9') {
-            char *end = nullptr;
-            long idx = strtol(text + 5, &end, 10);
-            if (*end == '\0' && idx < 1024) {
-                *out = ct_cuda(static_cast<int>(idx));
-                return CT_OK;
-            }
-        }
-    }
-    return ct::fail(CT_EINVAL, __func__, std::string("'") + text + "' is not a device (expected cpu, cuda or cuda:N)");
-}
-
-extern "C" void ct_device_format(ct_device d, char *buf, size_t len) {
-    if (!buf || !len) return;
-    if (d.type == CT_CUDA) snprintf(buf, len, "cuda:%d", d.index);
-    else snprintf(buf, len, "cpu");
-}
 
 // ============================================================================
 // grad-mode regions

@@ -1,5 +1,5 @@
-/* bench/dist/bench_dist.c — gradient averaging across ranks (src/grad_sync.c,
- * compiled in) measured beside a bare MPI_Allreduce; run.py drives it under
+/* bench/dist/bench_dist.c — gradient averaging across ranks (src/dist/grad_sync.c,
+ * linked from module dist) measured beside a bare MPI_Allreduce; run.py drives it under
  * mpirun and prints the table. Rank 0 prints one JSON line per measurement.
  *
  *   bench_dist bandwidth [--mb 1,10,100] [--params 64] [--reps 7] [--bucket-mb 25] [--zero none|inplace]
@@ -45,7 +45,7 @@
 #include <ctrial/config.h>
 #include <ctrial/ctrial.h>
 
-#include "grad_sync.h"
+#include "dist/grad_sync.h"
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/experiment.h"
 #include "ct_test.h"
 
 /* ---- periods and defaults ------------------------------------------------------- */

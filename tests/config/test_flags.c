@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/launch.h"
+#include "config/flags.h"
 #include "ct_test.h"
 
 /* ---- a ct_fit that records ----------------------------------------------------------- */
@@ -418,7 +419,7 @@ static void test_ct_main(void) {
     /* mpirun's world size checks global_batch_size; a run error names the rank */
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
     setenv("OMPI_COMM_WORLD_RANK", "2", 1);
-    CHECK(ct_main_world_size() == 4);
+    CHECK(ct_launch_world_size() == 4);
     code = run_main((const char *[]){"--max-length", "5", "--hparam", "global_batch_size=2", NULL},
                     &err);
     CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 0);
@@ -439,11 +440,11 @@ static void test_ct_main(void) {
     unsetenv("OMPI_COMM_WORLD_SIZE");
     unsetenv("OMPI_COMM_WORLD_RANK");
     setenv("PMI_SIZE", "3", 1);
-    CHECK(ct_main_world_size() == 3);
+    CHECK(ct_launch_world_size() == 3);
     setenv("PMI_SIZE", "junk", 1);
-    CHECK(ct_main_world_size() == 1);
+    CHECK(ct_launch_world_size() == 1);
     unsetenv("PMI_SIZE");
-    CHECK(ct_main_world_size() == 1);
+    CHECK(ct_launch_world_size() == 1);
 
     /* a NULL trial is the program's mistake, not the config's */
     capture cap;

@@ -1,12 +1,11 @@
-# The experiment config, ct_main's flags, periods and exit codes. The parsing
-# layer is internal (hidden in libctrial), so its sources are compiled into
-# the tests; test_flags defines ct_fit itself to see what ct_main hands over
-# (the program's definition wins over libctrial's).
-ct_c_test(config_load ${CMAKE_CURRENT_LIST_DIR}/test_config.c
-  ${PROJECT_SOURCE_DIR}/src/config.c ${PROJECT_SOURCE_DIR}/src/period.c)
-target_include_directories(config_load PRIVATE ${PROJECT_SOURCE_DIR}/src)
+# The experiment config, ct_main's flags, periods and exit codes: module
+# config, which is pure C (config_load links it and base, no libtorch).
+ct_c_test(config_load ${CMAKE_CURRENT_LIST_DIR}/test_config.c MODULES config)
 
-ct_c_test(config_flags ${CMAKE_CURRENT_LIST_DIR}/test_flags.c
-  ${PROJECT_SOURCE_DIR}/src/config.c ${PROJECT_SOURCE_DIR}/src/period.c
-  ${PROJECT_SOURCE_DIR}/src/main.c)
-target_include_directories(config_flags PRIVATE ${PROJECT_SOURCE_DIR}/src)
+# ct_main end to end against a ct_fit defined in the test, to see what
+# ct_main hands over: the program links module config for the parsing layer
+# and libctrial for ct_main, and exports its symbols so that libctrial's
+# call to ct_fit reaches the program's (as LD_PRELOAD would).
+ct_c_test(config_flags ${CMAKE_CURRENT_LIST_DIR}/test_flags.c MODULES config)
+target_link_libraries(config_flags PRIVATE ctrial)
+set_target_properties(config_flags PROPERTIES ENABLE_EXPORTS ON)

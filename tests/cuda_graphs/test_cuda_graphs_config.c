@@ -5,7 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
-#include "config.h"
+#include "config/flags.h"
 #include "ct_test.h"
 
 static void test_config_keys(void) {

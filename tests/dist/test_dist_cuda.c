@@ -27,7 +27,7 @@
 #include <ctrial/config.h>
 
 #include "ct_test.h"
-#include "nccl.h" /* src/nccl.h */
+#include "dist/nccl_comm.h" /* src/nccl.h */
 
 static int R, P, DEV;
 

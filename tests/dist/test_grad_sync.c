@@ -36,8 +36,8 @@
 
 #include "ct_test.h"
 #include "ctrial/cuda.h"
-#include "grad_sync.h"
-#include "nccl.h"
+#include "dist/grad_sync.h"
+#include "dist/nccl_comm.h"
 
 enum { B = 6, IN = 8, HID = 16, OUT = 4, NP = 10 };
 

@@ -32,7 +32,7 @@
 
 #include <ctrial/ctrial.h>
 
-#include "../../src/pth_internal.h"
+#include "pth/pth.h"
 #include "specimen.h"
 
 static int die(void) {

@@ -1,11 +1,9 @@
 # PyTorch files (ckpt.h, part 1): ct_pth_save / ct_pth_load round trips and
 # damaged files in C; both directions against torch.save / torch.load
-# (weights_only=True) through pth_tool, which compiles src/pth_*.c in to
-# reach the internal switches (zip64 everywhere, loading from memory, CRC).
-file(GLOB _pth_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/pth_*.c)
+# (weights_only=True) through pth_tool, which links module pth to reach the
+# internal switches (zip64 everywhere, loading from memory, CRC).
 ct_c_test(pth_roundtrip ${CMAKE_CURRENT_LIST_DIR}/test_pth_roundtrip.c ${CMAKE_CURRENT_LIST_DIR}/specimen.c)
 target_link_libraries(pth_roundtrip PRIVATE ZLIB::ZLIB)
-ct_c_program(pth_tool ${CMAKE_CURRENT_LIST_DIR}/pth_tool.c ${CMAKE_CURRENT_LIST_DIR}/specimen.c ${_pth_sources})
-target_link_libraries(pth_tool PRIVATE ZLIB::ZLIB Threads::Threads)
+ct_c_program(pth_tool ${CMAKE_CURRENT_LIST_DIR}/pth_tool.c ${CMAKE_CURRENT_LIST_DIR}/specimen.c MODULES pth)
 add_test(NAME pth_crc COMMAND pth_tool crc-selftest)
 ct_py_test(pth_torch ${CMAKE_CURRENT_LIST_DIR}/test_pth_torch.py $<TARGET_FILE:pth_tool>)

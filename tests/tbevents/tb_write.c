@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "ctrial/error.h"
-#include "tbevents.h"
+#include "formats/tbevents.h"
 
 static const char *const tags[4] = {"training/loss", "training/lr", "validation/accuracy",
                                     "validation/loss"};

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ct_test.h"
-#include "tbevents.h"
+#include "formats/tbevents.h"
 
 static char dir[256];
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../../src/value_wire.h"
+#include "dist/value_wire.h"
 #include "ct_test.h"
 
 static const ct_dtype all_dtypes[] = {CT_F32, CT_F64, CT_F16, CT_BF16, CT_I64,

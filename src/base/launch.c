@@ -1,0 +1,30 @@
+/* src/base/launch.c — the launcher's environment (see launch.h). */
+#include "base/launch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* The first of `names` that is set, as a count in [0, 2^30); `def` when none
+ * is set or the first one set is not such a number. */
+static int env_count(const char *const *names, int def) {
+    for (; *names; names++) {
+        const char *s = getenv(*names);
+        if (!s || !*s) continue;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        return errno || *end || v < 0 || v >= 1L << 30 ? def : (int)v;
+    }
+    return def;
+}
+
+int ct_launch_world_size(void) {
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    int n = env_count(names, 1);
+    return n >= 1 ? n : 1;
+}
+
+int ct_launch_world_rank(void) {
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+    return env_count(names, 0);
+}

@@ -1,0 +1,69 @@
+/* src/cli/main.c — ct_main: the standard program around a trial (its flags,
+ * the experiment config, ct_fit, exit codes). See trial.h and config/flags.h. */
+#include <stdio.h>
+
+#include "base/launch.h"
+#include "config/flags.h"
+#include "ctrial/dist.h"
+
+int ct_exit_code(int status) {
+    switch (status) {
+    case CT_OK: return CT_EXIT_OK;
+    case CT_ECONFIG: return CT_EXIT_CONFIG;
+    case CT_ECHECKPOINT: return CT_EXIT_CHECKPOINT;
+    case CT_ENAN: return CT_EXIT_NAN;
+    case CT_EDIST: return CT_EXIT_DIST;
+    default: return CT_EXIT_TRIAL;
+    }
+}
+
+/* The one-line cause on stderr; under mpirun each rank's line says which
+ * rank failed, since their outputs are interleaved. */
+static void report(int status, int world) {
+    if (world > 1)
+        fprintf(stderr, "ctrial[rank %d]: %s: %s\n", ct_launch_world_rank(), ct_strerror(status),
+                ct_last_error());
+    else
+        fprintf(stderr, "ctrial: %s: %s\n", ct_strerror(status), ct_last_error());
+}
+
+int ct_main(int argc, char **argv, const ct_trial *trial) {
+    int world = ct_launch_world_size();
+    if (!trial) {
+        ct_set_error(CT_EINVAL, "ct_main: trial is NULL");
+        report(CT_EINVAL, world);
+        return CT_EXIT_TRIAL;
+    }
+    ct_main_args args;
+    int rc = ct_main_parse(argc, argv, world, &args);
+    if (rc) {
+        /* Every rank parses the same flags and fails the same way: one line
+         * is enough. Any failure here (also out of memory) is a config one:
+         * nothing ran. */
+        if (ct_launch_world_rank() == 0) report(rc, world);
+        ct_main_args_free(&args);
+        return CT_EXIT_CONFIG;
+    }
+    if (args.help) {
+        if (ct_launch_world_rank() == 0) ct_main_usage(stdout, argc > 0 && argv ? argv[0] : NULL);
+        ct_main_args_free(&args);
+        return CT_EXIT_OK;
+    }
+    rc = ct_dist_init();
+    if (rc == CT_OK) rc = ct_fit(trial, &args.cfg.fit);
+    ct_main_args_free(&args);
+    if (rc && ct_dist_is_distributed()) {
+        /* The other ranks may be waiting for this one in a collective: end
+         * the whole job, naming this rank and the cause. */
+        char why[2300];
+        snprintf(why, sizeof why, "%s: %s", ct_strerror(rc), ct_last_error());
+        ct_dist_abort(ct_exit_code(rc), why);
+    }
+    if (rc) report(rc, world);
+    /* Preempted under mpirun: if mpirun itself was signalled it is shutting
+     * down (and kills the ranks a second later), so MPI_Finalize may never
+     * return. The checkpoint is committed; MPI ends at exit (atexit), after
+     * the caller of ct_main has had its turn. */
+    if (!(rc == CT_OK && ct_fit_stop_signal() && ct_dist_is_distributed())) ct_dist_finalize();
+    return ct_exit_code(rc);
+}

@@ -1,0 +1,768 @@
+/* src/config.c — the JSON experiment config (a subset of Determined's) read
+ * with jansson into ct_fit_opts (see config.h).
+ *
+ * Every key is known: each object of the config has a table of its keys and
+ * a handler per key, and a key in no table is an error naming its full path.
+ * Determined keys that mean nothing to a single local trial but that users
+ * commonly carry over (description, labels, entrypoint, workspace, project,
+ * max_restarts, resources.slots_per_trial, records_per_epoch, ...) are
+ * type-checked and ignored, so a typo in them is still caught.
+ */
+#include "config/experiment.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- owned storage ---------------------------------------------------------- */
+
+int ct_config_init(ct_config *c) {
+    memset(c, 0, sizeof *c);
+    c->fit = ct_fit_defaults();
+    c->hparams = ct_value_dict();
+    if (!c->hparams) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    return 0;
+}
+
+void ct_config_free(ct_config *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->nstrs; i++) free(c->strs[i]);
+    free(c->strs);
+    free(c->name);
+    ct_value_free(c->hparams);
+    ct_value_free(c->data);
+    memset(c, 0, sizeof *c);
+}
+
+const char *ct_config_keep(ct_config *c, const char *s) {
+    if (c->nstrs == c->capstrs) {
+        size_t cap = c->capstrs ? 2 * c->capstrs : 8;
+        char **p = realloc(c->strs, cap * sizeof *p);
+        if (!p) goto oom;
+        c->strs = p;
+        c->capstrs = cap;
+    }
+    char *copy = malloc(strlen(s) + 1);
+    if (!copy) goto oom;
+    strcpy(copy, s);
+    c->strs[c->nstrs++] = copy;
+    return copy;
+oom:
+    ct_set_error(CT_ENOMEM, "config: out of memory");
+    return NULL;
+}
+
+/* ---- the loader and its messages -------------------------------------------- */
+
+typedef struct {
+    ct_config *c;
+    const char *label; /* the file name (or the string's label) for messages */
+} loader;
+
+/* Key paths; CT_CONFIG_FROM_MAX leaves room for the file name in front. */
+#define PATH_MAX_ 256
+
+/* Records "<label>: <message>" as CT_ECONFIG. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int fail(const loader *L, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ct_set_error(CT_ECONFIG, "%s: %s", L->label, msg);
+}
+
+static const char *json_kind(const json_t *j) {
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static void join(char *dst, const char *parent, const char *key) {
+    if (parent[0]) snprintf(dst, PATH_MAX_, "%s.%s", parent, key);
+    else snprintf(dst, PATH_MAX_, "%s", key);
+}
+
+static int want_type(const loader *L, const char *path, const json_t *v, bool ok,
+                     const char *what) {
+    if (ok) return 0;
+    return fail(L, "'%s' must be %s, got %s", path, what, json_kind(v));
+}
+
+static int get_string(const loader *L, const char *path, const json_t *v, const char **out) {
+    if (want_type(L, path, v, json_is_string(v), "a string")) return CT_ECONFIG;
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int get_bool(const loader *L, const char *path, const json_t *v, bool *out) {
+    if (want_type(L, path, v, json_is_boolean(v), "a boolean")) return CT_ECONFIG;
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* An integer in [min, max]; the message says what was expected. */
+static int get_int(const loader *L, const char *path, const json_t *v, int64_t min, int64_t max,
+                   int64_t *out) {
+    const char *what = min == 1 ? "a positive integer" : min == 0 ? "a non-negative integer"
+                                                                  : "an integer";
+    if (want_type(L, path, v, json_is_integer(v), what)) return CT_ECONFIG;
+    int64_t i = (int64_t)json_integer_value(v);
+    if (i < min || i > max) {
+        if (i > max) return fail(L, "'%s' is %lld, at most %lld", path, (long long)i, (long long)max);
+        return fail(L, "'%s' must be %s, got %lld", path, what, (long long)i);
+    }
+    *out = i;
+    return 0;
+}
+
+/* An integer in [min, INT_MAX], for the config's int fields. */
+static int get_int32(const loader *L, const char *path, const json_t *v, int min, int *out) {
+    int64_t n = 0;
+    if (get_int(L, path, v, min, INT_MAX, &n)) return CT_ECONFIG;
+    *out = (int)n;
+    return 0;
+}
+
+/* ---- objects: a table of known keys ---------------------------------------- */
+
+typedef int (*key_fn)(loader *L, const char *path, json_t *v);
+typedef struct {
+    const char *key;
+    key_fn fn;
+} key_entry;
+
+/* Calls each key's handler in the file's order; an unknown key is an error
+ * naming its full path. */
+static int walk(loader *L, const char *path, json_t *obj, const key_entry *keys) {
+    if (!path[0] && !json_is_object(obj))
+        return fail(L, "the config must be a JSON object, got %s", json_kind(obj));
+    if (want_type(L, path, obj, json_is_object(obj), "an object")) return CT_ECONFIG;
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        char sub[PATH_MAX_];
+        join(sub, path, k);
+        const key_entry *e = keys;
+        while (e->key && strcmp(e->key, k) != 0) e++;
+        if (!e->key) return fail(L, "unknown key '%s'", sub);
+        int rc = e->fn(L, sub, v);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Keys accepted for compatibility with Determined configs and ignored; the
+ * type is still checked so that a wrong value is not silently dropped. */
+static int ignore_string(loader *L, const char *path, json_t *v) {
+    const char *s;
+    return get_string(L, path, v, &s);
+}
+
+static int ignore_bool(loader *L, const char *path, json_t *v) {
+    bool b;
+    return get_bool(L, path, v, &b);
+}
+
+static int ignore_count(loader *L, const char *path, json_t *v) {
+    int64_t i;
+    return get_int(L, path, v, 0, INT64_MAX, &i);
+}
+
+static int ignore_positive(loader *L, const char *path, json_t *v) {
+    int64_t i;
+    return get_int(L, path, v, 1, INT64_MAX, &i);
+}
+
+static int ignore_labels(loader *L, const char *path, json_t *v) {
+    if (want_type(L, path, v, json_is_array(v), "an array of strings")) return CT_ECONFIG;
+    size_t i;
+    json_t *item;
+    json_array_foreach(v, i, item) {
+        if (!json_is_string(item))
+            return fail(L, "'%s[%zu]' must be a string, got %s", path, i, json_kind(item));
+    }
+    return 0;
+}
+
+/* ---- JSON -> ct_value -------------------------------------------------------- */
+
+static ct_value *to_value(loader *L, const char *path, json_t *j, bool hparam_specs);
+
+static ct_value *oom(void) {
+    ct_set_error(CT_ENOMEM, "config: out of memory");
+    return NULL;
+}
+
+/* Determined's hyperparameter spec {"type": "const", "val": v} stands for v;
+ * the other types need a searcher that samples, which "single" does not. */
+static ct_value *from_spec(loader *L, const char *path, json_t *j, const char *type) {
+    if (strcmp(type, "int") == 0 || strcmp(type, "double") == 0 || strcmp(type, "log") == 0 ||
+        strcmp(type, "categorical") == 0) {
+        fail(L, "'%s' has type '%s', which needs a searcher that samples; searcher 'single' "
+                "takes a plain value or {\"type\": \"const\", \"val\": ...}", path, type);
+        return NULL;
+    }
+    if (strcmp(type, "const") != 0) {
+        fail(L, "'%s.type' is '%s', expected 'const' (or a plain value)", path, type);
+        return NULL;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(j, k, v) {
+        if (strcmp(k, "type") != 0 && strcmp(k, "val") != 0) {
+            fail(L, "unknown key '%s.%s'", path, k);
+            return NULL;
+        }
+    }
+    json_t *val = json_object_get(j, "val");
+    if (!val) {
+        fail(L, "'%s.val' is missing", path);
+        return NULL;
+    }
+    char sub[PATH_MAX_];
+    join(sub, path, "val");
+    return to_value(L, sub, val, false);
+}
+
+static ct_value *object_to_value(loader *L, const char *path, json_t *j, bool hparam_specs) {
+    json_t *type = json_object_get(j, "type");
+    if (hparam_specs && json_is_string(type)) return from_spec(L, path, j, json_string_value(type));
+    ct_value *d = ct_value_dict();
+    if (!d) return oom();
+    const char *k;
+    json_t *v;
+    json_object_foreach(j, k, v) {
+        char sub[PATH_MAX_];
+        join(sub, path, k);
+        ct_value *item = to_value(L, sub, v, hparam_specs);
+        if (!item || ct_value_dict_set(d, k, item)) {
+            ct_value_free(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+static ct_value *array_to_value(loader *L, const char *path, json_t *j) {
+    ct_value *list = ct_value_list();
+    if (!list) return oom();
+    size_t i;
+    json_t *v;
+    json_array_foreach(j, i, v) {
+        char sub[PATH_MAX_];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        ct_value *item = to_value(L, sub, v, false);
+        if (!item || ct_value_list_append(list, item)) {
+            ct_value_free(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+/* A NEW value for j: objects become dicts (insertion order kept), arrays
+ * lists, integers ints, reals floats, null None. */
+static ct_value *to_value(loader *L, const char *path, json_t *j, bool hparam_specs) {
+    ct_value *v = NULL;
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return object_to_value(L, path, j, hparam_specs);
+    case JSON_ARRAY: return array_to_value(L, path, j);
+    case JSON_STRING: v = ct_value_str(json_string_value(j)); break;
+    case JSON_INTEGER: v = ct_value_int((int64_t)json_integer_value(j)); break;
+    case JSON_REAL: v = ct_value_float(json_real_value(j)); break;
+    case JSON_TRUE: v = ct_value_bool(true); break;
+    case JSON_FALSE: v = ct_value_bool(false); break;
+    case JSON_NULL: v = ct_value_none(); break;
+    }
+    return v ? v : oom();
+}
+
+/* global_batch_size must be a positive integer: Determined divides it by
+ * the number of ranks to get each rank's batch. */
+static bool gbs_ok(const ct_value *v) {
+    int64_t n = 0;
+    return ct_value_kind_of(v) == CT_VALUE_INT && ct_value_get_int(v, &n) == 0 && n >= 1;
+}
+
+static void describe(const ct_value *v, char *buf, size_t n) {
+    int64_t i;
+    double d;
+    switch (ct_value_kind_of(v)) {
+    case CT_VALUE_INT: ct_value_get_int(v, &i); snprintf(buf, n, "%lld", (long long)i); break;
+    case CT_VALUE_FLOAT: ct_value_get_float(v, &d); snprintf(buf, n, "%g (a float)", d); break;
+    case CT_VALUE_STR: snprintf(buf, n, "'%s'", ct_value_get_str(v)); break;
+    default: snprintf(buf, n, "a %s", ct_value_kind_name(ct_value_kind_of(v))); break;
+    }
+}
+
+static int on_hyperparameters(loader *L, const char *path, json_t *v) {
+    if (want_type(L, path, v, json_is_object(v), "an object")) return CT_ECONFIG;
+    /* Built key by key: the hyperparameters object itself is a container,
+     * never a spec, even with a hyperparameter named "type". */
+    ct_value *hp = ct_value_dict();
+    if (!hp) return CT_ENOMEM;
+    const char *k;
+    json_t *item;
+    json_object_foreach(v, k, item) {
+        char sub[PATH_MAX_];
+        join(sub, path, k);
+        ct_value *x = to_value(L, sub, item, true);
+        if (!x || ct_value_dict_set(hp, k, x)) {
+            ct_value_free(hp);
+            return ct_last_code();
+        }
+    }
+    const ct_value *gbs = ct_value_dict_get(hp, "global_batch_size");
+    if (gbs && !gbs_ok(gbs)) {
+        char got[64];
+        describe(gbs, got, sizeof got);
+        ct_value_free(hp);
+        return fail(L, "'%s.global_batch_size' must be a positive integer, got %s", path, got);
+    }
+    ct_value_free(L->c->hparams);
+    L->c->hparams = hp;
+    return 0;
+}
+
+static int on_data(loader *L, const char *path, json_t *v) {
+    ct_value *d = to_value(L, path, v, false);
+    if (!d) return ct_last_code();
+    ct_value_free(L->c->data);
+    L->c->data = d;
+    return 0;
+}
+
+/* ---- lengths and periods ------------------------------------------------------ */
+
+/* {batches: n} | {epochs: n} | {records: n}, n >= 1. Records stay records
+ * until ct_config_finish knows the final global_batch_size. */
+static int get_length(loader *L, const char *path, json_t *v, bool is_max_length, ct_period *out,
+                      char *from) {
+    if (!json_is_object(v))
+        return fail(L, "'%s' must be an object such as {\"batches\": N}, got %s", path,
+                    json_kind(v));
+    static const struct {
+        const char *key;
+        ct_unit unit;
+    } units[] = {{"batches", CT_BATCHES}, {"epochs", CT_EPOCHS}, {"records", CT_RECORDS}};
+    int found = 0;
+    const char *k;
+    json_t *n;
+    json_object_foreach(v, k, n) {
+        char sub[PATH_MAX_];
+        join(sub, path, k);
+        size_t u = 0;
+        while (u < 3 && strcmp(units[u].key, k) != 0) u++;
+        if (u == 3) return fail(L, "unknown key '%s'", sub);
+        if (json_is_array(n)) {
+            if (is_max_length) return fail(L, "'%s' is a schedule; max_length must be one length", sub);
+            return fail(L, "'%s' is a schedule, which the config does not take (ct_schedule or "
+                           "the flag form batches:a,b,c do)", sub);
+        }
+        int64_t len = 0;
+        if (get_int(L, sub, n, 1, INT64_MAX, &len)) return CT_ECONFIG;
+        if (found++) return fail(L, "'%s' must have exactly one of batches, epochs, records", path);
+        out->unit = units[u].unit;
+        out->n = len;
+        out->num_points = 0;
+        snprintf(from, CT_CONFIG_FROM_MAX, "%s: '%s'", L->label, sub);
+    }
+    if (!found) return fail(L, "'%s' must have one of batches, epochs, records", path);
+    return 0;
+}
+
+static int on_min_validation_period(loader *L, const char *path, json_t *v) {
+    return get_length(L, path, v, false, &L->c->fit.validation_period, L->c->validation_from);
+}
+
+static int on_min_checkpoint_period(loader *L, const char *path, json_t *v) {
+    return get_length(L, path, v, false, &L->c->fit.checkpoint_period, L->c->checkpoint_from);
+}
+
+/* Determined's scheduling_unit: batches between training metric reports. */
+static int on_scheduling_unit(loader *L, const char *path, json_t *v) {
+    int64_t n = 0;
+    if (get_int(L, path, v, 1, INT64_MAX, &n)) return CT_ECONFIG;
+    L->c->fit.reporting_period = ct_batches(n);
+    return 0;
+}
+
+/* ---- searcher ------------------------------------------------------------------ */
+
+static int on_searcher_name(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (strcmp(s, "single") != 0)
+        return fail(L, "'%s' is '%s'; ctrial runs one trial: only 'single' is supported", path, s);
+    return 0;
+}
+
+static int on_searcher_metric(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (!s[0]) return fail(L, "'%s' is empty", path);
+    s = ct_config_keep(L->c, s);
+    if (!s) return CT_ENOMEM;
+    L->c->fit.searcher_metric = s;
+    return 0;
+}
+
+static int on_smaller_is_better(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.smaller_is_better);
+}
+
+static int on_max_length(loader *L, const char *path, json_t *v) {
+    return get_length(L, path, v, true, &L->c->fit.max_length, L->c->max_length_from);
+}
+
+static int on_searcher(loader *L, const char *path, json_t *v) {
+    static const key_entry keys[] = {{"name", on_searcher_name},
+                                     {"metric", on_searcher_metric},
+                                     {"smaller_is_better", on_smaller_is_better},
+                                     {"max_length", on_max_length},
+                                     {NULL, NULL}};
+    if (walk(L, path, v, keys)) return CT_ECONFIG;
+    if (!json_object_get(v, "name")) return fail(L, "'%s.name' is missing (use \"single\")", path);
+    return 0;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------ */
+
+static int on_checkpoint_policy(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (strcmp(s, "best") == 0) L->c->fit.checkpoint_policy = CT_CKPT_BEST;
+    else if (strcmp(s, "all") == 0) L->c->fit.checkpoint_policy = CT_CKPT_ALL;
+    else if (strcmp(s, "none") == 0) L->c->fit.checkpoint_policy = CT_CKPT_NONE;
+    else return fail(L, "'%s' must be one of best, all, none, got '%s'", path, s);
+    return 0;
+}
+
+static int on_storage_type(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (strcmp(s, "shared_fs") != 0)
+        return fail(L, "'%s' is '%s'; only 'shared_fs' (a local directory) is supported", path, s);
+    return 0;
+}
+
+/* host_path and storage_path are joined after the walk (either order). */
+static int on_storage_path(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (!s[0]) return fail(L, "'%s' is empty", path);
+    return 0;
+}
+
+static int on_save_trial_latest(loader *L, const char *path, json_t *v) {
+    return get_int32(L, path, v, 0, &L->c->fit.save_trial_latest);
+}
+
+static int on_save_trial_best(loader *L, const char *path, json_t *v) {
+    return get_int32(L, path, v, 0, &L->c->fit.save_trial_best);
+}
+
+static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
+    static const key_entry keys[] = {{"type", on_storage_type},
+                                     {"host_path", on_storage_path},
+                                     {"storage_path", on_storage_path},
+                                     {"save_trial_latest", on_save_trial_latest},
+                                     {"save_trial_best", on_save_trial_best},
+                                     /* one trial: the experiment's best is the trial's */
+                                     {"save_experiment_best", ignore_count},
+                                     {NULL, NULL}};
+    if (walk(L, path, v, keys)) return CT_ECONFIG;
+    const char *host = json_string_value(json_object_get(v, "host_path"));
+    const char *sub = json_string_value(json_object_get(v, "storage_path"));
+    if (sub && !host) return fail(L, "'%s.storage_path' needs '%s.host_path'", path, path);
+    if (!host) return 0;
+    /* Determined stores checkpoints in host_path/storage_path. */
+    char dir[4096];
+    int n = sub ? snprintf(dir, sizeof dir, "%s/%s", host, sub) : snprintf(dir, sizeof dir, "%s", host);
+    if (n < 0 || (size_t)n >= sizeof dir) return fail(L, "'%s.host_path' is too long", path);
+    const char *kept = ct_config_keep(L->c, dir);
+    if (!kept) return CT_ENOMEM;
+    L->c->fit.checkpoint_dir = kept;
+    return 0;
+}
+
+/* ---- the rest ---------------------------------------------------------------------- */
+
+static int on_experiment_seed(loader *L, const char *path, json_t *v) {
+    int64_t seed = 0;
+    if (get_int(L, path, v, 0, INT64_MAX, &seed)) return CT_ECONFIG;
+    L->c->fit.seed = (uint64_t)seed;
+    return 0;
+}
+
+static int on_reproducibility(loader *L, const char *path, json_t *v) {
+    static const key_entry keys[] = {{"experiment_seed", on_experiment_seed}, {NULL, NULL}};
+    return walk(L, path, v, keys);
+}
+
+static int on_aggregation_frequency(loader *L, const char *path, json_t *v) {
+    return get_int32(L, path, v, 1, &L->c->fit.aggregation_frequency);
+}
+
+/* ctrial's own key (DistributedDataParallel's bucket_cap_mb): megabytes of
+ * gradients per all-reduce bucket under mpirun. */
+static int on_bucket_cap_mb(loader *L, const char *path, json_t *v) {
+    return get_int(L, path, v, 1, 1 << 20, &L->c->fit.bucket_cap_mb) ? CT_ECONFIG : 0;
+}
+
+/* ctrial's own keys: the training step as a CUDA graph (trial.h). */
+static int on_cuda_graphs(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.cuda_graphs);
+}
+
+static int on_cuda_graph_warmup(loader *L, const char *path, json_t *v) {
+    return get_int32(L, path, v, 1, &L->c->fit.cuda_graph_warmup);
+}
+
+/* ctrial's own key: glibc's heap thresholds set for training
+ * (ct_fit_opts.tune_malloc; false leaves malloc alone). */
+static int on_tune_malloc(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.tune_malloc);
+}
+
+static int on_optimizations(loader *L, const char *path, json_t *v) {
+    static const key_entry keys[] = {{"aggregation_frequency", on_aggregation_frequency},
+                                     {"bucket_cap_mb", on_bucket_cap_mb},
+                                     {"cuda_graphs", on_cuda_graphs},
+                                     {"cuda_graph_warmup", on_cuda_graph_warmup},
+                                     {"tune_malloc", on_tune_malloc},
+                                     /* ctrial always averages across ranks, as true does */
+                                     {"average_training_metrics", ignore_bool},
+                                     {NULL, NULL}};
+    return walk(L, path, v, keys);
+}
+
+/* ctrial's own key: where the trial trains, "cpu", "cuda" or "cuda:N"
+ * (--device overrides it; under mpirun "cuda" means each local rank's own
+ * GPU). */
+static int on_device(loader *L, const char *path, json_t *v) {
+    const char *s;
+    ct_device d;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (ct_device_parse(s, &d) != 0) return fail(L, "'%s' must be cpu, cuda or cuda:N, got '%s'", path, s);
+    L->c->fit.device = ct_config_keep(L->c, s);
+    return L->c->fit.device ? 0 : ct_set_error(CT_ENOMEM, "config: out of memory");
+}
+
+static int on_resources(loader *L, const char *path, json_t *v) {
+    /* The number of ranks comes from mpirun, not from the config. */
+    static const key_entry keys[] = {{"slots_per_trial", ignore_positive}, {"device", on_device}, {NULL, NULL}};
+    return walk(L, path, v, keys);
+}
+
+static int on_name(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    char *copy = malloc(strlen(s) + 1);
+    if (!copy) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    strcpy(copy, s);
+    free(L->c->name);
+    L->c->name = copy;
+    return 0;
+}
+
+static int on_perform_initial_validation(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.step_zero_validation);
+}
+
+static const key_entry top_keys[] = {
+    {"name", on_name},
+    {"hyperparameters", on_hyperparameters},
+    {"searcher", on_searcher},
+    {"min_validation_period", on_min_validation_period},
+    {"min_checkpoint_period", on_min_checkpoint_period},
+    {"checkpoint_policy", on_checkpoint_policy},
+    {"checkpoint_storage", on_checkpoint_storage},
+    {"reproducibility", on_reproducibility},
+    {"optimizations", on_optimizations},
+    {"scheduling_unit", on_scheduling_unit},
+    {"perform_initial_validation", on_perform_initial_validation},
+    {"data", on_data},
+    /* accepted as in Determined, and ignored */
+    {"records_per_epoch", ignore_count},
+    {"description", ignore_string},
+    {"labels", ignore_labels},
+    {"entrypoint", ignore_string},
+    {"workspace", ignore_string},
+    {"project", ignore_string},
+    {"max_restarts", ignore_count},
+    {"resources", on_resources},
+    {NULL, NULL},
+};
+
+static int load_json(ct_config *c, json_t *root, const char *label) {
+    loader L = {c, label};
+    int rc = walk(&L, "", root, top_keys);
+    if (rc == 0) c->loaded = true;
+    return rc;
+}
+
+static int check_load(ct_config *c, const void *arg, const char *what) {
+    if (!c || !arg) return ct_set_error(CT_EINVAL, "ct_config_load_%s: NULL argument", what);
+    if (c->loaded) return ct_set_error(CT_ECONFIG, "config: only one experiment config may be given");
+    return 0;
+}
+
+int ct_config_load_string(ct_config *c, const char *json, const char *label) {
+    int rc = check_load(c, json, "string");
+    if (rc) return rc;
+    if (!label) label = "config";
+    json_error_t err;
+    json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return ct_set_error(CT_ECONFIG, "%s:%d:%d: %s", label, err.line, err.column, err.text);
+    rc = load_json(c, root, label);
+    json_decref(root);
+    return rc;
+}
+
+int ct_config_load_file(ct_config *c, const char *path) {
+    int rc = check_load(c, path, "file");
+    if (rc) return rc;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ct_set_error(CT_ECONFIG, "%s: cannot open: %s", path, strerror(errno));
+    json_error_t err;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    fclose(f);
+    if (!root) return ct_set_error(CT_ECONFIG, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+    rc = load_json(c, root, path);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- --hparam -------------------------------------------------------------------- */
+
+/* The value of --hparam k=VALUE: JSON when it parses as JSON (numbers, true,
+ * null, "quoted", {...}, [...]), else the text itself, so lr=0.1 is a float
+ * and opt=adam a string. NEW. */
+static ct_value *hparam_value(const char *text) {
+    json_error_t err;
+    json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+    if (!j) {
+        ct_value *s = ct_value_str(text);
+        return s ? s : oom();
+    }
+    loader L = {NULL, "--hparam"};
+    ct_value *v = to_value(&L, "", j, false);
+    json_decref(j);
+    return v;
+}
+
+/* The dict that holds the last component of a dotted key, created as
+ * needed; *last receives that component (inside buf). Borrowed. */
+static ct_value *hparam_parent(ct_config *c, char *key, const char *full, char **last) {
+    ct_value *d = c->hparams;
+    char *part = key;
+    for (char *dot; (dot = strchr(part, '.')); part = dot + 1) {
+        *dot = '\0';
+        if (!part[0]) break;
+        ct_value *child = ct_value_dict_get(d, part);
+        if (!child) {
+            child = ct_value_dict();
+            if (!child || ct_value_dict_set(d, part, child)) return oom();
+        } else if (ct_value_kind_of(child) != CT_VALUE_DICT) {
+            ct_set_error(CT_ECONFIG, "--hparam %s: '%s' is a %s, not a dict", full, part,
+                         ct_value_kind_name(ct_value_kind_of(child)));
+            return NULL;
+        }
+        d = child;
+    }
+    if (!part[0]) {
+        ct_set_error(CT_ECONFIG, "--hparam %s: empty key component", full);
+        return NULL;
+    }
+    *last = part;
+    return d;
+}
+
+int ct_config_set_hparam(ct_config *c, const char *assignment) {
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return ct_set_error(CT_ECONFIG, "--hparam: expected KEY=VALUE, got '%s'", assignment);
+    size_t klen = (size_t)(eq - assignment);
+    char *key = malloc(klen + 1);
+    if (!key) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    memcpy(key, assignment, klen);
+    key[klen] = '\0';
+    char full[PATH_MAX_];
+    snprintf(full, sizeof full, "%s", key);
+
+    int rc = 0;
+    char *last = NULL;
+    ct_value *parent = hparam_parent(c, key, full, &last);
+    ct_value *val = parent ? hparam_value(eq + 1) : NULL;
+    if (!val) rc = ct_last_code();
+    else if (ct_value_dict_set(parent, last, val)) rc = ct_last_code();
+    free(key);
+    if (rc) return rc;
+
+    /* Checked here rather than in finish so the message names the flag. */
+    const ct_value *gbs = ct_value_dict_get(c->hparams, "global_batch_size");
+    if (strncmp(full, "global_batch_size", 17) == 0 && (full[17] == '\0' || full[17] == '.') &&
+        !gbs_ok(gbs)) {
+        char got[64];
+        describe(gbs, got, sizeof got);
+        return ct_set_error(CT_ECONFIG, "--hparam %s: global_batch_size must be a positive "
+                                        "integer, got %s", full, got);
+    }
+    return 0;
+}
+
+/* ---- finishing ------------------------------------------------------------------- */
+
+/* Determined's records -> Batch(max(records / global_batch_size, 1)). */
+static int resolve_records(ct_period *p, int64_t gbs, const char *from) {
+    if (p->unit != CT_RECORDS) return 0;
+    if (gbs < 1)
+        return ct_set_error(CT_ECONFIG, "%s: records need hyperparameters.global_batch_size "
+                                        "(in the config or --hparam global_batch_size=N)", from);
+    int64_t n = p->n / gbs;
+    *p = ct_batches(n > 1 ? n : 1);
+    return 0;
+}
+
+int ct_config_finish(ct_config *c, int world_size) {
+    if (world_size < 1) return ct_set_error(CT_EINVAL, "ct_config_finish: world_size %d", world_size);
+    const ct_value *gbs = ct_value_dict_get(c->hparams, "global_batch_size");
+    int64_t n = 0;
+    if (gbs) {
+        if (!gbs_ok(gbs) || ct_value_get_int(gbs, &n))
+            return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size must be a "
+                                            "positive integer");
+        /* Each rank trains global_batch_size / world_size records a batch. */
+        if (n < world_size)
+            return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size is %lld, smaller "
+                                            "than the number of ranks (%d)", (long long)n,
+                                world_size);
+        c->fit.global_batch_size = n;
+    }
+    if (resolve_records(&c->fit.max_length, n, c->max_length_from) ||
+        resolve_records(&c->fit.validation_period, n, c->validation_from) ||
+        resolve_records(&c->fit.checkpoint_period, n, c->checkpoint_from))
+        return CT_ECONFIG;
+    if (c->fit.max_length.unit == CT_NEVER)
+        return ct_set_error(CT_ECONFIG, "no max_length: set searcher.max_length in the config "
+                                        "or pass --max-length");
+    c->fit.hparams = c->hparams;
+    c->fit.data = c->data;
+    return 0;
+}

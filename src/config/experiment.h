@@ -1,0 +1,74 @@
+/* src/config/experiment.h — the JSON experiment config, turned into
+ * ct_fit_opts (docs/design.md, "Contracts"). Internal to ctrial.
+ *
+ * The sequence ct_main follows, and tests repeat piece by piece:
+ *
+ *     ct_config c;
+ *     ct_config_init(&c);                          // ct_fit_defaults()
+ *     ct_config_load_file(&c, "config.json");      // optional
+ *     ct_config_set_hparam(&c, "opt.lr=0.1");      // flags override the config
+ *     ct_config_finish(&c, world_size);            // records -> batches, checks
+ *     ct_fit(trial, &c.fit);
+ *     ct_config_free(&c);
+ *
+ * Every failure is CT_ECONFIG (CT_ENOMEM aside) with a message naming the
+ * file and the key path ("config.json: unknown key 'searcher.metrc'") or the
+ * flag ("--max-length: ..."), so that ct_main exits with CT_EXIT_CONFIG
+ * before any training starts.
+ */
+#ifndef CTRIAL_CONFIG_EXPERIMENT_H
+#define CTRIAL_CONFIG_EXPERIMENT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ctrial/trial.h"
+
+/* Room for "config.json: 'searcher.max_length.records'" and the like. */
+#define CT_CONFIG_FROM_MAX 512
+
+typedef struct {
+    /* The options for ct_fit; complete after ct_config_finish. Its strings,
+     * hparams and data point into this struct: valid until ct_config_free. */
+    ct_fit_opts fit;
+    char *name;         /* the config's "name" (NULL when absent) */
+    ct_value *hparams;  /* owned dict, never NULL after a successful init */
+    ct_value *data;     /* owned, the config's "data" (NULL when absent) */
+    /* Where each period was last set ("config.json: 'searcher.max_length'",
+     * "--max-length"): records are turned into batches only in finish, once
+     * global_batch_size is final, and the error must name the origin. */
+    char max_length_from[CT_CONFIG_FROM_MAX];
+    char validation_from[CT_CONFIG_FROM_MAX];
+    char checkpoint_from[CT_CONFIG_FROM_MAX];
+    bool loaded;        /* a config file or string was loaded */
+    /* Owned copies of every string put in fit (see ct_config_keep). */
+    char **strs;
+    size_t nstrs, capstrs;
+} ct_config;
+
+/* Sets *c to ct_fit_defaults() with an empty hparams dict. 0 or CT_ENOMEM;
+ * ct_config_free is safe after a failure. */
+int ct_config_init(ct_config *c);
+/* Frees what *c owns (accepts NULL and a failed init). */
+void ct_config_free(ct_config *c);
+
+/* Loads an experiment config over the defaults; the file's path (or
+ * `label`, for a string) prefixes every message. Loading twice is refused. */
+int ct_config_load_file(ct_config *c, const char *path);
+int ct_config_load_string(ct_config *c, const char *json, const char *label);
+
+/* A copy of s owned by *c (for the const char * fields of c->fit), or NULL
+ * with CT_ENOMEM. */
+const char *ct_config_keep(ct_config *c, const char *s);
+
+/* --hparam's argument "key=value" / "a.b.c=value": the value is JSON when it
+ * parses as JSON, else the string itself; dotted keys set nested dicts,
+ * created as needed. Replaces an existing key in place. */
+int ct_config_set_hparam(ct_config *c, const char *assignment);
+
+/* Completes c->fit: global_batch_size from hparams (must not be smaller than
+ * world_size), records turned into Batch(max(records / gbs, 1)),
+ * max_length present, hparams and data wired in. */
+int ct_config_finish(ct_config *c, int world_size);
+
+#endif

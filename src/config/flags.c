@@ -1,0 +1,328 @@
+/* src/config/flags.c — ct_main's flags (see flags.h), over the experiment
+ * config.
+ *
+ * The flags live in one table that both the parser and --help read, so the
+ * help cannot drift from what is accepted. Flags override the config file
+ * whatever their position: --config is applied first, the rest in order. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/flags.h"
+
+/* ---- value syntax ------------------------------------------------------------ */
+
+/* A decimal integer >= 0 with nothing else around it. */
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static bool parse_count(const char *s, int64_t *out) {
+    uint64_t v;
+    if (!parse_u64(s, &v) || v > (uint64_t)INT64_MAX) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static int period_syntax(const char *flag, const char *s, bool allow_off, bool allow_schedule) {
+    return ct_set_error(CT_ECONFIG, "%s: expected N, Nb, Ne, Nr, batches:N, epochs:N or "
+                                    "records:N with N >= 1%s%s, got '%s'", flag,
+                        allow_off ? ", 0 or never" : "",
+                        allow_schedule ? ", or a schedule batches:a,b,c / epochs:a,b,c" : "", s);
+}
+
+/* "batches:a,b,c" -> a schedule; the points are parsed in place. */
+static int parse_schedule(const char *flag, const char *s, ct_unit unit, const char *list,
+                          ct_period *out) {
+    int64_t pts[CT_SCHEDULE_MAX];
+    int n = 0;
+    char buf[1024];
+    if (strlen(list) >= sizeof buf) return ct_set_error(CT_ECONFIG, "%s: schedule too long", flag);
+    strcpy(buf, list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == CT_SCHEDULE_MAX)
+            return ct_set_error(CT_ECONFIG, "%s: more than %d points in '%s'", flag,
+                                CT_SCHEDULE_MAX, s);
+        if (!parse_count(tok, &pts[n]) || pts[n] < 1)
+            return ct_set_error(CT_ECONFIG, "%s: schedule point '%s' in '%s' is not an integer "
+                                            ">= 1", flag, tok, s);
+        n++;
+    }
+    /* strtok_r skips empty fields: "batches:1,,2" and "batches:5," must not pass. */
+    if (n == 0 || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,"))
+        return period_syntax(flag, s, true, true);
+    *out = ct_schedule(unit, n, pts);
+    return out->unit == CT_NEVER ? ct_set_error(CT_ECONFIG, "%s: %s", flag, ct_last_error()) : 0;
+}
+
+int ct_parse_period(const char *flag, const char *s, bool allow_off, bool allow_schedule,
+                    ct_period *out) {
+    if (allow_off && (strcmp(s, "never") == 0 || strcmp(s, "0") == 0)) {
+        *out = ct_never();
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        char suffix;
+        ct_unit unit;
+    } units[] = {{"batches", 'b', CT_BATCHES}, {"epochs", 'e', CT_EPOCHS}, {"records", 'r', CT_RECORDS}};
+    ct_unit unit = CT_BATCHES; /* a bare number counts batches */
+    char num[64];
+    const char *colon = strchr(s, ':');
+    size_t len = strlen(s);
+    if (colon) {
+        size_t u = 0, plen = (size_t)(colon - s);
+        while (u < 3 && !(strlen(units[u].name) == plen && strncmp(units[u].name, s, plen) == 0)) u++;
+        if (u == 3) return period_syntax(flag, s, allow_off, allow_schedule);
+        unit = units[u].unit;
+        if (strchr(colon + 1, ',')) {
+            if (!allow_schedule)
+                return ct_set_error(CT_ECONFIG, "%s: '%s' is a schedule; a single length is "
+                                                "needed here", flag, s);
+            if (unit == CT_RECORDS)
+                return ct_set_error(CT_ECONFIG, "%s: schedules are in batches or epochs, got '%s'",
+                                    flag, s);
+            return parse_schedule(flag, s, unit, colon + 1, out);
+        }
+        snprintf(num, sizeof num, "%s", colon + 1);
+    } else {
+        if (len == 0 || len >= sizeof num) return period_syntax(flag, s, allow_off, allow_schedule);
+        memcpy(num, s, len + 1);
+        for (size_t u = 0; u < 3; u++)
+            if (num[len - 1] == units[u].suffix) {
+                unit = units[u].unit;
+                num[len - 1] = '\0';
+            }
+    }
+    int64_t n;
+    if (!parse_count(num, &n)) return period_syntax(flag, s, allow_off, allow_schedule);
+    if (n < 1)
+        return ct_set_error(CT_ECONFIG, "%s: must be >= 1%s, got '%s'", flag,
+                            allow_off ? " (0 or never alone turn it off)" : "", s);
+    out->unit = unit;
+    out->n = n;
+    out->num_points = 0;
+    return 0;
+}
+
+/* ---- the flags ------------------------------------------------------------------- */
+
+typedef int (*flag_fn)(ct_config *c, const char *flag, const char *val);
+
+static int keep_into(ct_config *c, const char **field, const char *flag, const char *val) {
+    if (!val[0]) return ct_set_error(CT_ECONFIG, "%s: empty value", flag);
+    const char *kept = ct_config_keep(c, val);
+    if (!kept) return CT_ENOMEM;
+    *field = kept;
+    return 0;
+}
+
+static int f_hparam(ct_config *c, const char *flag, const char *val) {
+    return ct_config_set_hparam(c, val);
+}
+
+static int set_period(ct_config *c, const char *flag, const char *val, bool is_max, ct_period *p,
+                      char *from) {
+    if (ct_parse_period(flag, val, !is_max, !is_max, p)) return CT_ECONFIG;
+    snprintf(from, CT_CONFIG_FROM_MAX, "%s %s", flag, val);
+    return 0;
+}
+
+static int f_max_length(ct_config *c, const char *flag, const char *val) {
+    return set_period(c, flag, val, true, &c->fit.max_length, c->max_length_from);
+}
+
+static int f_validation_period(ct_config *c, const char *flag, const char *val) {
+    return set_period(c, flag, val, false, &c->fit.validation_period, c->validation_from);
+}
+
+static int f_checkpoint_period(ct_config *c, const char *flag, const char *val) {
+    return set_period(c, flag, val, false, &c->fit.checkpoint_period, c->checkpoint_from);
+}
+
+static int f_checkpoint_policy(ct_config *c, const char *flag, const char *val) {
+    if (strcmp(val, "best") == 0) c->fit.checkpoint_policy = CT_CKPT_BEST;
+    else if (strcmp(val, "all") == 0) c->fit.checkpoint_policy = CT_CKPT_ALL;
+    else if (strcmp(val, "none") == 0) c->fit.checkpoint_policy = CT_CKPT_NONE;
+    else return ct_set_error(CT_ECONFIG, "%s: expected best, all or none, got '%s'", flag, val);
+    return 0;
+}
+
+static int f_output(ct_config *c, const char *flag, const char *val) {
+    return keep_into(c, &c->fit.output_dir, flag, val);
+}
+
+static int f_resume(ct_config *c, const char *flag, const char *val) {
+    return keep_into(c, &c->fit.resume, flag, val);
+}
+
+static int f_seed(ct_config *c, const char *flag, const char *val) {
+    if (!parse_u64(val, &c->fit.seed))
+        return ct_set_error(CT_ECONFIG, "%s: expected an integer >= 0, got '%s'", flag, val);
+    return 0;
+}
+
+static int f_device(ct_config *c, const char *flag, const char *val) {
+    ct_device d;
+    if (ct_device_parse(val, &d) != 0)
+        return ct_set_error(CT_ECONFIG, "%s: expected cpu, cuda or cuda:N, got '%s'", flag, val);
+    return keep_into(c, &c->fit.device, flag, val);
+}
+
+static int f_threads(ct_config *c, const char *flag, const char *val) {
+    uint64_t n;
+    if (!parse_u64(val, &n) || n < 1 || n > 4096)
+        return ct_set_error(CT_ECONFIG, "%s: expected a number of threads >= 1, got '%s'", flag, val);
+    c->fit.num_threads = (int)n;
+    return 0;
+}
+
+static int f_test_mode(ct_config *c, const char *flag, const char *val) {
+    c->fit.test_mode = true;
+    return 0;
+}
+
+static int f_stop_on_nan(ct_config *c, const char *flag, const char *val) {
+    c->fit.stop_on_nan = true;
+    return 0;
+}
+
+static int f_cuda_graphs(ct_config *c, const char *flag, const char *val) {
+    c->fit.cuda_graphs = true;
+    return 0;
+}
+
+static int f_quiet(ct_config *c, const char *flag, const char *val) {
+    c->fit.quiet = true;
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    const char *arg; /* NULL: takes no value */
+    const char *help;
+    flag_fn fn;      /* NULL: handled by ct_main_parse itself */
+} flag_def;
+
+static const flag_def flags[] = {
+    {"--config", "FILE", "JSON experiment config (a subset of Determined's); flags override it", NULL},
+    {"--hparam", "KEY=VALUE", "set a hyperparameter, repeatable (a.b=V: nested); VALUE is JSON "
+                              "if it parses, else text", f_hparam},
+    {"--max-length", "LEN", "train for LEN (overrides searcher.max_length)", f_max_length},
+    {"--validation-period", "PERIOD", "validate every PERIOD (overrides min_validation_period)",
+     f_validation_period},
+    {"--checkpoint-period", "PERIOD", "checkpoint every PERIOD (overrides min_checkpoint_period)",
+     f_checkpoint_period},
+    {"--checkpoint-policy", "best|all|none", "checkpoint after a validation that improves the "
+                                             "metric / after each / never",
+     f_checkpoint_policy},
+    {"--output", "DIR", "output directory: metrics.jsonl, checkpoints (default: output)", f_output},
+    {"--resume", "PATH|latest", "resume from a checkpoint directory, or from the latest "
+                                "checkpoint", f_resume},
+    {"--test-mode", NULL, "train one batch, validate one batch, checkpoint and exit", f_test_mode},
+    {"--seed", "N", "experiment seed (overrides reproducibility.experiment_seed)", f_seed},
+    {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
+    {"--threads", "N", "intra-op CPU threads (default: libtorch's, the number of cores)", f_threads},
+    {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
+    {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "
+                            "(static shapes; optimizations.cuda_graphs)", f_cuda_graphs},
+    {"--quiet", NULL, "print only errors", f_quiet},
+    {"--help", NULL, "print this help and exit", NULL},
+};
+#define NUM_FLAGS (sizeof flags / sizeof *flags)
+
+void ct_main_usage(FILE *f, const char *prog) {
+    const char *base = prog && prog[0] ? strrchr(prog, '/') : NULL;
+    base = base ? base + 1 : prog && prog[0] ? prog : "trial";
+    fprintf(f, "usage: %s [flags]\n\nTrains the trial, Determined-style. Flags:\n", base);
+    for (size_t i = 0; i < NUM_FLAGS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", flags[i].name, flags[i].arg ? " " : "",
+                 flags[i].arg ? flags[i].arg : "");
+        fprintf(f, "  %-34s %s\n", left, flags[i].help);
+    }
+    fputs("\nA flag's value may also follow '=' (--seed=3).\n"
+          "LEN: N or Nb (N batches), Ne (N epochs), Nr (N records, divided by\n"
+          "  hyperparameters.global_batch_size), or batches:N, epochs:N, records:N.\n"
+          "PERIOD: a LEN, 0 or never (off), or a schedule batches:a,b,c / epochs:a,b,c.\n"
+          "Exit codes: 0 done (or stopped after a checkpoint: resume with --resume latest),\n"
+          "  1 trial error, 2 bad flags or config, 3 bad checkpoint, 4 non-finite loss,\n"
+          "  5 a rank was lost.\n",
+          f);
+}
+
+/* ---- parsing ---------------------------------------------------------------------- */
+
+static const flag_def *find_flag(const char *name, size_t len) {
+    for (size_t i = 0; i < NUM_FLAGS; i++)
+        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0) return &flags[i];
+    return NULL;
+}
+
+/* Splits argv[*i] into its flag and value (from "=..." or the next
+ * argument, which *i then skips). */
+static int next_flag(int argc, char **argv, int *i, const flag_def **def, const char **val) {
+    const char *a = argv[*i];
+    if (strcmp(a, "-h") == 0) a = "--help";
+    if (strncmp(a, "--", 2) != 0)
+        return ct_set_error(CT_ECONFIG, "unexpected argument '%s' (see --help)", a);
+    const char *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    *def = find_flag(a, len);
+    if (!*def) return ct_set_error(CT_ECONFIG, "unknown flag '%.*s' (see --help)", (int)len, a);
+    if (!(*def)->arg) {
+        if (eq) return ct_set_error(CT_ECONFIG, "%s takes no value, got '%s'", (*def)->name, a);
+        *val = NULL;
+    } else if (eq) {
+        *val = eq + 1;
+    } else if (*i + 1 < argc && argv[*i + 1]) {
+        *val = argv[++*i];
+    } else {
+        return ct_set_error(CT_ECONFIG, "%s needs a value (%s)", (*def)->name, (*def)->arg);
+    }
+    return 0;
+}
+
+int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
+    memset(out, 0, sizeof *out);
+    int rc = ct_config_init(&out->cfg);
+    if (rc) return rc;
+    for (int i = 1; i < argc; i++)
+        if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
+            out->help = true;
+            return 0;
+        }
+    /* Pass 1: the config file, so that every other flag overrides it. */
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) {
+        const flag_def *def;
+        const char *val;
+        if ((rc = next_flag(argc, argv, &i, &def, &val))) return rc;
+        if (def->fn) continue;
+        if (config) return ct_set_error(CT_ECONFIG, "--config: given twice");
+        if (!val[0]) return ct_set_error(CT_ECONFIG, "--config: empty value");
+        config = val;
+    }
+    if (config && (rc = ct_config_load_file(&out->cfg, config))) return rc;
+    /* Pass 2: the other flags in order (a later one wins). */
+    for (int i = 1; i < argc; i++) {
+        const flag_def *def;
+        const char *val;
+        next_flag(argc, argv, &i, &def, &val); /* checked in pass 1 */
+        if (def->fn && (rc = def->fn(&out->cfg, def->name, val))) return rc;
+    }
+    return ct_config_finish(&out->cfg, world_size);
+}
+
+void ct_main_args_free(ct_main_args *a) {
+    if (a) ct_config_free(&a->cfg);
+}
+

@@ -1,0 +1,37 @@
+/* src/config/flags.h — ct_main's flags over the experiment config (flags.c).
+ * Internal to ctrial.
+ *
+ *     ct_main_args a;
+ *     if (ct_main_parse(argc, argv, ct_launch_world_size(), &a) == 0 && !a.help)
+ *         rc = ct_fit(trial, &a.cfg.fit);
+ *     ct_main_args_free(&a);
+ */
+#ifndef CTRIAL_CONFIG_FLAGS_H
+#define CTRIAL_CONFIG_FLAGS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config/experiment.h"
+
+typedef struct {
+    ct_config cfg; /* what the flags and the config file produced */
+    bool help;     /* --help was given: print ct_main_usage, exit 0 */
+} ct_main_args;
+
+/* Parses ct_main's flags (--config first, the others over it in order) and
+ * finishes the config for `world_size` ranks. On failure *out still needs
+ * ct_main_args_free. With --help nothing else is parsed. */
+int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out);
+void ct_main_args_free(ct_main_args *a);
+
+/* The --help text: every flag with a one-line description. */
+void ct_main_usage(FILE *f, const char *prog);
+
+/* A flag's period or length: N, Nb, Ne, Nr, batches:N, epochs:N, records:N;
+ * with allow_off also 0 / never; with allow_schedule batches:a,b,c and
+ * epochs:a,b,c. Errors name `flag`. */
+int ct_parse_period(const char *flag, const char *s, bool allow_off, bool allow_schedule,
+                    ct_period *out);
+
+#endif

@@ -1,0 +1,191 @@
+/* src/records.c — a dataset of fixed-size binary records read through mmap
+ * (data.h: ct_dataset_records).
+ *
+ * The file is mapped read-only and private once; the page cache does the
+ * reading, and worker threads copy records out of the mapping concurrently
+ * (reads only). Values are taken as stored: little-endian, which is the
+ * host order this reader supports; on a big-endian host a record with
+ * multi-byte fields is refused rather than silently misread.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "ctrial/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/dataset.h"
+
+typedef struct {
+    ct_records_opts o;
+    size_t field_bytes[CT_RECORD_MAX_FIELDS];
+    size_t record_bytes;
+    int64_t len;
+    void *map; /* the whole file (NULL for an empty one) */
+    size_t map_size;
+    const unsigned char *records; /* map + header_bytes */
+} records_ds;
+
+static bool host_is_little_endian(void) {
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+static bool valid_dtype(ct_dtype d) { return (int)d >= (int)CT_F32 && (int)d <= (int)CT_I16; }
+
+/* Checks the options and computes each field's and the record's size. */
+static int check_opts(const ct_records_opts *o, const char *path, records_ds *ds) {
+    const char *fn = "ct_dataset_records";
+    if (o->num_fields < 1 || o->num_fields > CT_RECORD_MAX_FIELDS)
+        return ct_set_error(CT_EINVAL, "%s: %s: num_fields is %d; must be 1..%d", fn, path,
+                            o->num_fields, CT_RECORD_MAX_FIELDS);
+    size_t total = 0;
+    bool multibyte = false;
+    for (int f = 0; f < o->num_fields; f++) {
+        const ct_record_field *fd = &o->fields[f];
+        if (!valid_dtype(fd->dtype))
+            return ct_set_error(CT_EDTYPE, "%s: %s: field %d has an invalid dtype (%d)", fn, path, f,
+                                (int)fd->dtype);
+        if (fd->ndim < 0 || fd->ndim > 4)
+            return ct_set_error(CT_EINVAL, "%s: %s: field %d has ndim %d; must be 0..4", fn, path, f,
+                                fd->ndim);
+        size_t bytes = ct_dtype_size(fd->dtype);
+        multibyte |= bytes > 1;
+        for (int i = 0; i < fd->ndim; i++) {
+            int64_t s = fd->shape[i];
+            if (s < 0)
+                return ct_set_error(CT_EINVAL, "%s: %s: field %d has a negative size %" PRId64
+                                    " in dim %d", fn, path, f, s, i);
+            if (s > 0 && bytes > SIZE_MAX / (uint64_t)s)
+                return ct_set_error(CT_EINVAL, "%s: %s: field %d is too large", fn, path, f);
+            bytes *= (size_t)s;
+        }
+        if (bytes > SIZE_MAX - total)
+            return ct_set_error(CT_EINVAL, "%s: %s: the record is too large", fn, path);
+        ds->field_bytes[f] = bytes;
+        total += bytes;
+    }
+    if (total == 0)
+        return ct_set_error(CT_EINVAL, "%s: %s: the fields describe an empty (0-byte) record", fn,
+                            path);
+    if (multibyte && !host_is_little_endian())
+        return ct_set_error(CT_ENOTSUP, "%s: %s: records are little-endian and this host is not",
+                            fn, path);
+    ds->record_bytes = total;
+    return 0;
+}
+
+/* Maps the file and checks that it holds a whole number of records. */
+static int map_file(const char *path, records_ds *ds) {
+    const char *fn = "ct_dataset_records";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ct_set_error(CT_EIO, "%s: %s: cannot open (%s)", fn, path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = ct_set_error(CT_EIO, "%s: %s: cannot stat (%s)", fn, path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = ct_set_error(CT_EIO, "%s: %s: not a regular file", fn, path);
+    else if ((uint64_t)st.st_size > SIZE_MAX)
+        rc = ct_set_error(CT_ENOMEM, "%s: %s: too large to map", fn, path);
+    size_t size = rc ? 0 : (size_t)st.st_size, header = ds->o.header_bytes;
+    if (!rc && size < header)
+        rc = ct_set_error(CT_EFORMAT, "%s: %s: holds %zu bytes, fewer than its %zu-byte header", fn,
+                          path, size, header);
+    else if (!rc && (size - header) % ds->record_bytes != 0)
+        rc = ct_set_error(CT_EFORMAT,
+                          "%s: %s: the %zu bytes after the %zu-byte header are not a whole number "
+                          "of %zu-byte records (%zu records and %zu bytes over)",
+                          fn, path, size - header, header, ds->record_bytes,
+                          (size - header) / ds->record_bytes, (size - header) % ds->record_bytes);
+    if (!rc && size > 0) {
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) rc = ct_set_error(CT_EIO, "%s: %s: mmap failed (%s)", fn, path,
+                                               strerror(errno));
+        else ds->map = m;
+    }
+    close(fd); /* the mapping keeps the file */
+    if (rc) return rc;
+    ds->map_size = size;
+    ds->records = ds->map ? (const unsigned char *)ds->map + header : NULL;
+    ds->len = (int64_t)((size - header) / ds->record_bytes);
+    return 0;
+}
+
+static int64_t records_len(void *self) { return ((records_ds *)self)->len; }
+
+/* Field f of record i. */
+static const unsigned char *field_at(const records_ds *ds, int64_t i, int f) {
+    const unsigned char *p = ds->records + (size_t)i * ds->record_bytes;
+    for (int k = 0; k < f; k++) p += ds->field_bytes[k];
+    return p;
+}
+
+static ct_value *records_get(void *self, int64_t index) {
+    records_ds *ds = self;
+    ct_tensor *leaves[CT_RECORD_MAX_FIELDS];
+    for (int f = 0; f < ds->o.num_fields; f++) {
+        const ct_record_field *fd = &ds->o.fields[f];
+        leaves[f] = ct_from_data(field_at(ds, index, f), fd->ndim, fd->shape, fd->dtype);
+    }
+    return ct_ds_pack(ds->o.num_fields, leaves);
+}
+
+/* One [n, shape...] tensor per field, filled by copying straight from the
+ * mapping: no per-sample tensors, no stacking. */
+static ct_value *records_get_batch(void *self, const int64_t *indices, int64_t n) {
+    records_ds *ds = self;
+    ct_tensor *leaves[CT_RECORD_MAX_FIELDS];
+    for (int f = 0; f < ds->o.num_fields; f++) {
+        const ct_record_field *fd = &ds->o.fields[f];
+        int64_t shape[5] = {n};
+        memcpy(shape + 1, fd->shape, (size_t)fd->ndim * sizeof shape[0]);
+        leaves[f] = ct_empty(fd->ndim + 1, shape, &(ct_topts){.dtype = fd->dtype});
+        size_t bytes = ds->field_bytes[f];
+        unsigned char *dst = leaves[f] && bytes ? ct_data_ptr(leaves[f]) : NULL;
+        if (!dst) {
+            if (leaves[f] && bytes) { /* no data pointer: keep its error */
+                ct_tensor_free(leaves[f]);
+                leaves[f] = NULL;
+            }
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * bytes, field_at(ds, indices[i], f), bytes);
+    }
+    return ct_ds_pack(ds->o.num_fields, leaves);
+}
+
+static void records_free(void *self) {
+    records_ds *ds = self;
+    if (ds->map) munmap(ds->map, ds->map_size);
+    free(ds);
+}
+
+ct_dataset *ct_dataset_records(const char *path, const ct_records_opts *o) {
+    if (!path || !o) {
+        ct_set_error(CT_EINVAL, "ct_dataset_records: %s is NULL", !path ? "path" : "options");
+        return NULL;
+    }
+    records_ds *ds = calloc(1, sizeof *ds);
+    if (!ds) {
+        ct_set_error(CT_ENOMEM, "ct_dataset_records: out of host memory");
+        return NULL;
+    }
+    ds->o = *o;
+    if (check_opts(o, path, ds) || map_file(path, ds)) {
+        records_free(ds);
+        return NULL;
+    }
+    static const ct_dataset_vtable vt = {records_len, records_get, records_get_batch, records_free};
+    ct_dataset *d = ct_dataset_new(&vt, ds);
+    if (!d) records_free(ds);
+    return d;
+}

@@ -1,0 +1,995 @@
+/* src/grad_sync.c — gradients averaged across ranks in buckets that go out
+ * during backward (grad_sync.h).
+ *
+ * The moving parts, in the order a step meets them:
+ *
+ *   ct_grad_sync_new   lays the parameters that require grad into buckets
+ *                      (reverse registration order, one dtype per bucket, up
+ *                      to bucket_bytes each), gives every bucket one flat
+ *                      buffer [gradients | one "has grad" flag per parameter]
+ *                      and hangs a post-accumulate-grad hook on every
+ *                      parameter.
+ *   ct_grad_sync_arm   opens a *window* on optimizer-step batches, and
+ *                      lends every parameter without a .grad its zeroed
+ *                      slot (see "Gradients as bucket views").
+ *   on_grad (hook)     stages its parameter: copies the gradient into the
+ *                      bucket (unless .grad already is its slot there) and
+ *                      marks it ready; once every parameter of the next
+ *                      bucket in index order is ready, launches it; then
+ *                      drives every bucket in flight one poll further.
+ *   ct_grad_sync_after_backward takes the lent slots back where backward
+ *                      added nothing.
+ *   ct_grad_sync_finish launches what is left, polls until every bucket is
+ *                      reduced, points each .grad at its slot of the
+ *                      averaged bucket as soon as that bucket is done, and
+ *                      closes the window.
+ *   ct_grad_sync_free  completes a window left open, removes the hooks and
+ *                      frees the buckets and the communicator.
+ *
+ * The reduction. A bucket is averaged by a ring all-reduce built on
+ * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
+ * steps (send one chunk to the right, receive one from the left, add it;
+ * the last addition also multiplies by 1/p, so the chunk a rank then owns
+ * holds averages) and p-1 all-gather steps. Each step is a pair of requests
+ * that MPI_Testall polls from the hooks and finish, so buckets progress
+ * while backward runs. Not MPI_Iallreduce: in OpenMPI (4.1, libnbc) it
+ * reduces to rank 0 and broadcasts back whenever there are fewer than 4
+ * ranks or the buffer is reduced in place, and allocates a temporary buffer
+ * of the whole message on every call — half the bandwidth of a blocking
+ * MPI_Allreduce of the same bytes. The ring moves 2(p-1)/p of the buffer per
+ * rank, like MPI_Allreduce's own large-message algorithms; MPI only moves
+ * bytes, so half-precision buckets work too (their additions go through
+ * libtorch).
+ *
+ * Gradients as bucket views (DistributedDataParallel's
+ * gradient_as_bucket_view). After finish, every averaged .grad is a view of
+ * its slot in the bucket, so the average is never copied out. A gradient
+ * zeroed in place and accumulated again by the next backward is already in
+ * its bucket: staging it copies nothing. After zero_grad(set_to_none) the
+ * .grad is None, and backward would make a fresh tensor that staging must
+ * copy (or read) into the bucket; so arm *lends* each such parameter its
+ * slot, zeroed, as .grad. Backward then accumulates straight into the
+ * bucket (libtorch adds into a .grad that exists), exactly as after an
+ * in-place zero_grad, and ct_grad_sync_after_backward takes the slot back
+ * from every parameter the backward did not reach: .grad is None again, as
+ * without a sync, before anyone but backward could see the difference.
+ * A .grad that is some other tensor (set by the caller, or a backward with
+ * create_graph, which replaces .grad instead of adding) is staged by
+ * copying its part in the chunk this rank sends first (1/p of it) and
+ * keeping a reference; the reduce-scatter reads the rest straight from the
+ * tensor as it adds.
+ *
+ * The "has grad" flags travel in the same buffer: after the reduction a
+ * flag is the share of ranks that had a gradient for that parameter, so
+ * one all-reduce also says whether any rank had one (keep None otherwise,
+ * as a single process would).
+ *
+ * Ranks must agree on which collectives run. Every bucket is reduced
+ * exactly once per window, in index order, on every rank, whatever the
+ * timing: a bucket launches either from a hook or in finish. When arm is
+ * called while a window is open (a second backward before the optimizer
+ * step; the context arms before every backward, so every rank sees the same
+ * calls), the window is completed right there — every bucket reduced and
+ * written back — and a new one opens: the next backward then adds its local
+ * gradients to averages that are equal on every rank, and the new window's
+ * average of those sums is the average of both backwards. A backward that
+ * no arm call announced, reaching a bucket already out, would write into
+ * memory MPI is moving and cannot be repaired consistently: finish reports
+ * it (CT_ESTATE) after completing every collective.
+ *
+ * Threads. Hooks run on the thread running backward. MPI is initialised
+ * FUNNELED (dist.c), so hooks only act on the thread that armed the
+ * window; anywhere else they leave everything to finish.
+ *
+ * CUDA (grad_sync.h): the same buckets, slots, flags and lending in device
+ * memory, but no ring: launch enqueues one ncclAllReduce(ncclAvg) of the
+ * whole bucket on the current stream and the bucket is done as far as the
+ * host is concerned. Hooks act on any thread there (autograd runs CUDA
+ * backward on a device thread while the arming thread waits), and the
+ * communicator is created in new, on the MPI thread. */
+#define _POSIX_C_SOURCE 200809L
+#include "dist/grad_sync.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctrial/config.h"
+#include "ctrial/cuda.h"
+#include "ctrial/dist.h"
+#include "ctrial/error.h"
+#include "ctrial/tensor.h"
+#include "dist/nccl_comm.h"
+
+#if CTRIAL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+enum { MSG_LEN = 512 };
+
+/* 25 MiB: DistributedDataParallel's bucket_cap_mb. */
+#define DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
+
+typedef enum {
+    B_IDLE,    /* not launched in this window */
+    B_RUNNING, /* ring steps in flight */
+    B_DONE,    /* reduced, or given up on after an MPI failure (s->err says so) */
+} bucket_state;
+
+typedef struct gs_param {
+    ct_grad_sync *s;  /* the hook's way back */
+    ct_tensor *param; /* borrowed from the model */
+    char *name;       /* its dotted name (a copy: the model's may change) */
+    ct_tensor *slot;  /* NEW: view of its bucket's buffer, shaped as the parameter */
+    char *at;         /* the slot's first byte */
+    size_t bytes;     /* and its size */
+    int64_t off;      /* the slot's first element in the buffer */
+    const char *src;  /* staged: where its local gradient is (the slot, or held's data; NULL: zeros) */
+    ct_tensor *held;  /* NEW while staged: the gradient src points into (kept alive) */
+    int bucket;
+    int64_t flag;     /* element index of its "has grad" flag in the buffer */
+    bool ready;       /* its hook fired in this window */
+    bool fired;       /* its hook fired since the last arm (armed or not) */
+    bool lent;        /* arm gave it its zeroed slot as .grad (it had none) */
+} gs_param;
+
+typedef struct {
+    ct_dtype dtype;
+    size_t elsize;
+    int first, count;     /* params[first .. first + count) */
+    int64_t numel;        /* gradient elements; the flags follow */
+    int64_t n;            /* numel + count */
+    ct_tensor *buf;       /* NEW: [n] */
+    char *base;           /* buf's first byte (CPU, or the device address) */
+    ct_tensor *grads;     /* NEW view buf[0 .. numel) (CUDA: zeroed in one kernel) */
+    ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
+    bool all_had;         /* every parameter staged in this window had a local gradient */
+    ct_tensor *scratch;   /* NEW: one chunk from the left neighbour */
+    int64_t *chunk_off;   /* p ring chunks of buf, in elements */
+    int64_t *chunk_len;
+    ct_tensor **chunk;    /* NEW views: buf[chunk_off[c] .. +chunk_len[c]) */
+    ct_tensor **incoming; /* NEW views: scratch[0 .. chunk_len[c]) */
+    int nready;
+    bucket_state state;
+    bool written;         /* its averages are in .grad (this window) */
+    int step;             /* ring step in flight: 0 .. 2(p-1)-1 */
+    double t_launch;
+#if CTRIAL_HAVE_MPI
+    MPI_Datatype type; /* an unsigned integer of elsize bytes: MPI only moves bytes */
+    MPI_Request req[2];
+#endif
+} gs_bucket;
+
+struct ct_grad_sync {
+    int rank, size;
+    bool cuda;       /* the parameters are on cuda:device: NCCL instead of the ring */
+    int device;
+    size_t nparams;
+    gs_param *params;
+    int nbuckets;
+    gs_bucket *buckets;
+    int next_launch; /* lowest bucket not launched in this window */
+    bool window;     /* armed since the last finish */
+    bool in_finish;
+    double t_finish; /* when the current finish began waiting */
+    pthread_t arm_thread;
+    int err;         /* the window's first failure, reported by finish */
+    char msg[MSG_LEN];
+    ct_grad_sync_stats stats;
+#if CTRIAL_HAVE_MPI
+    MPI_Comm comm;   /* ours: never matches anyone else's messages */
+#endif
+};
+
+/* ======================================================================== */
+#if CTRIAL_HAVE_MPI
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Keeps the window's first failure for finish to return (hooks cannot
+ * return one). Returns the code. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int record(ct_grad_sync *s, int code, const char *fmt, ...) {
+    if (s->err) return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    va_end(ap);
+    s->err = code;
+    return code;
+}
+
+/* The same, with the libtorch/ctrial message of a call that just failed. */
+static int record_last(ct_grad_sync *s, const char *what, int b, const char *param) {
+    int code = ct_last_code() ? ct_last_code() : CT_ETORCH;
+    if (param)
+        return record(s, code, "grad_sync: rank %d: bucket %d: parameter '%s': %s: %s", s->rank, b, param, what,
+                      ct_last_error());
+    return record(s, code, "grad_sync: rank %d: bucket %d: %s: %s", s->rank, b, what, ct_last_error());
+}
+
+/* The same for an MPI call that returned mpi_err (CT_EDIST). */
+static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(mpi_err, text, &len);
+    return record(s, CT_EDIST, "grad_sync: rank %d: bucket %d: %s failed: %s", s->rank, b, call, text);
+}
+
+/* a mod p in 0 .. p-1 for any a (C's % keeps the sign). */
+static int mod(int a, int p) { return ((a % p) + p) % p; }
+
+/* ---- the ring ---------------------------------------------------------- */
+
+/* Posts ring step b->step: the pair of messages that step exchanges. Steps
+ * 0 .. p-2 reduce-scatter (receive into scratch), the rest all-gather
+ * (receive straight into place). Messages of one bucket share a tag and
+ * pair up in order: MPI does not let messages between two ranks overtake. */
+static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
+    int p = s->size, r = s->rank, st = b->step;
+    int right = mod(r + 1, p), left = mod(r - 1, p);
+    int send_c, recv_c;
+    void *recv_at;
+    if (st < p - 1) {
+        send_c = mod(r - st, p);
+        recv_c = mod(r - st - 1, p);
+        recv_at = ct_data_ptr(b->scratch);
+    } else {
+        int t = st - (p - 1);
+        send_c = mod(r + 1 - t, p);
+        recv_c = mod(r - t, p);
+        recv_at = b->base + (size_t)b->chunk_off[recv_c] * b->elsize;
+    }
+    int err = MPI_Irecv(recv_at, (int)b->chunk_len[recv_c], b->type, left, bi, s->comm, &b->req[1]);
+    if (err != MPI_SUCCESS) {
+        record_mpi(s, bi, "MPI_Irecv", err);
+        b->state = B_DONE;
+        return;
+    }
+    err = MPI_Isend(b->base + (size_t)b->chunk_off[send_c] * b->elsize, (int)b->chunk_len[send_c], b->type, right,
+                    bi, s->comm, &b->req[0]);
+    if (err != MPI_SUCCESS) {
+        record_mpi(s, bi, "MPI_Isend", err);
+        /* The receive may never match now; leave it to MPI rather than wait. */
+        MPI_Request_free(&b->req[1]);
+        b->state = B_DONE;
+    }
+}
+
+/* d = a + x over n elements of the bucket's float dtype, times k on the
+ * last reduce-scatter step; a == NULL stands for zeros, and a may be d. */
+static void add_span(ct_dtype dt, void *d, const void *a, const void *x, int64_t n, bool scale, double k) {
+    if (dt == CT_F32) {
+        float *dd = d;
+        const float *aa = a, *xx = x, kk = (float)k;
+        if (!aa && !scale) memcpy(dd, xx, (size_t)n * sizeof *dd);
+        else if (!aa) for (int64_t i = 0; i < n; i++) dd[i] = xx[i] * kk;
+        else if (scale) for (int64_t i = 0; i < n; i++) dd[i] = (aa[i] + xx[i]) * kk;
+        else for (int64_t i = 0; i < n; i++) dd[i] = aa[i] + xx[i];
+    } else {
+        double *dd = d;
+        const double *aa = a, *xx = x;
+        if (!aa && !scale) memcpy(dd, xx, (size_t)n * sizeof *dd);
+        else if (!aa) for (int64_t i = 0; i < n; i++) dd[i] = xx[i] * k;
+        else if (scale) for (int64_t i = 0; i < n; i++) dd[i] = (aa[i] + xx[i]) * k;
+        else for (int64_t i = 0; i < n; i++) dd[i] = aa[i] + xx[i];
+    }
+}
+
+/* The local work after step b->step's messages arrived: in the
+ * reduce-scatter steps, the incoming chunk plus this rank's own gradients
+ * for it go into the buffer; the last such step (after which this rank's
+ * chunk, (r + 1) mod p, holds the sum over all ranks) also multiplies by
+ * 1/p, so the all-gather spreads averages. Each chunk but the one sent
+ * first is received exactly once here, so float32/float64 gradients are
+ * read straight from their tensors (stage copied only the first chunk):
+ * the copy into the bucket and the addition are one pass. Half types were
+ * staged whole and are added in place through libtorch. */
+static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
+    int p = s->size, r = s->rank, st = b->step;
+    if (st >= p - 1) return;
+    int c = mod(r - st - 1, p);
+    bool last = st == p - 2;
+    if (b->dtype != CT_F32 && b->dtype != CT_F64) {
+        if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK ||
+            (last && ct_mul_scalar_(b->chunk[c], 1.0 / p) != CT_OK))
+            record_last(s, "adding a neighbour's chunk", bi, NULL);
+        return;
+    }
+    int64_t lo = b->chunk_off[c], hi = lo + b->chunk_len[c];
+    const char *x = ct_data_ptr(b->scratch);
+    size_t el = b->elsize;
+    for (int i = b->first; i < b->first + b->count; i++) {
+        const gs_param *q = &s->params[i];
+        int64_t qn = (int64_t)(q->bytes / el);
+        int64_t a0 = lo > q->off ? lo : q->off, a1 = hi < q->off + qn ? hi : q->off + qn;
+        if (a0 >= a1) continue;
+        add_span(b->dtype, b->base + (size_t)a0 * el, q->src ? q->src + (size_t)(a0 - q->off) * el : NULL,
+                 x + (size_t)(a0 - lo) * el, a1 - a0, last, 1.0 / p);
+    }
+    /* The flags live in the buffer itself. */
+    int64_t f0 = lo > b->numel ? lo : b->numel;
+    if (f0 < hi)
+        add_span(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el, hi - f0,
+                 last, 1.0 / p);
+}
+
+/* Moves bucket bi as far as its messages allow: polls the step in flight
+ * and, each time it is complete, does the step's local work and posts the
+ * next. On the last step the bucket is DONE and the stats count it. */
+static void advance(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    while (b->state == B_RUNNING) {
+        int done = 0;
+        int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
+        if (err != MPI_SUCCESS) {
+            record_mpi(s, bi, "MPI_Testall", err);
+            b->state = B_DONE;
+            return;
+        }
+        if (!done) return;
+        finish_step(s, b, bi);
+        if (++b->step < 2 * (s->size - 1)) {
+            post_step(s, b, bi);
+            continue;
+        }
+        b->state = B_DONE;
+        double t = now_s();
+        s->stats.comm_seconds += t - b->t_launch;
+        if (s->in_finish) s->stats.wait_seconds += t - (b->t_launch > s->t_finish ? b->t_launch : s->t_finish);
+        s->stats.bytes += (uint64_t)b->n * b->elsize;
+        s->stats.buckets++;
+    }
+}
+
+/* Every bucket in flight, one poll further. */
+static void progress(ct_grad_sync *s) {
+    for (int i = 0; i < s->next_launch; i++)
+        if (s->buckets[i].state == B_RUNNING) advance(s, i);
+}
+
+/* ---- launching ---------------------------------------------------------- */
+
+/* Writes 1 (a parameter had a gradient here) or 0 into a flag element. */
+static void write_flag(gs_bucket *b, int64_t at, bool one) {
+    static const float f32 = 1.0f;
+    static const double f64 = 1.0;
+    static const uint16_t f16 = 0x3c00, bf16 = 0x3f80; /* 1.0 in IEEE half and bfloat16 */
+    char *p = b->base + (size_t)at * b->elsize;
+    memset(p, 0, b->elsize);
+    if (!one) return;
+    switch (b->dtype) {
+    case CT_F32: memcpy(p, &f32, sizeof f32); break;
+    case CT_F64: memcpy(p, &f64, sizeof f64); break;
+    case CT_F16: memcpy(p, &f16, sizeof f16); break;
+    case CT_BF16: memcpy(p, &bf16, sizeof bf16); break;
+    default: break; /* plan_buckets admits floating dtypes only */
+    }
+}
+
+/* After the reduction a flag holds the share of ranks with a gradient:
+ * nonzero bits (it is never negative) mean some rank had one. `flag` points
+ * at its elsize bytes in host memory. */
+static bool read_flag(const unsigned char *flag, size_t elsize) {
+    for (size_t i = 0; i < elsize; i++)
+        if (flag[i]) return true;
+    return false;
+}
+
+/* The first byte of a contiguous gradient on the sync's device (host or
+ * device address), else NULL (no error). */
+static void *contiguous_data(const ct_grad_sync *s, const ct_tensor *g) {
+    if (!ct_is_contiguous(g) || ct_numel(g) == 0) return NULL;
+    ct_device d = ct_device_of(g);
+    if (s->cuda) return d.type == CT_CUDA && d.index == s->device ? ct_cuda_data_ptr(g) : NULL;
+    return d.type == CT_CPU ? ct_data_ptr(g) : NULL;
+}
+
+/* Whether g is p's slot itself (the view finish set, accumulated in place). */
+static bool is_slot(const ct_grad_sync *s, const gs_param *p, const ct_tensor *g) {
+    return p->bytes && contiguous_data(s, g) == p->at;
+}
+
+/* Lets go of the gradient p's staging held on to. */
+static void release(gs_param *p) {
+    ct_tensor_free(p->held);
+    p->held = NULL;
+    p->src = NULL;
+}
+
+/* Stages p's gradient as it is now (zeros when it has none) and sets its
+ * flag. A gradient that is the slot already costs nothing. A contiguous
+ * float32/float64 one is held where it is: only its part inside the chunk
+ * this rank sends first is copied into the buffer, the rest is read by
+ * finish_step's additions. Anything else is copied into the slot whole.
+ * Hooks call this once per parameter and step, so copies are memcpy, not a
+ * libtorch copy_ with its dispatch, where they can be. A copy that fails is
+ * recorded; the bucket goes out anyway, since the other ranks wait for it. */
+static void stage(ct_grad_sync *s, gs_param *p) {
+    gs_bucket *b = &s->buckets[p->bucket];
+    release(p);
+    ct_tensor *g = ct_grad(p->param);
+    bool has = g != NULL;
+    ct_device want = s->cuda ? ct_cuda(s->device) : ct_cpu();
+    if (has && (ct_device_of(g).type != want.type || ct_device_of(g).index != want.index ||
+                ct_dtype_of(g) != b->dtype)) {
+        /* The model moved after new(): copy_ would convert silently. */
+        char d[96];
+        ct_describe(g, d, sizeof d);
+        record(s, CT_ESTATE,
+               "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s %s:%d "
+               "(moved or cast after ct_grad_sync_new?)",
+               s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype), s->cuda ? "cuda" : "cpu", want.index);
+        has = false;
+    }
+    if (!has) b->all_had = false;
+    if (s->cuda) {
+        /* Device memory: copies are kernels on the current stream, and the
+         * flags are written at launch. */
+        if (!has) {
+            if (ct_zero_(p->slot) != CT_OK) record_last(s, "zeroing its bucket slot", p->bucket, p->name);
+        } else if (!is_slot(s, p, g) && ct_copy_(p->slot, g) != CT_OK) {
+            record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+        }
+        p->src = has ? p->at : NULL;
+        ct_tensor_free(g);
+        return;
+    }
+    /* The part of p inside the chunk sent first, in bytes from p's start. */
+    size_t el = b->elsize;
+    int64_t lo = b->chunk_off[s->rank], hi = lo + b->chunk_len[s->rank], pn = (int64_t)(p->bytes / el);
+    int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
+    size_t from = a0 < a1 ? (size_t)(a0 - p->off) * el : 0, len = a0 < a1 ? (size_t)(a1 - a0) * el : 0;
+    const char *data = has ? contiguous_data(s, g) : NULL;
+    bool fused = b->dtype == CT_F32 || b->dtype == CT_F64; /* finish_step reads src */
+    if (!has && fused) {
+        memset(p->at + from, 0, len);
+    } else if (!has) {
+        memset(p->at, 0, p->bytes);
+        p->src = p->at;
+    } else if (data && data == p->at) {
+        p->src = p->at;
+    } else if (data && fused) {
+        memcpy(p->at + from, data + from, len);
+        p->src = data;
+        p->held = ct_keep(g); /* out of the caller's scope: it must live until the bucket is done */
+        g = NULL;
+    } else {
+        if (data) memcpy(p->at, data, p->bytes);
+        else if (ct_copy_(p->slot, g) != CT_OK)
+            record_last(s, "copying the gradient into its bucket", p->bucket, p->name);
+        p->src = p->at;
+    }
+    ct_tensor_free(g);
+    write_flag(b, p->flag, has);
+}
+
+/* CUDA buckets: writes the flags (one kernel unless a parameter had no
+ * local gradient) and enqueues one NCCL average of the whole bucket on the
+ * current stream, after the kernels that produced and staged the
+ * gradients. Nothing to poll: work that follows on the stream (the
+ * optimizer step) sees the average, so the bucket counts as done. */
+static void launch_nccl(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    b->state = B_DONE;
+    b->t_launch = now_s();
+    ct_scope *sc = ct_scope_begin();
+    int rc = ct_fill_(b->flags, 1.0);
+    for (int i = b->first; rc == CT_OK && !b->all_had && i < b->first + b->count; i++) {
+        if (s->params[i].src) continue; /* had a gradient (stage pointed src at its slot) */
+        rc = ct_zero_(ct_narrow(b->flags, 0, i - b->first, 1));
+    }
+    ct_scope_end(sc);
+    if (rc != CT_OK) {
+        record_last(s, "writing the has-gradient flags", bi, NULL);
+        return;
+    }
+    rc = ct_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
+    if (rc != CT_OK) {
+        record(s, rc, "grad_sync: rank %d: bucket %d: %s", s->rank, bi, ct_last_error());
+        return;
+    }
+    s->stats.bytes += (uint64_t)b->n * b->elsize;
+    s->stats.buckets++;
+}
+
+/* Stages the bucket's parameters that no hook staged in this window
+ * (no gradient from this backward: an older one, or none) and posts the
+ * first ring step. */
+static void launch(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    for (int i = b->first; i < b->first + b->count; i++)
+        if (!s->params[i].ready) stage(s, &s->params[i]);
+    if (s->cuda) {
+        launch_nccl(s, bi);
+        return;
+    }
+    b->state = B_RUNNING;
+    b->step = 0;
+    b->t_launch = now_s();
+    post_step(s, b, bi);
+}
+
+/* Launches, in index order, every bucket whose parameters are all ready. */
+static void launch_ready(ct_grad_sync *s) {
+    while (s->next_launch < s->nbuckets && s->buckets[s->next_launch].nready == s->buckets[s->next_launch].count)
+        launch(s, s->next_launch++);
+}
+
+/* ---- the way back ------------------------------------------------------- */
+
+/* Points each .grad of bucket bi at its slot, which holds the average now
+ * (no copy; a gradient that is the slot already stays). A parameter no rank
+ * had a gradient for keeps none. */
+static void write_back(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    /* A CUDA bucket's flags are read back only when this rank lacked a
+     * gradient somewhere (a sync on the host): otherwise every flag holds
+     * at least this rank's share and is nonzero. */
+    unsigned char *host_flags = NULL;
+    if (s->cuda && !b->all_had) {
+        size_t nb = (size_t)b->count * b->elsize;
+        host_flags = malloc(nb);
+        if (!host_flags) {
+            record(s, CT_ENOMEM, "grad_sync: rank %d: bucket %d: out of memory", s->rank, bi);
+            return;
+        }
+        if (ct_storage_read(b->flags, (size_t)b->numel * b->elsize, host_flags, nb) != CT_OK) {
+            record_last(s, "reading the has-gradient flags back", bi, NULL);
+            free(host_flags);
+            return;
+        }
+    }
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *p = &s->params[i];
+        release(p);
+        bool any;
+        if (!s->cuda) any = read_flag((const unsigned char *)b->base + (size_t)p->flag * b->elsize, b->elsize);
+        else any = !host_flags || read_flag(host_flags + (size_t)(i - b->first) * b->elsize, b->elsize);
+        if (!any) continue;
+        ct_tensor *g = ct_grad(p->param);
+        if (!g || !is_slot(s, p, g)) {
+            if (ct_set_grad(p->param, p->slot) != CT_OK) record_last(s, "pointing .grad at its average", bi, p->name);
+        }
+        ct_tensor_free(g);
+    }
+    free(host_flags);
+}
+
+/* Launches every bucket not yet out, polls until all are reduced, and
+ * writes each one back as soon as it is done (while later ones are still in
+ * flight), unless the window already failed; then resets the buckets for
+ * the next window. Errors stay in s->err. */
+static void complete(ct_grad_sync *s) {
+    s->in_finish = true;
+    s->t_finish = now_s();
+    while (s->next_launch < s->nbuckets) launch(s, s->next_launch++);
+    for (bool running = true; running;) {
+        running = false;
+        for (int i = 0; i < s->nbuckets; i++) {
+            gs_bucket *b = &s->buckets[i];
+            if (b->state == B_RUNNING) advance(s, i);
+            if (b->state == B_RUNNING) {
+                running = true;
+            } else if (!b->written && !s->err) {
+                write_back(s, i);
+                b->written = true;
+            }
+        }
+    }
+    s->in_finish = false;
+    for (size_t i = 0; i < s->nparams; i++) {
+        s->params[i].ready = false;
+        release(&s->params[i]);
+    }
+    for (int i = 0; i < s->nbuckets; i++) {
+        s->buckets[i].state = B_IDLE;
+        s->buckets[i].nready = 0;
+        s->buckets[i].written = false;
+        s->buckets[i].all_had = true;
+    }
+    s->next_launch = 0;
+}
+
+/* ---- the hook ------------------------------------------------------------ */
+
+/* Runs inside backward, right after p's gradient was accumulated. */
+static void on_grad(ct_tensor *t, void *ctx) {
+    gs_param *p = ctx;
+    ct_grad_sync *s = p->s;
+    p->fired = true;
+    /* MPI runs FUNNELED: the ring only moves on the arming thread. NCCL
+     * may be called from the autograd engine's device thread, which runs
+     * CUDA backward while the arming thread waits in backward. */
+    if (!s->window || (!s->cuda && !pthread_equal(pthread_self(), s->arm_thread))) return;
+    gs_bucket *b = &s->buckets[p->bucket];
+    if (b->state != B_IDLE) {
+        record(s, CT_ESTATE,
+               "grad_sync: rank %d: parameter '%s' got a gradient after its bucket %d was launched, in a "
+               "backward that ct_grad_sync_arm did not announce (the ranks cannot reduce it consistently)",
+               s->rank, p->name, p->bucket);
+        return;
+    }
+    /* Copied now, while the gradient is likely still in cache; again if
+     * another accumulation comes before the bucket goes out. */
+    stage(s, p);
+    if (!p->ready) {
+        p->ready = true;
+        b->nready++;
+    }
+    launch_ready(s);
+    progress(s);
+}
+
+/* ---- building the buckets ------------------------------------------------- */
+
+/* An MPI type of elsize bytes: the ring only moves bytes, so any float
+ * dtype (half types too, which MPI lacks) travels as unsigned integers. */
+static MPI_Datatype bytes_type(size_t elsize) {
+    switch (elsize) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    default: return MPI_UINT64_T;
+    }
+}
+
+/* A NEW view of the 1-D buf[off .. off + len), outside any scope (the
+ * caller of new may have one open). */
+static ct_tensor *flat_view(ct_tensor *buf, int64_t off, int64_t len) { return ct_keep(ct_narrow(buf, 0, off, len)); }
+
+/* The same, shaped as a parameter. */
+static ct_tensor *shaped_view(ct_tensor *buf, int64_t off, int64_t len, int ndim, const int64_t *shape) {
+    ct_tensor *flat = ct_narrow(buf, 0, off, len);
+    ct_tensor *v = ct_view(flat, ndim, shape);
+    ct_tensor_free(flat);
+    return ct_keep(v);
+}
+
+/* Checks what a sync cannot take: non-floating dtypes (no gradient),
+ * CUDA parameters without NCCL (gradients are never copied through host
+ * memory), and parameters on more than one device (one sync is one
+ * communicator: the first parameter decides). Returns a status. */
+static int check_param(ct_grad_sync *s, const gs_param *p, bool first) {
+    ct_device d = ct_device_of(p->param);
+    if (!ct_dtype_is_floating(ct_dtype_of(p->param)))
+        return ct_set_error(CT_EDTYPE, "grad_sync: rank %d: parameter '%s' is %s: only floating parameters have gradients",
+                            s->rank, p->name, ct_dtype_name(ct_dtype_of(p->param)));
+    if (d.type == CT_CUDA && !ct_nccl_is_built())
+        return ct_set_error(CT_ENOTSUP,
+                            "grad_sync: rank %d: parameter '%s' is on cuda:%d: averaging CUDA gradients needs NCCL, "
+                            "which this ctrial was built without (CTRIAL_WITH_NCCL); they are never copied through "
+                            "host memory",
+                            s->rank, p->name, d.index);
+    if (first) {
+        s->cuda = d.type == CT_CUDA;
+        s->device = d.index;
+    } else if ((d.type == CT_CUDA) != s->cuda || (s->cuda && d.index != s->device)) {
+        return ct_set_error(CT_ENOTSUP,
+                            "grad_sync: rank %d: parameter '%s' is on %s:%d, earlier ones on %s:%d: a model's "
+                            "parameters must share one device for data-parallel training",
+                            s->rank, p->name, d.type == CT_CUDA ? "cuda" : "cpu", d.index, s->cuda ? "cuda" : "cpu",
+                            s->device);
+    }
+    return CT_OK;
+}
+
+/* Assigns parameters to buckets, last registered first: a new bucket starts
+ * when the dtype changes or the next parameter would overflow bucket_bytes
+ * (a parameter larger than that gets a bucket of its own). */
+static int plan_buckets(ct_grad_sync *s, size_t bucket_bytes) {
+    s->buckets = calloc(s->nparams ? s->nparams : 1, sizeof *s->buckets);
+    if (!s->buckets) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    /* params[] already holds the reverse order. */
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        int rc = check_param(s, p, i == 0);
+        if (rc != CT_OK) return rc;
+        ct_dtype dt = ct_dtype_of(p->param);
+        size_t bytes = (size_t)ct_numel(p->param) * ct_dtype_size(dt);
+        gs_bucket *b = s->nbuckets ? &s->buckets[s->nbuckets - 1] : NULL;
+        if (!b || b->dtype != dt || (size_t)b->numel * b->elsize + bytes > bucket_bytes) {
+            b = &s->buckets[s->nbuckets++];
+            b->dtype = dt;
+            b->elsize = ct_dtype_size(dt);
+            b->first = (int)i;
+        }
+        p->bucket = s->nbuckets - 1;
+        b->count++;
+        b->numel += ct_numel(p->param);
+    }
+    return CT_OK;
+}
+
+/* Lays bucket b's parameters' slots (views shaped as the parameters) and
+ * flags out in its buffer, in order. */
+static int make_slots(ct_grad_sync *s, gs_bucket *b) {
+    int64_t off = 0;
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *pr = &s->params[i];
+        int64_t shape[16];
+        int nd = ct_shape(pr->param, shape, 16);
+        if (nd < 0 || nd > 16)
+            return ct_set_error(CT_ESHAPE, "grad_sync: rank %d: parameter '%s' has %d dims", s->rank, pr->name, nd);
+        int64_t numel = ct_numel(pr->param);
+        pr->slot = shaped_view(b->buf, off, numel, nd, shape);
+        if (!pr->slot) return ct_last_code();
+        pr->at = b->base + (size_t)off * b->elsize;
+        pr->bytes = (size_t)numel * b->elsize;
+        pr->off = off;
+        pr->flag = b->numel + (i - b->first);
+        off += numel;
+    }
+    return CT_OK;
+}
+
+/* A CUDA bucket: its buffer on the device, views for zeroing the gradients
+ * and writing the flags, and the slots; NCCL needs no ring chunks. */
+static int build_bucket_cuda(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    ct_topts o = {.dtype = b->dtype, .device = ct_cuda(s->device)};
+    b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
+    if (!b->buf) return ct_last_code();
+    b->base = ct_cuda_data_ptr(b->buf);
+    b->grads = flat_view(b->buf, 0, b->numel);
+    b->flags = flat_view(b->buf, b->numel, b->count);
+    if (!b->base || !b->grads || !b->flags) return ct_last_code();
+    return make_slots(s, b);
+}
+
+/* Allocates bucket bi's buffer, scratch, ring chunks and parameter slots. */
+static int build_bucket(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    int p = s->size;
+    b->n = b->numel + b->count;
+    b->all_had = true;
+    if (s->cuda) return build_bucket_cuda(s, bi);
+    int64_t largest = b->n / p + (b->n % p != 0);
+    if (largest > INT_MAX)
+        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a ring chunk exceeds MPI's "
+                            "int count (use a smaller bucket size or more ranks)",
+                            s->rank, bi, (long long)b->n);
+    b->type = bytes_type(b->elsize);
+    b->req[0] = b->req[1] = MPI_REQUEST_NULL;
+    ct_topts o = {.dtype = b->dtype};
+    b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
+    b->scratch = ct_keep(ct_zeros(CT_SHAPE(largest > 0 ? largest : 1), &o));
+    b->chunk_off = calloc((size_t)p, sizeof *b->chunk_off);
+    b->chunk_len = calloc((size_t)p, sizeof *b->chunk_len);
+    b->chunk = calloc((size_t)p, sizeof *b->chunk);
+    b->incoming = calloc((size_t)p, sizeof *b->incoming);
+    if (!b->buf || !b->scratch) return ct_last_code();
+    if (!b->chunk_off || !b->chunk_len || !b->chunk || !b->incoming)
+        return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    b->base = ct_data_ptr(b->buf);
+    if (!b->base) return ct_last_code();
+    int64_t even = b->n / p, rest = b->n % p;
+    for (int c = 0; c < p; c++) {
+        b->chunk_off[c] = c * even + (c < rest ? c : rest);
+        b->chunk_len[c] = even + (c < rest);
+        b->chunk[c] = flat_view(b->buf, b->chunk_off[c], b->chunk_len[c]);
+        b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
+        if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
+    }
+    return make_slots(s, b);
+}
+
+#endif /* CTRIAL_HAVE_MPI */
+/* ======================================================================== */
+
+ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
+    if (!model) {
+        ct_set_error(CT_EINVAL, "ct_grad_sync_new: model is NULL");
+        return NULL;
+    }
+    ct_grad_sync *s = calloc(1, sizeof *s);
+    if (!s) {
+        ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+        return NULL;
+    }
+    s->rank = ct_dist_rank();
+    s->size = ct_dist_size();
+#if CTRIAL_HAVE_MPI
+    s->comm = MPI_COMM_NULL;
+#endif
+    /* The parameters that require grad, last registered first. */
+    size_t n = ct_nn_num_params(model);
+    s->params = calloc(n ? n : 1, sizeof *s->params);
+    if (!s->params) {
+        free(s);
+        ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+        return NULL;
+    }
+    for (size_t i = n; i-- > 0;) {
+        const char *name = NULL;
+        ct_tensor *t = ct_nn_param_at(model, i, &name);
+        if (!t) goto fail;
+        if (!ct_requires_grad(t)) continue;
+        gs_param *p = &s->params[s->nparams++];
+        p->s = s;
+        p->param = t;
+        p->name = strdup(name ? name : "?");
+        if (!p->name) {
+            ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+            goto fail;
+        }
+    }
+    if (s->size == 1) return s; /* nothing to average: no buckets, no hooks */
+#if CTRIAL_HAVE_MPI
+    {
+        /* Collective: every rank builds its sync at the same point. */
+        int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
+        if (err != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING] = "";
+            int len = 0;
+            MPI_Error_string(err, text, &len);
+            ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_dup failed: %s", s->rank, text);
+            goto fail;
+        }
+        if (plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES) != CT_OK) goto fail;
+        int *tag_ub = NULL, flag = 0;
+        MPI_Comm_get_attr(s->comm, MPI_TAG_UB, &tag_ub, &flag);
+        if (flag && tag_ub && s->nbuckets > *tag_ub) {
+            ct_set_error(CT_EINVAL, "grad_sync: rank %d: %d buckets exceed MPI's largest tag %d (use larger buckets)",
+                         s->rank, s->nbuckets, *tag_ub);
+            goto fail;
+        }
+        for (int bi = 0; bi < s->nbuckets; bi++)
+            if (build_bucket(s, bi) != CT_OK) goto fail;
+        /* NCCL's communicator is created over MPI, which runs FUNNELED:
+         * here, on this thread, not later in a hook on autograd's. */
+        if (s->cuda && ct_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
+            goto fail;
+        for (size_t i = 0; i < s->nparams; i++)
+            if (ct_set_post_accumulate_grad_hook(s->params[i].param, on_grad, &s->params[i]) != CT_OK) goto fail;
+    }
+    return s;
+#else
+    ct_set_error(CT_ENOTSUP, "ct_grad_sync_new: %d ranks, but this ctrial was built without MPI", s->size);
+#endif
+fail:;
+    /* Keep the first failure's message through the clean-up. */
+    int code = ct_last_code();
+    char msg[MSG_LEN];
+    snprintf(msg, sizeof msg, "%s", ct_last_error());
+    ct_grad_sync_free(s);
+    ct_set_error(code ? code : CT_ETORCH, "%s", msg);
+    return NULL;
+}
+
+#if CTRIAL_HAVE_MPI
+/* Lends every parameter without a .grad its slot, zeroed, as .grad (see
+ * "Gradients as bucket views"); a failure is recorded for finish and leaves
+ * that .grad None (staging then copies). */
+static void lend_slots(ct_grad_sync *s) {
+    for (int bi = 0; bi < s->nbuckets; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        int lend = 0;
+        for (int i = b->first; i < b->first + b->count; i++) {
+            gs_param *p = &s->params[i];
+            p->fired = false;
+            p->lent = !ct_has_grad(p->param);
+            lend += p->lent;
+        }
+        if (!lend) continue;
+        /* On a GPU each zeroing is a kernel: one for the whole bucket when
+         * every slot is lent (the usual step after zero_grad). */
+        bool whole = s->cuda && lend == b->count;
+        if (whole && ct_zero_(b->grads) != CT_OK) record_last(s, "zeroing the bucket", bi, NULL);
+        for (int i = b->first; i < b->first + b->count; i++) {
+            gs_param *p = &s->params[i];
+            if (!p->lent) continue;
+            int rc = whole ? CT_OK : s->cuda ? ct_zero_(p->slot) : (memset(p->at, 0, p->bytes), CT_OK);
+            if (rc == CT_OK) rc = ct_set_grad(p->param, p->slot);
+            if (rc != CT_OK) {
+                record_last(s, "lending its bucket slot as .grad", bi, p->name);
+                p->lent = false;
+            }
+        }
+    }
+}
+#endif
+
+void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
+    if (!s || s->size == 1) return;
+#if CTRIAL_HAVE_MPI
+    if (s->window) {
+        /* Another backward before finish (every rank sees this call): the
+         * open window is completed now, before that backward can touch
+         * buckets in flight, and a new one opens for what it adds. */
+        complete(s);
+    } else if (armed) {
+        s->window = true;
+    }
+    s->arm_thread = pthread_self();
+    lend_slots(s);
+#else
+    (void)armed;
+#endif
+}
+
+void ct_grad_sync_after_backward(ct_grad_sync *s) {
+    if (!s || s->size == 1) return;
+#if CTRIAL_HAVE_MPI
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        /* A lent slot the backward added nothing to goes back: None, as a
+         * single process would have it. Nothing is staged from it yet (a
+         * bucket launches only when every parameter's hook fired). */
+        if (p->lent && !p->fired && ct_set_grad(p->param, NULL) != CT_OK)
+            record(s, ct_last_code(), "grad_sync: rank %d: parameter '%s': taking back its lent slot: %s", s->rank,
+                   p->name, ct_last_error());
+        p->lent = false;
+    }
+#endif
+}
+
+int ct_grad_sync_finish(ct_grad_sync *s) {
+    if (!s) return ct_set_error(CT_EINVAL, "ct_grad_sync_finish: s is NULL");
+    if (s->size == 1 || !s->window) return CT_OK;
+#if CTRIAL_HAVE_MPI
+    complete(s);
+    s->window = false;
+    int err = s->err;
+    s->err = 0;
+    if (err) return ct_set_error(err, "%s", s->msg);
+#endif
+    return CT_OK;
+}
+
+void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {
+    if (!out) return;
+    if (s) *out = s->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void ct_grad_sync_free(ct_grad_sync *s) {
+    if (!s) return;
+#if CTRIAL_HAVE_MPI
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    /* A window left open (a step that failed after backward) is completed
+     * like finish would: cancelling its messages instead would leave them
+     * queued, and once this communicator is freed MPI may reuse its context
+     * for the next one, where they would match the wrong receives. Every
+     * rank takes this path (the ranks agree on stopping). */
+    if (s->window && !finalized) complete(s);
+    s->window = false;
+#endif
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        if (p->slot) ct_set_post_accumulate_grad_hook(p->param, NULL, NULL);
+        ct_tensor_free(p->held);
+        ct_tensor_free(p->slot);
+        free(p->name);
+    }
+#if CTRIAL_HAVE_MPI
+    for (int bi = 0; bi < s->nbuckets; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        for (int c = 0; b->chunk && c < s->size; c++) ct_tensor_free(b->chunk[c]);
+        for (int c = 0; b->incoming && c < s->size; c++) ct_tensor_free(b->incoming[c]);
+        free(b->chunk);
+        free(b->incoming);
+        free(b->chunk_off);
+        free(b->chunk_len);
+        ct_tensor_free(b->buf);
+        ct_tensor_free(b->scratch);
+        ct_tensor_free(b->grads);
+        ct_tensor_free(b->flags);
+    }
+    if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);
+#endif
+    free(s->buckets);
+    free(s->params);
+    free(s);
+}

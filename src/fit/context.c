@@ -1,0 +1,432 @@
+/* src/context.c — the context a trial sees: wrapping models, optimizers,
+ * schedulers, reducers and callbacks; backward and the optimizer step with
+ * gradient aggregation and clipping; hyperparameters; position queries. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrial/ckpt.h"
+#include "dist/grad_sync.h"
+#include "fit/report.h"
+#include "formats/tbevents.h"
+#include "fit/context.h"
+
+/* ---- lifetime -------------------------------------------------------------- */
+
+ct_context *ct_ctx_create(const ct_trial *trial, const ct_fit_opts *o) {
+    ct_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        ct_set_error(CT_ENOMEM, "ct_fit: out of host memory");
+        return NULL;
+    }
+    ctx->trial = trial;
+    ctx->opts = *o;
+    ctx->size = 1;
+    ctx->aggregation_frequency = o->aggregation_frequency > 0 ? o->aggregation_frequency : 1;
+    ctx->last_validation_bt = -1;
+    ctx->last_checkpoint_bt = -1;
+    ctx->current_batch = -1;
+    return ctx;
+}
+
+/* Frees in reverse dependency order: schedulers and optimizers refer to
+ * models' parameters, so they go first. */
+void ct_ctx_destroy(ct_context *ctx) {
+    if (!ctx) return;
+    for (size_t i = ctx->n_callbacks; i-- > 0;) {
+        ct_callback *cb = &ctx->callbacks[i];
+        if (cb->free) cb->free(cb->self);
+        free((char *)cb->name);
+    }
+    for (size_t i = 0; i < ctx->n_reducers; i++) {
+        free(ctx->reducers[i]->name);
+        ct_value_free(ctx->reducers[i]->values);
+        free(ctx->reducers[i]);
+    }
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_free(ctx->syncs[i]);
+    free(ctx->syncs);
+    ct_grad_scaler_free(ctx->scaler);
+    for (size_t i = 0; i < ctx->n_scheds; i++) ct_sched_free(ctx->scheds[i].sched);
+    for (size_t i = 0; i < ctx->n_optims; i++) ct_optim_free(ctx->optims[i]);
+    for (size_t i = 0; i < ctx->n_models; i++) ct_nn_free(ctx->models[i]);
+    free(ctx->callbacks);
+    free(ctx->reducers);
+    free(ctx->scheds);
+    free(ctx->optims);
+    free(ctx->models);
+    ct_loader_free(ctx->train_loader);
+    ct_loader_free(ctx->val_loader);
+    ct_value_free(ctx->last_validation);
+    json_decref(ctx->resume_meta);
+    ct_value_free(ctx->saved_hparams);
+    if (ctx->metrics_log) fclose(ctx->metrics_log);
+    ct_tb_close(ctx->tb);
+    free(ctx);
+}
+
+/* Appends p to a growable array of pointers-sized items. */
+static bool push(void **array, size_t *n, size_t item_size, const void *item) {
+    void *grown = realloc(*array, (*n + 1) * item_size);
+    if (!grown) return false;
+    memcpy((char *)grown + *n * item_size, item, item_size);
+    *array = grown;
+    (*n)++;
+    return true;
+}
+
+/* ---- wrapping -------------------------------------------------------------- */
+
+static bool wrap_arg_ok(const void *p, const char *fn, const char *what) {
+    if (p) return true;
+    if (ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "%s: %s is NULL", fn, what);
+    return false;
+}
+
+ct_module *ct_ctx_wrap_model(ct_context *ctx, ct_module *model) {
+    if (!ctx || !wrap_arg_ok(model, __func__, "model")) {
+        if (!ctx) ct_set_error(CT_EINVAL, "ct_ctx_wrap_model: ctx is NULL");
+        ct_nn_free(model);
+        return NULL;
+    }
+    for (size_t i = 0; i < ctx->n_models; i++)
+        if (ctx->models[i] == model) {
+            ct_set_error(CT_EINVAL, "ct_ctx_wrap_model: this model is already wrapped");
+            return NULL;
+        }
+    if (ctx->device.type != CT_CPU && ct_nn_to_device(model, ctx->device) != 0) {
+        ct_nn_free(model);
+        return NULL;
+    }
+    if (!push((void **)&ctx->models, &ctx->n_models, sizeof model, &model)) {
+        ct_nn_free(model);
+        ct_set_error(CT_ENOMEM, "ct_ctx_wrap_model: out of host memory");
+        return NULL;
+    }
+    return model;
+}
+
+ct_optim *ct_ctx_wrap_optimizer(ct_context *ctx, ct_optim *opt) {
+    if (!ctx || !wrap_arg_ok(opt, __func__, "optimizer")) {
+        if (!ctx) ct_set_error(CT_EINVAL, "ct_ctx_wrap_optimizer: ctx is NULL");
+        ct_optim_free(opt);
+        return NULL;
+    }
+    for (size_t i = 0; i < ctx->n_optims; i++)
+        if (ctx->optims[i] == opt) {
+            ct_set_error(CT_EINVAL, "ct_ctx_wrap_optimizer: this optimizer is already wrapped");
+            return NULL;
+        }
+    if (!push((void **)&ctx->optims, &ctx->n_optims, sizeof opt, &opt)) {
+        ct_optim_free(opt);
+        ct_set_error(CT_ENOMEM, "ct_ctx_wrap_optimizer: out of host memory");
+        return NULL;
+    }
+    return opt;
+}
+
+ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_mode mode, int frequency) {
+    if (!ctx || !wrap_arg_ok(s, __func__, "scheduler")) {
+        if (!ctx) ct_set_error(CT_EINVAL, "ct_ctx_wrap_lr_scheduler: ctx is NULL");
+        ct_sched_free(s);
+        return NULL;
+    }
+    int m = (int)mode;
+    if (m < CT_STEP_EVERY_BATCH || m > CT_STEP_MANUAL || frequency < 1) {
+        ct_sched_free(s);
+        ct_set_error(CT_EINVAL, "ct_ctx_wrap_lr_scheduler: bad step mode %d or frequency %d", m, frequency);
+        return NULL;
+    }
+    if (!strcmp(ct_sched_type(s), "ReduceLROnPlateau") && mode != CT_STEP_MANUAL) {
+        ct_sched_free(s);
+        ct_set_error(CT_EINVAL, "ct_ctx_wrap_lr_scheduler: ReduceLROnPlateau needs CT_STEP_MANUAL "
+                                "(it steps on a metric the trial chooses)");
+        return NULL;
+    }
+    ct_wrapped_sched w = {s, mode, frequency};
+    if (!push((void **)&ctx->scheds, &ctx->n_scheds, sizeof w, &w)) {
+        ct_sched_free(s);
+        ct_set_error(CT_ENOMEM, "ct_ctx_wrap_lr_scheduler: out of host memory");
+        return NULL;
+    }
+    return s;
+}
+
+ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn fn, void *fn_ctx) {
+    if (!ctx || !fn) {
+        ct_set_error(CT_EINVAL, "ct_ctx_wrap_reducer: %s is NULL", ctx ? "fn" : "ctx");
+        return NULL;
+    }
+    for (size_t i = 0; i < ctx->n_reducers; i++) {
+        const ct_reducer *r = ctx->reducers[i];
+        if (r->fn == fn && r->fn_ctx == fn_ctx) {
+            ct_set_error(CT_EINVAL, "ct_ctx_wrap_reducer: this reducer (%s) is already wrapped",
+                         name ? name : "unnamed");
+            return NULL;
+        }
+        if (name && r->name && !strcmp(name, r->name)) {
+            ct_set_error(CT_EINVAL, "ct_ctx_wrap_reducer: a reducer named '%s' is already wrapped", name);
+            return NULL;
+        }
+    }
+    ct_reducer *r = calloc(1, sizeof *r);
+    if (r) {
+        r->fn = fn;
+        r->fn_ctx = fn_ctx;
+        r->name = name ? strdup(name) : NULL;
+        r->values = ct_value_list();
+    }
+    if (!r || (name && !r->name) || !r->values ||
+        !push((void **)&ctx->reducers, &ctx->n_reducers, sizeof r, &r)) {
+        if (r) {
+            free(r->name);
+            ct_value_free(r->values);
+        }
+        free(r);
+        ct_set_error(CT_ENOMEM, "ct_ctx_wrap_reducer: out of host memory");
+        return NULL;
+    }
+    return r;
+}
+
+int ct_reducer_update(ct_reducer *r, ct_value *v) {
+    if (!r || !v) {
+        ct_value_free(v);
+        return ct_set_error(CT_EINVAL, "ct_reducer_update: %s is NULL", r ? "value" : "reducer");
+    }
+    return ct_value_list_append(r->values, v);
+}
+
+int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb) {
+    if (!ctx || !cb || !cb->name || !cb->name[0])
+        return ct_set_error(CT_EINVAL, "ct_ctx_add_callback: a callback needs a name");
+    for (size_t i = 0; i < ctx->n_callbacks; i++)
+        if (!strcmp(ctx->callbacks[i].name, cb->name))
+            return ct_set_error(CT_EINVAL, "ct_ctx_add_callback: a callback named '%s' is already registered",
+                                cb->name);
+    ct_callback copy = *cb;
+    copy.name = strdup(cb->name);
+    if (!copy.name || !push((void **)&ctx->callbacks, &ctx->n_callbacks, sizeof copy, &copy)) {
+        free((char *)copy.name);
+        return ct_set_error(CT_ENOMEM, "ct_ctx_add_callback: out of host memory");
+    }
+    return CT_OK;
+}
+
+/* ---- backward and the optimizer step --------------------------------------- */
+
+int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_backward: ctx is NULL");
+    if (!loss) {
+        if (ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_ctx_backward: loss is NULL");
+        return ct_last_code();
+    }
+    /* Under mpirun the gradients of an optimizer-step batch are all-reduced
+     * in buckets while backward runs, and are averages when it returns (as
+     * with DistributedDataParallel); accumulation batches stay local. */
+    bool step = ct_ctx_is_step_batch(ctx);
+    /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's scope). */
+    const ct_tensor *scaled = ctx->scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
+    if (!scaled) return ct_last_code();
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
+    int rc = ct_backward(scaled);
+    double t0 = ct_clock();
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
+        ct_grad_sync_after_backward(ctx->syncs[i]);
+        /* Every rank finishes, even after a failed backward: the ranks run
+         * the same collectives and agree on the failure afterwards. */
+        int frc = step ? ct_grad_sync_finish(ctx->syncs[i]) : CT_OK;
+        if (rc == CT_OK) rc = frc;
+    }
+    if (ctx->syncs && step) ct_time_add(ctx, CT_TIME_COMM, t0);
+    return rc;
+}
+
+bool ct_ctx_is_step_batch(const ct_context *ctx) {
+    return (ctx->current_batch + 1) % ctx->aggregation_frequency == 0;
+}
+
+int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
+                             bool auto_zero_grads) {
+    if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
+    if (!ct_ctx_is_step_batch(ctx)) return CT_OK; /* accumulating gradients */
+    /* Under mpirun the gradients are averages already (ct_ctx_backward). */
+    double t0 = ct_clock();
+    size_t n = ct_optim_num_params(opt);
+    ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
+    if (!params) return ct_set_error(CT_ENOMEM, "ct_ctx_step_optimizer: out of host memory");
+    for (size_t i = 0; i < n; i++) params[i] = ct_optim_param(opt, i);
+    int rc = CT_OK;
+    /* Accumulated gradients are sums over aggregation_frequency batches:
+     * make them a mean, as a single large batch would have given. */
+    if (ctx->aggregation_frequency > 1) {
+        ct_scope *s = ct_scope_begin();
+        for (size_t i = 0; i < n && rc == CT_OK; i++) {
+            ct_tensor *g = ct_grad(params[i]);
+            if (g) rc = ct_mul_scalar_(g, 1.0 / ctx->aggregation_frequency);
+        }
+        ct_scope_end(s);
+    }
+    /* fp16 AMP: the clip callback sees true gradients (scaler.unscale_). */
+    if (rc == CT_OK && clip && ctx->scaler) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
+    if (rc == CT_OK && clip) rc = clip(params, n, clip_ctx);
+    free(params);
+    if (rc == CT_OK && ctx->scaler) {
+        /* scaler.step: unscales if not yet, skips the step on inf/NaN; the
+         * loop updates the scale once this batch's steps are done. */
+        rc = ct_grad_scaler_step(ctx->scaler, opt, NULL);
+        ctx->scaler_stepped = true;
+    } else if (rc == CT_OK) {
+        rc = ct_optim_step(opt);
+    }
+    if (rc == CT_OK && auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
+    ct_time_add(ctx, CT_TIME_OPTIM, t0);
+    return rc;
+}
+
+ct_amp_opts ct_amp_defaults(void) {
+    ct_amp_opts o = {.dtype = CT_F16, .scaler = ct_grad_scaler_defaults()};
+    return o;
+}
+
+int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_use_amp: ctx is NULL");
+    ct_amp_opts d = o ? *o : ct_amp_defaults();
+    if (ctx->train_loader) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: call it in the trial's init, before training");
+    if (ctx->amp) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: AMP is already configured");
+    if (d.dtype != CT_F16 && d.dtype != CT_BF16)
+        return ct_set_error(CT_EDTYPE, "ct_ctx_use_amp: dtype %s: AMP runs in float16 or bfloat16",
+                            ct_dtype_name(d.dtype));
+    /* Proves the device can autocast to dtype now, rather than at the first batch. */
+    int rc = ct_autocast_enter(ctx->device.type, d.dtype);
+    if (rc != CT_OK) return rc;
+    ct_autocast_exit();
+    if (d.dtype == CT_F16 && d.scaler.enabled) {
+        ctx->scaler = ct_grad_scaler_new(ctx->device, &d.scaler);
+        if (!ctx->scaler) return ct_last_code();
+    }
+    ctx->amp = true;
+    ctx->amp_dtype = d.dtype;
+    return CT_OK;
+}
+
+ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx) { return ctx ? ctx->scaler : NULL; }
+
+int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_set_profiler: ctx is NULL");
+    if (ctx->train_loader)
+        return ct_set_error(CT_ESTATE, "ct_ctx_set_profiler: call it in the trial's init, before training");
+    /* The options are checked when the profiler starts, right before the
+     * run's first batch (ct_profiler_new's errors; training does not start). */
+    ctx->profiler_opts = o ? *o : ct_profiler_defaults();
+    ctx->profile = true;
+    return CT_OK;
+}
+
+int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx) {
+    return ct_ctx_step_optimizer_ex(ctx, opt, clip, clip_ctx, true);
+}
+
+/* ---- hyperparameters ------------------------------------------------------- */
+
+static const ct_value *hparam(ct_context *ctx, const char *name) {
+    return ctx && ctx->opts.hparams && name ? ct_value_dict_get(ctx->opts.hparams, name) : NULL;
+}
+
+static void wrong_type(const char *name, const char *want, const ct_value *v) {
+    ct_set_error(CT_ECONFIG, "hyperparameter '%s' should be %s, not %s", name, want,
+                 ct_value_kind_name(ct_value_kind_of(v)));
+}
+
+double ct_ctx_hparam_double(ct_context *ctx, const char *name, double def) {
+    const ct_value *v = hparam(ctx, name);
+    double d;
+    if (!v) return def;
+    if (ct_value_get_float(v, &d) == 0) return d;
+    wrong_type(name, "a number", v);
+    return def;
+}
+
+int64_t ct_ctx_hparam_int(ct_context *ctx, const char *name, int64_t def) {
+    const ct_value *v = hparam(ctx, name);
+    int64_t i;
+    if (!v) return def;
+    if (ct_value_get_int(v, &i) == 0) return i;
+    wrong_type(name, "an integer", v);
+    return def;
+}
+
+bool ct_ctx_hparam_bool(ct_context *ctx, const char *name, bool def) {
+    const ct_value *v = hparam(ctx, name);
+    bool b;
+    if (!v) return def;
+    if (ct_value_get_bool(v, &b) == 0) return b;
+    wrong_type(name, "a bool", v);
+    return def;
+}
+
+const char *ct_ctx_hparam_str(ct_context *ctx, const char *name, const char *def) {
+    const ct_value *v = hparam(ctx, name);
+    if (!v) return def;
+    if (ct_value_get_str(v)) return ct_value_get_str(v);
+    wrong_type(name, "a string", v);
+    return def;
+}
+
+int ct_ctx_hparam_double_req(ct_context *ctx, const char *name, double *out) {
+    const ct_value *v = hparam(ctx, name);
+    if (!v) return ct_set_error(CT_ECONFIG, "hyperparameter '%s' is required but not set", name ? name : "(null)");
+    if (ct_value_get_float(v, out) != 0) {
+        wrong_type(name, "a number", v);
+        return CT_ECONFIG;
+    }
+    return CT_OK;
+}
+
+int ct_ctx_hparam_int_req(ct_context *ctx, const char *name, int64_t *out) {
+    const ct_value *v = hparam(ctx, name);
+    if (!v) return ct_set_error(CT_ECONFIG, "hyperparameter '%s' is required but not set", name ? name : "(null)");
+    if (ct_value_get_int(v, out) != 0) {
+        wrong_type(name, "an integer", v);
+        return CT_ECONFIG;
+    }
+    return CT_OK;
+}
+
+const ct_value *ct_ctx_hparams(const ct_context *ctx) { return ctx ? ctx->opts.hparams : NULL; }
+const ct_value *ct_ctx_data_config(const ct_context *ctx) { return ctx ? ctx->opts.data : NULL; }
+
+/* ---- queries --------------------------------------------------------------- */
+
+int64_t ct_ctx_global_batch_size(const ct_context *ctx) { return ctx ? ctx->global_batch_size : 0; }
+int64_t ct_ctx_per_slot_batch_size(const ct_context *ctx) { return ctx ? ctx->per_slot_batch_size : 0; }
+int ct_ctx_rank(const ct_context *ctx) { return ctx ? ctx->rank : 0; }
+int ct_ctx_size(const ct_context *ctx) { return ctx ? ctx->size : 1; }
+int ct_ctx_local_rank(const ct_context *ctx) { return ctx ? ctx->local_rank : 0; }
+ct_device ct_ctx_device(const ct_context *ctx) { return ctx ? ctx->device : ct_cpu(); }
+uint64_t ct_ctx_trial_seed(const ct_context *ctx) { return ctx ? ctx->trial_seed : 0; }
+int ct_ctx_aggregation_frequency(const ct_context *ctx) { return ctx ? ctx->aggregation_frequency : 1; }
+int64_t ct_ctx_initial_batch(const ct_context *ctx) { return ctx ? ctx->initial_batch : 0; }
+int64_t ct_ctx_current_batch(const ct_context *ctx) {
+    if (!ctx) return -1;
+    return ctx->current_batch >= 0 ? ctx->current_batch : ctx->batches_trained;
+}
+
+int64_t ct_ctx_current_epoch(const ct_context *ctx) {
+    if (!ctx || ctx->epoch_len <= 0) return 0;
+    int64_t b = ctx->current_batch >= 0 ? ctx->current_batch : ctx->batches_trained;
+    return b / ctx->epoch_len;
+}
+
+bool ct_ctx_is_epoch_start(const ct_context *ctx) {
+    return ctx && ctx->epoch_len > 0 && ctx->current_batch >= 0 && ctx->current_batch % ctx->epoch_len == 0;
+}
+
+bool ct_ctx_is_epoch_end(const ct_context *ctx) {
+    return ctx && ctx->epoch_len > 0 && ctx->current_batch >= 0 &&
+           (ctx->current_batch + 1) % ctx->epoch_len == 0;
+}
+
+void ct_ctx_request_stop(ct_context *ctx) {
+    if (ctx) ctx->stop_requested = true;
+}

@@ -1,0 +1,912 @@
+/* src/loop.c — ct_fit: Determined's training loop.
+ *
+ * After every batch the boundaries are checked in Determined's order: TRAIN
+ * (max_length), VALIDATE, CHECKPOINT, REPORT. A workload is the run of
+ * batches until one fires; its training metrics are averaged and reported,
+ * then the fired boundaries are handled: validate unless current, checkpoint
+ * unless current (and as the checkpoint policy says after a validation), then
+ * a stop request. At max_length: validate if not current, checkpoint if not
+ * current, whatever the policy. The rules are in
+ * shared/reference/determined-semantics.md; the tests assert each one. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <pthread.h>
+
+#include "ckpt/ckpt.h"
+#include "dist/grad_sync.h"
+#include "fit/graph_step.h"
+#include "ctrial/dist.h"
+#include "data/loader.h"
+#include "fit/report.h"
+#include "fit/context.h"
+#include "base/value_json.h"
+
+/* ---- callbacks ------------------------------------------------------------- */
+
+/* Calls `hook` of every callback in registration order while rc is CT_OK;
+ * the first failure sets rc to an error naming the callback and the hook.
+ * (CALL_HOOKS0 for hooks that take only self and ctx.) */
+#define CALL_HOOKS(rc, ctx, hook, ...)                                                        \
+    do {                                                                                      \
+        for (size_t i_ = 0; (rc) == CT_OK && i_ < (ctx)->n_callbacks; i_++) {                 \
+            const ct_callback *cb_ = &(ctx)->callbacks[i_];                                   \
+            if (cb_->hook && cb_->hook(cb_->self, (ctx), __VA_ARGS__) != 0) (rc) = hook_failed(cb_, #hook); \
+        }                                                                                     \
+    } while (0)
+#define CALL_HOOKS0(rc, ctx, hook)                                                            \
+    do {                                                                                      \
+        for (size_t i_ = 0; (rc) == CT_OK && i_ < (ctx)->n_callbacks; i_++) {                 \
+            const ct_callback *cb_ = &(ctx)->callbacks[i_];                                   \
+            if (cb_->hook && cb_->hook(cb_->self, (ctx)) != 0) (rc) = hook_failed(cb_, #hook); \
+        }                                                                                     \
+    } while (0)
+
+static int hook_failed(const ct_callback *cb, const char *hook) {
+    int code = ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL;
+    return ct_set_error(code, "callback '%s' %s: %s", cb->name, hook,
+                        ct_last_error()[0] ? ct_last_error() : "failed");
+}
+
+/* A trial function returned NULL: keep its message, or say which one. */
+static int trial_failed(const char *what) {
+    if (ct_last_code() == CT_OK) return ct_set_error(CT_ETRIAL, "%s returned NULL without an error", what);
+    return ct_set_error(ct_last_code(), "%s: %s", what, ct_last_error());
+}
+
+/* ---- preemption -------------------------------------------------------------- */
+
+/* SIGTERM / SIGINT during ct_fit become a stop request (Determined's
+ * preemption): the batch finishes, the loop checkpoints and returns 0. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+int ct_fit_stop_signal(void) { return g_stop_signal; }
+
+typedef struct {
+    struct sigaction term, intr;
+} saved_signals;
+
+static void catch_stop_signals(saved_signals *saved) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    g_stop_signal = 0;
+    sigaction(SIGTERM, &sa, &saved->term);
+    sigaction(SIGINT, &sa, &saved->intr);
+}
+
+static void restore_signals(const saved_signals *saved) {
+    sigaction(SIGTERM, &saved->term, NULL);
+    sigaction(SIGINT, &saved->intr, NULL);
+}
+
+/* ---- the heap ---------------------------------------------------------------- */
+
+/* glibc's defaults suit programs that allocate a little at a time: it maps
+ * every allocation over its mmap threshold (128 KiB, raised only as such
+ * blocks are freed) on its own and unmaps it when freed, and it gives the
+ * heap's free top back to the kernel once 128 KiB lie there. A training step
+ * frees its activations and gradients and allocates them again the next
+ * step, so each step faulted the same pages in afresh: 3,200 page faults a
+ * step and a third of the time in the digits CNN at batch 128
+ * (bench/compare/README.md). Keeping blocks up to 32 MiB on the heap and up
+ * to 64 MiB free at its top (plus 16 MiB of slack when it grows) keeps those
+ * pages; the cost is at most that much resident memory that was in use
+ * anyway. Process-wide and left in place after ct_fit (mallopt has no getter
+ * to restore from); a MALLOC_*_ variable or a malloc tunable in the
+ * environment is the user's own choice and wins. */
+static void tune_malloc(bool on) {
+#ifdef __GLIBC__
+    const char *tunables = getenv("GLIBC_TUNABLES");
+    if (!on || getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_") ||
+        getenv("MALLOC_TOP_PAD_") || (tunables && strstr(tunables, "glibc.malloc.")))
+        return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
+#else
+    (void)on;
+#endif
+}
+
+/* ---- periods --------------------------------------------------------------- */
+
+static bool in_schedule(const ct_period *p, int64_t x) {
+    for (int i = 0; i < p->num_points; i++)
+        if (p->points[i] == x) return true;
+    return false;
+}
+
+/* Whether period p fires after `n` batches (n = batch_idx + 1). */
+static bool fires(const ct_period *p, int64_t n, int64_t epoch_len) {
+    switch ((int)p->unit) {
+    case CT_BATCHES:
+        if (p->num_points > 0) return in_schedule(p, n);
+        return p->n < 1 || n % p->n == 0;
+    case CT_EPOCHS: {
+        if (epoch_len <= 0 || n % epoch_len != 0) return false;
+        int64_t epochs_done = n / epoch_len;
+        if (p->num_points > 0) return in_schedule(p, epochs_done);
+        return p->n < 1 || epochs_done % p->n == 0;
+    }
+    default: return false;
+    }
+}
+
+
+/* Config periods in records become batches of the global batch size. */
+static int records_to_batches(ct_context *ctx, ct_period *p, const char *what) {
+    if (p->unit != CT_RECORDS) return CT_OK;
+    if (ctx->global_batch_size <= 0)
+        return ct_set_error(CT_ECONFIG, "%s is in records but global_batch_size is not set", what);
+    int64_t b = p->n / ctx->global_batch_size;
+    *p = ct_batches(b > 1 ? b : 1);
+    return CT_OK;
+}
+
+/* ---- checks before anything runs ------------------------------------------- */
+
+static int check_trial(const ct_trial *t) {
+    const char *name = t->name ? t->name : "trial";
+    bool simple = t->build_model != NULL;
+    if (!t->init && !simple) return ct_set_error(CT_ETRIAL, "%s: init is required", name);
+    if (simple && !t->optimizer) return ct_set_error(CT_ETRIAL, "%s: simple mode needs optimizer with build_model", name);
+    if (!t->train_batch) return ct_set_error(CT_ETRIAL, "%s: train_batch is required", name);
+    if (!t->build_training_data_loader)
+        return ct_set_error(CT_ETRIAL, "%s: build_training_data_loader is required", name);
+    if (t->evaluate_batch && t->evaluate_full_dataset)
+        return ct_set_error(CT_ETRIAL, "%s: define evaluate_batch or evaluate_full_dataset, not both", name);
+    if (!t->evaluate_batch && !t->evaluate_full_dataset)
+        return ct_set_error(CT_ETRIAL, "%s: evaluate_batch or evaluate_full_dataset is required", name);
+    if (!t->build_validation_data_loader)
+        return ct_set_error(CT_ETRIAL, "%s: build_validation_data_loader is required", name);
+    return CT_OK;
+}
+
+static int check_opts(const ct_fit_opts *o) {
+    int mu = (int)o->max_length.unit;
+    if ((mu != CT_BATCHES && mu != CT_EPOCHS && mu != CT_RECORDS) || o->max_length.num_points > 0 ||
+        o->max_length.n < 1)
+        return ct_set_error(CT_ECONFIG, "max_length must be a positive number of batches, epochs or records "
+                                        "(not a schedule)");
+    int pol = (int)o->checkpoint_policy;
+    if (pol < CT_CKPT_BEST || pol > CT_CKPT_NONE)
+        return ct_set_error(CT_ECONFIG, "unknown checkpoint policy %d", pol);
+    if (o->checkpoint_policy == CT_CKPT_BEST && (!o->searcher_metric || !o->searcher_metric[0]))
+        return ct_set_error(CT_ECONFIG, "checkpoint_policy best needs searcher.metric");
+    return CT_OK;
+}
+
+/* ---- metrics --------------------------------------------------------------- */
+
+/* train_batch's answer as a dict of metrics (a lone tensor is "loss").
+ * Steals `returned`; NEW dict or NULL + error. */
+static ct_value *as_metrics(ct_value *returned, const char *what) {
+    if (ct_value_kind_of(returned) == CT_VALUE_TENSOR) {
+        ct_value *d = ct_value_dict();
+        ct_value_dict_set(d, "loss", returned);
+        returned = d;
+    }
+    if (ct_value_kind_of(returned) != CT_VALUE_DICT) {
+        ct_set_error(CT_ETRIAL, "%s must return a tensor or a dict of metrics, not a %s", what,
+                     ct_value_kind_name(ct_value_kind_of(returned)));
+        ct_value_free(returned);
+        return NULL;
+    }
+    return returned;
+}
+
+/* Kept metrics must not keep their autograd graphs alive until the report. */
+static void detach_metrics(ct_value *metrics) {
+    for (size_t i = 0; i < ct_value_len(metrics); i++) {
+        const char *key = NULL;
+        const ct_value *v = ct_value_dict_at(metrics, i, &key, NULL);
+        ct_tensor *t = ct_value_kind_of(v) == CT_VALUE_TENSOR ? ct_value_get_tensor(v) : NULL;
+        if (t && key && ct_requires_grad(t)) ct_value_dict_set(metrics, key, ct_value_tensor(ct_detach(t)));
+    }
+}
+
+/* ---- ranks agreeing ------------------------------------------------------------- */
+
+/* Every rank's status: a failure on any rank fails every rank (the others
+ * name the rank that failed), so no rank waits in a collective for one that
+ * has left. Collective; with one rank it returns rc. */
+static int agree(ct_context *ctx, int rc) {
+    if (ctx->size == 1) return rc;
+    int64_t v[2] = {rc != CT_OK ? 1 : 0, rc != CT_OK ? -(int64_t)ctx->rank : INT64_MIN};
+    int64_t failed = v[0];
+    if (ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX) != CT_OK) return ct_last_code();
+    if (!failed) return CT_OK;
+    if (ct_dist_allreduce_i64(&v[1], 1, CT_DIST_MAX) != CT_OK) return ct_last_code();
+    int first = (int)-v[1]; /* the lowest failing rank */
+    if (rc != CT_OK) return rc;
+    return ct_set_error(CT_EDIST, "rank %d failed (its message is on its own stderr)", first);
+}
+
+/* A stop request (a signal or ct_ctx_request_stop) on any rank stops every
+ * rank after the same batch. */
+static int agree_on_stop(ct_context *ctx) {
+    if (ctx->size == 1) return CT_OK;
+    int64_t stop = ctx->stop_requested || g_stop_signal;
+    int rc = ct_dist_allreduce_i64(&stop, 1, CT_DIST_MAX);
+    if (rc == CT_OK) ctx->stop_requested = stop != 0;
+    return rc;
+}
+
+/* Rank 0's parameters and buffers on every rank (Determined broadcasts
+ * them at the start so every rank begins identical). */
+static int broadcast_models(ct_context *ctx) {
+    if (ctx->size == 1) return CT_OK;
+    for (size_t m = 0; m < ctx->n_models; m++)
+        for (size_t i = 0; i < ct_nn_state_size(ctx->models[m]); i++) {
+            const char *name = NULL;
+            ct_tensor *t = ct_nn_state_at(ctx->models[m], i, &name);
+            if (ct_dist_broadcast(t, 0) != CT_OK)
+                return ct_set_error(ct_last_code(), "broadcasting model %zu '%s': %s", m, name, ct_last_error());
+        }
+    return CT_OK;
+}
+
+/* Under mpirun: every model's gradients averaged across ranks from now on,
+ * in buckets of bucket_cap_mb (after the broadcast: hooks see final weights). */
+static int start_grad_sync(ct_context *ctx) {
+    if (ctx->size == 1 || ctx->n_models == 0) return CT_OK;
+    ctx->syncs = calloc(ctx->n_models, sizeof *ctx->syncs);
+    if (!ctx->syncs) return ct_set_error(CT_ENOMEM, "out of host memory");
+    size_t bucket = (size_t)(ctx->opts.bucket_cap_mb > 0 ? ctx->opts.bucket_cap_mb : 25) << 20;
+    for (size_t m = 0; m < ctx->n_models; m++)
+        if (!(ctx->syncs[m] = ct_grad_sync_new(ctx->models[m], bucket))) return ct_last_code();
+    return CT_OK;
+}
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+/* Stop signals wait while a checkpoint is written (they are delivered, and
+ * become a stop request, right after): a second SIGTERM mid-write changes
+ * nothing. kill -9 cannot be blocked; the atomic commit covers it. */
+static void block_stop_signals(sigset_t *old) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+/* Writes and commits one checkpoint (rank 0), then prunes old ones. */
+static int write_checkpoint(ct_context *ctx, ct_value *state) {
+    ct_ckpt_writer w;
+    int rc = ct_ckpt_begin(&w, ctx->checkpoint_dir, ctx->batches_trained);
+    if (rc == CT_OK) rc = ct_ckpt_write_pth(&w, CT_CKPT_STATE_FILE, state);
+    if (rc == CT_OK) rc = ct_ckpt_commit(&w, ct_ckpt_metadata_from_ctx(ctx));
+    if (rc != CT_OK) {
+        int code = ct_last_code();
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_ckpt_abort(&w);
+        return ct_set_error(code, "writing a checkpoint at batch %lld: %s", (long long)ctx->batches_trained, msg);
+    }
+    json_decref(w.files);
+    snprintf(ctx->last_checkpoint, sizeof ctx->last_checkpoint, "%s", w.final);
+    return ct_ckpt_prune(ctx->checkpoint_dir, ctx->opts.save_trial_latest, ctx->opts.save_trial_best,
+                         ctx->opts.searcher_metric, ctx->opts.smaller_is_better, w.name);
+}
+
+/* Every checkpoint decision goes through here: the state of models,
+ * optimizers, schedulers, callbacks and RNG (callbacks may add to it), a
+ * fresh directory committed atomically, then on_checkpoint_write_end. */
+static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
+    static const char *const reasons[] = {"period", "policy", "end", "stop"};
+    double t0 = ct_clock();
+    ctx->last_checkpoint_bt = ctx->batches_trained;
+    ctx->why = why;
+    ct_value *state = ct_ckpt_state_from_ctx(ctx);
+    int rc = state ? CT_OK : ct_last_code();
+    CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
+    /* Every rank has finished this step before rank 0 commits it. */
+    rc = agree(ctx, rc);
+    if (rc == CT_OK && ctx->rank == 0) {
+        sigset_t old;
+        block_stop_signals(&old);
+        rc = write_checkpoint(ctx, state);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    ct_value_free(state);
+    rc = agree(ctx, rc);
+    if (rc == CT_OK && ctx->size > 1)
+        rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
+    CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
+    ct_time_add(ctx, CT_TIME_CHECKPOINT, t0);
+    if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
+    return rc;
+}
+
+/* The checkpoint policy after a validation: best (strictly better than the
+ * best of the run, none yet counts as better), all, or none. */
+static int checkpoint_boundary(ct_context *ctx, ct_ckpt_why why) {
+    return ctx->last_checkpoint_bt == ctx->batches_trained ? CT_OK : checkpoint(ctx, why);
+}
+
+static int apply_policy(ct_context *ctx, const ct_value *metrics) {
+    if (ctx->opts.checkpoint_policy == CT_CKPT_NONE) return CT_OK;
+    if (ctx->opts.checkpoint_policy == CT_CKPT_ALL) return checkpoint_boundary(ctx, CT_WHY_POLICY);
+    const char *name = ctx->opts.searcher_metric;
+    const ct_value *v = ct_value_dict_get(metrics, name);
+    double m;
+    if (!v || ct_value_get_float(v, &m) != 0)
+        return ct_set_error(CT_ETRIAL, "searcher metric '%s' is %s in the validation metrics (checkpoint policy best)",
+                            name, v ? "not a scalar" : "missing");
+    bool better = !ctx->has_best || (ctx->opts.smaller_is_better ? m < ctx->best_metric : m > ctx->best_metric);
+    if (!better) return CT_OK;
+    ctx->has_best = true;
+    ctx->best_metric = m;
+    return checkpoint_boundary(ctx, CT_WHY_POLICY);
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+static void set_train_mode(ct_context *ctx, bool on) {
+    for (size_t i = 0; i < ctx->n_models; i++) ct_nn_train(ctx->models[i], on);
+}
+
+/* The trial's own code under AMP runs in an autocast region of the
+ * trial's device type (enter/exit; no-ops without AMP). */
+static int amp_enter(ct_context *ctx) { return ctx->amp ? ct_autocast_enter(ctx->device.type, ctx->amp_dtype) : CT_OK; }
+static void amp_exit(ct_context *ctx) {
+    if (ctx->amp) ct_autocast_exit();
+}
+
+/* evaluate_batch over one pass of the validation loader; outputs receives
+ * the per-batch metric dicts. */
+static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
+    ct_value *batch = NULL;
+    int rc = ct_loader_reset(ctx->val_loader);
+    for (int64_t i = 0; rc == CT_OK; i++) {
+        int got = ct_loader_next(ctx->val_loader, &batch);
+        if (got < 0) return got;
+        if (got == 0) break;
+        ct_scope *s = ct_scope_begin();
+        rc = amp_enter(ctx);
+        ct_value *m = rc == CT_OK ? ctx->trial->evaluate_batch(ctx->self, ctx, batch, i) : NULL;
+        if (rc == CT_OK) amp_exit(ctx);
+        ct_scope_end(s);
+        if (rc != CT_OK) {
+            ct_value_free(batch);
+            return rc;
+        }
+        ct_value_free(batch);
+        if (!m) return trial_failed("evaluate_batch");
+        if (ct_value_kind_of(m) != CT_VALUE_DICT) {
+            ct_value_free(m);
+            return ct_set_error(CT_ETRIAL, "evaluate_batch must return a dict of metrics");
+        }
+        rc = ct_value_list_append(outputs, m);
+        if (ctx->opts.test_mode) break; /* the first validation batch only */
+    }
+    /* A rank may get no validation batches (a small set over many ranks);
+     * all ranks together must get some. */
+    int64_t total = (int64_t)ct_value_len(outputs);
+    if (rc == CT_OK && ctx->size > 1) rc = ct_dist_allreduce_i64(&total, 1, CT_DIST_SUM);
+    if (rc == CT_OK && total == 0) return ct_set_error(CT_ETRIAL, "the validation loader yielded no batches");
+    return rc;
+}
+
+static int run_validation(ct_context *ctx) {
+    ct_reducers_reset(ctx);
+    int rc = CT_OK;
+    CALL_HOOKS0(rc, ctx, on_validation_start);
+    CALL_HOOKS0(rc, ctx, on_validation_epoch_start);
+    if (rc != CT_OK) return rc;
+    set_train_mode(ctx, false);
+    ct_guard *g = ct_no_grad();
+    ct_value *outputs = ct_value_list();
+    ct_value *metrics = NULL;
+    if (ctx->trial->evaluate_batch) {
+        rc = evaluate_batches(ctx, outputs);
+        if (rc == CT_OK) {
+            /* Each rank reduces its batches, then the ranks' results combine. */
+            ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
+            ct_value *local = ct_reduce_batches(outputs, spec, "validation");
+            if (local) metrics = ct_metrics_reduce_ranks(ctx, local, (int64_t)ct_value_len(outputs), spec);
+            ct_value_free(local);
+            ct_value_free(spec);
+            if (!metrics) rc = ct_last_code();
+        }
+    } else {
+        /* Rank 0 evaluates the whole (unsharded) set; every rank gets its answer. */
+        ct_value *mine = NULL;
+        if (ctx->rank == 0) {
+            ct_scope *s = ct_scope_begin();
+            rc = amp_enter(ctx);
+            mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
+            if (rc == CT_OK) amp_exit(ctx);
+            ct_scope_end(s);
+            if (rc == CT_OK) rc = mine ? CT_OK : trial_failed("evaluate_full_dataset");
+            if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
+                rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
+        }
+        rc = agree(ctx, rc);
+        if (rc == CT_OK) {
+            metrics = ctx->size > 1 ? ct_metrics_from_rank0(ctx, mine) : mine;
+            if (ctx->size > 1) ct_value_free(mine);
+            rc = metrics ? CT_OK : ct_last_code();
+        } else {
+            ct_value_free(mine);
+        }
+    }
+    if (rc == CT_OK) rc = ct_reducers_report(ctx, metrics);
+    ct_guard_end(g);
+    set_train_mode(ctx, true);
+    CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
+    ct_value_free(outputs);
+    if (rc == CT_OK) {
+        ctx->last_validation_bt = ctx->batches_trained;
+        rc = ct_report(ctx, "validation", metrics);
+    }
+    CALL_HOOKS(rc, ctx, on_validation_end, metrics);
+    if (rc != CT_OK) {
+        ct_value_free(metrics);
+        return rc;
+    }
+    ct_value_free(ctx->last_validation);
+    ctx->last_validation = metrics;
+    return CT_OK;
+}
+
+static int validate(ct_context *ctx) {
+    double t0 = ct_clock();
+    int rc = run_validation(ctx);
+    ct_time_add(ctx, CT_TIME_VALIDATION, t0);
+    return rc;
+}
+
+/* Validation as a boundary: skipped when current; may checkpoint by policy. */
+static int validate_boundary(ct_context *ctx, bool with_policy) {
+    if (ctx->last_validation_bt == ctx->batches_trained) return CT_OK;
+    int rc = validate(ctx);
+    return rc == CT_OK && with_policy ? apply_policy(ctx, ctx->last_validation) : rc;
+}
+
+/* ---- training -------------------------------------------------------------- */
+
+/* Determined's _auto_step_lr_scheduler_per_batch, after every batch.
+ * Schedulers only move on batches that step the optimizer; then
+ * - every batch: one step per batch of the aggregation window whose count
+ *   is a multiple of the frequency (batches are counted, not steps);
+ * - every optimizer step: when the batch count is a multiple of it;
+ * - every epoch: one step per epoch end before the next steppable batch. */
+static int auto_step_schedulers(ct_context *ctx, int64_t batch_idx) {
+    int agg = ctx->aggregation_frequency;
+    if ((batch_idx + 1) % agg != 0) return CT_OK;
+    for (size_t k = 0; k < ctx->n_scheds; k++) {
+        const ct_wrapped_sched *w = &ctx->scheds[k];
+        int64_t steps = 0;
+        if (w->mode == CT_STEP_EVERY_BATCH) {
+            for (int64_t i = batch_idx - agg + 1; i <= batch_idx; i++) steps += (i + 1) % w->frequency == 0;
+        } else if (w->mode == CT_STEP_EVERY_OPTIMIZER_STEP) {
+            steps = (batch_idx + 1) % w->frequency == 0;
+        } else if (w->mode == CT_STEP_EVERY_EPOCH) {
+            int64_t e0 = batch_idx / ctx->epoch_len, e1 = (batch_idx + agg) / ctx->epoch_len;
+            for (int64_t e = e0; e < e1; e++) steps += (e + 1) % w->frequency == 0;
+        }
+        for (int64_t s = 0; s < steps; s++)
+            if (ct_sched_step(w->sched) != 0) return ct_last_code();
+    }
+    return CT_OK;
+}
+
+/* Simple mode: the core does backward, the step and zero-grad. */
+static int simple_mode_step(ct_context *ctx, const ct_value *metrics) {
+    ct_tensor *loss = ct_value_get_tensor(ct_value_dict_get(metrics, "loss"));
+    if (!loss) return ct_set_error(CT_ETRIAL, "in simple mode train_batch must return the loss tensor (or \"loss\")");
+    int rc = ct_ctx_backward(ctx, loss);
+    for (size_t i = 0; rc == CT_OK && i < ctx->n_optims; i++) rc = ct_ctx_step_optimizer(ctx, ctx->optims[i], NULL, NULL);
+    return rc;
+}
+
+/* The training step as the trial defines it: train_batch (under AMP's
+ * autocast, with simple mode's backward and step, and scaler.update()).
+ * NEW metrics dict, detached, or NULL + error. With cuda_graphs the
+ * CUDA-graph step (graph_step.h) runs it to warm up and to capture, and
+ * replays it after. */
+static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoch, int64_t idx) {
+    int rc = amp_enter(ctx);
+    ct_value *m = rc == CT_OK ? ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx) : NULL;
+    if (rc == CT_OK) {
+        amp_exit(ctx);
+        rc = m ? CT_OK : trial_failed("train_batch");
+    }
+    if (rc == CT_OK) {
+        m = as_metrics(m, "train_batch");
+        rc = m ? CT_OK : ct_last_code();
+    }
+    if (rc == CT_OK && ctx->simple_mode) rc = simple_mode_step(ctx, m);
+    /* scaler.update(): once per optimizer-step batch, after every step. */
+    if (rc == CT_OK && ctx->scaler_stepped) {
+        rc = ct_grad_scaler_update(ctx->scaler);
+        ctx->scaler_stepped = false;
+    }
+    if (rc != CT_OK) {
+        ct_value_free(m);
+        return NULL;
+    }
+    detach_metrics(m);
+    return m;
+}
+
+/* One batch: train_batch in a scope, its metrics kept (detached) for the
+ * workload, schedulers stepped by mode. */
+static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload) {
+    int64_t idx = ctx->batches_trained;
+    int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
+    ctx->current_batch = idx;
+    ct_scope *s = ct_scope_begin();
+    double t0 = ct_clock();
+    ct_value *m = ctx->graph ? ct_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
+                             : eager_step(ctx, batch, epoch, idx);
+    int rc = m ? CT_OK : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ETRIAL, "train_batch failed");
+    ct_time_add(ctx, CT_TIME_TRAIN, t0);
+    ct_scope_end(s);
+    if (rc == CT_OK) rc = ct_value_list_append(workload, m);
+    else ct_value_free(m);
+    if (rc == CT_OK) {
+        int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
+                                                       : ct_batch_length(batch);
+        if (records < 0) rc = trial_failed("get_batch_length");
+        else ctx->records_pending += records;
+    }
+    ctx->batches_trained = idx + 1;
+    ctx->current_batch = -1;
+    if (rc != CT_OK) return rc;
+    int64_t n = idx + 1;
+    rc = auto_step_schedulers(ctx, idx);
+    if (ctx->epoch_len > 0 && n % ctx->epoch_len == 0) CALL_HOOKS(rc, ctx, on_training_epoch_end, epoch);
+    return rc;
+}
+
+/* Averages the workload's metrics, adds wrapped reducers' results, reports. */
+static int report_training(ct_context *ctx, ct_value *workload) {
+    if (ct_value_len(workload) == 0) return CT_OK;
+    /* Records trained by all ranks in this workload. */
+    int64_t records = ctx->records_pending;
+    int rc = ct_dist_allreduce_i64(&records, 1, CT_DIST_SUM);
+    if (rc != CT_OK) return rc;
+    ctx->records_trained += records;
+    ctx->records_pending = 0;
+    ct_value *avg = ct_reduce_batches(workload, NULL, "training");
+    if (!avg) return ct_last_code();
+    rc = ct_metrics_average_ranks(ctx, avg);
+    if (rc == CT_OK) rc = ct_reducers_report(ctx, avg);
+    ct_reducers_reset(ctx);
+    if (rc == CT_OK && ctx->opts.stop_on_nan) {
+        double loss;
+        if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) == 0 && !isfinite(loss))
+            rc = ct_set_error(CT_ENAN, "training loss is %g at batch %lld", loss, (long long)ctx->batches_trained);
+    }
+    if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
+    CALL_HOOKS(rc, ctx, on_training_workload_end, avg, workload);
+    ct_value_free(avg);
+    return rc;
+}
+
+/* ct_ctx_set_profiler: one profiler step per training batch of this run,
+ * traces under <output_dir>/profiler. */
+static int start_profiler(ct_context *ctx) {
+    if (!ctx->profile) return CT_OK;
+    char dir[4200], name[32];
+    snprintf(dir, sizeof dir, "%s/profiler", ctx->opts.output_dir);
+    snprintf(name, sizeof name, "rank%d", ctx->rank);
+    ctx->profiler = ct_profiler_new(&ctx->profiler_opts, dir, name);
+    return ctx->profiler ? CT_OK : ct_set_error(ct_last_code(), "the profiler: %s", ct_last_error());
+}
+
+/* After each training batch. Profiling never stops training: a failure is
+ * printed (once per kind of failure is enough: the profiler goes on). */
+static void step_profiler(ct_context *ctx) {
+    if (ctx->profiler && ct_profiler_step(ctx->profiler) != CT_OK) {
+        fprintf(stderr, "ctrial: rank %d: the profiler at batch %lld: %s\n", ctx->rank,
+                (long long)ctx->batches_trained, ct_last_error());
+        ct_clear_error();
+    }
+}
+
+/* Trains until a boundary fires; reports the workload. Sets *train_done at
+ * max_length and *fired_val / *fired_ckpt for the other boundaries. */
+static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt) {
+    ct_value *workload = ct_value_list();
+    int rc = CT_OK;
+    ct_reducers_reset(ctx); /* Determined resets reducers at every workload's start */
+    *train_done = *fired_val = *fired_ckpt = false;
+    while (rc == CT_OK) {
+        int64_t idx = ctx->batches_trained;
+        /* Epoch starts (not for an epoch a resumed run enters midway). */
+        if (ctx->epoch_len > 0 && idx % ctx->epoch_len == 0)
+            CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->epoch_len);
+        ct_value *batch = NULL;
+        if (rc == CT_OK) {
+            double t0 = ct_clock();
+            int got = ct_loader_next(ctx->train_loader, &batch);
+            ct_time_add(ctx, CT_TIME_DATA, t0);
+            if (got < 0) rc = got;
+            else if (got == 0) rc = ct_set_error(CT_ETRIAL, "the training loader ended a pass (it should repeat)");
+        }
+        if (rc == CT_OK) rc = train_one(ctx, batch, workload);
+        if (rc == CT_OK) step_profiler(ctx);
+        ct_value_free(batch);
+        if (rc == CT_OK) ct_report_tick(ctx);
+        if (rc != CT_OK) break;
+        if (g_stop_signal) ctx->stop_requested = true;
+        rc = agree_on_stop(ctx);
+        if (rc != CT_OK) break;
+        int64_t n = ctx->batches_trained;
+        *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
+        *fired_val = fires(&ctx->opts.validation_period, n, ctx->epoch_len);
+        *fired_ckpt = fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
+        bool fired_report = fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
+        if (*train_done || *fired_val || *fired_ckpt || fired_report || ctx->stop_requested) break;
+    }
+    if (rc == CT_OK) rc = report_training(ctx, workload);
+    ct_value_free(workload);
+    return rc;
+}
+
+static int train(ct_context *ctx) {
+    int rc = CT_OK;
+    CALL_HOOKS0(rc, ctx, on_training_start);
+    if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
+        rc = validate(ctx); /* never checkpoints */
+    if (rc == CT_OK) rc = agree(ctx, start_profiler(ctx));
+    if (rc != CT_OK) return rc;
+    for (;;) {
+        if (g_stop_signal) ctx->stop_requested = true; /* also one that came during validation */
+        rc = agree_on_stop(ctx);
+        if (rc != CT_OK) return rc;
+        bool done = ctx->batches_trained >= ctx->max_length_batches, val = false, ckpt = false;
+        if (!done && !ctx->stop_requested) rc = run_workload(ctx, &done, &val, &ckpt);
+        if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
+        if (rc == CT_OK && ckpt) rc = checkpoint_boundary(ctx, CT_WHY_PERIOD);
+        if (rc != CT_OK) return rc;
+        if (ctx->stop_requested) {
+            rc = checkpoint_boundary(ctx, CT_WHY_STOP);
+            if (rc == CT_OK && g_stop_signal) ct_report_preempted(ctx, g_stop_signal);
+            return rc;
+        }
+        if (done) {
+            rc = validate_boundary(ctx, true);
+            if (rc == CT_OK) rc = checkpoint_boundary(ctx, CT_WHY_END);
+            return rc;
+        }
+    }
+}
+
+/* ---- setting up ------------------------------------------------------------ */
+
+/* The state of a simple-mode trial without init: something non-NULL. */
+static char g_no_state;
+
+/* Seeds every generator with the trial seed (as Determined does before
+ * init), then builds the trial: init, or simple mode's model, optimizer and
+ * scheduler. */
+static int build_trial(ct_context *ctx) {
+    const ct_trial *t = ctx->trial;
+    ct_manual_seed(ctx->trial_seed);
+    if (!t->build_model) {
+        ctx->self = t->init(ctx);
+        return ctx->self ? CT_OK : trial_failed("init");
+    }
+    ctx->simple_mode = true;
+    ctx->self = t->init ? t->init(ctx) : &g_no_state;
+    if (!ctx->self) return trial_failed("init");
+    ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
+    if (!model) return trial_failed("build_model");
+    ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
+    if (!opt) return trial_failed("optimizer");
+    if (t->create_lr_scheduler) {
+        ct_step_mode mode = CT_STEP_EVERY_EPOCH;
+        ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
+        if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
+    }
+    return CT_OK;
+}
+
+/* Where checkpoints go and, for a resume, which checkpoint: verified (every
+ * file's size and CRC) and its trial state restored before anything runs,
+ * so a bad checkpoint is refused before training starts. */
+static int find_resume(ct_context *ctx) {
+    const ct_fit_opts *o = &ctx->opts;
+    if (o->checkpoint_dir && o->checkpoint_dir[0])
+        snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s", o->checkpoint_dir);
+    else
+        snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s/checkpoints", o->output_dir);
+    if (ctx->rank == 0) ct_ckpt_remove_leftovers(ctx->checkpoint_dir);
+    if (!o->resume || !o->resume[0]) return CT_OK;
+    if (strcmp(o->resume, "latest") == 0) {
+        if (ct_ckpt_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir) != CT_OK) {
+            if (ct_last_code() != CT_ECHECKPOINT) return ct_last_code();
+            if (!o->quiet && ctx->rank == 0)
+                printf("no checkpoint in %s yet: starting from the beginning\n", ctx->checkpoint_dir);
+            ctx->resume_dir[0] = '\0';
+            return CT_OK;
+        }
+    } else if (snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", o->resume) >= (int)sizeof ctx->resume_dir) {
+        return ct_set_error(CT_ECONFIG, "--resume: path too long");
+    }
+    int rc = ct_ckpt_verify(ctx->resume_dir);
+    if (rc == CT_OK) ctx->resume_meta = ct_ckpt_read_metadata(ctx->resume_dir);
+    if (rc == CT_OK && !ctx->resume_meta) rc = ct_last_code();
+    if (rc == CT_OK) rc = ct_ckpt_restore_trial_state(ctx, ctx->resume_meta, ctx->resume_dir);
+    if (rc != CT_OK && ct_last_code() != CT_ECHECKPOINT) rc = ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
+    return rc;
+}
+
+/* The resumed checkpoint's state: on_checkpoint_load_start, then models,
+ * optimizers, schedulers, callbacks and, last, the RNG. */
+static int load_resume_state(ct_context *ctx, bool models_only) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", ctx->resume_dir, CT_CKPT_STATE_FILE);
+    ct_value *state = NULL;
+    if (ct_pth_load(path, &state) != CT_OK)
+        return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", ctx->resume_dir, ct_last_error());
+    int rc = CT_OK;
+    if (!models_only) CALL_HOOKS(rc, ctx, on_checkpoint_load_start, state);
+    if (rc == CT_OK) rc = ct_ckpt_restore_state(ctx, state, ctx->resume_dir, models_only);
+    ct_value_free(state);
+    return rc;
+}
+
+static int setup(ct_context *ctx) {
+    const ct_trial *t = ctx->trial;
+    if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
+    /* "cuda" without an index under mpirun: each local rank takes its own GPU. */
+    if (ctx->device.type == CT_CUDA && ctx->opts.device && !strchr(ctx->opts.device, ':'))
+        ctx->device.index = ctx->local_rank;
+    if (ctx->opts.num_threads > 0 && ct_set_num_threads(ctx->opts.num_threads) < 0) return ct_last_code();
+    ctx->trial_seed = ctx->opts.seed;
+    ctx->global_batch_size = ctx->opts.global_batch_size;
+    if (ctx->global_batch_size <= 0 && ctx->opts.hparams) {
+        int64_t g;
+        if (ct_value_get_int(ct_value_dict_get(ctx->opts.hparams, "global_batch_size"), &g) == 0) ctx->global_batch_size = g;
+    }
+    if (ctx->global_batch_size > 0 && ctx->global_batch_size < ctx->size)
+        return ct_set_error(CT_ECONFIG, "global_batch_size %lld is smaller than the number of ranks %d",
+                            (long long)ctx->global_batch_size, ctx->size);
+    ctx->per_slot_batch_size = ctx->global_batch_size / ctx->size;
+    int rc = records_to_batches(ctx, &ctx->opts.max_length, "max_length");
+    if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.validation_period, "validation period");
+    if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
+    if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
+    if (rc == CT_OK) rc = find_resume(ctx);
+    if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir);
+    if (rc == CT_OK) rc = build_trial(ctx);
+    if (rc != CT_OK) return rc;
+
+    ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
+    if (!ctx->train_loader) return trial_failed("build_training_data_loader");
+    rc = ct_loader_use_device(ctx->train_loader, ctx->device);
+    if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
+    if (rc != CT_OK) return rc;
+    ctx->epoch_len = ct_loader_len(ctx->train_loader);
+    if (ctx->epoch_len <= 0)
+        return ct_set_error(CT_ETRIAL, "the training loader has no batches per epoch (%lld)", (long long)ctx->epoch_len);
+    const ct_period *m = &ctx->opts.max_length;
+    ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
+    ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
+    if (!ctx->val_loader) return trial_failed("build_validation_data_loader");
+    if (t->evaluate_batch) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
+    if (rc == CT_OK && t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
+    if (rc != CT_OK) return rc;
+    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return trial_failed("build_callbacks");
+    if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
+    /* The metrics log is opened (and, on resume, cut back to the checkpoint)
+     * only once the checkpoint has been accepted. */
+    if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
+    return rc;
+}
+
+/* ---- the entry point ------------------------------------------------------- */
+
+int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
+    if (!trial || !o) return ct_set_error(CT_EINVAL, "ct_fit: %s is NULL", trial ? "opts" : "trial");
+    int rc = check_trial(trial);
+    if (rc == CT_OK) rc = check_opts(o);
+    if (rc != CT_OK) return rc;
+    rc = ct_dist_init();
+    if (rc != CT_OK) return rc;
+    ct_context *ctx = ct_ctx_create(trial, o);
+    if (!ctx) return ct_last_code();
+    ctx->rank = ct_dist_rank();
+    ctx->size = ct_dist_size();
+    ctx->local_rank = ct_dist_local_rank();
+    saved_signals saved;
+    catch_stop_signals(&saved);
+    tune_malloc(o->tune_malloc);
+    ct_report_start(ctx);
+    rc = agree(ctx, setup(ctx));
+    if (rc == CT_OK) rc = agree(ctx, broadcast_models(ctx));
+    if (rc == CT_OK) rc = agree(ctx, start_grad_sync(ctx));
+    if (rc == CT_OK && ctx->opts.cuda_graphs) rc = agree(ctx, ct_graph_step_new(ctx, &ctx->graph));
+    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
+    if (rc == CT_OK) rc = train(ctx);
+    ct_profiler_free(ctx->profiler); /* writes a window still recording */
+    ctx->profiler = NULL;
+    /* Shutdown hooks run in reverse, also after a failure; the first
+     * failure is the one reported. */
+    for (size_t i = ctx->n_callbacks; i-- > 0;) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        if (cb->on_trial_shutdown && cb->on_trial_shutdown(cb->self, ctx) != 0 && rc == CT_OK)
+            rc = hook_failed(cb, "on_trial_shutdown");
+    }
+    if (rc == CT_OK) ct_report_summary(ctx);
+    char saved_msg[2048];
+    snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
+    ct_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
+    ctx->graph = NULL;
+    ct_ctx_free(ctx);
+    restore_signals(&saved);
+    if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);
+    return rc;
+}
+
+/* ---- using a checkpoint without training ------------------------------------ */
+
+int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const ct_value *hparams,
+                                  const char *device, ct_context **out) {
+    if (out) *out = NULL;
+    if (!dir || !trial || !out) return ct_set_error(CT_EINVAL, "ct_load_trial_from_checkpoint: an argument is NULL");
+    if (!trial->init && !trial->build_model)
+        return ct_set_error(CT_ETRIAL, "%s: init is required", trial->name ? trial->name : "trial");
+    int rc = ct_ckpt_verify(dir);
+    json_t *meta = rc == CT_OK ? ct_ckpt_read_metadata(dir) : NULL;
+    if (!meta) return ct_last_code();
+    ct_value *saved_hparams = ct_value_from_json(json_object_get(meta, "hparams"));
+    ct_fit_opts o = ct_fit_defaults();
+    o.hparams = hparams ? hparams : saved_hparams;
+    o.device = device;
+    o.quiet = true;
+    o.seed = (uint64_t)json_integer_value(json_object_get(meta, "trial_seed"));
+    ct_context *ctx = ct_ctx_create(trial, &o);
+    if (!ctx) rc = ct_last_code();
+    if (rc == CT_OK) {
+        ctx->saved_hparams = saved_hparams; /* o.hparams may point into it */
+        saved_hparams = NULL;
+        ctx->trial_seed = o.seed;
+        snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", dir);
+        if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
+    }
+    if (rc == CT_OK) rc = build_trial(ctx);
+    if (rc == CT_OK) rc = load_resume_state(ctx, true);
+    if (rc == CT_OK) set_train_mode(ctx, false);
+    json_decref(meta);
+    ct_value_free(saved_hparams);
+    if (rc != CT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_ctx_free(ctx);
+        return ct_set_error(rc, "%s", msg);
+    }
+    *out = ctx;
+    return CT_OK;
+}
+
+ct_module *ct_ctx_model(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_models ? ctx->models[i] : NULL; }
+
+ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_optims ? ctx->optims[i] : NULL; }
+
+void *ct_ctx_self(const ct_context *ctx) { return ctx && ctx->self != (void *)&g_no_state ? ctx->self : NULL; }
+
+void ct_ctx_free(ct_context *ctx) {
+    if (!ctx) return;
+    if (ctx->trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) ctx->trial->destroy(ctx->self);
+    ct_ctx_destroy(ctx);
+}

@@ -1,0 +1,317 @@
+/* src/report.c — metrics.jsonl lines, console lines and the final summary. */
+#define _POSIX_C_SOURCE 200809L
+#include "fit/report.h"
+#include "ctrial/cuda.h"
+#include "formats/tbevents.h"
+#include "base/value_json.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double ct_clock(void) { return monotonic_s(); }
+
+void ct_time_add(ct_context *ctx, ct_time_kind kind, double since) {
+    double dt = monotonic_s() - since;
+    ctx->time_in[kind] += dt;
+    ctx->time_total[kind] += dt;
+}
+
+/* The caching allocator's counters for the trial's GPU (host-side, no
+ * device sync): bytes held by tensors now and at peak since the last
+ * report. False off a GPU. */
+static bool gpu_memory(const ct_context *ctx, int64_t *now, int64_t *peak) {
+    if (ctx->device.type != CT_CUDA) return false;
+    return ct_cuda_memory_allocated(ctx->device.index, now) == CT_OK &&
+           ct_cuda_max_memory_allocated(ctx->device.index, peak) == CT_OK;
+}
+
+/* The shares of wall time the loop spent, by kind: compute is train_batch
+ * less the waits for gradients and the optimizer step inside it; other is
+ * what is left (metric reduction, reporting, callbacks, scheduler steps). */
+typedef struct {
+    double wall, data, compute, comm, optim, validation, checkpoint, other;
+} time_split;
+
+static time_split split_time(const double *in, double wall) {
+    time_split t = {.wall = wall, .data = in[CT_TIME_DATA], .comm = in[CT_TIME_COMM], .optim = in[CT_TIME_OPTIM],
+                    .validation = in[CT_TIME_VALIDATION], .checkpoint = in[CT_TIME_CHECKPOINT]};
+    t.compute = fmax(0.0, in[CT_TIME_TRAIN] - t.comm - t.optim);
+    t.other = fmax(0.0, wall - t.data - in[CT_TIME_TRAIN] - t.validation - t.checkpoint);
+    return t;
+}
+
+/* "data 3%  compute 81%  comm 6%  optim 7%  val 2%  ckpt 0%  other 1%" */
+static void format_shares(const time_split *t, char *buf, size_t len) {
+    double w = t->wall > 0 ? 100.0 / t->wall : 0;
+    snprintf(buf, len, "data %.0f%%  compute %.0f%%  comm %.0f%%  optim %.0f%%  val %.0f%%  ckpt %.0f%%  other %.0f%%",
+             t->data * w, t->compute * w, t->comm * w, t->optim * w, t->validation * w, t->checkpoint * w,
+             t->other * w);
+}
+
+/* The "timings" object of a training line (NEW), and resets the interval. */
+static json_t *take_timings(ct_context *ctx) {
+    double now = monotonic_s();
+    time_split t = split_time(ctx->time_in, now - ctx->time_since);
+    format_shares(&t, ctx->latest_time, sizeof ctx->latest_time);
+    memset(ctx->time_in, 0, sizeof ctx->time_in);
+    ctx->time_since = now;
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "wall_s", t.wall, "data_s", t.data, "compute_s",
+                          t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
+                          "checkpoint_s", t.checkpoint, "other_s", t.other);
+    /* On a GPU also its memory (torch.cuda.memory_allocated and the peak
+     * since the previous training line; ct_report restarts the peak). */
+    int64_t mem = 0, peak = 0;
+    if (j && gpu_memory(ctx, &mem, &peak)) {
+        json_object_set_new(j, "gpu_memory_allocated_bytes", json_integer(mem));
+        json_object_set_new(j, "gpu_memory_peak_bytes", json_integer(peak));
+    }
+    return j;
+}
+
+static double unix_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ct_report_start(ct_context *ctx) {
+    ctx->start_time = monotonic_s();
+    ctx->time_since = ctx->start_time;
+    ctx->last_report_time = ctx->start_time;
+    ctx->last_report_bt = ctx->batches_trained;
+    ctx->last_report_records = ctx->records_trained;
+    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO);
+    ctx->last_tick = ctx->start_time;
+}
+
+
+/* A resumed run continues the log of the run it resumes: lines after the
+ * checkpoint's batch (written after it, by a run that went on and was
+ * lost) and a torn last line are dropped, through a temporary file and a
+ * rename. Every line at or before the checkpoint was written before it. */
+static int keep_log_until(const char *path, int64_t batches) {
+    FILE *in = fopen(path, "r");
+    if (!in) return CT_OK; /* nothing to continue */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return ct_set_error(CT_EIO, "cannot create %s", tmp);
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        json_t *j = line[n - 1] == '\n' ? json_loads(line, 0, NULL) : NULL;
+        json_t *b = json_object_get(j, "batches");
+        if (json_is_integer(b) && json_integer_value(b) <= batches) fputs(line, out);
+        json_decref(j);
+    }
+    free(line);
+    fclose(in);
+    bool bad = fflush(out) != 0 || ferror(out);
+    bad = fclose(out) != 0 || bad;
+    if (bad || rename(tmp, path) != 0) return ct_set_error(CT_EIO, "cannot rewrite %s", path);
+    return CT_OK;
+}
+
+int ct_report_open(ct_context *ctx) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
+    bool resumed = ctx->resume_dir[0] != '\0';
+    if (resumed && keep_log_until(path, ctx->batches_trained) != CT_OK) return ct_last_code();
+    ctx->metrics_log = fopen(path, resumed ? "a" : "w");
+    if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
+    ctx->tb = ct_tb_open(ctx->opts.output_dir, "");
+    return ctx->tb ? CT_OK : ct_last_code();
+}
+
+static double epochs_of(const ct_context *ctx) {
+    return ctx->epoch_len > 0 ? (double)ctx->batches_trained / (double)ctx->epoch_len : 0.0;
+}
+
+/* Scalar metrics as TensorBoard scalars "<group>/<name>" at step bt. */
+static int add_scalars(ct_context *ctx, const char *group, const ct_value *metrics) {
+    for (size_t k = 0; k < ct_value_len(metrics); k++) {
+        const char *key = NULL;
+        const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
+        if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
+        json_t *j = ct_json_from_value(v);
+        int rc = CT_OK;
+        if (json_is_number(j)) {
+            char tag[512];
+            snprintf(tag, sizeof tag, "%s/%s", group, key);
+            rc = ct_tb_add_scalar(ctx->tb, tag, json_number_value(j), ctx->batches_trained, 0);
+        }
+        json_decref(j);
+        if (rc != CT_OK) return rc;
+    }
+    return ct_tb_flush(ctx->tb);
+}
+
+/* "loss 0.1234  accuracy 0.9" from the scalar metrics (not batches/epochs). */
+static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < ct_value_len(metrics) && used < len; k++) {
+        const char *key = NULL;
+        const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
+        double d;
+        if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
+        json_t *j = ct_json_from_value(v);
+        if (json_is_number(j)) {
+            d = json_number_value(j);
+            used += (size_t)snprintf(buf + used, len - used, "  %s %.6g", key, d);
+        }
+        json_decref(j);
+    }
+}
+
+/* "[200/1000  20.0%] epoch 1.33  35.2 batches/s  2253 records/s  ETA 23s"
+ * (+ "  gpu 1.2/3.4 GiB" on a GPU: allocated now / peak) */
+static void format_progress(ct_context *ctx, double now, char *buf, size_t len) {
+    double dt = now - ctx->last_report_time;
+    int64_t batches = ctx->batches_trained - ctx->last_report_bt;
+    int64_t records = ctx->records_trained - ctx->last_report_records;
+    int64_t total = ctx->max_length_batches;
+    double rate = dt > 0 ? (double)batches / dt : 0;
+    double eta = rate > 0 ? (double)(total - ctx->batches_trained) / rate : 0;
+    int n = snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs",
+                     (long long)ctx->batches_trained, (long long)total,
+                     total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
+                     dt > 0 ? (double)records / dt : 0.0, eta);
+    int64_t mem = 0, peak = 0;
+    if (n > 0 && (size_t)n < len && gpu_memory(ctx, &mem, &peak))
+        snprintf(buf + n, len - (size_t)n, "  gpu %.2f/%.2f GiB", (double)mem / (1 << 30), (double)peak / (1 << 30));
+}
+
+/* A full line on the console; on a terminal it replaces the live line. */
+static void print_line(ct_context *ctx, const char *text) {
+    if (ctx->live_drawn) printf("\r\033[K");
+    ctx->live_drawn = false;
+    printf("%s\n", text);
+    fflush(stdout);
+}
+
+void ct_report_tick(ct_context *ctx) {
+    if (!ctx->live) return;
+    double now = monotonic_s();
+    if (now - ctx->last_tick < 0.25) return;
+    char line[1024];
+    format_progress(ctx, now, line, sizeof line);
+    printf("\r\033[K%s%s%s%s", line, ctx->latest, ctx->latest_time[0] ? "  | " : "", ctx->latest_time);
+    fflush(stdout);
+    ctx->live_drawn = true;
+    ctx->last_tick = now;
+}
+
+/* A training report: on a terminal it updates the live line's metrics; as
+ * plain output (a file, a pipe) it is a line of its own. Rates are over the
+ * batches since the last report. */
+static void print_training(ct_context *ctx, const ct_value *metrics) {
+    double now = monotonic_s();
+    format_metrics(metrics, ctx->latest, sizeof ctx->latest);
+    if (ctx->live) {
+        ctx->last_tick = 0; /* redraw now */
+        ct_report_tick(ctx);
+    } else {
+        char line[1024], full[1800];
+        format_progress(ctx, now, line, sizeof line);
+        snprintf(full, sizeof full, "%s%s  | %s", line, ctx->latest, ctx->latest_time);
+        print_line(ctx, full);
+    }
+    ctx->last_report_time = now;
+    ctx->last_report_bt = ctx->batches_trained;
+    ctx->last_report_records = ctx->records_trained;
+}
+
+static int report(ct_context *ctx, const char *group, ct_value *metrics) {
+    if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(ctx->batches_trained));
+    if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(ctx)));
+    if (ctx->rank != 0) return CT_OK;
+    bool training = !strcmp(group, "training");
+    json_t *timings = training ? take_timings(ctx) : NULL;
+    if (ctx->metrics_log) {
+        json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f, s:o*}", "group", group, "batches",
+                                 (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
+                                 ct_json_from_value(metrics), "time", unix_s(), "timings", timings);
+        timings = NULL; /* json_pack took it, even on failure */
+        char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(line);
+        if (!text) return ct_set_error(CT_ENOMEM, "cannot format a metrics.jsonl line");
+        int bad = fprintf(ctx->metrics_log, "%s\n", text) < 0 || fflush(ctx->metrics_log) != 0;
+        free(text);
+        if (bad) return ct_set_error(CT_EIO, "writing %s/metrics.jsonl failed", ctx->opts.output_dir);
+    }
+    if (ctx->tb) {
+        int rc = add_scalars(ctx, group, metrics);
+        if (rc != CT_OK) return rc;
+    }
+    json_decref(timings);
+    if (ctx->opts.quiet) return CT_OK;
+    if (training) {
+        print_training(ctx, metrics);
+    } else {
+        char m[1024], line[1200];
+        format_metrics(metrics, m, sizeof m);
+        snprintf(line, sizeof line, "validation at batch %lld (epoch %.2f):%s", (long long)ctx->batches_trained,
+                 epochs_of(ctx), m);
+        print_line(ctx, line);
+    }
+    return CT_OK;
+}
+
+int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
+    int rc = report(ctx, group, metrics);
+    /* The GPU's peak restarts with each training line, once that line and
+     * the progress line have both shown it (the progress line reads the
+     * counters after the metrics.jsonl line is written). */
+    if (ctx->rank == 0 && !strcmp(group, "training") && ctx->device.type == CT_CUDA)
+        ct_cuda_reset_peak_memory_stats(ctx->device.index);
+    return rc;
+}
+
+void ct_report_checkpoint(ct_context *ctx, const char *reason) {
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
+    char line[256];
+    snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)ctx->batches_trained, reason);
+    print_line(ctx, line);
+}
+
+void ct_report_preempted(ct_context *ctx, int sig) {
+    if (ctx->rank != 0) return;
+    char line[4608];
+    snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)ctx->batches_trained,
+             ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
+    print_line(ctx, line);
+}
+
+void ct_report_summary(ct_context *ctx) {
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
+    double secs = monotonic_s() - ctx->start_time;
+    char line[1024];
+    int n = snprintf(line, sizeof line, "done: %lld batches (%.2f epochs) in %.1f s", (long long)ctx->batches_trained,
+                     epochs_of(ctx), secs);
+    if (ctx->has_best && n > 0 && (size_t)n < sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, "; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
+    if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "; output in %s", ctx->opts.output_dir);
+    print_line(ctx, line);
+    char shares[160], tline[200];
+    time_split t = split_time(ctx->time_total, secs);
+    format_shares(&t, shares, sizeof shares);
+    snprintf(tline, sizeof tline, "time: %s", shares);
+    print_line(ctx, tline);
+}

@@ -1,0 +1,32 @@
+/* src/report.h — what a run shows and records: metrics.jsonl (DESIGN.md's
+ * contract), console lines (plain, or none with quiet) and the summary at
+ * the end. Rank 0 only. Internal to ctrial. */
+#ifndef CTRIAL_SRC_REPORT_H
+#define CTRIAL_SRC_REPORT_H
+
+#include "fit/context.h"
+
+/* Starts the run's clock. */
+void ct_report_start(ct_context *ctx);
+/* A monotonic clock in seconds. */
+double ct_clock(void);
+/* Adds the time since `since` (a ct_clock() reading) to kind's share. */
+void ct_time_add(ct_context *ctx, ct_time_kind kind, double since);
+/* Opens <output_dir>/metrics.jsonl: new for a fresh run, appended to on
+ * resume. */
+int ct_report_open(ct_context *ctx);
+/* One report of `group` ("training" or "validation"): adds "batches" and
+ * "epochs" to metrics unless present, appends the JSON line, prints. A
+ * training line also carries "timings": where the time went since the
+ * previous training line (see ct_time_kind), which the console shows as
+ * shares. */
+int ct_report(ct_context *ctx, const char *group, ct_value *metrics);
+void ct_report_checkpoint(ct_context *ctx, const char *reason);
+/* After every batch: redraws the live progress line on a terminal (at most
+ * four times a second; a clock read otherwise). */
+void ct_report_tick(ct_context *ctx);
+void ct_report_summary(ct_context *ctx);
+/* "stopped by SIGTERM after batch N; ..." (rank 0, also when quiet). */
+void ct_report_preempted(ct_context *ctx, int signal);
+
+#endif

@@ -1,0 +1,319 @@
+/* src/ckpt_state.c — what a checkpoint holds for a context, and putting it
+ * back. state_dict.pth follows Determined's layout:
+ *
+ *     {"models_state_dict":        [model.state_dict(), ...],      wrap order
+ *      "optimizers_state_dict":    [optimizer.state_dict(), ...],
+ *      "lr_schedulers_state_dict": [scheduler.state_dict(), ...],
+ *      "callbacks":                {name: callback.state_dict()},
+ *      "rng_state":                {"cpu_rng_state": uint8 tensor,
+ *                                   "gpu_rng_states": [one per CUDA device]},
+ *      "scaler_state_dict":        GradScaler.state_dict()      only with fp16 AMP
+ *      "accumulated_gradients":    [{param name: grad}, ...]}   only mid-aggregation
+ *
+ * and metadata.json carries the loop's own state ("trial_state") beside
+ * Determined's keys, so a resumed run continues exactly where this one was. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "ctrial/ctrial.h"
+#include "base/value_json.h"
+
+/* ---- saving ------------------------------------------------------------------ */
+
+static ct_value *rng_state(void) {
+    ct_value *rng = ct_value_dict();
+    ct_device cpu = {CT_CPU, 0};
+    ct_tensor *t = ct_rng_get_state(cpu);
+    if (!t || ct_value_dict_set(rng, "cpu_rng_state", ct_value_tensor(t)) != 0) goto fail;
+    int n = ct_cuda_device_count();
+    if (n > 0) {
+        ct_value *gpus = ct_value_list();
+        ct_value_dict_set(rng, "gpu_rng_states", gpus);
+        for (int i = 0; i < n; i++) {
+            ct_device dev = {CT_CUDA, i};
+            ct_tensor *g = ct_rng_get_state(dev);
+            if (!g || ct_value_list_append(gpus, ct_value_tensor(g)) != 0) goto fail;
+        }
+    }
+    return rng;
+fail:
+    ct_value_free(rng);
+    return NULL;
+}
+
+/* Adds key -> value to dict; false (value freed) when value is NULL. */
+static bool put(ct_value *dict, const char *key, ct_value *value) {
+    return value && ct_value_dict_set(dict, key, value) == 0;
+}
+
+/* Parameter p's accumulated gradient as a NEW tensor for the checkpoint,
+ * or NULL (no error) when it has none. One rank: a copy of its .grad.
+ * Several: the mean over ranks (zeros for a rank without one), NULL when no
+ * rank has one. Each rank accumulated its own gradients since the last step,
+ * and the step will average over ranks: mean_r(a_r + g_r) =
+ * mean_r(a_r) + mean_r(g_r), so every rank resuming with the mean (on any
+ * number of ranks) continues the same step. Collective: every rank calls it
+ * for the same parameters in the same order; a local failure ends the job
+ * (the others would wait in the collective forever). */
+static ct_tensor *accumulated_gradient(ct_context *ctx, ct_tensor *p, const char *name) {
+    int64_t has = ct_has_grad(p);
+    if (ctx->size == 1) return has ? ct_keep(ct_clone(ct_grad(p))) : NULL;
+    if (ct_dist_allreduce_i64(&has, 1, CT_DIST_MAX) != CT_OK) goto abort;
+    if (!has) return NULL;
+    ct_tensor *g = ct_keep(ct_has_grad(p) ? ct_clone(ct_grad(p)) : ct_zeros_like(p));
+    if (g && ct_dist_allreduce(g, CT_DIST_AVG) == CT_OK) return g;
+    ct_tensor_free(g);
+abort:;
+    char why[1024];
+    snprintf(why, sizeof why, "averaging the accumulated gradient of '%s' for a checkpoint: %s", name, ct_last_error());
+    ct_dist_abort(CT_EXIT_DIST, why);
+    return NULL;
+}
+
+/* A checkpoint between optimizer steps (gradient aggregation) keeps the
+ * gradients accumulated so far, per model by parameter name. Called before
+ * anything in the state that may fail on one rank alone (it is
+ * collective). */
+static ct_value *accumulated_gradients(ct_context *ctx) {
+    ct_value *models = ct_value_list();
+    bool ok = models != NULL;
+    for (size_t m = 0; m < ctx->n_models; m++) {
+        ct_value *grads = ct_value_dict();
+        ok = ok && ct_value_list_append(models, grads) == 0;
+        for (size_t i = 0; i < ct_nn_num_params(ctx->models[m]); i++) {
+            const char *name = NULL;
+            ct_tensor *p = ct_nn_param_at(ctx->models[m], i, &name);
+            /* Every rank takes part in every parameter's collective, even
+             * after a local failure here. */
+            ct_tensor *g = accumulated_gradient(ctx, p, name ? name : "?");
+            if (g) ok = ok && ct_value_dict_set(grads, name, ct_value_tensor(g)) == 0;
+        }
+    }
+    if (ok) return models;
+    ct_value_free(models);
+    return NULL;
+}
+
+ct_value *ct_ckpt_state_from_ctx(ct_context *ctx) {
+    /* First: collective under mpirun. */
+    ct_value *grads = NULL;
+    if (ctx->batches_trained % ctx->aggregation_frequency != 0) {
+        grads = accumulated_gradients(ctx);
+        if (!grads) return NULL;
+    }
+    ct_value *state = ct_value_dict();
+    ct_value *models = ct_value_list(), *optims = ct_value_list(), *scheds = ct_value_list(),
+             *callbacks = ct_value_dict();
+    bool ok = put(state, "models_state_dict", models) && put(state, "optimizers_state_dict", optims) &&
+              put(state, "lr_schedulers_state_dict", scheds) && put(state, "callbacks", callbacks);
+    for (size_t i = 0; ok && i < ctx->n_models; i++) ok = ct_value_list_append(models, ct_nn_state_dict(ctx->models[i])) == 0;
+    for (size_t i = 0; ok && i < ctx->n_optims; i++) ok = ct_value_list_append(optims, ct_optim_state_dict(ctx->optims[i])) == 0;
+    for (size_t i = 0; ok && i < ctx->n_scheds; i++)
+        ok = ct_value_list_append(scheds, ct_sched_state_dict(ctx->scheds[i].sched)) == 0;
+    for (size_t i = 0; ok && i < ctx->n_callbacks; i++) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        if (!cb->state_dict) continue;
+        ct_value *s = cb->state_dict(cb->self);
+        if (!s) {
+            if (ct_last_code() != CT_OK) {
+                ct_set_error(ct_last_code(), "callback '%s' state_dict: %s", cb->name, ct_last_error());
+                ok = false;
+            }
+            continue;
+        }
+        ok = ct_value_dict_set(callbacks, cb->name, s) == 0;
+    }
+    if (ok) ok = put(state, "rng_state", rng_state());
+    if (ok && ctx->scaler) ok = put(state, "scaler_state_dict", ct_grad_scaler_state_dict(ctx->scaler));
+    if (ok && grads) {
+        ok = put(state, "accumulated_gradients", grads);
+        grads = NULL;
+    }
+    ct_value_free(grads);
+    if (ok) return state;
+    ct_value_free(state);
+    return NULL;
+}
+
+json_t *ct_ckpt_metadata_from_ctx(ct_context *ctx) {
+    char framework[64];
+    snprintf(framework, sizeof framework, "torch-%s", ct_torch_version());
+    int64_t bt = ctx->batches_trained;
+    bool validated_now = ctx->last_validation && ctx->last_validation_bt == bt;
+    json_t *trial_state = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:b, s:s?, s:I, s:i}",
+        "batches_trained", (json_int_t)bt, "records_trained", (json_int_t)ctx->records_trained,
+        "epoch_len", (json_int_t)ctx->epoch_len, "last_validation_batches", (json_int_t)ctx->last_validation_bt,
+        "last_checkpoint_batches", (json_int_t)bt, "loader_position",
+        (json_int_t)(ctx->train_loader ? ct_loader_position(ctx->train_loader) : bt), "global_batch_size",
+        (json_int_t)ctx->global_batch_size, "best_metric", ctx->has_best ? json_real(ctx->best_metric) : json_null(),
+        "smaller_is_better", ctx->opts.smaller_is_better, "searcher_metric", ctx->opts.searcher_metric,
+        "aggregation_frequency", (json_int_t)ctx->aggregation_frequency, "world_size", ctx->size);
+    static const char *const reasons[] = {"period", "policy", "end", "stop"};
+    json_object_set_new(trial_state, "reason", json_string(reasons[ctx->why]));
+    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:I, s:o, s:o, s:o}", "steps_completed", (json_int_t)bt,
+                     "framework", framework, "format", CT_CKPT_FORMAT, "ctrial_version", ct_version(),
+                     "batches_trained", (json_int_t)bt, "epochs_trained",
+                     ctx->epoch_len > 0 ? (double)bt / (double)ctx->epoch_len : 0.0, "trial_seed",
+                     (json_int_t)ctx->trial_seed, "hparams", ct_json_from_value(ctx->opts.hparams),
+                     "validation_metrics", validated_now ? ct_json_from_value(ctx->last_validation) : json_object(),
+                     "trial_state", trial_state);
+}
+
+/* ---- restoring ------------------------------------------------------------------ */
+
+static int mismatch(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int mismatch(const char *dir, const char *fmt, ...) {
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, msg);
+}
+
+/* state[key] as a list of exactly `want` entries, or an error naming it. */
+static const ct_value *group(const ct_value *state, const char *key, size_t want, const char *what,
+                             const char *dir, int *rc) {
+    const ct_value *list = ct_value_kind_of(state) == CT_VALUE_DICT ? ct_value_dict_get(state, key) : NULL;
+    if (!list || ct_value_kind_of(list) != CT_VALUE_LIST) {
+        *rc = mismatch(dir, "state_dict.pth has no list '%s'", key);
+        return NULL;
+    }
+    if (ct_value_len(list) != want) {
+        *rc = mismatch(dir, "it holds %zu %s, the trial has %zu", ct_value_len(list), what, want);
+        return NULL;
+    }
+    return list;
+}
+
+static int restore_rng(const ct_value *state, const char *dir) {
+    const ct_value *rng = ct_value_dict_get(state, "rng_state");
+    const ct_value *cpu = ct_value_kind_of(rng) == CT_VALUE_DICT ? ct_value_dict_get(rng, "cpu_rng_state") : NULL;
+    if (!cpu || ct_value_kind_of(cpu) != CT_VALUE_TENSOR) return mismatch(dir, "rng_state has no cpu_rng_state tensor");
+    ct_device dev = {CT_CPU, 0};
+    if (ct_rng_set_state(dev, ct_value_get_tensor(cpu)) != 0) return mismatch(dir, "rng_state: %s", ct_last_error());
+    const ct_value *gpus = ct_value_dict_get(rng, "gpu_rng_states");
+    int n = ct_cuda_device_count();
+    for (int i = 0; gpus && i < n && (size_t)i < ct_value_len(gpus); i++) {
+        dev.type = CT_CUDA;
+        dev.index = i;
+        const ct_value *g = ct_value_list_get(gpus, (size_t)i);
+        if (ct_value_kind_of(g) != CT_VALUE_TENSOR || ct_rng_set_state(dev, ct_value_get_tensor(g)) != 0)
+            return mismatch(dir, "rng_state: gpu_rng_states[%d]: %s", i, ct_last_error());
+    }
+    return CT_OK;
+}
+
+static int restore_callbacks(ct_context *ctx, const ct_value *state, const char *dir) {
+    const ct_value *saved = ct_value_dict_get(state, "callbacks");
+    if (!saved || ct_value_kind_of(saved) != CT_VALUE_DICT) return mismatch(dir, "state_dict.pth has no dict 'callbacks'");
+    for (size_t i = 0; i < ctx->n_callbacks; i++) {
+        const ct_callback *cb = &ctx->callbacks[i];
+        const ct_value *s = ct_value_dict_get(saved, cb->name);
+        if (!s || !cb->load_state_dict) continue; /* a callback new to this run starts fresh */
+        if (cb->load_state_dict(cb->self, s) != 0)
+            return mismatch(dir, "callback '%s' load_state_dict: %s", cb->name, ct_last_error());
+    }
+    return CT_OK;
+}
+
+static bool same_shape(const ct_tensor *a, const ct_tensor *b) {
+    int64_t sa[16], sb[16];
+    int na = ct_shape(a, sa, 16), nb = ct_shape(b, sb, 16);
+    return na >= 0 && na == nb && na <= 16 && memcmp(sa, sb, (size_t)na * sizeof sa[0]) == 0;
+}
+
+static int restore_gradients(ct_context *ctx, const ct_value *state, const char *dir) {
+    const ct_value *saved = ct_value_dict_get(state, "accumulated_gradients");
+    if (!saved) return CT_OK;
+    if (ct_value_kind_of(saved) != CT_VALUE_LIST || ct_value_len(saved) != ctx->n_models)
+        return mismatch(dir, "accumulated_gradients does not hold one dict per model");
+    for (size_t m = 0; m < ctx->n_models; m++) {
+        const ct_value *grads = ct_value_list_get(saved, m);
+        for (size_t i = 0; i < ct_nn_num_params(ctx->models[m]); i++) {
+            const char *name = NULL;
+            ct_tensor *p = ct_nn_param_at(ctx->models[m], i, &name);
+            const ct_value *g = ct_value_kind_of(grads) == CT_VALUE_DICT ? ct_value_dict_get(grads, name) : NULL;
+            if (!g) continue;
+            ct_scope *s = ct_scope_begin();
+            ct_tensor *t = ct_value_get_tensor(g);
+            int rc = t && same_shape(t, p) ? ct_set_grad(p, ct_to_device(ct_clone(t), ct_device_of(p), false))
+                         : CT_ESHAPE;
+            ct_scope_end(s);
+            if (rc != CT_OK) return mismatch(dir, "accumulated gradient of model %zu '%s' does not fit", m, name);
+        }
+    }
+    return CT_OK;
+}
+
+int ct_ckpt_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
+    int rc = CT_OK;
+    const ct_value *models = group(state, "models_state_dict", ctx->n_models, "models", dir, &rc);
+    if (!models) return rc;
+    for (size_t i = 0; i < ctx->n_models; i++)
+        if (ct_nn_load_state_dict(ctx->models[i], ct_value_list_get(models, i), true) != 0)
+            return mismatch(dir, "model %zu: %s", i, ct_last_error());
+    if (models_only) return CT_OK;
+    const ct_value *optims = group(state, "optimizers_state_dict", ctx->n_optims, "optimizers", dir, &rc);
+    if (!optims) return rc;
+    const ct_value *scheds = group(state, "lr_schedulers_state_dict", ctx->n_scheds, "LR schedulers", dir, &rc);
+    if (!scheds) return rc;
+    for (size_t i = 0; i < ctx->n_optims; i++)
+        if (ct_optim_load_state_dict(ctx->optims[i], ct_value_list_get(optims, i)) != 0)
+            return mismatch(dir, "optimizer %zu: %s", i, ct_last_error());
+    for (size_t i = 0; i < ctx->n_scheds; i++)
+        if (ct_sched_load_state_dict(ctx->scheds[i].sched, ct_value_list_get(scheds, i)) != 0)
+            return mismatch(dir, "LR scheduler %zu: %s", i, ct_last_error());
+    rc = restore_gradients(ctx, state, dir);
+    /* A scaler starts from the checkpoint's state when it has one; turning
+     * fp16 AMP on (or off) at a resume is allowed, as in Determined. */
+    const ct_value *scaler = ct_value_dict_get(state, "scaler_state_dict");
+    if (rc == CT_OK && ctx->scaler && scaler && ct_grad_scaler_load_state_dict(ctx->scaler, scaler) != CT_OK)
+        rc = mismatch(dir, "scaler_state_dict: %s", ct_last_error());
+    if (rc == CT_OK) rc = restore_callbacks(ctx, state, dir);
+    return rc == CT_OK ? restore_rng(state, dir) : rc;
+}
+
+/* trial_state[key] as an integer, or an error. */
+static int state_int(const json_t *ts, const char *key, int64_t *out, const char *dir) {
+    json_t *v = json_object_get(ts, key);
+    if (!json_is_integer(v)) return mismatch(dir, "metadata.json: trial_state.%s is missing or not an integer", key);
+    *out = json_integer_value(v);
+    return CT_OK;
+}
+
+int ct_ckpt_restore_trial_state(ct_context *ctx, const json_t *metadata, const char *dir) {
+    const json_t *ts = json_object_get(metadata, "trial_state");
+    int64_t bt = 0, records = 0, last_val = 0, position = 0, gbs = 0, agg = 0;
+    int rc = state_int(ts, "batches_trained", &bt, dir);
+    if (rc == CT_OK) rc = state_int(ts, "records_trained", &records, dir);
+    if (rc == CT_OK) rc = state_int(ts, "last_validation_batches", &last_val, dir);
+    if (rc == CT_OK) rc = state_int(ts, "loader_position", &position, dir);
+    if (rc == CT_OK) rc = state_int(ts, "global_batch_size", &gbs, dir);
+    if (rc == CT_OK) rc = state_int(ts, "aggregation_frequency", &agg, dir);
+    if (rc != CT_OK) return rc;
+    if (bt < 0 || records < 0 || position < 0 || last_val < -1 || last_val > bt)
+        return mismatch(dir, "metadata.json: trial_state holds impossible positions");
+    if (gbs != ctx->global_batch_size)
+        return mismatch(dir, "it was trained with global_batch_size %lld, this run has %lld (resuming needs the same)",
+                        (long long)gbs, (long long)ctx->global_batch_size);
+    if (agg != ctx->aggregation_frequency)
+        return mismatch(dir, "it was trained with aggregation_frequency %lld, this run has %d (resuming needs the same)",
+                        (long long)agg, ctx->aggregation_frequency);
+    json_t *best = json_object_get(ts, "best_metric");
+    ctx->has_best = json_is_number(best);
+    ctx->best_metric = ctx->has_best ? json_number_value(best) : 0.0;
+    ctx->batches_trained = ctx->initial_batch = bt;
+    ctx->records_trained = records;
+    ctx->last_report_bt = bt; /* throughput counts this run's batches */
+    ctx->last_report_records = records;
+    ctx->last_validation_bt = last_val;
+    ctx->last_checkpoint_bt = bt;
+    ctx->resume_position = position;
+    return CT_OK;
+}

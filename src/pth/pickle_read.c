@@ -1,0 +1,801 @@
+/* src/pth_pickle_read.c — a small pickle machine for the data.pkl of
+ * torch.save files, the equivalent of torch.load(weights_only=True).
+ *
+ * It runs the opcodes that Python's pickle (protocols 2 to 5) emits for
+ * state dicts: containers, numbers, strings, the memo, and REDUCE of a
+ * handful of allowed globals (collections.OrderedDict, the torch._utils
+ * rebuild functions, the typed storage classes). Any other global is refused
+ * when it is named, before anything could call it; so are byte strings,
+ * sets, class instances and integers beyond 64 bits, none of which a
+ * ct_value can hold.
+ *
+ * Objects live in the machine as nodes that it owns all together (a list
+ * of every node made, freed at the end): the memo lets a pickle refer to
+ * one object from several places, a container may be filled after it was
+ * memoized, and a hostile pickle can even put a list inside itself. At STOP
+ * the result is converted to a ct_value tree, copying what is shared
+ * (tensors are shared, not copied: new handles to the same tensor). Every
+ * count and length comes from the untrusted file and is checked before
+ * use; nesting, memo indexes and the size of the converted tree are
+ * bounded, so a hostile pickle costs an error, not a crash or a runaway
+ * allocation.
+ */
+#include "pth/pth.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    MAX_DIMS = 64,    /* of a tensor */
+    MAX_DEPTH = 1000, /* nesting of the converted tree */
+    NAME_MAX_LEN = 200,
+};
+
+typedef enum { O_NONE, O_BOOL, O_INT, O_FLOAT, O_STR, O_TUPLE, O_LIST, O_DICT, O_TENSOR, O_GLOBAL, O_STORAGE } okind;
+
+static const char *const kind_names[] = {"None",   "bool",   "int",                "float",  "str",    "tuple",
+                                         "list",   "dict",   "tensor",             "global", "storage"};
+
+/* The globals a file may name. */
+typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAMETER, G_REBUILD_PARAMETER_STATE, G_STORAGE } gkind;
+
+static const char *const global_names[] = {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2",
+                                           "torch._utils._rebuild_parameter",
+                                           "torch._utils._rebuild_parameter_with_state", "a torch storage class"};
+
+typedef struct obj obj;
+struct obj {
+    okind kind;
+    bool ordered; /* a dict made by OrderedDict(): BUILD may drop its state */
+    obj *next;    /* the machine's list of every node */
+    union {
+        bool b;
+        int64_t i;
+        double d;
+        struct {
+            char *s;
+            size_t len;
+        } str;
+        struct {
+            obj **items; /* a dict holds key, value, key, value, ... */
+            size_t len, cap;
+        } seq;
+        ct_tensor *t; /* owned by the node */
+        struct {
+            gkind kind;
+            ct_dtype dtype; /* of a storage class */
+        } g;
+        struct {
+            ct_tensor *base; /* borrowed from the environment */
+            ct_dtype dtype;
+        } st;
+    } u;
+};
+
+typedef struct {
+    const unsigned char *p;
+    size_t n, pos;
+    size_t op_at;  /* offset of the opcode being run */
+    unsigned char op;
+    const ct_pth_unpickle_env *env;
+    obj **stack;
+    size_t sp, scap;
+    size_t *marks;
+    size_t nmarks, mcap;
+    obj **memo;
+    size_t memo_cap, memo_count;
+    obj *all; /* every node made, newest first */
+    size_t budget; /* values the conversion may still create */
+} vm;
+
+/* ---- messages --------------------------------------------------------------------- */
+
+static const char *op_name(unsigned char c) {
+    switch (c) {
+    case CT_PKL_MARK: return "MARK";
+    case CT_PKL_STOP: return "STOP";
+    case CT_PKL_POP: return "POP";
+    case CT_PKL_POP_MARK: return "POP_MARK";
+    case CT_PKL_DUP: return "DUP";
+    case CT_PKL_BINFLOAT: return "BINFLOAT";
+    case CT_PKL_BININT: return "BININT";
+    case CT_PKL_BININT1: return "BININT1";
+    case CT_PKL_BININT2: return "BININT2";
+    case CT_PKL_NONE: return "NONE";
+    case CT_PKL_BINPERSID: return "BINPERSID";
+    case CT_PKL_REDUCE: return "REDUCE";
+    case CT_PKL_BINUNICODE: return "BINUNICODE";
+    case CT_PKL_EMPTY_LIST: return "EMPTY_LIST";
+    case CT_PKL_APPEND: return "APPEND";
+    case CT_PKL_BUILD: return "BUILD";
+    case CT_PKL_GLOBAL: return "GLOBAL";
+    case CT_PKL_DICT: return "DICT";
+    case CT_PKL_APPENDS: return "APPENDS";
+    case CT_PKL_BINGET: return "BINGET";
+    case CT_PKL_LONG_BINGET: return "LONG_BINGET";
+    case CT_PKL_LIST: return "LIST";
+    case CT_PKL_BINPUT: return "BINPUT";
+    case CT_PKL_LONG_BINPUT: return "LONG_BINPUT";
+    case CT_PKL_SETITEM: return "SETITEM";
+    case CT_PKL_TUPLE: return "TUPLE";
+    case CT_PKL_SETITEMS: return "SETITEMS";
+    case CT_PKL_EMPTY_DICT: return "EMPTY_DICT";
+    case CT_PKL_EMPTY_TUPLE: return "EMPTY_TUPLE";
+    case CT_PKL_PROTO: return "PROTO";
+    case CT_PKL_TUPLE1: return "TUPLE1";
+    case CT_PKL_TUPLE2: return "TUPLE2";
+    case CT_PKL_TUPLE3: return "TUPLE3";
+    case CT_PKL_NEWTRUE: return "NEWTRUE";
+    case CT_PKL_NEWFALSE: return "NEWFALSE";
+    case CT_PKL_LONG1: return "LONG1";
+    case CT_PKL_LONG4: return "LONG4";
+    case CT_PKL_SHORT_BINUNICODE: return "SHORT_BINUNICODE";
+    case CT_PKL_BINUNICODE8: return "BINUNICODE8";
+    case CT_PKL_STACK_GLOBAL: return "STACK_GLOBAL";
+    case CT_PKL_MEMOIZE: return "MEMOIZE";
+    case CT_PKL_FRAME: return "FRAME";
+    default: return NULL;
+    }
+}
+
+/* Records "FILE: ENTRY, offset N (OPCODE): ..." as CT_EFORMAT (or `code`). */
+static int fail_code(vm *m, int code, const char *fmt, ...) {
+    char msg[600], op[24];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *name = op_name(m->op);
+    if (!name) {
+        snprintf(op, sizeof op, "opcode 0x%02x", m->op);
+        name = op;
+    }
+    return ct_set_error(code, "%s: %s, offset %zu (%s): %s", m->env->file, m->env->entry, m->op_at, name, msg);
+}
+#define fail(m, ...) fail_code((m), CT_EFORMAT, __VA_ARGS__)
+
+static int oom(vm *m) { return fail_code(m, CT_ENOMEM, "out of host memory"); }
+
+/* ---- objects ---------------------------------------------------------------------- */
+
+/* A new node, owned by the machine until ct_pth_unpickle returns. */
+static obj *new_obj(vm *m, okind kind) {
+    obj *o = calloc(1, sizeof *o);
+    if (!o) {
+        oom(m);
+        return NULL;
+    }
+    o->kind = kind;
+    o->next = m->all;
+    m->all = o;
+    return o;
+}
+
+static bool is_container(const obj *o) { return o->kind == O_TUPLE || o->kind == O_LIST || o->kind == O_DICT; }
+
+static void free_all(vm *m) {
+    while (m->all) {
+        obj *o = m->all;
+        m->all = o->next;
+        if (is_container(o)) free(o->u.seq.items);
+        else if (o->kind == O_STR) free(o->u.str.s);
+        else if (o->kind == O_TENSOR) ct_tensor_free(o->u.t);
+        free(o);
+    }
+}
+
+/* Appends item to a container. */
+static int seq_push(vm *m, obj *c, obj *item) {
+    if (c->u.seq.len == c->u.seq.cap) {
+        size_t cap = c->u.seq.cap ? c->u.seq.cap * 2 : 4;
+        obj **p = realloc(c->u.seq.items, cap * sizeof *p);
+        if (!p) return oom(m);
+        c->u.seq.items = p;
+        c->u.seq.cap = cap;
+    }
+    c->u.seq.items[c->u.seq.len++] = item;
+    return 0;
+}
+
+/* ---- the stack, marks and memo ----------------------------------------------------------- */
+
+static size_t floor_of(const vm *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
+
+/* Pushes o (NULL: a failed new_obj, whose error stands). */
+static int push(vm *m, obj *o) {
+    if (!o) return ct_last_code();
+    if (m->sp == m->scap) {
+        size_t cap = m->scap ? m->scap * 2 : 64;
+        obj **p = realloc(m->stack, cap * sizeof *p);
+        if (!p) return oom(m);
+        m->stack = p;
+        m->scap = cap;
+    }
+    m->stack[m->sp++] = o;
+    return 0;
+}
+
+/* Pops the top value, or NULL + error when the stack is empty above the
+ * innermost mark. */
+static obj *pop(vm *m) {
+    if (m->sp <= floor_of(m)) {
+        fail(m, "the stack is empty%s", m->nmarks ? " above the MARK" : "");
+        return NULL;
+    }
+    return m->stack[--m->sp];
+}
+
+/* The top value, borrowed. */
+static obj *top(vm *m) {
+    if (m->sp <= floor_of(m)) {
+        fail(m, "the stack is empty%s", m->nmarks ? " above the MARK" : "");
+        return NULL;
+    }
+    return m->stack[m->sp - 1];
+}
+
+static int push_mark(vm *m) {
+    if (m->nmarks == m->mcap) {
+        size_t cap = m->mcap ? m->mcap * 2 : 16;
+        size_t *p = realloc(m->marks, cap * sizeof *p);
+        if (!p) return oom(m);
+        m->marks = p;
+        m->mcap = cap;
+    }
+    m->marks[m->nmarks++] = m->sp;
+    return 0;
+}
+
+/* The values above the innermost mark: moves them into container c (which
+ * must not be on the stack) and removes the mark. */
+static int take_marked(vm *m, obj *c) {
+    if (!m->nmarks) return fail(m, "no MARK to collect values from");
+    size_t mark = m->marks[--m->nmarks];
+    int rc = 0;
+    for (size_t i = mark; i < m->sp && !rc; i++) rc = seq_push(m, c, m->stack[i]);
+    m->sp = mark;
+    return rc;
+}
+
+static int memo_put(vm *m, size_t index) {
+    obj *o = top(m);
+    if (!o) return ct_last_code();
+    /* Python numbers memo slots densely from 0; a far larger index is
+     * hostile, and refusing it bounds the table by the pickle's size. */
+    if (index > m->memo_count + 1024)
+        return fail(m, "memo index %zu is out of range (%zu slots used)", index, m->memo_count);
+    if (index >= m->memo_cap) {
+        size_t cap = m->memo_cap ? m->memo_cap : 64;
+        while (cap <= index) cap *= 2;
+        obj **p = realloc(m->memo, cap * sizeof *p);
+        if (!p) return oom(m);
+        memset(p + m->memo_cap, 0, (cap - m->memo_cap) * sizeof *p);
+        m->memo = p;
+        m->memo_cap = cap;
+    }
+    if (!m->memo[index]) m->memo_count++;
+    m->memo[index] = o;
+    return 0;
+}
+
+static int memo_get(vm *m, size_t index) {
+    if (index >= m->memo_cap || !m->memo[index]) return fail(m, "memo index %zu was never stored", index);
+    return push(m, m->memo[index]);
+}
+
+/* ---- reading arguments ---------------------------------------------------------------------- */
+
+/* The next k argument bytes, or NULL + error when the pickle ends first. */
+static const unsigned char *arg(vm *m, size_t k) {
+    if (m->n - m->pos < k) {
+        fail(m, "the pickle ends inside the opcode's %zu-byte argument (truncated?)", k);
+        return NULL;
+    }
+    const unsigned char *a = m->p + m->pos;
+    m->pos += k;
+    return a;
+}
+
+static uint64_t le(const unsigned char *a, size_t k) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < k; i++) v |= (uint64_t)a[i] << (8 * i);
+    return v;
+}
+
+/* ---- scalars ------------------------------------------------------------------------------- */
+
+static int push_int(vm *m, int64_t v) {
+    obj *o = new_obj(m, O_INT);
+    if (o) o->u.i = v;
+    return push(m, o);
+}
+
+static int push_bool(vm *m, bool b) {
+    obj *o = new_obj(m, O_BOOL);
+    if (o) o->u.b = b;
+    return push(m, o);
+}
+
+/* LONG1 / LONG4: little-endian two's complement of `len` bytes. */
+static int push_long(vm *m, size_t len_bytes) {
+    const unsigned char *a = arg(m, len_bytes);
+    if (!a) return ct_last_code();
+    uint64_t n = le(a, len_bytes);
+    if (len_bytes == 4 && n > INT32_MAX) return fail(m, "negative length %" PRId32, (int32_t)n);
+    if (n > 8) return fail(m, "an integer of %" PRIu64 " bytes is beyond 64 bits (ct_value ints are int64)", n);
+    const unsigned char *b = arg(m, (size_t)n);
+    if (!b) return ct_last_code();
+    if (n == 0) return push_int(m, 0);
+    uint64_t u = le(b, (size_t)n);
+    if (n < 8 && (b[n - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * n); /* sign-extend */
+    return push_int(m, (int64_t)u);
+}
+
+static int push_float(vm *m) {
+    const unsigned char *a = arg(m, 8);
+    if (!a) return ct_last_code();
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++) u = u << 8 | a[i]; /* big-endian */
+    obj *o = new_obj(m, O_FLOAT);
+    if (o) memcpy(&o->u.d, &u, sizeof u);
+    return push(m, o);
+}
+
+/* A string whose length is a `len_bytes`-byte little-endian prefix. */
+static int push_str(vm *m, size_t len_bytes) {
+    const unsigned char *a = arg(m, len_bytes);
+    if (!a) return ct_last_code();
+    uint64_t n = le(a, len_bytes);
+    if (n > m->n - m->pos)
+        return fail(m, "a string of %" PRIu64 " bytes runs past the end of the pickle (%zu bytes left)", n,
+                    m->n - m->pos);
+    const unsigned char *s = m->p + m->pos;
+    m->pos += (size_t)n;
+    if (memchr(s, '\0', (size_t)n)) return fail(m, "a string holds a NUL byte (ct_value strings cannot)");
+    if (!ct_pth_utf8_valid(s, (size_t)n)) return fail(m, "a string is not valid UTF-8");
+    obj *o = new_obj(m, O_STR);
+    if (!o) return ct_last_code();
+    o->u.str.s = malloc((size_t)n + 1);
+    if (!o->u.str.s) {
+        free(o);
+        return oom(m);
+    }
+    memcpy(o->u.str.s, s, (size_t)n);
+    o->u.str.s[n] = '\0';
+    o->u.str.len = (size_t)n;
+    return push(m, o);
+}
+
+/* ---- globals ---------------------------------------------------------------------------------- */
+
+static bool is(const char *s, size_t n, const char *lit) { return strlen(lit) == n && memcmp(s, lit, n) == 0; }
+
+static bool ends_with(const char *s, size_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return n >= k && memcmp(s + n - k, lit, k) == 0;
+}
+
+/* Pushes the global module.name if it is allowed; refuses it by name
+ * otherwise. */
+static int push_global(vm *m, const char *mod, size_t mlen, const char *name, size_t nlen) {
+    int ml = mlen > NAME_MAX_LEN ? NAME_MAX_LEN : (int)mlen, nl = nlen > NAME_MAX_LEN ? NAME_MAX_LEN : (int)nlen;
+    gkind kind;
+    ct_dtype dtype = CT_F32;
+    char cls[NAME_MAX_LEN + 1];
+    if (is(mod, mlen, "collections") && is(name, nlen, "OrderedDict")) kind = G_ORDERED_DICT;
+    else if (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_tensor_v2")) kind = G_REBUILD_TENSOR;
+    else if (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_parameter")) kind = G_REBUILD_PARAMETER;
+    else if (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_parameter_with_state"))
+        kind = G_REBUILD_PARAMETER_STATE;
+    else if (is(mod, mlen, "torch") && nlen <= NAME_MAX_LEN &&
+             (memcpy(cls, name, nlen), cls[nlen] = '\0', ct_pth_storage_dtype(cls, &dtype)))
+        kind = G_STORAGE;
+    else if (is(mod, mlen, "torch") && nlen > 7 && memcmp(name, "Complex", 7) == 0)
+        return fail(m, "complex tensors are not supported (global 'torch.%.*s')", nl, name);
+    else if (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_tensor_v3"))
+        return fail(m, "a tensor of a dtype ctrial lacks (uint16/32/64, float8, ...: global "
+                    "'torch._utils._rebuild_tensor_v3')");
+    else if ((is(mod, mlen, "torch") && nlen > 1 && name[0] == 'Q' && ends_with(name, nlen, "Storage")) ||
+             (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_qtensor")))
+        return fail(m, "quantized tensors are not supported (global '%.*s.%.*s')", ml, mod, nl, name);
+    else
+        return fail(m, "refuses global '%.*s.%.*s': ct_pth_load reads dicts, lists, tuples, numbers, strings and "
+                    "dense tensors only (as torch.load(weights_only=True) would, more strictly)",
+                    ml, mod, nl, name);
+    obj *o = new_obj(m, O_GLOBAL);
+    if (o) {
+        o->u.g.kind = kind;
+        o->u.g.dtype = dtype;
+    }
+    return push(m, o);
+}
+
+/* GLOBAL: "module\nname\n" inline. */
+static int op_global(vm *m) {
+    const char *lines[2];
+    size_t lens[2];
+    for (int k = 0; k < 2; k++) {
+        const unsigned char *s = m->p + m->pos, *nl = memchr(s, '\n', m->n - m->pos);
+        if (!nl) return fail(m, "the global's name is not terminated by a newline (truncated?)");
+        lines[k] = (const char *)s;
+        lens[k] = (size_t)(nl - s);
+        m->pos += lens[k] + 1;
+    }
+    return push_global(m, lines[0], lens[0], lines[1], lens[1]);
+}
+
+/* STACK_GLOBAL: module and name strings from the stack. */
+static int op_stack_global(vm *m) {
+    obj *name = pop(m);
+    obj *mod = name ? pop(m) : NULL;
+    int rc = 0;
+    if (!mod) rc = ct_last_code();
+    else if (mod->kind != O_STR || name->kind != O_STR) rc = fail(m, "module and name must be strings");
+    else rc = push_global(m, mod->u.str.s, mod->u.str.len, name->u.str.s, name->u.str.len);
+    return rc;
+}
+
+/* ---- containers ------------------------------------------------------------------------------ */
+
+static int check_key(vm *m, const obj *k) {
+    if (k->kind == O_STR || k->kind == O_INT) return 0;
+    return fail(m, "a dict key of type %s (ct_value dict keys are strings or ints)", kind_names[k->kind]);
+}
+
+/* TUPLE, LIST, DICT: the marked values become a new container. */
+static int op_collect(vm *m, okind kind) {
+    obj *c = new_obj(m, kind);
+    if (!c) return ct_last_code();
+    int rc = take_marked(m, c);
+    if (!rc && kind == O_DICT) {
+        if (c->u.seq.len % 2) rc = fail(m, "an odd number of values (%zu) for key-value pairs", c->u.seq.len);
+        for (size_t i = 0; !rc && i < c->u.seq.len; i += 2) rc = check_key(m, c->u.seq.items[i]);
+    }
+    return rc ? rc : push(m, c);
+}
+
+/* TUPLE1..3: the top k values. */
+static int op_tuple_n(vm *m, size_t k) {
+    if (m->sp - floor_of(m) < k) return fail(m, "needs %zu values, the stack holds %zu", k, m->sp - floor_of(m));
+    obj *c = new_obj(m, O_TUPLE);
+    if (!c) return ct_last_code();
+    int rc = 0;
+    for (size_t i = m->sp - k; i < m->sp && !rc; i++) rc = seq_push(m, c, m->stack[i]);
+    m->sp -= k;
+    return rc ? rc : push(m, c);
+}
+
+/* APPEND(S), SETITEM(S): values into the container below them. `marked`:
+ * the values are those above the innermost mark. */
+static int op_fill(vm *m, okind want, bool marked) {
+    size_t from;
+    if (marked) {
+        if (!m->nmarks) return fail(m, "no MARK to collect values from");
+        from = m->marks[m->nmarks - 1];
+    } else {
+        size_t k = want == O_DICT ? 2 : 1;
+        if (m->sp - floor_of(m) < k + 1)
+            return fail(m, "needs a container and %zu values, the stack holds %zu", k, m->sp - floor_of(m));
+        from = m->sp - k;
+    }
+    size_t below = marked ? (m->nmarks > 1 ? m->marks[m->nmarks - 2] : 0) : floor_of(m);
+    if (from <= below) return fail(m, "no container below the values");
+    obj *c = m->stack[from - 1];
+    if (c->kind != want) return fail(m, "adds to a %s, not a %s", kind_names[c->kind], kind_names[want]);
+    size_t count = m->sp - from;
+    if (want == O_DICT && count % 2) return fail(m, "an odd number of values (%zu) for key-value pairs", count);
+    for (size_t i = from; want == O_DICT && i < m->sp; i += 2)
+        if (check_key(m, m->stack[i])) return ct_last_code();
+    int rc = 0;
+    for (size_t i = from; i < m->sp && !rc; i++) rc = seq_push(m, c, m->stack[i]);
+    m->sp = from;
+    if (marked) m->nmarks--;
+    return rc;
+}
+
+/* ---- REDUCE of the allowed globals ---------------------------------------------------------------- */
+
+static bool empty_dict_or_none(const obj *o) {
+    return o->kind == O_NONE || (o->kind == O_DICT && o->u.seq.len == 0);
+}
+
+/* torch._utils._rebuild_tensor_v2(storage, offset, size, stride,
+ * requires_grad, backward_hooks[, metadata]) */
+static int rebuild_tensor(vm *m, obj *const *a, size_t n, obj **out) {
+    if (n != 6 && n != 7) return fail(m, "_rebuild_tensor_v2 takes 6 or 7 arguments, got %zu", n);
+    if (a[0]->kind != O_STORAGE) return fail(m, "_rebuild_tensor_v2 needs a storage, got a %s", kind_names[a[0]->kind]);
+    if (a[1]->kind != O_INT || a[1]->u.i < 0) return fail(m, "_rebuild_tensor_v2: the offset is no int >= 0");
+    if (a[2]->kind != O_TUPLE || a[3]->kind != O_TUPLE || a[2]->u.seq.len != a[3]->u.seq.len)
+        return fail(m, "_rebuild_tensor_v2: size and stride must be tuples of one length");
+    if (a[4]->kind != O_BOOL) return fail(m, "_rebuild_tensor_v2: requires_grad is a %s", kind_names[a[4]->kind]);
+    if (!empty_dict_or_none(a[5])) return fail(m, "_rebuild_tensor_v2: backward hooks are not supported");
+    if (n == 7 && !empty_dict_or_none(a[6])) return fail(m, "_rebuild_tensor_v2: tensor metadata is not supported");
+    size_t ndim = a[2]->u.seq.len;
+    if (ndim > MAX_DIMS) return fail(m, "a tensor of %zu dimensions (at most %d)", ndim, MAX_DIMS);
+    int64_t size[MAX_DIMS], stride[MAX_DIMS], offset = a[1]->u.i, numel = 1, last = offset;
+    bool empty = false;
+    for (size_t d = 0; d < ndim; d++) {
+        const obj *s = a[2]->u.seq.items[d], *t = a[3]->u.seq.items[d];
+        if (s->kind != O_INT || t->kind != O_INT || s->u.i < 0 || t->u.i < 0)
+            return fail(m, "_rebuild_tensor_v2: size and stride must be ints >= 0 (dim %zu)", d);
+        size[d] = s->u.i;
+        stride[d] = t->u.i;
+        if (__builtin_mul_overflow(numel, size[d], &numel))
+            return fail(m, "a tensor of more than 2^63 elements");
+        if (size[d] == 0) empty = true;
+    }
+    ct_dtype dtype = a[0]->u.st.dtype;
+    ct_tensor *base = a[0]->u.st.base;
+    int64_t elems = ct_numel(base) / (int64_t)ct_dtype_size(dtype);
+    for (size_t d = 0; !empty && d < ndim; d++) {
+        int64_t span;
+        if (__builtin_mul_overflow(size[d] - 1, stride[d], &span) || __builtin_add_overflow(last, span, &last))
+            return fail(m, "a tensor reaching beyond element 2^63 of its storage");
+    }
+    if (empty ? offset > elems : last >= elems)
+        return fail(m, "a %s tensor reaching element %" PRId64 " of a storage of %" PRId64 " elements",
+                    ct_dtype_name(dtype), empty ? offset : last, elems);
+    ct_tensor *t = ct_keep(ct_storage_view(base, dtype, offset, (int)ndim, size, stride));
+    if (!t) return fail(m, "%s", ct_last_error());
+    if (a[4]->u.b && ct_set_requires_grad(t, true)) {
+        ct_tensor_free(t);
+        return fail(m, "requires_grad on a %s tensor: %s", ct_dtype_name(dtype), ct_last_error());
+    }
+    *out = new_obj(m, O_TENSOR);
+    if (!*out) {
+        ct_tensor_free(t);
+        return ct_last_code();
+    }
+    (*out)->u.t = t;
+    return 0;
+}
+
+/* torch._utils._rebuild_parameter(data, requires_grad, hooks[, state]):
+ * a tensor detached from data (sharing its storage) with requires_grad. */
+static int rebuild_parameter(vm *m, obj *const *a, size_t n, size_t want, obj **out) {
+    if (n != want) return fail(m, "_rebuild_parameter takes %zu arguments, got %zu", want, n);
+    if (a[0]->kind != O_TENSOR || a[1]->kind != O_BOOL)
+        return fail(m, "_rebuild_parameter needs a tensor and a bool, got a %s and a %s", kind_names[a[0]->kind],
+                    kind_names[a[1]->kind]);
+    if (!empty_dict_or_none(a[2])) return fail(m, "_rebuild_parameter: backward hooks are not supported");
+    if (n == 4 && !empty_dict_or_none(a[3]))
+        return fail(m, "_rebuild_parameter_with_state: parameter attributes are not supported");
+    ct_tensor *t = ct_keep(ct_detach(a[0]->u.t));
+    if (!t) return fail(m, "%s", ct_last_error());
+    if (a[1]->u.b && ct_set_requires_grad(t, true)) {
+        ct_tensor_free(t);
+        return fail(m, "requires_grad on a %s parameter: %s", ct_dtype_name(ct_dtype_of(a[0]->u.t)),
+                    ct_last_error());
+    }
+    *out = new_obj(m, O_TENSOR);
+    if (!*out) {
+        ct_tensor_free(t);
+        return ct_last_code();
+    }
+    (*out)->u.t = t;
+    return 0;
+}
+
+static int op_reduce(vm *m) {
+    obj *args = pop(m);
+    obj *f = args ? pop(m) : NULL;
+    obj *res = NULL;
+    int rc = 0;
+    if (!f) rc = ct_last_code();
+    else if (f->kind != O_GLOBAL) rc = fail(m, "calls a %s, not a global", kind_names[f->kind]);
+    else if (args->kind != O_TUPLE) rc = fail(m, "the arguments are a %s, not a tuple", kind_names[args->kind]);
+    else {
+        obj *const *a = args->u.seq.items;
+        size_t n = args->u.seq.len;
+        switch (f->u.g.kind) {
+        case G_ORDERED_DICT:
+            if (n != 0) rc = fail(m, "OrderedDict with %zu arguments (Python pickles it with none)", n);
+            else if ((res = new_obj(m, O_DICT))) res->ordered = true;
+            else rc = ct_last_code();
+            break;
+        case G_REBUILD_TENSOR: rc = rebuild_tensor(m, a, n, &res); break;
+        case G_REBUILD_PARAMETER: rc = rebuild_parameter(m, a, n, 3, &res); break;
+        case G_REBUILD_PARAMETER_STATE: rc = rebuild_parameter(m, a, n, 4, &res); break;
+        case G_STORAGE: rc = fail(m, "a storage class cannot be called"); break;
+        }
+    }
+    return rc ? rc : push(m, res);
+}
+
+/* BUILD: sets the state of the object below. Only OrderedDict's is
+ * accepted (a state_dict's _metadata), and dropped. */
+static int op_build(vm *m) {
+    obj *state = pop(m);
+    obj *o = state ? top(m) : NULL;
+    int rc = 0;
+    if (!o) rc = ct_last_code();
+    else if (o->kind != O_DICT || !o->ordered)
+        rc = fail(m, "sets the state of a %s (only an OrderedDict's _metadata is accepted, and dropped)",
+                  o->kind == O_GLOBAL ? global_names[o->u.g.kind] : kind_names[o->kind]);
+    return rc;
+}
+
+/* BINPERSID: ('storage', torch.<Class>, key, location, numel). */
+static int op_persid(vm *m) {
+    obj *pid = pop(m);
+    if (!pid) return ct_last_code();
+    obj *const *a = pid->u.seq.items;
+    int rc = 0;
+    if (pid->kind != O_TUPLE || pid->u.seq.len != 5 || a[0]->kind != O_STR || strcmp(a[0]->u.str.s, "storage") ||
+        a[1]->kind != O_GLOBAL || a[1]->u.g.kind != G_STORAGE || a[2]->kind != O_STR || a[3]->kind != O_STR ||
+        a[4]->kind != O_INT || a[4]->u.i < 0)
+        rc = fail(m, "a persistent id that is not ('storage', <storage class>, key, location, numel)");
+    ct_tensor *base = NULL;
+    if (!rc && !(base = m->env->storage(m->env->ctx, a[2]->u.str.s, a[1]->u.g.dtype, a[4]->u.i)))
+        rc = fail_code(m, ct_last_code(), "%s", ct_last_error());
+    obj *st = rc ? NULL : new_obj(m, O_STORAGE);
+    if (st) {
+        st->u.st.base = base;
+        st->u.st.dtype = a[1]->u.g.dtype;
+    }
+    return rc ? rc : push(m, st);
+}
+
+/* ---- the loop --------------------------------------------------------------------------------- */
+
+/* Runs one opcode; sets *done at STOP. */
+static int step(vm *m, obj **result, bool *done) {
+    const unsigned char *a;
+    switch (m->op) {
+    case CT_PKL_PROTO:
+        if (!(a = arg(m, 1))) return ct_last_code();
+        return a[0] > 5 ? fail(m, "pickle protocol %d is newer than 5", a[0]) : 0;
+    case CT_PKL_FRAME: return arg(m, 8) ? 0 : ct_last_code();
+    case CT_PKL_STOP:
+        if (m->nmarks || m->sp != 1)
+            return fail(m, "the pickle stops with %zu values on the stack and %zu open MARKs (one value and no "
+                        "MARK expected)", m->sp, m->nmarks);
+        *result = m->stack[--m->sp];
+        *done = true;
+        return 0;
+    case CT_PKL_MARK: return push_mark(m);
+    case CT_PKL_POP: return pop(m) ? 0 : ct_last_code();
+    case CT_PKL_POP_MARK: {
+        if (!m->nmarks) return fail(m, "no MARK to pop");
+        m->sp = m->marks[--m->nmarks];
+        return 0;
+    }
+    case CT_PKL_DUP: {
+        obj *o = top(m);
+        return o ? push(m, o) : ct_last_code();
+    }
+    case CT_PKL_NONE: return push(m, new_obj(m, O_NONE));
+    case CT_PKL_NEWTRUE: return push_bool(m, true);
+    case CT_PKL_NEWFALSE: return push_bool(m, false);
+    case CT_PKL_BININT: return (a = arg(m, 4)) ? push_int(m, (int32_t)(uint32_t)le(a, 4)) : ct_last_code();
+    case CT_PKL_BININT1: return (a = arg(m, 1)) ? push_int(m, a[0]) : ct_last_code();
+    case CT_PKL_BININT2: return (a = arg(m, 2)) ? push_int(m, (int64_t)le(a, 2)) : ct_last_code();
+    case CT_PKL_LONG1: return push_long(m, 1);
+    case CT_PKL_LONG4: return push_long(m, 4);
+    case CT_PKL_BINFLOAT: return push_float(m);
+    case CT_PKL_SHORT_BINUNICODE: return push_str(m, 1);
+    case CT_PKL_BINUNICODE: return push_str(m, 4);
+    case CT_PKL_BINUNICODE8: return push_str(m, 8);
+    case CT_PKL_EMPTY_TUPLE: return push(m, new_obj(m, O_TUPLE));
+    case CT_PKL_EMPTY_LIST: return push(m, new_obj(m, O_LIST));
+    case CT_PKL_EMPTY_DICT: return push(m, new_obj(m, O_DICT));
+    case CT_PKL_TUPLE: return op_collect(m, O_TUPLE);
+    case CT_PKL_LIST: return op_collect(m, O_LIST);
+    case CT_PKL_DICT: return op_collect(m, O_DICT);
+    case CT_PKL_TUPLE1: return op_tuple_n(m, 1);
+    case CT_PKL_TUPLE2: return op_tuple_n(m, 2);
+    case CT_PKL_TUPLE3: return op_tuple_n(m, 3);
+    case CT_PKL_APPEND: return op_fill(m, O_LIST, false);
+    case CT_PKL_APPENDS: return op_fill(m, O_LIST, true);
+    case CT_PKL_SETITEM: return op_fill(m, O_DICT, false);
+    case CT_PKL_SETITEMS: return op_fill(m, O_DICT, true);
+    case CT_PKL_BINPUT: return (a = arg(m, 1)) ? memo_put(m, a[0]) : ct_last_code();
+    case CT_PKL_LONG_BINPUT: return (a = arg(m, 4)) ? memo_put(m, (size_t)le(a, 4)) : ct_last_code();
+    case CT_PKL_MEMOIZE: return memo_put(m, m->memo_count);
+    case CT_PKL_BINGET: return (a = arg(m, 1)) ? memo_get(m, a[0]) : ct_last_code();
+    case CT_PKL_LONG_BINGET: return (a = arg(m, 4)) ? memo_get(m, (size_t)le(a, 4)) : ct_last_code();
+    case CT_PKL_GLOBAL: return op_global(m);
+    case CT_PKL_STACK_GLOBAL: return op_stack_global(m);
+    case CT_PKL_REDUCE: return op_reduce(m);
+    case CT_PKL_BUILD: return op_build(m);
+    case CT_PKL_BINPERSID: return op_persid(m);
+    case 'B': case 'C': case 0x8e: case 0x96: /* BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8 */
+        return fail(m, "bytes values are not supported (a ct_value cannot hold them)");
+    case 0x8f: case 0x90: case 0x91: /* EMPTY_SET, ADDITEMS, FROZENSET */
+        return fail(m, "sets are not supported (a ct_value cannot hold them)");
+    case 0x81: case 0x92: case 'o': case 'i': /* NEWOBJ, NEWOBJ_EX, OBJ, INST */
+        return fail(m, "creating class instances is refused");
+    default:
+        return fail(m, "unsupported opcode 0x%02x ('%c'): not one torch.save or pickle protocol 2+ emits for "
+                    "state dicts", m->op, m->op >= 0x20 && m->op < 0x7f ? m->op : '?');
+    }
+}
+
+/* ---- the result as a ct_value --------------------------------------------------------------------- */
+
+static ct_value *to_value(vm *m, const obj *o, int depth) {
+    if (depth > MAX_DEPTH) {
+        fail(m, "the value is nested deeper than %d levels", MAX_DEPTH);
+        return NULL;
+    }
+    if (m->budget == 0) {
+        fail(m, "the pickle's shared objects expand to more values than %zu", (size_t)16 * m->n + 4096);
+        return NULL;
+    }
+    m->budget--;
+    switch (o->kind) {
+    case O_NONE: return ct_value_none();
+    case O_BOOL: return ct_value_bool(o->u.b);
+    case O_INT: return ct_value_int(o->u.i);
+    case O_FLOAT: return ct_value_float(o->u.d);
+    case O_STR: return ct_value_str(o->u.str.s);
+    case O_TENSOR: return ct_value_tensor(ct_alias(o->u.t));
+    case O_TUPLE:
+    case O_LIST: {
+        ct_value *v = o->kind == O_TUPLE ? ct_value_tuple() : ct_value_list();
+        for (size_t i = 0; v && i < o->u.seq.len; i++) {
+            ct_value *item = to_value(m, o->u.seq.items[i], depth + 1);
+            if (!item || ct_value_list_append(v, item)) {
+                ct_value_free(v);
+                v = NULL;
+            }
+        }
+        return v;
+    }
+    case O_DICT: {
+        ct_value *v = ct_value_dict();
+        for (size_t i = 0; v && i < o->u.seq.len; i += 2) {
+            const obj *k = o->u.seq.items[i];
+            ct_value *item = to_value(m, o->u.seq.items[i + 1], depth + 1);
+            int rc = !item ? -1
+                     : k->kind == O_STR ? ct_value_dict_set(v, k->u.str.s, item)
+                                        : ct_value_dict_set_int(v, k->u.i, item);
+            if (rc) {
+                ct_value_free(v);
+                v = NULL;
+            }
+        }
+        return v;
+    }
+    case O_GLOBAL:
+        fail(m, "the value holds %s itself, which is no ct_value", global_names[o->u.g.kind]);
+        return NULL;
+    case O_STORAGE:
+        fail(m, "the value holds a bare %s storage (not a tensor), which is no ct_value", ct_dtype_name(o->u.st.dtype));
+        return NULL;
+    }
+    fail(m, "unknown object kind %d", (int)o->kind);
+    return NULL;
+}
+
+int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env *env, ct_value **out) {
+    *out = NULL;
+    vm m = {.p = p, .n = n, .env = env};
+    m.budget = 16 * n + 4096;
+    obj *result = NULL;
+    bool done = false;
+    int rc = 0;
+    while (!rc && !done) {
+        if (m.pos >= m.n) {
+            m.op_at = m.pos;
+            rc = fail(&m, "the pickle ends without STOP (truncated?)");
+            break;
+        }
+        m.op_at = m.pos;
+        m.op = m.p[m.pos++];
+        rc = step(&m, &result, &done);
+    }
+    if (!rc) {
+        m.op = CT_PKL_STOP;
+        *out = to_value(&m, result, 0);
+        if (!*out) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
+    }
+    free_all(&m);
+    free(m.stack);
+    free(m.marks);
+    free(m.memo);
+    return rc;
+}
