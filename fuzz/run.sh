@@ -27,9 +27,9 @@ out=$build/fuzz
 mkdir -p "$out"
 cflags=(-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -I"$src/include" -I"$build/include" -I"$src/src")
-readers=("$src/src/data/dataset.c" "$src/src/data/idx.c" "$src/src/data/csv.c" "$src/src/data/records.c"
+readers=("$src/src/data/dataset.c" "$src/src/data/idx.c" "$src/src/data/csv.c" "$src/src/data/records.c" "$src/src/base/files.c" "$src/src/base/crc32.c"
          "$src/fuzz/support.c")
-pth=("$src"/src/pth/*.c)
+pth=("$src"/src/pth/*.c "$src"/src/base/crc32.c)
 targets=(idx csv pth pkl)
 sources_of() {  # sources_of TARGET: the instrumented sources beside fuzz_TARGET.c
   case $1 in

@@ -36,8 +36,6 @@ typedef struct {
 } ct_ckpt_writer;
 
 /* ckpt_dir.c */
-/* mkdir -p path (the output and checkpoint directories). Returns a status. */
-int ct_make_dirs(const char *path);
 int ct_ckpt_begin(ct_ckpt_writer *w, const char *checkpoint_dir, int64_t steps);
 /* Saves v as `file` in the temporary directory with fsync; records its sum. */
 int ct_ckpt_write_pth(ct_ckpt_writer *w, const char *file, const ct_value *v);

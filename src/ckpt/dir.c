@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+
+#include "base/clock.h"
+#include "base/files.h"
 #include "base/value_json.h"
 
 #define TMP_PREFIX ".tmp-"
@@ -22,19 +25,6 @@
 
 static int io_error(const char *what, const char *path) {
     return ct_set_error(CT_EIO, "%s %s: %s", what, path, strerror(errno));
-}
-
-int ct_make_dirs(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return ct_set_error(CT_EIO, "path too long: %s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return io_error("cannot create", buf);
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return io_error("cannot create", buf);
-    return CT_OK;
 }
 
 /* fsync of a directory, so that entries created or renamed in it persist. */
@@ -87,7 +77,7 @@ static uint32_t fresh_tag(void) {
 
 int ct_ckpt_begin(ct_ckpt_writer *w, const char *checkpoint_dir, int64_t steps) {
     memset(w, 0, sizeof *w);
-    int rc = ct_make_dirs(checkpoint_dir);
+    int rc = ct_make_dirs(checkpoint_dir, "checkpoint directory");
     if (rc != CT_OK) return rc;
     snprintf(w->parent, sizeof w->parent, "%s", checkpoint_dir);
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -144,16 +134,10 @@ static int write_synced(const char *path, const char *text) {
     return rc;
 }
 
-static double unix_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int ct_ckpt_commit(ct_ckpt_writer *w, json_t *metadata) {
     if (!metadata) return ct_set_error(CT_ENOMEM, "out of memory building checkpoint metadata");
     json_object_set(metadata, "files", w->files);
-    json_object_set_new(metadata, "time", json_real(unix_now()));
+    json_object_set_new(metadata, "time", json_real(ct_clock_wall()));
     char *text = json_dumps(metadata, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     json_decref(metadata);
     if (!text) return ct_set_error(CT_ENOMEM, "cannot format %s", CT_CKPT_METADATA_FILE);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/files.h"
 #include "data/dataset.h"
 
 ct_csv_opts ct_csv_defaults(void) {
@@ -304,7 +305,7 @@ ct_dataset *ct_dataset_csv(const char *path, const ct_csv_opts *o) {
     }
     unsigned char *data;
     size_t size;
-    if (ct_ds_read_file(path, &data, &size)) return NULL;
+    if (ct_read_file(path, &data, &size)) return NULL;
     ct_dataset *d = ct_csv_parse((const char *)data, size, path, o);
     free(data);
     return d;

@@ -20,9 +20,4 @@ ct_value *ct_ds_pack(int n, ct_tensor **ts);
  * whose samples should behave like freshly read ones. New dataset. */
 ct_dataset *ct_ds_tensors_take(int n, ct_tensor **ts, bool copy_samples, const char *what);
 
-/* Reads a whole file into a malloc'd buffer (gzip-compressed files are
- * decompressed; plain files are read unchanged). 0, or CT_EIO / CT_EFORMAT /
- * CT_ENOMEM naming the file. On success the caller frees *data. */
-int ct_ds_read_file(const char *path, unsigned char **data, size_t *size);
-
 #endif

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "base/files.h"
 #include "data/dataset.h"
 
 enum { IDX_MAX_DIMS = 8 };
@@ -26,58 +26,6 @@ static const struct {
     {0x08, CT_U8}, {0x09, CT_I8}, {0x0B, CT_I16}, {0x0C, CT_I32}, {0x0D, CT_F32}, {0x0E, CT_F64},
 };
 
-/* ---- reading whole files (plain or gzip) ---------------------------------- */
-
-static int gz_fail(gzFile f, const char *path) {
-    int err = 0;
-    const char *msg = gzerror(f, &err);
-    if (err == Z_ERRNO)
-        return ct_set_error(CT_EIO, "%s: read failed (%s)", path, strerror(errno));
-    if (err == Z_MEM_ERROR) return ct_set_error(CT_ENOMEM, "%s: out of memory while reading", path);
-    return ct_set_error(CT_EFORMAT, "%s: damaged gzip data (%s)", path, msg ? msg : "unknown error");
-}
-
-int ct_ds_read_file(const char *path, unsigned char **data, size_t *size) {
-    errno = 0;
-    /* gzread passes a file without a gzip header through unchanged. */
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return ct_set_error(CT_EIO, "%s: cannot open (%s)", path,
-                            errno ? strerror(errno) : "out of memory");
-    size_t cap = 1 << 16, len = 0;
-    unsigned char *buf = malloc(cap);
-    int rc = buf ? 0 : ct_set_error(CT_ENOMEM, "%s: out of host memory", path);
-    while (rc == 0) {
-        if (len == cap) {
-            unsigned char *p = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!p) {
-                rc = ct_set_error(CT_ENOMEM, "%s: out of host memory after %zu bytes", path, len);
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-        size_t room = cap - len;
-        unsigned chunk = room > (1u << 30) ? 1u << 30 : (unsigned)room;
-        int got = gzread(f, buf + len, chunk);
-        if (got < 0) rc = gz_fail(f, path);
-        else if (got == 0) break;
-        else len += (size_t)got;
-    }
-    /* A gzip stream cut short reads as an early end; gzclose tells. */
-    int closed = gzclose(f);
-    if (rc == 0 && closed == Z_BUF_ERROR)
-        rc = ct_set_error(CT_EFORMAT, "%s: gzip data ends early (the file is truncated)", path);
-    else if (rc == 0 && closed != Z_OK)
-        rc = ct_set_error(CT_EIO, "%s: closing failed (zlib error %d)", path, closed);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *data = buf;
-    *size = len;
-    return 0;
-}
 
 /* ---- parsing --------------------------------------------------------------- */
 
@@ -232,7 +180,7 @@ ct_tensor *ct_idx_read(const char *path) {
     }
     unsigned char *data;
     size_t size;
-    if (ct_ds_read_file(path, &data, &size)) return NULL;
+    if (ct_read_file(path, &data, &size)) return NULL;
     ct_tensor *t = ct_idx_parse(data, size, path);
     free(data);
     return t;

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "data/batch.h"
 #include "data/loader.h"
 #include "ctrial/cuda.h"
@@ -101,12 +102,6 @@ struct ct_loader {
     int nthreads;        /* running workers */
     pthread_t *threads;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A message into a MSG_LEN buffer, cut short when it does not fit (the
  * start of a message says what failed; its tail is detail). */
@@ -489,7 +484,7 @@ static int draw_failure(ct_loader *l) {
  * the batch, or NULL when loading it failed (then *err and msg say why). */
 static void take_next(ct_loader *l, ct_value **out, int *err, char *msg) {
     slot *s = slot_of(l, l->position);
-    double t0 = now_s();
+    double t0 = ct_clock_monotonic();
     if (l->nthreads == 0) {
         if (s->state == SLOT_QUEUED) { /* no workers: load it here */
             run_slot(l, s);
@@ -501,7 +496,7 @@ static void take_next(ct_loader *l, ct_value **out, int *err, char *msg) {
         while (s->state != SLOT_DONE) pthread_cond_wait(&l->done, &l->mu);
         pthread_mutex_unlock(&l->mu);
     }
-    l->wait_s += now_s() - t0;
+    l->wait_s += ct_clock_monotonic() - t0;
     pthread_mutex_lock(&l->mu);
     *out = s->batch;
     *err = s->err;

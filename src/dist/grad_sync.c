@@ -90,6 +90,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dist/grad_sync.h"
 
+#include "base/clock.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -187,12 +189,6 @@ struct ct_grad_sync {
 
 /* ======================================================================== */
 #if CTRIAL_HAVE_MPI
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Keeps the window's first failure for finish to return (hooks cannot
  * return one). Returns the code. */
@@ -344,7 +340,7 @@ static void advance(ct_grad_sync *s, int bi) {
             continue;
         }
         b->state = B_DONE;
-        double t = now_s();
+        double t = ct_clock_monotonic();
         s->stats.comm_seconds += t - b->t_launch;
         if (s->in_finish) s->stats.wait_seconds += t - (b->t_launch > s->t_finish ? b->t_launch : s->t_finish);
         s->stats.bytes += (uint64_t)b->n * b->elsize;
@@ -482,7 +478,7 @@ static void stage(ct_grad_sync *s, gs_param *p) {
 static void launch_nccl(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     b->state = B_DONE;
-    b->t_launch = now_s();
+    b->t_launch = ct_clock_monotonic();
     ct_scope *sc = ct_scope_begin();
     int rc = ct_fill_(b->flags, 1.0);
     for (int i = b->first; rc == CT_OK && !b->all_had && i < b->first + b->count; i++) {
@@ -516,7 +512,7 @@ static void launch(ct_grad_sync *s, int bi) {
     }
     b->state = B_RUNNING;
     b->step = 0;
-    b->t_launch = now_s();
+    b->t_launch = ct_clock_monotonic();
     post_step(s, b, bi);
 }
 
@@ -572,7 +568,7 @@ static void write_back(ct_grad_sync *s, int bi) {
  * the next window. Errors stay in s->err. */
 static void complete(ct_grad_sync *s) {
     s->in_finish = true;
-    s->t_finish = now_s();
+    s->t_finish = ct_clock_monotonic();
     while (s->next_launch < s->nbuckets) launch(s, s->next_launch++);
     for (bool running = true; running;) {
         running = false;

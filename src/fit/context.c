@@ -230,7 +230,7 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
     if (!scaled) return ct_last_code();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
     int rc = ct_backward(scaled);
-    double t0 = ct_clock();
+    double t0 = ct_clock_monotonic();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
         ct_grad_sync_after_backward(ctx->syncs[i]);
         /* Every rank finishes, even after a failed backward: the ranks run
@@ -251,7 +251,7 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
     if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
     if (!ct_ctx_is_step_batch(ctx)) return CT_OK; /* accumulating gradients */
     /* Under mpirun the gradients are averages already (ct_ctx_backward). */
-    double t0 = ct_clock();
+    double t0 = ct_clock_monotonic();
     size_t n = ct_optim_num_params(opt);
     ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
     if (!params) return ct_set_error(CT_ENOMEM, "ct_ctx_step_optimizer: out of host memory");

@@ -22,6 +22,7 @@
 
 #include <pthread.h>
 
+#include "base/files.h"
 #include "ckpt/ckpt.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
@@ -308,7 +309,7 @@ static int write_checkpoint(ct_context *ctx, ct_value *state) {
  * fresh directory committed atomically, then on_checkpoint_write_end. */
 static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     static const char *const reasons[] = {"period", "policy", "end", "stop"};
-    double t0 = ct_clock();
+    double t0 = ct_clock_monotonic();
     ctx->last_checkpoint_bt = ctx->batches_trained;
     ctx->why = why;
     ct_value *state = ct_ckpt_state_from_ctx(ctx);
@@ -465,7 +466,7 @@ static int run_validation(ct_context *ctx) {
 }
 
 static int validate(ct_context *ctx) {
-    double t0 = ct_clock();
+    double t0 = ct_clock_monotonic();
     int rc = run_validation(ctx);
     ct_time_add(ctx, CT_TIME_VALIDATION, t0);
     return rc;
@@ -552,7 +553,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
     ctx->current_batch = idx;
     ct_scope *s = ct_scope_begin();
-    double t0 = ct_clock();
+    double t0 = ct_clock_monotonic();
     ct_value *m = ctx->graph ? ct_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
                              : eager_step(ctx, batch, epoch, idx);
     int rc = m ? CT_OK : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ETRIAL, "train_batch failed");
@@ -635,7 +636,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
             CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->epoch_len);
         ct_value *batch = NULL;
         if (rc == CT_OK) {
-            double t0 = ct_clock();
+            double t0 = ct_clock_monotonic();
             int got = ct_loader_next(ctx->train_loader, &batch);
             ct_time_add(ctx, CT_TIME_DATA, t0);
             if (got < 0) rc = got;
@@ -787,7 +788,7 @@ static int setup(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
     if (rc == CT_OK) rc = find_resume(ctx);
-    if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir);
+    if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = build_trial(ctx);
     if (rc != CT_OK) return rc;
 

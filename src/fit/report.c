@@ -1,6 +1,8 @@
 /* src/report.c — metrics.jsonl lines, console lines and the final summary. */
 #define _POSIX_C_SOURCE 200809L
 #include "fit/report.h"
+
+#include "base/clock.h"
 #include "ctrial/cuda.h"
 #include "formats/tbevents.h"
 #include "base/value_json.h"
@@ -13,16 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static double monotonic_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double ct_clock(void) { return monotonic_s(); }
-
 void ct_time_add(ct_context *ctx, ct_time_kind kind, double since) {
-    double dt = monotonic_s() - since;
+    double dt = ct_clock_monotonic() - since;
     ctx->time_in[kind] += dt;
     ctx->time_total[kind] += dt;
 }
@@ -61,7 +55,7 @@ static void format_shares(const time_split *t, char *buf, size_t len) {
 
 /* The "timings" object of a training line (NEW), and resets the interval. */
 static json_t *take_timings(ct_context *ctx) {
-    double now = monotonic_s();
+    double now = ct_clock_monotonic();
     time_split t = split_time(ctx->time_in, now - ctx->time_since);
     format_shares(&t, ctx->latest_time, sizeof ctx->latest_time);
     memset(ctx->time_in, 0, sizeof ctx->time_in);
@@ -79,14 +73,8 @@ static json_t *take_timings(ct_context *ctx) {
     return j;
 }
 
-static double unix_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void ct_report_start(ct_context *ctx) {
-    ctx->start_time = monotonic_s();
+    ctx->start_time = ct_clock_monotonic();
     ctx->time_since = ctx->start_time;
     ctx->last_report_time = ctx->start_time;
     ctx->last_report_bt = ctx->batches_trained;
@@ -207,7 +195,7 @@ static void print_line(ct_context *ctx, const char *text) {
 
 void ct_report_tick(ct_context *ctx) {
     if (!ctx->live) return;
-    double now = monotonic_s();
+    double now = ct_clock_monotonic();
     if (now - ctx->last_tick < 0.25) return;
     char line[1024];
     format_progress(ctx, now, line, sizeof line);
@@ -221,7 +209,7 @@ void ct_report_tick(ct_context *ctx) {
  * plain output (a file, a pipe) it is a line of its own. Rates are over the
  * batches since the last report. */
 static void print_training(ct_context *ctx, const ct_value *metrics) {
-    double now = monotonic_s();
+    double now = ct_clock_monotonic();
     format_metrics(metrics, ctx->latest, sizeof ctx->latest);
     if (ctx->live) {
         ctx->last_tick = 0; /* redraw now */
@@ -246,7 +234,7 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
     if (ctx->metrics_log) {
         json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f, s:o*}", "group", group, "batches",
                                  (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
-                                 ct_json_from_value(metrics), "time", unix_s(), "timings", timings);
+                                 ct_json_from_value(metrics), "time", ct_clock_wall(), "timings", timings);
         timings = NULL; /* json_pack took it, even on failure */
         char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(line);
@@ -301,7 +289,7 @@ void ct_report_preempted(ct_context *ctx, int sig) {
 
 void ct_report_summary(ct_context *ctx) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
-    double secs = monotonic_s() - ctx->start_time;
+    double secs = ct_clock_monotonic() - ctx->start_time;
     char line[1024];
     int n = snprintf(line, sizeof line, "done: %lld batches (%.2f epochs) in %.1f s", (long long)ctx->batches_trained,
                      epochs_of(ctx), secs);

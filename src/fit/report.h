@@ -4,13 +4,13 @@
 #ifndef CTRIAL_SRC_REPORT_H
 #define CTRIAL_SRC_REPORT_H
 
+#include "base/clock.h"
 #include "fit/context.h"
 
 /* Starts the run's clock. */
 void ct_report_start(ct_context *ctx);
-/* A monotonic clock in seconds. */
-double ct_clock(void);
-/* Adds the time since `since` (a ct_clock() reading) to kind's share. */
+/* Adds the time since `since` (a ct_clock_monotonic() reading) to kind's
+ * share. */
 void ct_time_add(ct_context *ctx, ct_time_kind kind, double since);
 /* Opens <output_dir>/metrics.jsonl: new for a fresh run, appended to on
  * resume. */

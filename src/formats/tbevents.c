@@ -10,6 +10,9 @@
 
 #include "formats/tbevents.h"
 
+#include "base/clock.h"
+#include "base/files.h"
+
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -234,17 +237,11 @@ static int write_record(ct_tb_writer *w, const piece *pieces, int count, const c
     return ok ? 0 : write_failed(w, fn);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int write_file_version(ct_tb_writer *w, const char *fn) {
     static const char version[] = "brain.Event:2";
     const size_t vlen = sizeof version - 1;
     uint8_t head[16];
-    size_t n = put_double_field(head, EVENT_WALL_TIME, now_seconds());
+    size_t n = put_double_field(head, EVENT_WALL_TIME, ct_clock_wall());
     n += put_len_prefix(head + n, EVENT_FILE_VERSION, vlen);
     const piece pieces[2] = {{head, n}, {version, vlen}};
     return write_record(w, pieces, 2, fn);
@@ -266,7 +263,7 @@ int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t ste
                             w->path, wall_time, tag);
     if (w->failed)
         return ct_set_error(CT_ESTATE, "%s: %s: an earlier write failed", fn, w->path);
-    if (wall_time <= 0) wall_time = now_seconds();
+    if (wall_time <= 0) wall_time = ct_clock_wall();
 
     /* Event{wall_time, step, summary: Summary{value: Value{tag, simple_value}}},
      * innermost lengths first. */
@@ -300,39 +297,6 @@ int ct_tb_flush(ct_tb_writer *w) {
 }
 
 /* ---- opening and closing ------------------------------------------------- */
-
-/* One directory of `logdir`; an existing directory (or a link to one) is
- * fine. */
-static int make_dir(const char *dir, const char *logdir, const char *fn) {
-    if (mkdir(dir, 0777) == 0) return 0;
-    int err = errno;
-    struct stat st;
-    /* Checked after mkdir, not before: another process may create it too. */
-    if (stat(dir, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) return 0;
-        err = ENOTDIR;
-    }
-    return ct_set_error(CT_EIO, "%s: cannot create log directory %s: %s: %s", fn, logdir, dir,
-                        strerror(err));
-}
-
-/* mkdir -p */
-static int make_dirs(const char *logdir, const char *fn) {
-    size_t n = strlen(logdir);
-    char *p = malloc(n + 1);
-    if (!p) return ct_set_error(CT_ENOMEM, "%s: out of memory", fn);
-    memcpy(p, logdir, n + 1);
-    int rc = 0;
-    for (size_t i = 1; i <= n && rc == 0; i++) {
-        if ((p[i] != '/' && p[i] != '\0') || p[i - 1] == '/') continue;
-        char saved = p[i];
-        p[i] = '\0';
-        rc = make_dir(p, logdir, fn);
-        p[i] = saved;
-    }
-    free(p);
-    return rc;
-}
 
 /* Creates the file under the first free name: the plain name, then the
  * same with ".1", ".2"... after the pid. "x" makes the creation exclusive,
@@ -371,7 +335,10 @@ ct_tb_writer *ct_tb_open(const char *logdir, const char *suffix) {
         ct_set_error(CT_EINVAL, "%s: suffix \"%s\" contains '/'", fn, suffix);
         return NULL;
     }
-    if (make_dirs(logdir, fn) < 0) return NULL;
+    if (ct_make_dirs(logdir, "log directory") != CT_OK) {
+        ct_set_error(ct_last_code(), "%s: %s", fn, ct_last_error());
+        return NULL;
+    }
 
     size_t dir_len = strlen(logdir);
     while (dir_len > 0 && logdir[dir_len - 1] == '/') dir_len--; /* "runs/" + "/events..." */

@@ -67,7 +67,7 @@ static int read_entry(loader *l, const ct_pth_entry *e, unsigned char **out) {
     char what[96];
     snprintf(what, sizeof what, "entry %.80s", e->name);
     int rc = ct_pth_src_read(l->src, e->offset, b, (size_t)e->size, what);
-    uint32_t crc = rc ? 0 : ct_pth_crc32(0, b, (size_t)e->size);
+    uint32_t crc = rc ? 0 : ct_crc32(0, b, (size_t)e->size);
     if (!rc && crc != e->crc) rc = crc_mismatch(l->src, e, crc);
     if (rc) {
         free(b);
@@ -199,7 +199,7 @@ static int run_job(const ct_pth_src *src, job *j, unsigned char **scratch) {
     uint64_t off = j->entry->offset + j->pos;
     if (j->dst) {
         j->error = raw_read(src, off, j->dst + j->pos, (size_t)j->len);
-        if (!j->error) j->crc = ct_pth_crc32(0, j->dst + j->pos, (size_t)j->len);
+        if (!j->error) j->crc = ct_crc32(0, j->dst + j->pos, (size_t)j->len);
         return j->error;
     }
     if (!*scratch && !(*scratch = malloc(SCRATCH))) return j->error = ENOMEM;
@@ -207,7 +207,7 @@ static int run_job(const ct_pth_src *src, job *j, unsigned char **scratch) {
     for (uint64_t at = 0; at < j->len && !j->error; at += SCRATCH) {
         size_t k = j->len - at < SCRATCH ? (size_t)(j->len - at) : SCRATCH;
         j->error = raw_read(src, off + at, *scratch, k);
-        if (!j->error) crc = ct_pth_crc32(crc, *scratch, k);
+        if (!j->error) crc = ct_crc32(crc, *scratch, k);
     }
     j->crc = crc;
     return j->error;
@@ -281,7 +281,7 @@ static int read_all(loader *l) {
     for (size_t k = 0; !rc && k < n;) {
         const ct_pth_entry *e = jobs[k].entry;
         uint32_t crc = 0;
-        for (; k < n && jobs[k].entry == e; k++) crc = ct_pth_crc32_combine(crc, jobs[k].crc, jobs[k].len);
+        for (; k < n && jobs[k].entry == e; k++) crc = ct_crc32_combine(crc, jobs[k].crc, jobs[k].len);
         if (crc != e->crc) rc = crc_mismatch(l->src, e, crc);
     }
     free(jobs);

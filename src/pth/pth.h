@@ -27,17 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/crc32.h"
 #include "ctrial/ckpt.h"
-
-/* ---- CRC-32 (pth_crc.c) ------------------------------------------------------ */
-
-/* zlib's crc32(crc, buf, len) for any len (zlib takes 32-bit lengths), on
- * x86-64 CPUs with carry-less multiplication 3-4 times faster: the
- * CRC is what bounds loading speed. Start with crc = 0. */
-uint32_t ct_pth_crc32(uint32_t crc, const void *buf, size_t len);
-/* The CRC of A followed by B from crc(A), crc(B) and B's length (zlib's
- * crc32_combine). */
-uint32_t ct_pth_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* ---- pickle opcodes (the subset ctrial writes or reads) ------------------------ */
 

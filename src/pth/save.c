@@ -40,7 +40,7 @@ typedef struct {
 static void *crc_worker(void *arg) {
     crc_ahead *c = arg;
     for (size_t i = 0; i < c->n; i++) {
-        uint32_t crc = c->data[i] ? ct_pth_crc32(0, c->data[i], c->nbytes[i]) : 0;
+        uint32_t crc = c->data[i] ? ct_crc32(0, c->data[i], c->nbytes[i]) : 0;
         pthread_mutex_lock(&c->mu);
         c->crc[i] = crc;
         c->done = i + 1;
@@ -104,7 +104,7 @@ static int check_archive(const char *path, const char *name) {
 static int write_host(ct_pth_zw *w, const unsigned char *data, size_t n, uint32_t *crc) {
     for (size_t at = 0; at < n; at += PIECE) {
         size_t k = n - at < PIECE ? n - at : PIECE;
-        if (crc) *crc = ct_pth_crc32(*crc, data + at, k);
+        if (crc) *crc = ct_crc32(*crc, data + at, k);
         if (ct_pth_zw_data(w, data + at, k)) return ct_last_code();
     }
     return 0;
@@ -124,7 +124,7 @@ static int write_device(ct_pth_zw *w, const ct_tensor *t, size_t n, uint32_t *cr
                               ct_last_error());
             break;
         }
-        *crc = ct_pth_crc32(*crc, buf, k);
+        *crc = ct_crc32(*crc, buf, k);
         rc = ct_pth_zw_data(w, buf, k);
     }
     free(buf);

@@ -86,7 +86,7 @@ static int write_all(ct_pth_zw *w, const unsigned char *p, size_t n) {
 
 static int flush(ct_pth_zw *w) {
     if (w->blen == 0) return 0;
-    w->file_crc = ct_pth_crc32(w->file_crc, w->buf, w->blen);
+    w->file_crc = ct_crc32(w->file_crc, w->buf, w->blen);
     int rc = write_all(w, w->buf, w->blen);
     w->blen = 0;
     return rc;
@@ -260,7 +260,7 @@ int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc) {
     w->crc_hash = hash_combine(w->crc_hash, crc);
     /* Unbuffered data went out unseen by flush: account for it now. */
     if (!w->buffered) {
-        w->file_crc = ct_pth_crc32_combine(w->file_crc, crc, e->size);
+        w->file_crc = ct_crc32_combine(w->file_crc, crc, e->size);
     }
     unsigned char d[24], *p = d;
     p = le32(p, 0x08074b50);
@@ -273,7 +273,7 @@ int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc) {
 int ct_pth_zw_entry(ct_pth_zw *w, const char *record, const void *data, size_t n) {
     int rc = ct_pth_zw_begin(w, record, n);
     if (!rc) rc = ct_pth_zw_data(w, data, n);
-    if (!rc) rc = ct_pth_zw_end(w, ct_pth_crc32(0, data, n));
+    if (!rc) rc = ct_pth_zw_end(w, ct_crc32(0, data, n));
     return rc;
 }
 

@@ -10,7 +10,7 @@
  *                                          {"code": "CT_EFORMAT", "message": ...}
  *   pth_tool resave IN OUT [IN OUT...]     loads IN and saves it as OUT; a line {"sum": ..., "dump": ...} each
  *   pth_tool checksum FILE...              ct_file_checksum; a line {"nbytes": n, "crc32": c} each
- *   pth_tool crc-selftest                  ct_pth_crc32 / _combine against zlib
+ *   pth_tool crc-selftest                  ct_crc32 / _combine against zlib
  *
  * A dump is {"value": V, "storages": [{"nbytes": n, "data": hex}, ...]} with
  *   V = null | true | false | int | {"float": hex of the IEEE bits} | "str"
@@ -194,8 +194,8 @@ static int load_file(const char *path, bool buffer, ct_value **out) {
     return rc;
 }
 
-/* ct_pth_crc32 against zlib at every length up to 4 KiB and alignment up
- * to 64, for several start values; ct_pth_crc32_combine at random splits. */
+/* ct_crc32 against zlib at every length up to 4 KiB and alignment up
+ * to 64, for several start values; ct_crc32_combine at random splits. */
 static int crc_selftest(void) {
     enum { N = 1 << 16 };
     unsigned char *b = malloc(N + 64);
@@ -205,14 +205,14 @@ static int crc_selftest(void) {
     for (size_t off = 0; off < 64; off++)
         for (size_t len = 0; len <= 4096; len++, checks++) {
             uint32_t seed = (uint32_t)(len * 2654435761u);
-            if (ct_pth_crc32(seed, b + off, len) != (uint32_t)crc32(seed, b + off, (uInt)len)) bad++;
+            if (ct_crc32(seed, b + off, len) != (uint32_t)crc32(seed, b + off, (uInt)len)) bad++;
         }
     for (size_t len = 4096; len <= N; len = len * 3 / 2 + 17, checks++)
-        if (ct_pth_crc32(0, b + 3, len) != (uint32_t)crc32(0, b + 3, (uInt)len)) bad++;
+        if (ct_crc32(0, b + 3, len) != (uint32_t)crc32(0, b + 3, (uInt)len)) bad++;
     for (int k = 0; k < 1000; k++, checks++) {
         size_t a = (x = x * 1103515245u + 12345u) % N, c = (x = x * 1103515245u + 12345u) % (N - a);
         uint32_t whole = (uint32_t)crc32(0, b, (uInt)(a + c));
-        if (ct_pth_crc32_combine(ct_pth_crc32(0, b, a), ct_pth_crc32(0, b + a, c), c) != whole) bad++;
+        if (ct_crc32_combine(ct_crc32(0, b, a), ct_crc32(0, b + a, c), c) != whole) bad++;
     }
     free(b);
     printf("crc-selftest: %ld checks, %ld failed\n", checks, bad);

@@ -1,4 +1,4 @@
-/* src/pth_crc.c — CRC-32 for PyTorch files, and ct_file_checksum (ckpt.h).
+/* src/base/crc32.c — zlib's CRC-32, fast (see crc32.h).
  *
  * Zip entries carry zlib's CRC-32 and ct_pth_load checks every one, so the
  * CRC runs over every byte loaded. zlib's table-driven crc32 does ~3 GB/s on
@@ -10,19 +10,14 @@
  * give identical results (tests/pth checks them against zlib at every
  * length and alignment); zlib does the short tails and every other CPU.
  */
-#define _POSIX_C_SOURCE 200809L /* posix_fadvise */
-#include "pth/pth.h"
+#include "base/crc32.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include <stdbool.h>
 #include <zlib.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define PTH_CRC_CLMUL 1
+#define CT_CRC_CLMUL 1
 #endif
 
 /* zlib's crc32 takes an unsigned int length: feed it in 1 GiB pieces. */
@@ -36,7 +31,7 @@ static uint32_t crc_zlib(uint32_t crc, const unsigned char *p, size_t len) {
     return crc;
 }
 
-#ifdef PTH_CRC_CLMUL
+#ifdef CT_CRC_CLMUL
 /* Folding constants of the bit-reflected CRC-32 polynomial 0x04C11DB7: to
  * fold a 128-bit lane forward by N bits, its low half is multiplied by
  * x^(N+32) mod P and its high half by x^(N-32) mod P (bit-reflected, shifted
@@ -128,9 +123,9 @@ static bool have_avx512_clmul(void) {
 }
 #endif
 
-uint32_t ct_pth_crc32(uint32_t crc, const void *buf, size_t len) {
+uint32_t ct_crc32(uint32_t crc, const void *buf, size_t len) {
     const unsigned char *p = buf;
-#ifdef PTH_CRC_CLMUL
+#ifdef CT_CRC_CLMUL
     if (len >= 64 && have_clmul()) {
         size_t blocks = len & ~(size_t)15;
         crc = ~(blocks >= 256 && have_avx512_clmul() ? crc_fold_avx512(~crc, p, blocks) : crc_fold(~crc, p, blocks));
@@ -141,34 +136,7 @@ uint32_t ct_pth_crc32(uint32_t crc, const void *buf, size_t len) {
     return crc_zlib(crc, p, len);
 }
 
-uint32_t ct_pth_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+uint32_t ct_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
     /* z_off_t is 64 bits wide on the LP64 systems ctrial builds on. */
     return (uint32_t)crc32_combine(crc_a, crc_b, (z_off_t)len_b);
-}
-
-int ct_file_checksum(const char *path, ct_file_sum *out) {
-    if (!path || !out) return ct_set_error(CT_EINVAL, "ct_file_checksum: %s is NULL", !path ? "path" : "out");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error(CT_EIO, "ct_file_checksum: %s: cannot open (%s)", path, strerror(errno));
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    enum { CHUNK = 4 << 20 };
-    unsigned char *buf = malloc(CHUNK);
-    int rc = buf ? 0 : ct_set_error(CT_ENOMEM, "ct_file_checksum: %s: out of host memory", path);
-    uint64_t total = 0;
-    uint32_t crc = 0;
-    while (rc == 0) {
-        ssize_t got = read(fd, buf, CHUNK);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) rc = ct_set_error(CT_EIO, "ct_file_checksum: %s: read failed after %llu bytes (%s)",
-                                       path, (unsigned long long)total, strerror(errno));
-        if (got <= 0) break;
-        crc = ct_pth_crc32(crc, buf, (size_t)got);
-        total += (uint64_t)got;
-    }
-    free(buf);
-    close(fd);
-    if (rc) return rc;
-    out->nbytes = total;
-    out->crc32 = crc;
-    return 0;
 }
