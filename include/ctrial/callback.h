@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-typedef struct {
+typedef struct ct_callback {
     const char *name; /* unique among the trial's callbacks; copied */
     void *self;       /* handed to every hook */
 
@@ -66,10 +66,8 @@ typedef struct {
     void (*free)(void *self);
 } ct_callback;
 
-/* Registers a callback (the struct is copied; self belongs to the context
- * from now on and is released with free). A name already registered is
- * refused with CT_EINVAL; on failure free is never called. */
-CT_API int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb);
+/* Registering one: ct_ctx_add_callback (trial.h, with every ct_ctx_*
+ * function). */
 
 #ifdef __cplusplus
 }

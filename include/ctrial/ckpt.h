@@ -124,14 +124,8 @@ CT_API int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len);
  * Verifies the checkpoint first. Returns a status; on failure *out is NULL. */
 CT_API int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const ct_value *hparams,
                                          const char *device, ct_context **out);
-/* The i-th wrapped model / optimizer (wrap order), borrowed; NULL past the end. */
-CT_API ct_module *ct_ctx_model(const ct_context *ctx, size_t i);
-CT_API ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i);
-/* What the trial's init returned (the trial's own struct), borrowed. */
-CT_API void *ct_ctx_self(const ct_context *ctx);
-/* Frees a context from ct_load_trial_from_checkpoint (calls the trial's
- * destroy). Accepts NULL. */
-CT_API void ct_ctx_free(ct_context *ctx);
+/* The context's models and optimizers (ct_ctx_model, ct_ctx_optimizer),
+ * the trial's own state (ct_ctx_self) and ct_ctx_free are in trial.h. */
 
 #ifdef __cplusplus
 }

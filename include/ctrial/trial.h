@@ -61,6 +61,7 @@ extern "C" {
 #endif
 
 typedef struct ct_context ct_context;
+typedef struct ct_callback ct_callback; /* callback.h */
 
 /* ==== units and periods =================================================== */
 
@@ -249,6 +250,10 @@ CT_API ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_
  * metrics merged into the report. Wrapping the same fn+ctx twice is an error. */
 CT_API ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn fn,
                                        void *fn_ctx);
+/* Registers a callback (callback.h; the struct is copied; self belongs to
+ * the context from now on and is released with free). A name already
+ * registered is refused with CT_EINVAL; on failure free is never called. */
+CT_API int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb);
 
 /* loss.backward(), with AMP scaling when configured. Under mpirun, on an
  * optimizer-step batch the gradients are averaged across ranks while
@@ -340,6 +345,16 @@ CT_API bool ct_ctx_is_epoch_end(const ct_context *ctx);
 /* Determined's stop request: the loop finishes this batch, checkpoints if
  * the last checkpoint is not current, and returns cleanly. */
 CT_API void ct_ctx_request_stop(ct_context *ctx);
+
+/* The i-th wrapped model / optimizer (wrap order), borrowed; NULL past the end. */
+CT_API ct_module *ct_ctx_model(const ct_context *ctx, size_t i);
+CT_API ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i);
+/* What the trial's init returned (the trial's own struct), borrowed; NULL
+ * for a simple-mode trial without init. */
+CT_API void *ct_ctx_self(const ct_context *ctx);
+/* Frees a context from ct_load_trial_from_checkpoint (ckpt.h): calls the
+ * trial's destroy, then frees what it wrapped. Accepts NULL. */
+CT_API void ct_ctx_free(ct_context *ctx);
 
 /* ==== CUDA graphs (ct_fit_opts.cuda_graphs) ================================
  *

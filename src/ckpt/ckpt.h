@@ -1,6 +1,6 @@
-/* src/ckpt_internal.h — writing, committing and pruning checkpoint
- * directories (ckpt_dir.c) and turning a context into checkpoint state and
- * back (ckpt_state.c). Internal to ctrial.
+/* src/ckpt/ckpt.h — checkpoint directories on disk: writing, committing,
+ * verifying, finding and pruning them (dir.c). What goes into one is the
+ * context's business (fit/state.h). Internal to ctrial.
  *
  * Writing one checkpoint:
  *
@@ -13,15 +13,14 @@
  * A directory is visible under its final name only once complete: a crash
  * at any moment leaves either nothing new or a whole checkpoint (plus a
  * .tmp-* directory the next run removes). */
-#ifndef CT_CKPT_INTERNAL_H
-#define CT_CKPT_INTERNAL_H
+#ifndef CTRIAL_CKPT_CKPT_H
+#define CTRIAL_CKPT_CKPT_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ctrial/ckpt.h"
-#include "fit/context.h"
 
 #define CT_CKPT_STATE_FILE "state_dict.pth"
 #define CT_CKPT_METADATA_FILE "metadata.json"
@@ -35,7 +34,6 @@ typedef struct {
     json_t *files;     /* {"state_dict.pth": {"size": n, "crc32": "1a2b3c4d"}} */
 } ct_ckpt_writer;
 
-/* ckpt_dir.c */
 int ct_ckpt_begin(ct_ckpt_writer *w, const char *checkpoint_dir, int64_t steps);
 /* Saves v as `file` in the temporary directory with fsync; records its sum. */
 int ct_ckpt_write_pth(ct_ckpt_writer *w, const char *file, const ct_value *v);
@@ -53,18 +51,5 @@ int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, co
                   bool smaller_is_better, const char *protect);
 /* metadata.json of dir, parsed and checked for ctrial's keys: NEW json. */
 json_t *ct_ckpt_read_metadata(const char *dir);
-
-/* ckpt_state.c */
-/* The checkpoint's state_dict.pth contents for ctx (models, optimizers,
- * schedulers, callbacks, rng_state). NEW value. */
-ct_value *ct_ckpt_state_from_ctx(ct_context *ctx);
-/* metadata.json for ctx's current position. NEW json. */
-json_t *ct_ckpt_metadata_from_ctx(ct_context *ctx);
-/* Restores models (and, unless models_only, optimizers, schedulers,
- * callbacks and RNG) from a loaded state_dict.pth; checks counts, names
- * and shapes first. CT_ECHECKPOINT naming the mismatch. */
-int ct_ckpt_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only);
-/* Restores the loop's position and decisions from metadata's trial_state. */
-int ct_ckpt_restore_trial_state(ct_context *ctx, const json_t *metadata, const char *dir);
 
 #endif

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/period.h"
+
 /* ---- owned storage ---------------------------------------------------------- */
 
 int ct_config_init(ct_config *c) {
@@ -729,15 +731,12 @@ int ct_config_set_hparam(ct_config *c, const char *assignment) {
 
 /* ---- finishing ------------------------------------------------------------------- */
 
-/* Determined's records -> Batch(max(records / global_batch_size, 1)). */
+/* Records -> batches (period.h), naming where a period in records came from
+ * when there is no global batch size to divide by. */
 static int resolve_records(ct_period *p, int64_t gbs, const char *from) {
-    if (p->unit != CT_RECORDS) return 0;
-    if (gbs < 1)
-        return ct_set_error(CT_ECONFIG, "%s: records need hyperparameters.global_batch_size "
-                                        "(in the config or --hparam global_batch_size=N)", from);
-    int64_t n = p->n / gbs;
-    *p = ct_batches(n > 1 ? n : 1);
-    return 0;
+    if (ct_period_in_batches(p, gbs)) return 0;
+    return ct_set_error(CT_ECONFIG, "%s: records need hyperparameters.global_batch_size "
+                                    "(in the config or --hparam global_batch_size=N)", from);
 }
 
 int ct_config_finish(ct_config *c, int world_size) {

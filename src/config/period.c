@@ -1,14 +1,14 @@
-/* src/period.c — units and periods (Batch(n), Epoch(n), schedules) and the
- * defaults of ct_fit_opts (see trial.h).
+/* src/config/period.c — units and periods (Batch(n), Epoch(n), schedules),
+ * when they fire (period.h), and the defaults of ct_fit_opts (see trial.h).
  *
  * A constructor given an impossible value returns a CT_NEVER period and
  * records the error instead of returning a status: periods are built inside
  * option initialisers (`o.max_length = ct_epochs(3)`), where a status has
  * nowhere to go. ct_fit refuses a CT_NEVER max_length, so the mistake still
  * surfaces before any training. */
-#include <stdlib.h>
+#include "config/period.h"
 
-#include "ctrial/trial.h"
+#include <stdlib.h>
 
 ct_period ct_never(void) {
     ct_period p = {.unit = CT_NEVER};
@@ -68,6 +68,35 @@ ct_period ct_schedule(ct_unit unit, int n, const int64_t *points) {
         if (k == 0 || p.points[i] != p.points[k - 1]) p.points[k++] = p.points[i];
     p.num_points = k;
     return p;
+}
+
+bool ct_period_in_batches(ct_period *p, int64_t global_batch_size) {
+    if (p->unit != CT_RECORDS) return true;
+    if (global_batch_size < 1) return false;
+    int64_t b = p->n / global_batch_size;
+    *p = ct_batches(b > 1 ? b : 1);
+    return true;
+}
+
+static bool in_schedule(const ct_period *p, int64_t x) {
+    for (int i = 0; i < p->num_points; i++)
+        if (p->points[i] == x) return true;
+    return false;
+}
+
+bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len) {
+    switch ((int)p->unit) {
+    case CT_BATCHES:
+        if (p->num_points > 0) return in_schedule(p, n);
+        return p->n < 1 || n % p->n == 0;
+    case CT_EPOCHS: {
+        if (epoch_len <= 0 || n % epoch_len != 0) return false;
+        int64_t epochs_done = n / epoch_len;
+        if (p->num_points > 0) return in_schedule(p, epochs_done);
+        return p->n < 1 || epochs_done % p->n == 0;
+    }
+    default: return false;
+    }
 }
 
 ct_fit_opts ct_fit_defaults(void) {

@@ -1,4 +1,5 @@
-/* src/value_wire.c — ct_value trees as bytes (see value_wire.h).
+/* src/dist/value_wire.c — ct_value trees as bytes, and between ranks (see
+ * value_wire.h).
  *
  * Encoding appends to one growable buffer; a tensor's elements are read
  * straight into their place in it. Decoding walks a cursor that refuses any
@@ -8,8 +9,11 @@
 #include "dist/value_wire.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ctrial/dist.h"
 
 enum {
     WIRE_MAX_DEPTH = 1000, /* far beyond any state dict; bounds the recursion */
@@ -415,4 +419,124 @@ ct_value *ct_value_from_bytes(const void *buf, size_t len) {
         return NULL;
     }
     return v;
+}
+
+/* ---- between ranks -------------------------------------------------------------- */
+
+ct_value *ct_value_broadcast(const ct_value *v, int root) {
+    int rank = ct_dist_rank(), size = ct_dist_size();
+    if (root < 0 || root >= size) {
+        ct_set_error(CT_EINVAL, "ct_value_broadcast: root %d of %d ranks", root, size);
+        return NULL;
+    }
+    if (size == 1) {
+        if (!v && ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_value_broadcast: value is NULL");
+        return v ? ct_value_copy(v, false) : NULL;
+    }
+    /* Root sends its length, or -1 and then its error (code and message), so
+     * that a failure there (no value, or none encodable) fails every rank
+     * alike, with root's words. */
+    void *bytes = NULL;
+    size_t len = 0;
+    struct {
+        int64_t code;
+        char msg[1024];
+    } why = {0, ""};
+    int64_t n = 0;
+    if (rank == root) {
+        int rc = v ? ct_value_to_bytes(v, &bytes, &len)
+                   : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_EINVAL, "no value to send");
+        n = rc == CT_OK ? (int64_t)len : -1;
+        if (rc != CT_OK) {
+            why.code = rc;
+            snprintf(why.msg, sizeof why.msg, "%s", ct_last_error());
+        }
+    }
+    int rc = ct_dist_broadcast_bytes(&n, sizeof n, root);
+    if (rc == CT_OK && n < 0) {
+        rc = ct_dist_broadcast_bytes(&why, sizeof why, root);
+        if (rc == CT_OK) rc = ct_set_error((int)why.code, "%s", why.msg);
+    }
+    if (rc == CT_OK && rank != root && !(bytes = malloc(n ? (size_t)n : 1)))
+        rc = ct_set_error(CT_ENOMEM, "ct_value_broadcast: out of host memory for %lld bytes", (long long)n);
+    /* Every rank has its buffer before the bytes move (a rank out of memory
+     * must not leave the others in the broadcast). */
+    if (n >= 0) {
+        int64_t ready = rc == CT_OK;
+        int arc = ct_dist_allreduce_i64(&ready, 1, CT_DIST_MIN);
+        if (rc == CT_OK) rc = arc != CT_OK ? arc : ready ? CT_OK : ct_set_error(CT_EDIST, "another rank is out of memory");
+    }
+    if (rc == CT_OK) rc = ct_dist_broadcast_bytes(bytes, (size_t)n, root);
+    /* Root decodes its own bytes too: every rank ends with the same tree,
+     * or every rank fails. */
+    ct_value *out = rc == CT_OK ? ct_value_from_bytes(bytes, (size_t)n) : NULL;
+    free(bytes);
+    if (n >= 0) {
+        int64_t decoded = out != NULL;
+        int arc = ct_dist_allreduce_i64(&decoded, 1, CT_DIST_MIN);
+        if (out && (arc != CT_OK || !decoded)) {
+            ct_value_free(out);
+            out = NULL;
+            if (arc == CT_OK) ct_set_error(CT_EDIST, "another rank could not decode the broadcast value");
+        }
+    }
+    return out;
+}
+
+int ct_value_gather(const ct_value *v, int root, ct_value **out) {
+    *out = NULL;
+    int rank = ct_dist_rank(), size = ct_dist_size();
+    if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "ct_value_gather: root %d of %d ranks", root, size);
+    if (size == 1) {
+        ct_value *list = ct_value_list();
+        if (list && ct_value_list_append(list, v ? ct_value_copy(v, false) : NULL) != CT_OK) {
+            ct_value_free(list);
+            list = NULL;
+        }
+        *out = list;
+        return list ? CT_OK : ct_last_code();
+    }
+    void *mine = NULL, *all = NULL;
+    size_t len = 0;
+    size_t *lens = calloc((size_t)size, sizeof *lens);
+    int rc = !v ? (ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_EINVAL, "ct_value_gather: value is NULL"))
+             : lens ? ct_value_to_bytes(v, &mine, &len)
+                    : ct_set_error(CT_ENOMEM, "ct_value_gather: out of host memory");
+    /* A rank that failed still takes part, sending nothing, so no rank waits;
+     * then every rank learns the lowest failing rank. */
+    size_t none = 0;
+    int grc = ct_dist_gather_bytes(mine, rc == CT_OK ? len : 0, root, &all, lens ? lens : &none);
+    free(mine);
+    int64_t failed = rc != CT_OK ? -(int64_t)rank : INT64_MIN;
+    int arc = ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
+    if (rc == CT_OK) rc = grc != CT_OK ? grc : arc;
+    if (rc == CT_OK && failed != INT64_MIN)
+        rc = ct_set_error(CT_EDIST, "rank %d failed (its message is on its own stderr)", (int)-failed);
+    ct_value *list = NULL;
+    if (rank == root && rc == CT_OK) {
+        list = ct_value_list();
+        size_t at = 0;
+        for (int k = 0; list && k < size; at += lens[k], k++) {
+            ct_value *item = ct_value_from_bytes((const char *)all + at, lens[k]);
+            if (!item) {
+                rc = ct_set_error(CT_EDIST, "the value from rank %d: %s", k, ct_last_error());
+                break;
+            }
+            if (ct_value_list_append(list, item) != CT_OK) break;
+        }
+        if (!list || rc != CT_OK || ct_value_len(list) != (size_t)size) {
+            if (rc == CT_OK) rc = ct_last_code() != CT_OK ? ct_last_code() : CT_ENOMEM;
+            ct_value_free(list);
+            list = NULL;
+        }
+    }
+    free(all);
+    free(lens);
+    /* Root's verdict on decoding reaches every rank. */
+    int64_t ok = rank == root ? rc == CT_OK : 1;
+    if (ct_dist_broadcast_bytes(&ok, sizeof ok, root) != CT_OK && rc == CT_OK) rc = ct_last_code();
+    if (rc == CT_OK && !ok) rc = ct_set_error(CT_EDIST, "rank %d could not decode the values it gathered", root);
+    if (rc == CT_OK) *out = list;
+    else ct_value_free(list);
+    return rc;
 }

@@ -1,5 +1,5 @@
-/* src/value_wire.h — ct_value trees as bytes, for sending between ranks.
- * Internal to ctrial.
+/* src/dist/value_wire.h — ct_value trees as bytes, and the collectives that
+ * send them between ranks. Internal to ctrial.
  *
  * Unlike the JSON view (value_json.h), the encoding is faithful: every kind
  * (tuples stay tuples, bools stay bools), dict keys with their kind (string
@@ -22,8 +22,8 @@
  * The bytes may come from another process, so decoding trusts nothing: every
  * length is checked against what is left before it is used, nesting is
  * bounded, and nothing may follow the root. */
-#ifndef CT_VALUE_WIRE_H
-#define CT_VALUE_WIRE_H
+#ifndef CTRIAL_DIST_VALUE_WIRE_H
+#define CTRIAL_DIST_VALUE_WIRE_H
 
 #include <stddef.h>
 
@@ -36,5 +36,23 @@ int ct_value_to_bytes(const ct_value *v, void **out, size_t *len);
 /* The tree back (tensors on the CPU): a NEW value, or NULL + CT_EFORMAT
  * naming the offset when buf is malformed (never reads past len). */
 ct_value *ct_value_from_bytes(const void *buf, size_t len);
+
+/* ---- collectives -------------------------------------------------------------
+ * Trees between ranks in the encoding above, so nothing is lost on the way
+ * (metrics, reducer values, rank 0's decisions). Every rank calls them;
+ * with one rank they copy and do not communicate. A failure on any rank
+ * (no value to send, out of memory, bytes that do not decode) fails the
+ * call on every rank, so ranks never disagree about what they hold. */
+
+/* Root's tree on every rank: a NEW copy (root too decodes what it sent), or
+ * NULL + error on every rank. `v` is read on root only; a NULL `v` there
+ * means root failed, and its error (ct_last_code() and ct_last_error())
+ * becomes every rank's. */
+ct_value *ct_value_broadcast(const ct_value *v, int root);
+
+/* Every rank's tree on root: *out receives a NEW list of ct_dist_size()
+ * trees in rank order on root, NULL elsewhere. A NULL `v` means this rank
+ * failed (it still takes part). Returns a status, the same on every rank. */
+int ct_value_gather(const ct_value *v, int root, ct_value **out);
 
 #endif

@@ -1,20 +1,23 @@
-/* src/context.c — the context a trial sees: wrapping models, optimizers,
- * schedulers, reducers and callbacks; backward and the optimizer step with
- * gradient aggregation and clipping; hyperparameters; position queries. */
+/* src/fit/context.c — the context a trial sees (trial.h's ct_ctx_* functions,
+ * all of them): wrapping models, optimizers, schedulers, reducers and
+ * callbacks; backward and the optimizer step with gradient aggregation and
+ * clipping; AMP and the profiler; hyperparameters; position queries; and
+ * the context's life, from ct_context_new to ct_ctx_free. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include "fit/context.h"
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrial/ckpt.h"
 #include "dist/grad_sync.h"
 #include "fit/report.h"
 #include "formats/tbevents.h"
-#include "fit/context.h"
+#include "metrics/metrics.h"
 
 /* ---- lifetime -------------------------------------------------------------- */
 
-ct_context *ct_ctx_create(const ct_trial *trial, const ct_fit_opts *o) {
+ct_context *ct_context_new(const ct_trial *trial, const ct_fit_opts *o) {
     ct_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         ct_set_error(CT_ENOMEM, "ct_fit: out of host memory");
@@ -30,20 +33,52 @@ ct_context *ct_ctx_create(const ct_trial *trial, const ct_fit_opts *o) {
     return ctx;
 }
 
-/* Frees in reverse dependency order: schedulers and optimizers refer to
- * models' parameters, so they go first. */
-void ct_ctx_destroy(ct_context *ctx) {
+int ct_context_trial_failed(const char *what) {
+    if (ct_last_code() == CT_OK) return ct_set_error(CT_ETRIAL, "%s returned NULL without an error", what);
+    return ct_set_error(ct_last_code(), "%s: %s", what, ct_last_error());
+}
+
+/* The state of a simple-mode trial without init: something non-NULL to hand
+ * the trial's functions, which ct_ctx_self and ct_ctx_free know is not the
+ * trial's. */
+static char g_no_state;
+
+int ct_context_build_trial(ct_context *ctx) {
+    const ct_trial *t = ctx->trial;
+    ct_manual_seed(ctx->trial_seed);
+    if (!t->build_model) {
+        ctx->self = t->init(ctx);
+        return ctx->self ? CT_OK : ct_context_trial_failed("init");
+    }
+    ctx->simple_mode = true;
+    ctx->self = t->init ? t->init(ctx) : &g_no_state;
+    if (!ctx->self) return ct_context_trial_failed("init");
+    ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
+    if (!model) return ct_context_trial_failed("build_model");
+    ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
+    if (!opt) return ct_context_trial_failed("optimizer");
+    if (t->create_lr_scheduler) {
+        ct_step_mode mode = CT_STEP_EVERY_EPOCH;
+        ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
+        if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
+    }
+    return CT_OK;
+}
+
+void *ct_ctx_self(const ct_context *ctx) { return ctx && ctx->self != (void *)&g_no_state ? ctx->self : NULL; }
+
+/* The trial's state first (its destroy may still use what it wrapped), then
+ * in reverse dependency order: schedulers and optimizers refer to models'
+ * parameters, so they go before the models. */
+void ct_ctx_free(ct_context *ctx) {
     if (!ctx) return;
+    if (ctx->trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) ctx->trial->destroy(ctx->self);
     for (size_t i = ctx->n_callbacks; i-- > 0;) {
         ct_callback *cb = &ctx->callbacks[i];
         if (cb->free) cb->free(cb->self);
         free((char *)cb->name);
     }
-    for (size_t i = 0; i < ctx->n_reducers; i++) {
-        free(ctx->reducers[i]->name);
-        ct_value_free(ctx->reducers[i]->values);
-        free(ctx->reducers[i]);
-    }
+    for (size_t i = 0; i < ctx->n_reducers; i++) ct_reducer_free(ctx->reducers[i]);
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_free(ctx->syncs[i]);
     free(ctx->syncs);
     ct_grad_scaler_free(ctx->scaler);
@@ -169,32 +204,13 @@ ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn 
             return NULL;
         }
     }
-    ct_reducer *r = calloc(1, sizeof *r);
-    if (r) {
-        r->fn = fn;
-        r->fn_ctx = fn_ctx;
-        r->name = name ? strdup(name) : NULL;
-        r->values = ct_value_list();
-    }
-    if (!r || (name && !r->name) || !r->values ||
-        !push((void **)&ctx->reducers, &ctx->n_reducers, sizeof r, &r)) {
-        if (r) {
-            free(r->name);
-            ct_value_free(r->values);
-        }
-        free(r);
+    ct_reducer *r = ct_reducer_new(name, fn, fn_ctx);
+    if (r && !push((void **)&ctx->reducers, &ctx->n_reducers, sizeof r, &r)) {
+        ct_reducer_free(r);
         ct_set_error(CT_ENOMEM, "ct_ctx_wrap_reducer: out of host memory");
         return NULL;
     }
     return r;
-}
-
-int ct_reducer_update(ct_reducer *r, ct_value *v) {
-    if (!r || !v) {
-        ct_value_free(v);
-        return ct_set_error(CT_EINVAL, "ct_reducer_update: %s is NULL", r ? "value" : "reducer");
-    }
-    return ct_value_list_append(r->values, v);
 }
 
 int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb) {
@@ -224,7 +240,7 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
     /* Under mpirun the gradients of an optimizer-step batch are all-reduced
      * in buckets while backward runs, and are averages when it returns (as
      * with DistributedDataParallel); accumulation batches stay local. */
-    bool step = ct_ctx_is_step_batch(ctx);
+    bool step = ct_context_is_step_batch(ctx, ctx->current_batch);
     /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's scope). */
     const ct_tensor *scaled = ctx->scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
     if (!scaled) return ct_last_code();
@@ -242,14 +258,14 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
     return rc;
 }
 
-bool ct_ctx_is_step_batch(const ct_context *ctx) {
-    return (ctx->current_batch + 1) % ctx->aggregation_frequency == 0;
+bool ct_context_is_step_batch(const ct_context *ctx, int64_t batch_idx) {
+    return (batch_idx + 1) % ctx->aggregation_frequency == 0;
 }
 
 int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
                              bool auto_zero_grads) {
     if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
-    if (!ct_ctx_is_step_batch(ctx)) return CT_OK; /* accumulating gradients */
+    if (!ct_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
     /* Under mpirun the gradients are averages already (ct_ctx_backward). */
     double t0 = ct_clock_monotonic();
     size_t n = ct_optim_num_params(opt);
@@ -397,6 +413,9 @@ const ct_value *ct_ctx_hparams(const ct_context *ctx) { return ctx ? ctx->opts.h
 const ct_value *ct_ctx_data_config(const ct_context *ctx) { return ctx ? ctx->opts.data : NULL; }
 
 /* ---- queries --------------------------------------------------------------- */
+
+ct_module *ct_ctx_model(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_models ? ctx->models[i] : NULL; }
+ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_optims ? ctx->optims[i] : NULL; }
 
 int64_t ct_ctx_global_batch_size(const ct_context *ctx) { return ctx ? ctx->global_batch_size : 0; }
 int64_t ct_ctx_per_slot_batch_size(const ct_context *ctx) { return ctx ? ctx->per_slot_batch_size : 0; }

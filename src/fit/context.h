@@ -1,8 +1,9 @@
-/* src/trial_internal.h — the context's insides, shared by the loop
- * (loop.c), the context API (context.c), reducers (reducer.c) and reports
- * (report.c). Internal to ctrial. */
-#ifndef CTRIAL_SRC_TRIAL_INTERNAL_H
-#define CTRIAL_SRC_TRIAL_INTERNAL_H
+/* src/fit/context.h — the context's insides, shared by the files of module
+ * fit: the loop (loop.c), the context API (context.c), checkpoint state
+ * (state.c), reports (report.c) and the CUDA-graph step (graph_step.c).
+ * Internal to ctrial. */
+#ifndef CTRIAL_FIT_CONTEXT_H
+#define CTRIAL_FIT_CONTEXT_H
 
 #include <jansson.h>
 #include <stdio.h>
@@ -15,13 +16,6 @@ typedef struct {
     ct_step_mode mode;
     int frequency;
 } ct_wrapped_sched;
-
-struct ct_reducer {
-    char *name;          /* NULL: fn returns a dict of named metrics */
-    ct_reduce_fn fn;
-    void *fn_ctx;
-    ct_value *values;    /* list of what update() got in this workload */
-};
 
 /* Why a checkpoint is written (metadata.json's trial_state.reason). */
 typedef enum { CT_WHY_PERIOD, CT_WHY_POLICY, CT_WHY_END, CT_WHY_STOP } ct_ckpt_why;
@@ -119,38 +113,19 @@ struct ct_context {
 };
 
 /* context.c */
-ct_context *ct_ctx_create(const ct_trial *trial, const ct_fit_opts *o);
-void ct_ctx_destroy(ct_context *ctx);
-/* Whether the batch being trained steps the optimizers (every
- * aggregation_frequency-th batch). */
-bool ct_ctx_is_step_batch(const ct_context *ctx);
-
-/* reducer.c */
-/* A metric value as doubles: a number gives one, a tensor all its elements
- * (a one-element tensor counts as a scalar), a list of numbers its items.
- * Returns the count (*out malloc'd), or a negative code with an error. */
-int64_t ct_metric_doubles(const ct_value *v, double **out, bool *is_array);
-void ct_reducers_reset(ct_context *ctx);
-/* Adds every wrapped reducer's result to `metrics` (a dict). */
-int ct_reducers_report(ct_context *ctx, ct_value *metrics);
-/* Reduces a list of per-batch metric dicts with the trial's evaluation
- * reducers (`spec`: NULL, an int, or a dict name -> int). NEW dict. */
-ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group);
-/* The reducer for metric `name` from the trial's evaluation_reducer()
- * answer (NULL: AVG). Returns a status. */
-int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kind *out);
-
-/* reduce_ranks.c: metrics across ranks (every call is collective; with one
- * rank they return their input's equivalent without communicating). */
-/* Training: each numeric metric replaced by its mean over ranks (every rank
- * trained the same batches of the workload), in place. */
-int ct_metrics_average_ranks(ct_context *ctx, ct_value *metrics);
-/* Validation: every rank's reduced metrics and batch count, combined on
- * rank 0 by each metric's reducer (AVG weighted by batch counts, SUM, MAX,
- * MIN; ranks without batches left out), then the result on every rank.
- * NEW dict or NULL + error. */
-ct_value *ct_metrics_reduce_ranks(ct_context *ctx, const ct_value *local, int64_t n_batches, const ct_value *spec);
-/* Rank 0's metrics dict on every rank (numbers as floats). NEW. */
-ct_value *ct_metrics_from_rank0(ct_context *ctx, const ct_value *metrics);
+/* A context for `trial` with options `o` (copied; the strings and trees they
+ * point to are borrowed). NEW; ct_ctx_free frees it. */
+ct_context *ct_context_new(const ct_trial *trial, const ct_fit_opts *o);
+/* Seeds every generator with the trial seed (as Determined does before
+ * init), then builds the trial: init, or simple mode's model, optimizer and
+ * scheduler. */
+int ct_context_build_trial(ct_context *ctx);
+/* Whether training batch `batch_idx` (absolute, from 0) ends an aggregation
+ * window: the optimizers step on it (every aggregation_frequency-th batch),
+ * gradients are averaged across ranks in its backward, schedulers move. */
+bool ct_context_is_step_batch(const ct_context *ctx, int64_t batch_idx);
+/* A trial function returned NULL: keeps its message, or says which one
+ * (`what`) returned NULL without one. Returns the code. */
+int ct_context_trial_failed(const char *what);
 
 #endif

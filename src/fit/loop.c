@@ -24,6 +24,8 @@
 
 #include "base/files.h"
 #include "ckpt/ckpt.h"
+#include "config/period.h"
+#include "fit/state.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
 #include "ctrial/dist.h"
@@ -31,6 +33,7 @@
 #include "fit/report.h"
 #include "fit/context.h"
 #include "base/value_json.h"
+#include "metrics/metrics.h"
 
 /* ---- callbacks ------------------------------------------------------------- */
 
@@ -56,12 +59,6 @@ static int hook_failed(const ct_callback *cb, const char *hook) {
     int code = ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL;
     return ct_set_error(code, "callback '%s' %s: %s", cb->name, hook,
                         ct_last_error()[0] ? ct_last_error() : "failed");
-}
-
-/* A trial function returned NULL: keep its message, or say which one. */
-static int trial_failed(const char *what) {
-    if (ct_last_code() == CT_OK) return ct_set_error(CT_ETRIAL, "%s returned NULL without an error", what);
-    return ct_set_error(ct_last_code(), "%s: %s", what, ct_last_error());
 }
 
 /* ---- preemption -------------------------------------------------------------- */
@@ -124,37 +121,11 @@ static void tune_malloc(bool on) {
 
 /* ---- periods --------------------------------------------------------------- */
 
-static bool in_schedule(const ct_period *p, int64_t x) {
-    for (int i = 0; i < p->num_points; i++)
-        if (p->points[i] == x) return true;
-    return false;
-}
-
-/* Whether period p fires after `n` batches (n = batch_idx + 1). */
-static bool fires(const ct_period *p, int64_t n, int64_t epoch_len) {
-    switch ((int)p->unit) {
-    case CT_BATCHES:
-        if (p->num_points > 0) return in_schedule(p, n);
-        return p->n < 1 || n % p->n == 0;
-    case CT_EPOCHS: {
-        if (epoch_len <= 0 || n % epoch_len != 0) return false;
-        int64_t epochs_done = n / epoch_len;
-        if (p->num_points > 0) return in_schedule(p, epochs_done);
-        return p->n < 1 || epochs_done % p->n == 0;
-    }
-    default: return false;
-    }
-}
-
-
-/* Config periods in records become batches of the global batch size. */
+/* ct_fit's periods in records become batches of the global batch size
+ * (config/period.h), as the config's do. */
 static int records_to_batches(ct_context *ctx, ct_period *p, const char *what) {
-    if (p->unit != CT_RECORDS) return CT_OK;
-    if (ctx->global_batch_size <= 0)
-        return ct_set_error(CT_ECONFIG, "%s is in records but global_batch_size is not set", what);
-    int64_t b = p->n / ctx->global_batch_size;
-    *p = ct_batches(b > 1 ? b : 1);
-    return CT_OK;
+    if (ct_period_in_batches(p, ctx->global_batch_size)) return CT_OK;
+    return ct_set_error(CT_ECONFIG, "%s is in records but global_batch_size is not set", what);
 }
 
 /* ---- checks before anything runs ------------------------------------------- */
@@ -290,7 +261,7 @@ static int write_checkpoint(ct_context *ctx, ct_value *state) {
     ct_ckpt_writer w;
     int rc = ct_ckpt_begin(&w, ctx->checkpoint_dir, ctx->batches_trained);
     if (rc == CT_OK) rc = ct_ckpt_write_pth(&w, CT_CKPT_STATE_FILE, state);
-    if (rc == CT_OK) rc = ct_ckpt_commit(&w, ct_ckpt_metadata_from_ctx(ctx));
+    if (rc == CT_OK) rc = ct_ckpt_commit(&w, ct_context_metadata(ctx));
     if (rc != CT_OK) {
         int code = ct_last_code();
         char msg[2048];
@@ -312,7 +283,7 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     double t0 = ct_clock_monotonic();
     ctx->last_checkpoint_bt = ctx->batches_trained;
     ctx->why = why;
-    ct_value *state = ct_ckpt_state_from_ctx(ctx);
+    ct_value *state = ct_context_state(ctx);
     int rc = state ? CT_OK : ct_last_code();
     CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
     /* Every rank has finished this step before rank 0 commits it. */
@@ -333,12 +304,13 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     return rc;
 }
 
-/* The checkpoint policy after a validation: best (strictly better than the
- * best of the run, none yet counts as better), all, or none. */
+/* Checkpointing as a boundary: skipped when the latest checkpoint is current. */
 static int checkpoint_boundary(ct_context *ctx, ct_ckpt_why why) {
     return ctx->last_checkpoint_bt == ctx->batches_trained ? CT_OK : checkpoint(ctx, why);
 }
 
+/* The checkpoint policy after a validation: best (strictly better than the
+ * best of the run, none yet counts as better), all, or none. */
 static int apply_policy(ct_context *ctx, const ct_value *metrics) {
     if (ctx->opts.checkpoint_policy == CT_CKPT_NONE) return CT_OK;
     if (ctx->opts.checkpoint_policy == CT_CKPT_ALL) return checkpoint_boundary(ctx, CT_WHY_POLICY);
@@ -387,7 +359,7 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
             return rc;
         }
         ct_value_free(batch);
-        if (!m) return trial_failed("evaluate_batch");
+        if (!m) return ct_context_trial_failed("evaluate_batch");
         if (ct_value_kind_of(m) != CT_VALUE_DICT) {
             ct_value_free(m);
             return ct_set_error(CT_ETRIAL, "evaluate_batch must return a dict of metrics");
@@ -404,7 +376,7 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
 }
 
 static int run_validation(ct_context *ctx) {
-    ct_reducers_reset(ctx);
+    ct_reducers_reset(ctx->reducers, ctx->n_reducers);
     int rc = CT_OK;
     CALL_HOOKS0(rc, ctx, on_validation_start);
     CALL_HOOKS0(rc, ctx, on_validation_epoch_start);
@@ -416,11 +388,8 @@ static int run_validation(ct_context *ctx) {
     if (ctx->trial->evaluate_batch) {
         rc = evaluate_batches(ctx, outputs);
         if (rc == CT_OK) {
-            /* Each rank reduces its batches, then the ranks' results combine. */
             ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
-            ct_value *local = ct_reduce_batches(outputs, spec, "validation");
-            if (local) metrics = ct_metrics_reduce_ranks(ctx, local, (int64_t)ct_value_len(outputs), spec);
-            ct_value_free(local);
+            metrics = ct_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers);
             ct_value_free(spec);
             if (!metrics) rc = ct_last_code();
         }
@@ -433,20 +402,18 @@ static int run_validation(ct_context *ctx) {
             mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
             if (rc == CT_OK) amp_exit(ctx);
             ct_scope_end(s);
-            if (rc == CT_OK) rc = mine ? CT_OK : trial_failed("evaluate_full_dataset");
+            if (rc == CT_OK) rc = mine ? CT_OK : ct_context_trial_failed("evaluate_full_dataset");
             if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
                 rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
+            if (rc != CT_OK) {
+                ct_value_free(mine);
+                mine = NULL; /* its error reaches every rank */
+            }
         }
-        rc = agree(ctx, rc);
-        if (rc == CT_OK) {
-            metrics = ctx->size > 1 ? ct_metrics_from_rank0(ctx, mine) : mine;
-            if (ctx->size > 1) ct_value_free(mine);
-            rc = metrics ? CT_OK : ct_last_code();
-        } else {
-            ct_value_free(mine);
-        }
+        metrics = ct_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
+        ct_value_free(mine);
+        rc = metrics ? CT_OK : ct_last_code();
     }
-    if (rc == CT_OK) rc = ct_reducers_report(ctx, metrics);
     ct_guard_end(g);
     set_train_mode(ctx, true);
     CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
@@ -488,8 +455,8 @@ static int validate_boundary(ct_context *ctx, bool with_policy) {
  * - every optimizer step: when the batch count is a multiple of it;
  * - every epoch: one step per epoch end before the next steppable batch. */
 static int auto_step_schedulers(ct_context *ctx, int64_t batch_idx) {
+    if (!ct_context_is_step_batch(ctx, batch_idx)) return CT_OK;
     int agg = ctx->aggregation_frequency;
-    if ((batch_idx + 1) % agg != 0) return CT_OK;
     for (size_t k = 0; k < ctx->n_scheds; k++) {
         const ct_wrapped_sched *w = &ctx->scheds[k];
         int64_t steps = 0;
@@ -526,7 +493,7 @@ static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoc
     ct_value *m = rc == CT_OK ? ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx) : NULL;
     if (rc == CT_OK) {
         amp_exit(ctx);
-        rc = m ? CT_OK : trial_failed("train_batch");
+        rc = m ? CT_OK : ct_context_trial_failed("train_batch");
     }
     if (rc == CT_OK) {
         m = as_metrics(m, "train_batch");
@@ -564,7 +531,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     if (rc == CT_OK) {
         int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
                                                        : ct_batch_length(batch);
-        if (records < 0) rc = trial_failed("get_batch_length");
+        if (records < 0) rc = ct_context_trial_failed("get_batch_length");
         else ctx->records_pending += records;
     }
     ctx->batches_trained = idx + 1;
@@ -585,11 +552,9 @@ static int report_training(ct_context *ctx, ct_value *workload) {
     if (rc != CT_OK) return rc;
     ctx->records_trained += records;
     ctx->records_pending = 0;
-    ct_value *avg = ct_reduce_batches(workload, NULL, "training");
+    ct_value *avg = ct_metrics_training(workload, ctx->reducers, ctx->n_reducers);
     if (!avg) return ct_last_code();
-    rc = ct_metrics_average_ranks(ctx, avg);
-    if (rc == CT_OK) rc = ct_reducers_report(ctx, avg);
-    ct_reducers_reset(ctx);
+    ct_reducers_reset(ctx->reducers, ctx->n_reducers);
     if (rc == CT_OK && ctx->opts.stop_on_nan) {
         double loss;
         if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) == 0 && !isfinite(loss))
@@ -627,7 +592,7 @@ static void step_profiler(ct_context *ctx) {
 static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt) {
     ct_value *workload = ct_value_list();
     int rc = CT_OK;
-    ct_reducers_reset(ctx); /* Determined resets reducers at every workload's start */
+    ct_reducers_reset(ctx->reducers, ctx->n_reducers); /* Determined resets reducers at every workload's start */
     *train_done = *fired_val = *fired_ckpt = false;
     while (rc == CT_OK) {
         int64_t idx = ctx->batches_trained;
@@ -652,9 +617,9 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         if (rc != CT_OK) break;
         int64_t n = ctx->batches_trained;
         *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
-        *fired_val = fires(&ctx->opts.validation_period, n, ctx->epoch_len);
-        *fired_ckpt = fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
-        bool fired_report = fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
+        *fired_val = ct_period_fires(&ctx->opts.validation_period, n, ctx->epoch_len);
+        *fired_ckpt = ct_period_fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
+        bool fired_report = ct_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
         if (*train_done || *fired_val || *fired_ckpt || fired_report || ctx->stop_requested) break;
     }
     if (rc == CT_OK) rc = report_training(ctx, workload);
@@ -693,34 +658,6 @@ static int train(ct_context *ctx) {
 
 /* ---- setting up ------------------------------------------------------------ */
 
-/* The state of a simple-mode trial without init: something non-NULL. */
-static char g_no_state;
-
-/* Seeds every generator with the trial seed (as Determined does before
- * init), then builds the trial: init, or simple mode's model, optimizer and
- * scheduler. */
-static int build_trial(ct_context *ctx) {
-    const ct_trial *t = ctx->trial;
-    ct_manual_seed(ctx->trial_seed);
-    if (!t->build_model) {
-        ctx->self = t->init(ctx);
-        return ctx->self ? CT_OK : trial_failed("init");
-    }
-    ctx->simple_mode = true;
-    ctx->self = t->init ? t->init(ctx) : &g_no_state;
-    if (!ctx->self) return trial_failed("init");
-    ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
-    if (!model) return trial_failed("build_model");
-    ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
-    if (!opt) return trial_failed("optimizer");
-    if (t->create_lr_scheduler) {
-        ct_step_mode mode = CT_STEP_EVERY_EPOCH;
-        ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
-        if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
-    }
-    return CT_OK;
-}
-
 /* Where checkpoints go and, for a resume, which checkpoint: verified (every
  * file's size and CRC) and its trial state restored before anything runs,
  * so a bad checkpoint is refused before training starts. */
@@ -746,7 +683,7 @@ static int find_resume(ct_context *ctx) {
     int rc = ct_ckpt_verify(ctx->resume_dir);
     if (rc == CT_OK) ctx->resume_meta = ct_ckpt_read_metadata(ctx->resume_dir);
     if (rc == CT_OK && !ctx->resume_meta) rc = ct_last_code();
-    if (rc == CT_OK) rc = ct_ckpt_restore_trial_state(ctx, ctx->resume_meta, ctx->resume_dir);
+    if (rc == CT_OK) rc = ct_context_restore_position(ctx, ctx->resume_meta, ctx->resume_dir);
     if (rc != CT_OK && ct_last_code() != CT_ECHECKPOINT) rc = ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
     return rc;
 }
@@ -761,7 +698,7 @@ static int load_resume_state(ct_context *ctx, bool models_only) {
         return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", ctx->resume_dir, ct_last_error());
     int rc = CT_OK;
     if (!models_only) CALL_HOOKS(rc, ctx, on_checkpoint_load_start, state);
-    if (rc == CT_OK) rc = ct_ckpt_restore_state(ctx, state, ctx->resume_dir, models_only);
+    if (rc == CT_OK) rc = ct_context_restore_state(ctx, state, ctx->resume_dir, models_only);
     ct_value_free(state);
     return rc;
 }
@@ -789,11 +726,11 @@ static int setup(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
     if (rc == CT_OK) rc = find_resume(ctx);
     if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir, "output directory");
-    if (rc == CT_OK) rc = build_trial(ctx);
+    if (rc == CT_OK) rc = ct_context_build_trial(ctx);
     if (rc != CT_OK) return rc;
 
     ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
-    if (!ctx->train_loader) return trial_failed("build_training_data_loader");
+    if (!ctx->train_loader) return ct_context_trial_failed("build_training_data_loader");
     rc = ct_loader_use_device(ctx->train_loader, ctx->device);
     if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
     if (rc != CT_OK) return rc;
@@ -803,11 +740,11 @@ static int setup(ct_context *ctx) {
     const ct_period *m = &ctx->opts.max_length;
     ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
-    if (!ctx->val_loader) return trial_failed("build_validation_data_loader");
+    if (!ctx->val_loader) return ct_context_trial_failed("build_validation_data_loader");
     if (t->evaluate_batch) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
     if (rc == CT_OK && t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
     if (rc != CT_OK) return rc;
-    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return trial_failed("build_callbacks");
+    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return ct_context_trial_failed("build_callbacks");
     if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
      * only once the checkpoint has been accepted. */
@@ -824,7 +761,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc != CT_OK) return rc;
     rc = ct_dist_init();
     if (rc != CT_OK) return rc;
-    ct_context *ctx = ct_ctx_create(trial, o);
+    ct_context *ctx = ct_context_new(trial, o);
     if (!ctx) return ct_last_code();
     ctx->rank = ct_dist_rank();
     ctx->size = ct_dist_size();
@@ -876,7 +813,7 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     o.device = device;
     o.quiet = true;
     o.seed = (uint64_t)json_integer_value(json_object_get(meta, "trial_seed"));
-    ct_context *ctx = ct_ctx_create(trial, &o);
+    ct_context *ctx = ct_context_new(trial, &o);
     if (!ctx) rc = ct_last_code();
     if (rc == CT_OK) {
         ctx->saved_hparams = saved_hparams; /* o.hparams may point into it */
@@ -885,7 +822,7 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
         snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", dir);
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
     }
-    if (rc == CT_OK) rc = build_trial(ctx);
+    if (rc == CT_OK) rc = ct_context_build_trial(ctx);
     if (rc == CT_OK) rc = load_resume_state(ctx, true);
     if (rc == CT_OK) set_train_mode(ctx, false);
     json_decref(meta);
@@ -898,16 +835,4 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     }
     *out = ctx;
     return CT_OK;
-}
-
-ct_module *ct_ctx_model(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_models ? ctx->models[i] : NULL; }
-
-ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_optims ? ctx->optims[i] : NULL; }
-
-void *ct_ctx_self(const ct_context *ctx) { return ctx && ctx->self != (void *)&g_no_state ? ctx->self : NULL; }
-
-void ct_ctx_free(ct_context *ctx) {
-    if (!ctx) return;
-    if (ctx->trial->destroy && ctx->self && ctx->self != (void *)&g_no_state) ctx->trial->destroy(ctx->self);
-    ct_ctx_destroy(ctx);
 }

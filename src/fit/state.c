@@ -1,5 +1,5 @@
-/* src/ckpt_state.c — what a checkpoint holds for a context, and putting it
- * back. state_dict.pth follows Determined's layout:
+/* src/fit/state.c — what a checkpoint holds for a context, and putting it
+ * back (state.h). state_dict.pth follows Determined's layout:
  *
  *     {"models_state_dict":        [model.state_dict(), ...],      wrap order
  *      "optimizers_state_dict":    [optimizer.state_dict(), ...],
@@ -12,14 +12,16 @@
  *
  * and metadata.json carries the loop's own state ("trial_state") beside
  * Determined's keys, so a resumed run continues exactly where this one was. */
+#include "fit/state.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/value_json.h"
 #include "ckpt/ckpt.h"
 #include "ctrial/ctrial.h"
-#include "base/value_json.h"
 
 /* ---- saving ------------------------------------------------------------------ */
 
@@ -97,10 +99,11 @@ static ct_value *accumulated_gradients(ct_context *ctx) {
     return NULL;
 }
 
-ct_value *ct_ckpt_state_from_ctx(ct_context *ctx) {
-    /* First: collective under mpirun. */
+ct_value *ct_context_state(ct_context *ctx) {
+    /* First: collective under mpirun. The last batch trained did not step
+     * the optimizers: the window's gradients are part of the state. */
     ct_value *grads = NULL;
-    if (ctx->batches_trained % ctx->aggregation_frequency != 0) {
+    if (!ct_context_is_step_batch(ctx, ctx->batches_trained - 1)) {
         grads = accumulated_gradients(ctx);
         if (!grads) return NULL;
     }
@@ -138,7 +141,7 @@ ct_value *ct_ckpt_state_from_ctx(ct_context *ctx) {
     return NULL;
 }
 
-json_t *ct_ckpt_metadata_from_ctx(ct_context *ctx) {
+json_t *ct_context_metadata(ct_context *ctx) {
     char framework[64];
     snprintf(framework, sizeof framework, "torch-%s", ct_torch_version());
     int64_t bt = ctx->batches_trained;
@@ -251,7 +254,7 @@ static int restore_gradients(ct_context *ctx, const ct_value *state, const char 
     return CT_OK;
 }
 
-int ct_ckpt_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
+int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
     int rc = CT_OK;
     const ct_value *models = group(state, "models_state_dict", ctx->n_models, "models", dir, &rc);
     if (!models) return rc;
@@ -287,7 +290,7 @@ static int state_int(const json_t *ts, const char *key, int64_t *out, const char
     return CT_OK;
 }
 
-int ct_ckpt_restore_trial_state(ct_context *ctx, const json_t *metadata, const char *dir) {
+int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir) {
     const json_t *ts = json_object_get(metadata, "trial_state");
     int64_t bt = 0, records = 0, last_val = 0, position = 0, gbs = 0, agg = 0;
     int rc = state_int(ts, "batches_trained", &bt, dir);

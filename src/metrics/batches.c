@@ -1,15 +1,12 @@
-/* src/reducer.c — reducing per-batch metrics: the built-in AVG/SUM/MAX/MIN
- * over a workload's batches (arrays element-wise, as numpy over axis 0) and
- * the trial's wrapped custom reducers. One rank for now; the cross-rank step
- * (issue: distributed) slots in where the per-rank results are formed. */
-#include <math.h>
+/* src/metrics/batches.c — rule 1 of metrics.h: a workload's per-batch
+ * metrics reduced on one rank by the built-in reducers (AVG, SUM, MAX, MIN;
+ * arrays element-wise, as numpy over axis 0). */
+#include "metrics/metrics.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctrial/dist.h"
-#include "fit/context.h"
 #include "base/value_tensor.h"
-#include "dist/value_wire.h"
 
 const char *ct_reducer_kind_name(ct_reducer_kind k) {
     switch ((int)k) {
@@ -173,7 +170,7 @@ int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kin
     return CT_OK;
 }
 
-ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group) {
+ct_value *ct_metrics_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group) {
     ct_value *out = ct_value_dict();
     if (!out || ct_value_len(batches) == 0) return out;
     const ct_value *first = ct_value_list_get(batches, 0);
@@ -207,115 +204,4 @@ ct_value *ct_reduce_batches(const ct_value *batches, const ct_value *spec, const
         }
     }
     return out;
-}
-
-void ct_reducers_reset(ct_context *ctx) {
-    for (size_t i = 0; i < ctx->n_reducers; i++) {
-        ct_value_free(ctx->reducers[i]->values);
-        ctx->reducers[i]->values = ct_value_list();
-    }
-}
-
-/* Rank 0: every rank's list of values for reducer r, interleaved
- * round-robin (rank 0's first, rank 1's first, ..., rank 0's second, ...),
- * which rebuilds the batches' original order. NEW list in *out; other ranks
- * get NULL. Collective. */
-static int gather_values(ct_context *ctx, const ct_reducer *r, ct_value **out) {
-    *out = NULL;
-    void *mine = NULL, *all = NULL;
-    size_t len = 0;
-    size_t *lens = calloc((size_t)ctx->size, sizeof *lens);
-    int rc = lens ? ct_value_to_bytes(r->values, &mine, &len) : ct_set_error(CT_ENOMEM, "out of host memory");
-    /* A rank that failed still takes part, with nothing, so no rank waits. */
-    if (rc == CT_OK || lens) {
-        int grc = ct_dist_gather_bytes(mine, rc == CT_OK ? len : 0, 0, &all, lens);
-        if (rc == CT_OK) rc = grc;
-    }
-    free(mine);
-    ct_value **lists = ctx->rank == 0 && rc == CT_OK ? calloc((size_t)ctx->size, sizeof *lists) : NULL;
-    if (ctx->rank == 0 && rc == CT_OK && !lists) rc = ct_set_error(CT_ENOMEM, "out of host memory");
-    size_t longest = 0, at = 0;
-    for (int k = 0; lists && rc == CT_OK && k < ctx->size; at += lens[k], k++) {
-        lists[k] = lens[k] ? ct_value_from_bytes((const char *)all + at, lens[k]) : NULL;
-        if (!lists[k]) rc = ct_set_error(CT_EDIST, "reducer values from rank %d: %s", k, ct_last_error());
-        else if (ct_value_len(lists[k]) > longest) longest = ct_value_len(lists[k]);
-    }
-    if (lists && rc == CT_OK) {
-        *out = ct_value_list();
-        for (size_t i = 0; i < longest; i++)
-            for (int k = 0; k < ctx->size; k++)
-                if (i < ct_value_len(lists[k])) ct_value_list_append(*out, ct_value_copy(ct_value_list_get(lists[k], i), false));
-    }
-    for (int k = 0; lists && k < ctx->size; k++) ct_value_free(lists[k]);
-    free(lists);
-    free(all);
-    free(lens);
-    return rc;
-}
-
-/* Applies reducer r to its values and merges the result into metrics. */
-static int apply_reducer(ct_reducer *r, const ct_value *values, ct_value *metrics) {
-    size_t n = ct_value_len(values);
-    if (n == 0) return CT_OK; /* not fed in this workload */
-    ct_value **items = malloc(n * sizeof *items);
-    if (!items) return ct_set_error(CT_ENOMEM, "out of host memory");
-    for (size_t j = 0; j < n; j++) items[j] = ct_value_list_get(values, j);
-    ct_value *result = r->fn(items, n, r->fn_ctx);
-    free(items);
-    const char *label = r->name ? r->name : "unnamed reducer";
-    if (!result) {
-        if (ct_last_code() == CT_OK) ct_set_error(CT_ETRIAL, "reducer '%s' returned NULL", label);
-        return ct_set_error(ct_last_code(), "reducer '%s': %s", label, ct_last_error());
-    }
-    if (r->name) return ct_value_dict_set(metrics, r->name, result);
-    if (ct_value_kind_of(result) != CT_VALUE_DICT) {
-        ct_value_free(result);
-        return ct_set_error(CT_ETRIAL, "an unnamed reducer must return a dict of named metrics");
-    }
-    for (size_t j = 0; j < ct_value_len(result); j++) {
-        const char *key = NULL;
-        ct_value *v = ct_value_dict_at(result, j, &key, NULL);
-        if (!key || ct_value_dict_set(metrics, key, ct_value_copy(v, false)) != 0) {
-            ct_value_free(result);
-            return ct_set_error(CT_ETRIAL, "an unnamed reducer returned a metric without a string name");
-        }
-    }
-    ct_value_free(result);
-    return CT_OK;
-}
-
-int ct_reducers_report(ct_context *ctx, ct_value *metrics) {
-    if (ctx->size == 1) {
-        for (size_t i = 0; i < ctx->n_reducers; i++) {
-            int rc = apply_reducer(ctx->reducers[i], ctx->reducers[i]->values, metrics);
-            if (rc != CT_OK) return rc;
-        }
-        return CT_OK;
-    }
-    /* Several ranks: the values meet on rank 0, which applies the reducers;
-     * every rank then gets rank 0's results (so every rank decides alike). */
-    ct_value *results = ct_value_dict();
-    int rc = results ? CT_OK : ct_set_error(CT_ENOMEM, "out of host memory");
-    for (size_t i = 0; i < ctx->n_reducers; i++) {
-        ct_value *values = NULL;
-        int grc = gather_values(ctx, ctx->reducers[i], &values);
-        if (rc == CT_OK) rc = grc;
-        if (rc == CT_OK && ctx->rank == 0) rc = apply_reducer(ctx->reducers[i], values, results);
-        ct_value_free(values);
-    }
-    int64_t ok = rc == CT_OK;
-    if (ct_dist_allreduce_i64(&ok, 1, CT_DIST_MIN) != CT_OK || !ok) {
-        ct_value_free(results);
-        return rc != CT_OK ? rc : ct_set_error(CT_EDIST, "a custom reducer failed on another rank");
-    }
-    ct_value *everyone = ct_metrics_from_rank0(ctx, results);
-    ct_value_free(results);
-    if (!everyone) return ct_last_code();
-    for (size_t j = 0; rc == CT_OK && j < ct_value_len(everyone); j++) {
-        const char *key = NULL;
-        ct_value *v = ct_value_dict_at(everyone, j, &key, NULL);
-        rc = ct_value_dict_set(metrics, key, ct_value_copy(v, false));
-    }
-    ct_value_free(everyone);
-    return rc;
 }

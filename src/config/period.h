@@ -1,0 +1,23 @@
+/* src/config/period.h — the rules of periods (trial.h's ct_period), written
+ * once for the config and the loop. Internal to ctrial. */
+#ifndef CTRIAL_CONFIG_PERIOD_H
+#define CTRIAL_CONFIG_PERIOD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctrial/trial.h"
+
+/* Determined's records -> batches: a period in records becomes
+ * Batch(max(records / global_batch_size, 1)); one in other units is left
+ * alone. Returns false, leaving *p as it was, for records without a global
+ * batch size (< 1): the caller says where the period came from. */
+bool ct_period_in_batches(ct_period *p, int64_t global_batch_size);
+
+/* Whether p fires after `n` batches (n = batch_idx + 1) when an epoch is
+ * `epoch_len` batches: every p->n batches, at the end of every p->n-th
+ * epoch, or at the scheduled points. Never for CT_NEVER, nor for epochs
+ * while epoch_len is unknown (<= 0). */
+bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len);
+
+#endif

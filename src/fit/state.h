@@ -1,0 +1,25 @@
+/* src/fit/state.h — a context as checkpoint contents and back (state.c):
+ * state_dict.pth's tree (models, optimizers, schedulers, callbacks, RNG) and
+ * metadata.json's trial_state (the loop's position and decisions). Writing
+ * them to disk is ckpt/ckpt.h's. Internal to ctrial. */
+#ifndef CTRIAL_FIT_STATE_H
+#define CTRIAL_FIT_STATE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "fit/context.h"
+
+/* The checkpoint's state_dict.pth contents for ctx (models, optimizers,
+ * schedulers, callbacks, rng_state). NEW value. */
+ct_value *ct_context_state(ct_context *ctx);
+/* metadata.json for ctx's current position. NEW json. */
+json_t *ct_context_metadata(ct_context *ctx);
+/* Restores models (and, unless models_only, optimizers, schedulers,
+ * callbacks and RNG) from a loaded state_dict.pth; checks counts, names
+ * and shapes first. CT_ECHECKPOINT naming the mismatch. */
+int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only);
+/* Restores the loop's position and decisions from metadata's trial_state. */
+int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir);
+
+#endif

@@ -1,0 +1,94 @@
+/* src/metrics/metrics.h — from the metrics of each batch to the one line a
+ * workload reports, on one rank and across ranks (Determined's reducers).
+ * Internal to ctrial; metrics.h in include/ctrial is what users see.
+ *
+ * The loop makes one call per workload, and every call is collective under
+ * mpirun (each rank makes it, in the same order):
+ *
+ *     // training: the batches' dicts, the trial's wrapped reducers
+ *     ct_value *m = ct_metrics_training(workload, ctx->reducers, ctx->n_reducers);
+ *     // validation with evaluate_batch, reduced as evaluation_reducer() says
+ *     ct_value *m = ct_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers);
+ *     // validation with evaluate_full_dataset: rank 0's answer (NULL elsewhere)
+ *     ct_value *m = ct_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
+ *
+ * Each returns a NEW dict, the same on every rank, or NULL + error on every
+ * rank. The rules, Determined's:
+ *   1. Over a workload's batches each metric reduces by its reducer (AVG,
+ *      SUM, MAX, MIN; arrays element-wise, as numpy over axis 0). Training
+ *      metrics always average.
+ *   2. Across ranks, training metrics are the mean of the ranks' means
+ *      (every rank trained the same number of batches); validation metrics
+ *      combine the ranks' reduced values by the same reducer, AVG weighted
+ *      by each rank's batch count, ranks without batches left out.
+ *   3. Custom reducers (ct_ctx_wrap_reducer) see every rank's values on
+ *      rank 0, interleaved round-robin (rank 0's first, rank 1's first, ...,
+ *      rank 0's second, ...), which rebuilds the batches' original order;
+ *      their results join the dict. The loop resets them at the start of
+ *      every workload (ct_reducers_reset).
+ * Everything that crosses ranks travels as value trees in dist's lossless
+ * encoding (dist/value_wire.h): ints stay ints, NaN stays NaN. */
+#ifndef CTRIAL_METRICS_METRICS_H
+#define CTRIAL_METRICS_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrial/metrics.h"
+
+/* ---- one workload (collective) ------------------------------------------------------ */
+
+/* Rules 1-3 for a training workload: `batches` is the list of train_batch's
+ * dicts (AVG over batches, then over ranks), plus the custom reducers. */
+ct_value *ct_metrics_training(const ct_value *batches, ct_reducer *const *reducers, size_t n_reducers);
+/* A validation pass of evaluate_batch: `batches` is this rank's list of
+ * dicts (possibly empty), `spec` what evaluation_reducer() returned (NULL:
+ * AVG; an int; or a dict metric name -> int naming exactly the metrics). */
+ct_value *ct_metrics_validation(const ct_value *batches, const ct_value *spec, ct_reducer *const *reducers,
+                                size_t n_reducers);
+/* A validation pass of evaluate_full_dataset: rank 0's dict (read on rank 0
+ * only; NULL there means it failed, and its error reaches every rank). */
+ct_value *ct_metrics_full_dataset(const ct_value *rank0, ct_reducer *const *reducers, size_t n_reducers);
+
+/* ---- the pieces (batches.c, ranks.c) ------------------------------------------------- */
+
+/* A metric value as doubles: a number gives one, a tensor all its elements
+ * (a one-element tensor counts as a scalar), a list of numbers its items.
+ * Returns the count (*out malloc'd, the caller frees it), or a negative code
+ * with an error. */
+int64_t ct_metric_doubles(const ct_value *v, double **out, bool *is_array);
+/* The reducer for metric `name` under `spec` (see ct_metrics_validation).
+ * Returns a status. */
+int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kind *out);
+/* Rule 1 on one rank: the list of per-batch dicts reduced metric by metric.
+ * `group` ("training", "validation") names the batches in messages. NEW dict
+ * (empty for no batches) or NULL + error. */
+ct_value *ct_metrics_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group);
+/* Rule 2 for training: every numeric metric replaced by its mean over
+ * ranks, in place. Collective. */
+int ct_metrics_average_ranks(ct_value *metrics);
+/* Rule 2 for validation: this rank's reduced metrics and batch count in,
+ * the combination on every rank out. NEW dict or NULL + error. Collective. */
+ct_value *ct_metrics_combine_ranks(const ct_value *local, int64_t n_batches, const ct_value *spec);
+
+/* ---- custom reducers (reducers.c) ------------------------------------------------------ */
+
+struct ct_reducer {
+    char *name;       /* NULL: fn returns a dict of named metrics */
+    ct_reduce_fn fn;
+    void *fn_ctx;
+    ct_value *values; /* list of what ct_reducer_update got in this workload */
+};
+
+/* A reducer for ct_ctx_wrap_reducer (name copied; may be NULL). NEW, or
+ * NULL + CT_ENOMEM. */
+ct_reducer *ct_reducer_new(const char *name, ct_reduce_fn fn, void *fn_ctx);
+void ct_reducer_free(ct_reducer *r); /* accepts NULL */
+/* Forgets every reducer's values (the start of a workload). */
+void ct_reducers_reset(ct_reducer *const *reducers, size_t n);
+/* Rule 3: runs the reducers over every rank's values on rank 0 and adds
+ * their results to `metrics` on every rank. Collective. */
+int ct_reducers_report(ct_reducer *const *reducers, size_t n, ct_value *metrics);
+
+#endif
