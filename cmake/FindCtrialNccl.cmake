@@ -1,11 +1,11 @@
-# Finds NCCL for collectives on CUDA tensors (src/nccl.c) and defines:
+# Finds NCCL for collectives on CUDA tensors (src/dist/nccl_comm.c) and defines:
 #   CTRIAL_HAVE_NCCL              1 when NCCL is used, else 0
 #   CTRIAL_NCCL_LIBRARY           full path of libnccl.so.2 (linked privately)
 #   CTRIAL_NCCL_LIBDIR            its directory (for the libraries' RPATH)
 #   CTRIAL_NCCL_VERSION           e.g. 2.28.9
 #   ctrial_nccl                   INTERFACE target for code that includes
-#                                 NCCL's header (src/nccl.c, through
-#                                 src/nccl_lib.h): CUDA's include directory,
+#                                 NCCL's header (src/dist/nccl_comm.c, through
+#                                 src/dist/nccl_vendor.h): CUDA's include directory,
 #                                 CTRIAL_NCCL_HEADER, and the library
 # NCCL is looked for only with CTRIAL_WITH_NCCL, a libtorch with CUDA and
 # MPI (which bootstraps it). Where, first match wins:

@@ -1,5 +1,5 @@
 // shim/hooks.cpp — autograd hooks with C callbacks: the post-accumulate-grad
-// hook that gradient synchronisation (src/grad_sync.c) hangs on every
+// hook that gradient synchronisation (src/dist/grad_sync.c) hangs on every
 // parameter, as DistributedDataParallel's reducer does.
 #include "internal.h"
 

@@ -1,7 +1,8 @@
 // shim/internal.h — what every shim translation unit shares: the tensor handle,
 // scopes, dtype/device mapping, and the guard that turns C++ exceptions into
 // status codes. Never included by src/ (which is C).
-#pragma once
+#ifndef CTRIAL_SHIM_INTERNAL_H
+#define CTRIAL_SHIM_INTERNAL_H
 
 #include <ATen/ATen.h>
 
@@ -112,3 +113,5 @@ struct Failure {
 
 // The tensor behind a checked handle (NULL-safe for optional inputs).
 inline at::Tensor T(const ct_tensor *h) { return h ? h->t : at::Tensor(); }
+
+#endif  // CTRIAL_SHIM_INTERNAL_H

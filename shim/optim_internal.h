@@ -2,7 +2,8 @@
 // per-group hyperparameters, the per-parameter state and struct ct_optim.
 // optim.cpp holds the C API, the key tables and state dicts; optim_step.cpp
 // the update rules.
-#pragma once
+#ifndef CTRIAL_SHIM_OPTIM_INTERNAL_H
+#define CTRIAL_SHIM_OPTIM_INTERNAL_H
 
 #include <memory>
 #include <string>
@@ -93,3 +94,5 @@ struct ct_optim {
         for (ct_tensor *h : handles) ct_tensor_free(h);
     }
 };
+
+#endif  // CTRIAL_SHIM_OPTIM_INTERNAL_H

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Gradient averaging across ranks (src/grad_sync.c) in one run: its
+"""Gradient averaging across ranks (src/dist/grad_sync.c) in one run: its
 bandwidth beside a bare MPI_Allreduce of the same bytes, the share of its
 communication hidden behind backward, and 1-rank vs 2-rank training
 throughput at the same global batch size.

@@ -68,7 +68,6 @@
 
 #include <ctrial/callback.h>
 #include <ctrial/ctrial.h>
-#include <ctrial/trial.h> /* not in the umbrella header yet */
 
 /* ---- the models --------------------------------------------------------- */
 

@@ -84,7 +84,6 @@
 #include <unistd.h>
 
 #include <ctrial/ctrial.h>
-#include <ctrial/trial.h> /* not in the umbrella header yet */
 
 typedef struct {
     ct_dataset *train_set, *val_set; /* handed to the loaders */

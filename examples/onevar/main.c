@@ -54,7 +54,6 @@
 #include <stdlib.h>
 
 #include <ctrial/ctrial.h>
-#include <ctrial/trial.h> /* not in the umbrella header yet */
 
 typedef struct {
     ct_module *model;

@@ -21,7 +21,7 @@
  *         ct_nn_load_state_dict(model, ct_value_dict_get(sd, "model"), true);
  *     ct_value_free(sd);
  *
- * Part 2: checkpoint directories (DESIGN.md, "Checkpoint directory"). The
+ * Part 2: checkpoint directories (docs/design.md, "Contracts"). The
  * loop writes them (ct_fit with a checkpoint period or policy); these calls
  * read, verify and find them, and build a trial's models from one without
  * training (Determined's load_trial_from_checkpoint_path).

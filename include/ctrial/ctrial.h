@@ -7,9 +7,12 @@
  * (tensors, ops, autograd, scopes), nn.h (modules and layers), optim.h
  * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
  * (datasets, samplers, loaders), trial.h (trials, the context, ct_fit and
- * ct_main), metrics.h (reducers), callback.h (callbacks), cuda.h (GPUs),
- * amp.h (autocast and gradient scaling), profiler.h (libtorch's profiler on
- * torch.profiler's schedule, Chrome/Perfetto traces).
+ * ct_main), metrics.h (reducers), callback.h (callbacks), ckpt.h (PyTorch's
+ * file format, checkpoint directories, loading a trial from one), dist.h
+ * (ranks and collectives under mpirun), cuda.h (GPUs), amp.h (autocast and
+ * gradient scaling), profiler.h (libtorch's profiler on torch.profiler's
+ * schedule, Chrome/Perfetto traces). config.h (generated) says how this copy
+ * was built.
  */
 #ifndef CTRIAL_CTRIAL_H
 #define CTRIAL_CTRIAL_H

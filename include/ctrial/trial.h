@@ -222,7 +222,8 @@ CT_API int ct_fit_stop_signal(void);
  * returns the process exit code (ct_exit_code). */
 CT_API int ct_main(int argc, char **argv, const ct_trial *trial);
 
-/* Process exit codes (DESIGN.md): a preempted run that checkpointed exits 0. */
+/* Process exit codes (docs/design.md, "Contracts"): a preempted run that
+ * checkpointed exits 0. */
 enum {
     CT_EXIT_OK = 0,
     CT_EXIT_TRIAL = 1,      /* the trial (or libtorch) failed */

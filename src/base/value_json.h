@@ -1,4 +1,4 @@
-/* src/value_json.h — ct_value trees <-> JSON (jansson), for metrics.jsonl and
+/* src/base/value_json.h — ct_value trees <-> JSON (jansson), for metrics.jsonl and
  * checkpoint metadata. Internal to ctrial.
  *
  * To JSON, a tensor becomes its value (one element) or a flat list of
@@ -6,8 +6,8 @@
  * dict keys become strings: the lossy view a log or metadata file shows.
  * From JSON, objects become dicts, arrays lists, integers ints and reals
  * floats. */
-#ifndef CT_VALUE_JSON_H
-#define CT_VALUE_JSON_H
+#ifndef CTRIAL_BASE_VALUE_JSON_H
+#define CTRIAL_BASE_VALUE_JSON_H
 
 #include <jansson.h>
 

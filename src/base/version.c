@@ -1,4 +1,4 @@
-/* src/version.c — the library's version, as loaded at run time. */
+/* src/base/version.c — the library's version, as loaded at run time. */
 #include "ctrial/ctrial.h"
 
 const char *ct_version(void) { return CTRIAL_VERSION_STRING; }

@@ -1,6 +1,6 @@
-/* src/ckpt_dir.c — checkpoint directories on disk: atomic commit, metadata,
- * verification, finding the latest one, retention (see ckpt_internal.h and
- * DESIGN.md's checkpoint contract). */
+/* src/ckpt/dir.c — checkpoint directories on disk: atomic commit, metadata,
+ * verification, finding the latest one, retention (see ckpt.h, and
+ * docs/design.md's checkpoint contract). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* src/config.c — the JSON experiment config (a subset of Determined's) read
+/* src/config/experiment.c — the JSON experiment config (a subset of Determined's) read
  * with jansson into ct_fit_opts (see config.h).
  *
  * Every key is known: each object of the config has a table of its keys and

@@ -1,4 +1,4 @@
-/* src/batch.c — reading batches and torch's default_collate (data.h).
+/* src/data/batch.c — reading batches and torch's default_collate (data.h).
  *
  * A batch is a ct_value tree. The ct_batch_* getters hand out borrowed
  * tensors from its top level, with errors that say what the batch holds so

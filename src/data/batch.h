@@ -1,7 +1,7 @@
-/* src/batch_internal.h — what the loader needs from batch.c beyond data.h.
- * Not installed; the symbols are hidden by the library's default visibility. */
-#ifndef CTRIAL_BATCH_INTERNAL_H
-#define CTRIAL_BATCH_INTERNAL_H
+/* src/data/batch.h — what the loader needs from batch.c beyond data.h.
+ * Internal to ctrial. */
+#ifndef CTRIAL_DATA_BATCH_H
+#define CTRIAL_DATA_BATCH_H
 
 #include <stdint.h>
 

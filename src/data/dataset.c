@@ -1,4 +1,4 @@
-/* src/dataset.c — reference-counted datasets over a user vtable, and
+/* src/data/dataset.c — reference-counted datasets over a user vtable, and
  * TensorDataset (data.h).
  *
  * A dataset is shared by the loader and its worker threads, which call

@@ -1,8 +1,7 @@
-/* src/dataset_internal.h — helpers shared by the built-in datasets
- * (dataset.c, idx.c, csv.c, records.c). Not installed; the symbols are
- * hidden by the library's default visibility. */
-#ifndef CTRIAL_DATASET_INTERNAL_H
-#define CTRIAL_DATASET_INTERNAL_H
+/* src/data/dataset.h — helpers shared by the built-in datasets
+ * (dataset.c, idx.c, csv.c, records.c). Internal to ctrial. */
+#ifndef CTRIAL_DATA_DATASET_H
+#define CTRIAL_DATA_DATASET_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* src/loader.c — the threaded data loader (data.h).
+/* src/data/loader.c — the threaded data loader (data.h).
  *
  * The pipeline:
  *
@@ -745,7 +745,7 @@ void ct_loader_free(ct_loader *l) {
     ct_dataset_free(d);
 }
 
-/* ---- the training loop's hook (loader_internal.h) ---------------------------- */
+/* ---- the training loop's hook (data/loader.h) ---------------------------- */
 
 int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
     if (!l) return ct_set_error(CT_EINVAL, "the validation data loader is NULL");

@@ -1,7 +1,7 @@
-/* src/loader_internal.h — what the training loop needs from a loader beyond
+/* src/data/loader.h — what the training loop needs from a loader beyond
  * data.h. Internal to ctrial. */
-#ifndef CTRIAL_SRC_LOADER_INTERNAL_H
-#define CTRIAL_SRC_LOADER_INTERNAL_H
+#ifndef CTRIAL_DATA_LOADER_H
+#define CTRIAL_DATA_LOADER_H
 
 #include "ctrial/data.h"
 

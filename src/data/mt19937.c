@@ -1,4 +1,4 @@
-/* src/mt19937.c — numpy's legacy MT19937 (RandomState), reproduced bit for
+/* src/data/mt19937.c — numpy's legacy MT19937 (RandomState), reproduced bit for
  * bit: seeding (mt19937_seed), the 32-bit generator, random_interval and the
  * Fisher-Yates order of RandomState.shuffle. */
 #include "data/mt19937.h"

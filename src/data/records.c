@@ -1,4 +1,4 @@
-/* src/records.c — a dataset of fixed-size binary records read through mmap
+/* src/data/records.c — a dataset of fixed-size binary records read through mmap
  * (data.h: ct_dataset_records).
  *
  * The file is mapped read-only and private once; the page cache does the

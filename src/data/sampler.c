@@ -1,4 +1,4 @@
-/* src/sampler.c — composable samplers, Determined's chain piece by piece:
+/* src/data/sampler.c — composable samplers, Determined's chain piece by piece:
  * sequential / reproducible shuffle -> repeat -> shard -> batch -> skip.
  *
  * Every sampler is an iterator with one operation, next(out, cap), that

@@ -1,9 +1,9 @@
-/* src/dist.c — ranks and collectives over MPI (dist.h).
+/* src/dist/dist.c — ranks and collectives over MPI (dist.h).
  *
  * MPI starts only when mpirun launched this process (its environment says
  * so), so a plain run pays nothing. Every call checks MPI's return code and
  * turns a failure into CT_EDIST naming the rank and the call. CUDA tensors
- * go to NCCL (nccl.c), bootstrapped over this MPI. */
+ * go to NCCL (nccl_comm.c), bootstrapped over this MPI. */
 #define _POSIX_C_SOURCE 200809L
 #include "ctrial/dist.h"
 #include "base/launch.h"

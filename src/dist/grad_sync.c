@@ -1,4 +1,4 @@
-/* src/grad_sync.c — gradients averaged across ranks in buckets that go out
+/* src/dist/grad_sync.c — gradients averaged across ranks in buckets that go out
  * during backward (grad_sync.h).
  *
  * The moving parts, in the order a step meets them:

@@ -1,4 +1,4 @@
-/* src/grad_sync.h — averaging a model's gradients across ranks, in buckets
+/* src/dist/grad_sync.h — averaging a model's gradients across ranks, in buckets
  * whose all-reduce starts during backward (DistributedDataParallel's
  * reducer). Internal to ctrial; the context (context.c) drives it:
  *
@@ -48,7 +48,7 @@
  * armed the window (MPI runs FUNNELED); free a sync before its model.
  *
  * CUDA. A model on one GPU gets buckets in device memory, each averaged by
- * one NCCL all-reduce (src/nccl.h) enqueued on the current stream as soon
+ * one NCCL all-reduce (src/dist/nccl_comm.h) enqueued on the current stream as soon
  * as it is full — from the hook, on autograd's device thread — so the
  * host never waits for the device: finish only enqueues what is left, and
  * the optimizer step that follows on the stream sees the averages. The
@@ -58,8 +58,8 @@
  * host memory behind the caller's back. The stats count bytes and buckets
  * but no seconds there (the host does not see the device's timing).
  * Handles have no lock: one thread at a time. */
-#ifndef CT_GRAD_SYNC_H
-#define CT_GRAD_SYNC_H
+#ifndef CTRIAL_DIST_GRAD_SYNC_H
+#define CTRIAL_DIST_GRAD_SYNC_H
 
 #include <stdbool.h>
 #include <stddef.h>

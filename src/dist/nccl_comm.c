@@ -1,4 +1,4 @@
-/* src/nccl.c — NCCL collectives on CUDA memory, bootstrapped over MPI
+/* src/dist/nccl_comm.c — NCCL collectives on CUDA memory, bootstrapped over MPI
  * (nccl.h).
  *
  * Only NCCL and MPI calls live here. Everything that touches the CUDA

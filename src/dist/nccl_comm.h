@@ -1,5 +1,5 @@
-/* src/nccl.h — NCCL collectives on CUDA memory, bootstrapped over MPI
- * (internal).
+/* src/dist/nccl_comm.h — NCCL collectives on CUDA memory, bootstrapped over
+ * MPI. Internal to ctrial.
  *
  * dist.c sends CUDA tensors here; grad_sync.c may hand over raw bucket
  * memory. Each call enqueues one NCCL collective on a CUDA stream and
@@ -33,8 +33,8 @@
  * one rank every call is a no-op that returns CT_OK, in every build (only
  * op and root are checked). Not thread-safe: one thread at a time, as
  * NCCL's communicators themselves require. */
-#ifndef CT_NCCL_H
-#define CT_NCCL_H
+#ifndef CTRIAL_DIST_NCCL_COMM_H
+#define CTRIAL_DIST_NCCL_COMM_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,14 +1,15 @@
-/* src/nccl_lib.h — NVIDIA's nccl.h, for src/nccl.c only (internal).
+/* src/dist/nccl_vendor.h — NVIDIA's nccl.h, for src/dist/nccl_comm.c only.
+ * Internal to ctrial.
  *
  * Included by absolute path (CTRIAL_NCCL_HEADER, which
- * cmake/FindCtrialNccl.cmake sets next to the libnccl.so.2 it links): a
- * plain <nccl.h> would find ctrial's own src/nccl.h wherever src/ is on the
- * include path (tests compile src/ files in), and the path pins the header
- * to the library that is linked. Marked a system header so that NCCL's own
- * declarations (`ncclGroupStart()`, no `void`) do not trip
- * -Wstrict-prototypes under -Werror; that carries over to what it includes. */
-#ifndef CT_NCCL_LIB_H
-#define CT_NCCL_LIB_H
+ * cmake/FindCtrialNccl.cmake sets next to the libnccl.so.2 it links): the
+ * path pins the header to the library that is linked, whatever other NCCL
+ * the include path holds (the CUDA toolkit's, say). Marked a system header
+ * so that NCCL's own declarations (`ncclGroupStart()`, no `void`) do not
+ * trip -Wstrict-prototypes under -Werror; that carries over to what it
+ * includes. */
+#ifndef CTRIAL_DIST_NCCL_VENDOR_H
+#define CTRIAL_DIST_NCCL_VENDOR_H
 
 #pragma GCC system_header
 

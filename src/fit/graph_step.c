@@ -1,4 +1,4 @@
-/* src/graph_step.c — the training step as a CUDA graph: warm-up on a side
+/* src/fit/graph_step.c — the training step as a CUDA graph: warm-up on a side
  * stream, capture, replay with static inputs and outputs, re-capture when
  * the optimizers' hyperparameters move (graph_step.h). */
 #define _POSIX_C_SOURCE 200809L

@@ -1,4 +1,4 @@
-/* src/graph_step.h — the training step as a CUDA graph
+/* src/fit/graph_step.h — the training step as a CUDA graph
  * (ct_fit_opts.cuda_graphs; trial.h says what users see). Internal to
  * ctrial; the loop (loop.c) drives it:
  *
@@ -44,8 +44,8 @@
  * GradScaler's step, unscale and update run on the device only when every
  * optimizer group is fused (otherwise its step reads found_inf on the
  * host), so that is required too; autocast itself is captured as it is. */
-#ifndef CTRIAL_SRC_GRAPH_STEP_H
-#define CTRIAL_SRC_GRAPH_STEP_H
+#ifndef CTRIAL_FIT_GRAPH_STEP_H
+#define CTRIAL_FIT_GRAPH_STEP_H
 
 #include "fit/context.h"
 

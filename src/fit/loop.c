@@ -1,4 +1,4 @@
-/* src/loop.c — ct_fit: Determined's training loop.
+/* src/fit/loop.c — ct_fit: Determined's training loop.
  *
  * After every batch the boundaries are checked in Determined's order: TRAIN
  * (max_length), VALIDATE, CHECKPOINT, REPORT. A workload is the run of
@@ -6,8 +6,8 @@
  * then the fired boundaries are handled: validate unless current, checkpoint
  * unless current (and as the checkpoint policy says after a validation), then
  * a stop request. At max_length: validate if not current, checkpoint if not
- * current, whatever the policy. The rules are in
- * shared/reference/determined-semantics.md; the tests assert each one. */
+ * current, whatever the policy. docs/design.md ("Determined's rules")
+ * lists each rule with the test that asserts it. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #ifdef __GLIBC__

@@ -1,4 +1,4 @@
-/* src/report.c — metrics.jsonl lines, console lines and the final summary. */
+/* src/fit/report.c — metrics.jsonl lines, console lines and the final summary. */
 #define _POSIX_C_SOURCE 200809L
 #include "fit/report.h"
 

@@ -1,8 +1,8 @@
-/* src/report.h — what a run shows and records: metrics.jsonl (DESIGN.md's
- * contract), console lines (plain, or none with quiet) and the summary at
+/* src/fit/report.h — what a run shows and records: metrics.jsonl
+ * (docs/design.md, "Contracts"), console lines (plain, or none with quiet) and the summary at
  * the end. Rank 0 only. Internal to ctrial. */
-#ifndef CTRIAL_SRC_REPORT_H
-#define CTRIAL_SRC_REPORT_H
+#ifndef CTRIAL_FIT_REPORT_H
+#define CTRIAL_FIT_REPORT_H
 
 #include "base/clock.h"
 #include "fit/context.h"

@@ -1,4 +1,4 @@
-/* src/tbevents.c — TensorBoard event files (see tbevents.h).
+/* src/formats/tbevents.c — TensorBoard event files (see tbevents.h).
  *
  * A record is assembled from a few pieces (a small encoded head on the stack,
  * the caller's tag bytes, a small tail) that are CRC'd in turn and handed to

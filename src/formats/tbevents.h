@@ -1,4 +1,4 @@
-/* src/tbevents.h — TensorBoard event files, written without a protobuf
+/* src/formats/tbevents.h — TensorBoard event files, written without a protobuf
  * library. Internal to ctrial: the training loop logs its training and
  * validation scalars through it so that `tensorboard --logdir DIR` shows them.
  *
@@ -38,8 +38,8 @@
  * kernel (enough for a TensorBoard reading the growing file) but does not
  * fsync. No heap allocation happens per scalar.
  */
-#ifndef CTRIAL_SRC_TBEVENTS_H
-#define CTRIAL_SRC_TBEVENTS_H
+#ifndef CTRIAL_FORMATS_TBEVENTS_H
+#define CTRIAL_FORMATS_TBEVENTS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* src/sched_basic.c — the schedulers with one formula each: StepLR,
+/* src/sched/basic.c — the schedulers with one formula each: StepLR,
  * MultiStepLR, ExponentialLR, CosineAnnealingLR, CosineAnnealingWarmRestarts,
  * LinearLR, ConstantLR and LambdaLR.
  *

@@ -1,4 +1,4 @@
-/* src/sched_onecycle.c — OneCycleLR: the lr goes from initial_lr up to
+/* src/sched/onecycle.c — OneCycleLR: the lr goes from initial_lr up to
  * max_lr and down to min_lr in two (or three) phases while the momentum
  * (SGD, RMSprop) or beta1 (Adam, AdamW) goes the opposite way.
  *

@@ -1,4 +1,4 @@
-/* src/sched_plateau.c — ReduceLROnPlateau: multiplies the lr by `factor`
+/* src/sched/plateau.c — ReduceLROnPlateau: multiplies the lr by `factor`
  * when a metric has not improved for more than `patience` steps.
  *
  * It is not an LRScheduler underneath (Python's does not call

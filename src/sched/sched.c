@@ -1,10 +1,10 @@
-/* src/sched.c — LRScheduler, the part every scheduler shares: construction
+/* src/sched/sched.c — LRScheduler, the part every scheduler shares: construction
  * (initial_lr, base_lrs, the first step), step(), _update_lr(), and the
  * public calls that dispatch to a kind's operations.
  *
- * The kinds live in sched_basic.c (the chainable one-formula schedulers),
- * sched_onecycle.c, sched_plateau.c and sched_sequential.c; the helpers that
- * write and check Python's state dicts in sched_value.c.
+ * The kinds live in basic.c (the chainable one-formula schedulers),
+ * onecycle.c, plateau.c and sequential.c; the helpers that write and check
+ * Python's state dicts in state_dict.c.
  *
  * Every formula is written in the order Python evaluates it: with ISO C's
  * default of no floating-point contraction (-std=c11) and the same libm,

@@ -1,12 +1,13 @@
-/* src/sched_internal.h — what the scheduler files share: the scheduler
+/* src/sched/scheduler.h — what the scheduler files share: the scheduler
  * object with its per-kind operations, LRScheduler's common step, and the
  * small builders/readers that write and check Python's state dicts.
+ * Internal to ctrial.
  *
  * A scheduler mirrors one Python object field by field: `base` holds what
  * LRScheduler.__init__ sets (base_lrs, last_epoch, _step_count, _last_lr,
  * _is_initial); each kind embeds it first and adds its own fields. */
-#ifndef CTRIAL_SCHED_INTERNAL_H
-#define CTRIAL_SCHED_INTERNAL_H
+#ifndef CTRIAL_SCHED_SCHEDULER_H
+#define CTRIAL_SCHED_SCHEDULER_H
 
 #include <stdbool.h>
 #include <stddef.h>

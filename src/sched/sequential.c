@@ -1,4 +1,4 @@
-/* src/sched_sequential.c — SequentialLR: one scheduler after another,
+/* src/sched/sequential.c — SequentialLR: one scheduler after another,
  * switching at the milestones.
  *
  * Its constructor undoes what the schedulers' own constructors did (each

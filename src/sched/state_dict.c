@@ -1,4 +1,4 @@
-/* src/sched_value.c — writing and checking schedulers' state dicts.
+/* src/sched/state_dict.c — writing and checking schedulers' state dicts.
  *
  * Writing appends entries to a dict in Python's __dict__ order and keeps
  * going after an allocation failure (reported once at the end), so each

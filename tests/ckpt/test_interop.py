@@ -1,4 +1,4 @@
-"""ctrial checkpoints and PyTorch, both ways (DESIGN.md, "Checkpoint directory").
+"""ctrial checkpoints and PyTorch, both ways (docs/design.md, "Contracts").
 
     test_interop.py CKPT_TRIAL
 

@@ -1,7 +1,7 @@
 /* tests/cuda_graphs/test_cuda_graphs_config.c — the CUDA-graph options in
  * the experiment config (optimizations.cuda_graphs, .cuda_graph_warmup) and
  * ct_main's --cuda-graphs flag, through the internal parsing layer
- * (config.c and main.c are compiled into this test, as in tests/config). */
+ * (module config, linked as in tests/config). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* ct_dist_* collectives (src/dist.c) under mpirun -np 1/2/3 and as a plain
+/* ct_dist_* collectives (src/dist/dist.c) under mpirun -np 1/2/3 and as a plain
  * process (one rank: every call a no-op that returns 0). Each rank offers
  * values derived from its rank, so every result is known in closed form:
  * broadcast from the first and the last rank, allreduce SUM/AVG/MAX/MIN on

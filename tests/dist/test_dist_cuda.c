@@ -1,7 +1,7 @@
 /* Collectives on CUDA tensors through NCCL, under mpirun -np 2 and as a
  * plain process: ct_dist_broadcast / ct_dist_allreduce on CUDA tensors
- * (libctrial's src/nccl.c), and ct_nccl_* directly with an explicit stream
- * (src/nccl.c compiled into this test, as grad_sync's test does with its
+ * (libctrial's src/dist/nccl_comm.c), and ct_nccl_* directly with an explicit stream
+ * (src/dist/nccl_comm.c compiled into this test, as grad_sync's test does with its
  * file: a second set of communicators, created in the same order on every
  * rank).
  *
@@ -27,7 +27,7 @@
 #include <ctrial/config.h>
 
 #include "ct_test.h"
-#include "dist/nccl_comm.h" /* src/nccl.h */
+#include "dist/nccl_comm.h" /* src/dist/nccl_comm.h */
 
 static int R, P, DEV;
 

@@ -1,4 +1,4 @@
-/* Bucketed gradient averaging (src/grad_sync.c) under mpirun -np 2/3, and as
+/* Bucketed gradient averaging (src/dist/grad_sync.c) under mpirun -np 2/3, and as
  * a plain process (one rank: no buckets, no hooks, gradients untouched).
  *
  * The model: an MLP 8 -> 16 -> 16 -> 4 in float64, plus three parameters of

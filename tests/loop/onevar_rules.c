@@ -1,6 +1,7 @@
-/* The loop's rules (shared/reference/determined-semantics.md) on Determined's
- * OneVar fixture: 64 records (x=1, y=1), a bias-free Linear(1,1) starting at
- * w=0, SGD lr 0.001, MSE. Each batch moves w <- w + 0.002 (1 - w) and reports
+/* tests/loop/onevar_rules.c — the loop's rules (docs/design.md,
+ * "Determined's rules") on Determined's OneVar fixture: 64 records (x=1,
+ * y=1), a bias-free Linear(1,1) starting at w=0, SGD lr 0.001, MSE. Each
+ * batch moves w <- w + 0.002 (1 - w) and reports
  * loss = (1 - w)^2 from before the step, so after k steps 1 - w = 0.998^k.
  *
  * A recorder callback writes every event as a word ("T4" training report
@@ -49,6 +50,7 @@ static void *onevar_init(ct_context *ctx) {
     ct_sgd_opts o = ct_sgd_defaults();
     o.lr = 0.001;
     t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &o));
+    t->expect_idx = ct_ctx_initial_batch(ctx); /* a resumed run starts where it stopped */
     t->stop_after = (int)ct_ctx_hparam_int(ctx, "stop_after", 0);
     t->sigterm_after = (int)ct_ctx_hparam_int(ctx, "sigterm_after", 0);
     t->extra_metrics = ct_ctx_hparam_bool(ctx, "extra_metrics", false);
@@ -514,6 +516,32 @@ int main(void) {
     o.validation_period = ct_batches(4);
     expect_run("SIGTERM", &t, &o, "T4 V4 T7 C7:stop");
     ct_value_free(hterm);
+
+    /* Resume after a stop in the middle of epoch 1 (epoch_len 4), with the
+     * best policy where a larger validation loss is better (so only the
+     * first validation is ever the best): the resumed run starts no epoch
+     * it enters midway (no E1), remembers the best from before the stop (no
+     * checkpoint at V8 or V12), and trains on from the saved weight (its
+     * first report is the mean of losses 6 and 7). */
+    reset_recorders();
+    o = base_opts(hstop);
+    o.output_dir = "onevar_rules_resume";
+    o.max_length = ct_batches(12);
+    o.validation_period = ct_batches(4);
+    o.checkpoint_policy = CT_CKPT_BEST;
+    o.searcher_metric = "validation_loss";
+    o.smaller_is_better = false;
+    g_rec[0].epochs = true;
+    expect_run("resume: before the stop", &t, &o, "E0 e0 T4 V4 C4:policy E1 T6 C6:stop");
+    reset_recorders();
+    ct_value *hresume = hp(16);
+    o.hparams = hresume;
+    o.resume = "latest";
+    g_rec[0].epochs = true;
+    expect_run("resume: after the stop", &t, &o, "e1 T8 V8 E2 e2 T12 V12 C12:end");
+    CHECK(g_rec[0].n_losses == 2);
+    CHECK_NEAR(g_rec[0].losses[0], (pow998(12) + pow998(14)) / 2, 1e-6);
+    ct_value_free(hresume);
 
     /* Callback order: registration order, shutdown in reverse. */
     reset_recorders();

@@ -1,4 +1,4 @@
-/* The pieces of the event-file writer (src/tbevents.c): CRC32C against
+/* The pieces of the event-file writer (src/formats/tbevents.c): CRC32C against
  * published test vectors and the bit-by-bit definition, TFRecord's masking,
  * protobuf varints at their edges, one scalar event byte for byte against
  * what Python's protobuf serializes, the file's name, and every error path.

@@ -1,4 +1,4 @@
-/* tests/value/test_value_wire.c — ct_value trees as bytes (src/value_wire.c):
+/* tests/value/test_value_wire.c — ct_value trees as bytes (src/dist/value_wire.c):
  * round trips of every kind and dtype (0-dim, empty and non-contiguous
  * tensors, float bits, dict key kinds and order, deep nesting), the layout
  * itself, and damaged buffers refused with CT_EFORMAT naming the offset:
