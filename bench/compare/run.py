@@ -10,6 +10,9 @@ PNG chart of the ratios.
 
     .venv/bin/python bench/compare/run.py [--runs 5] [--threads 1] [--readme]
     .venv/bin/python bench/compare/run.py --smoke --out /tmp/compare_smoke.md
+    # before/after a change: ctrial against another build of it, interleaved
+    .venv/bin/python bench/compare/run.py --parts training --systems ctrial,libtorch \
+        --baseline-build ../base/build --out /tmp/ab.md
 
 Needs the build (BUILD/examples/{mnist,charlm}, BUILD/bench/*: the default
 BUILD is build, else build-ddp, whichever has them all; MPI on for the
@@ -33,6 +36,10 @@ after dropping the warm-up ones:
               loop, plus the MLP)
   determined  det_runner.py
   lightning   lightning_runner.py
+  baseline    with --baseline-build DIR: ctrial's programs from another
+              build (DIR/examples/...), run exactly as `ctrial` is, so a
+              change is measured against the code before it in one run;
+              the table then also gives ctrial / baseline per workload
 
 Peak RSS is the same measurement for every system: ru_maxrss of the child
 process from os.wait4() (the kernel's high-water mark of its resident set
@@ -91,7 +98,8 @@ for _wl, _w in common.WORKLOADS.items():
 
 SYSTEMS = ["ctrial", "libtorch", "pytorch", "determined", "lightning"]
 PARTS = ["training", "loader", "checkpoint", "allreduce"]
-LABELS = {"ctrial": "ctrial (ct_main)", "libtorch": "libtorch C++ loop", "pytorch": "plain PyTorch",
+LABELS = {"ctrial": "ctrial (ct_main)", "baseline": "ctrial, baseline build", "libtorch": "libtorch C++ loop",
+          "pytorch": "plain PyTorch",
           "determined": "Determined PyTorchTrial", "lightning": "Lightning Trainer"}
 RUNNERS = {"pytorch": "eager_runner.py", "determined": "det_runner.py", "lightning": "lightning_runner.py"}
 
@@ -197,8 +205,9 @@ def run_libtorch(plan, wl, binary):
 
 
 def run_one(plan, system, wl, binaries):
-    if system == "ctrial":
-        r = gr.run_ctrial(plan, wl, "fp32", binaries[BINARY[wl]])
+    if system in ("ctrial", "baseline"):
+        programs = binaries if system == "ctrial" else plan.a.baseline_binaries
+        r = gr.run_ctrial(plan, wl, "fp32", programs[BINARY[wl]])
         r["peak_rss_mb"] = plan.last_maxrss_mb
         return r
     if system == "libtorch":
@@ -265,6 +274,10 @@ def build_table(a, summary, results):
             rss = f"{s['peak_rss_mb']:.0f}" + (f" ({s['train_peak_rss_mb']:.0f})" if s["train_peak_rss_mb"] else "")
             rows.append(f"| {wl} | {LABELS[system]} | {rate} | {ratio_floor} | {ratio} | {loss} | {agree} | "
                         f"{rss} | {procs} |")
+    if "baseline" in a.systems and "ctrial" in a.systems:
+        ab = [f"{wl} {summary[wl]['ctrial']['median'] / summary[wl]['baseline']['median']:.3f}×"
+              for wl in a.workloads if summary[wl].get("ctrial") and summary[wl].get("baseline")]
+        rows += ["", f"ctrial ÷ baseline build ({a.baseline_build}), median over median: {', '.join(ab)}"]
     return rows, all_ok
 
 
@@ -449,6 +462,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=None, help="the build (default: build, else build-ddp, whichever "
                     "has the example programs, libtorch_loop and bench/{loader,ckpt,dist})")
+    ap.add_argument("--baseline-build", default=None, metavar="DIR",
+                    help="another build of ctrial (its examples/mnist and examples/charlm) to run beside this "
+                         "one as the system 'baseline', interleaved: before/after comparisons")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "examples", "data"))
     ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
     ap.add_argument("--workloads", default="mlp,cnn,charlm")
@@ -496,9 +512,18 @@ def main():
     for w in a.workloads:
         if w not in common.WORKLOADS:
             raise SystemExit(f"run.py: unknown workload {w}")
+    if a.baseline_build:
+        a.baseline_build = os.path.abspath(a.baseline_build)
+        a.baseline_binaries = {b: os.path.join(a.baseline_build, "examples", b, b) for b in set(BINARY.values())}
+        for path in a.baseline_binaries.values():
+            if not os.path.isfile(path):
+                raise SystemExit(f"run.py: --baseline-build: {path} not found")
+        if "baseline" not in a.systems:
+            a.systems.insert(a.systems.index("ctrial") + 1 if "ctrial" in a.systems else 0, "baseline")
     for s in a.systems:
-        if s not in SYSTEMS:
-            raise SystemExit(f"run.py: unknown system {s}")
+        if s not in SYSTEMS and not (s == "baseline" and a.baseline_build):
+            raise SystemExit(f"run.py: unknown system {s}" + (" (baseline needs --baseline-build)"
+                                                             if s == "baseline" else ""))
     for p in a.parts:
         if p not in PARTS:
             raise SystemExit(f"run.py: unknown part {p} (parts: {', '.join(PARTS)})")
