@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dist/grad_sync.h"
+#include "fit/graph_step.h"
 #include "fit/report.h"
 #include "formats/tbevents.h"
 #include "metrics/metrics.h"
@@ -414,6 +415,7 @@ const ct_value *ct_ctx_data_config(const ct_context *ctx) { return ctx ? ctx->op
 
 /* ---- queries --------------------------------------------------------------- */
 
+int64_t ct_ctx_cuda_graph_captures(const ct_context *ctx) { return ctx ? ct_graph_step_captures(ctx->graph) : 0; }
 ct_module *ct_ctx_model(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_models ? ctx->models[i] : NULL; }
 ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_optims ? ctx->optims[i] : NULL; }
 

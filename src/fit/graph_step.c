@@ -581,6 +581,4 @@ void ct_graph_step_free(ct_graph_step *gs) {
     restore_error(&e);
 }
 
-int64_t ct_ctx_cuda_graph_captures(const ct_context *ctx) {
-    return ctx && ctx->graph ? ctx->graph->captures : 0;
-}
+int64_t ct_graph_step_captures(const ct_graph_step *gs) { return gs ? gs->captures : 0; }

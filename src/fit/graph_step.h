@@ -66,6 +66,8 @@ int ct_graph_step_new(ct_context *ctx, ct_graph_step **out);
  * NULL + error. */
 ct_value *ct_graph_step_run(ct_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                             int64_t batch_idx, ct_step_fn step);
+/* How many times the step was captured so far (0 for NULL). */
+int64_t ct_graph_step_captures(const ct_graph_step *gs);
 /* Waits for the device, then frees the graph, its pool and the static
  * tensors. Accepts NULL. */
 void ct_graph_step_free(ct_graph_step *gs);
