@@ -31,7 +31,8 @@
 extern "C" {
 #endif
 
-typedef struct ct_callback {
+/* (the typedef ct_callback is in trial.h, which declares ct_ctx_add_callback) */
+struct ct_callback {
     const char *name; /* unique among the trial's callbacks; copied */
     void *self;       /* handed to every hook */
 
@@ -64,7 +65,7 @@ typedef struct ct_callback {
     int (*load_state_dict)(void *self, const ct_value *state);
     /* Frees self when the context ends (may be NULL). */
     void (*free)(void *self);
-} ct_callback;
+};
 
 /* Registering one: ct_ctx_add_callback (trial.h, with every ct_ctx_*
  * function). */
