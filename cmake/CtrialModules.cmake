@@ -12,17 +12,22 @@
 #       directly), so a test or a fuzzer names what it exercises and gets
 #       nothing else: a program linking pure-C modules links no libtorch.
 
+# The repository's root, whichever project includes this file: ctrial's own
+# (CMakeLists.txt) or the fuzzers' (fuzz/CMakeLists.txt), whose
+# PROJECT_SOURCE_DIR is fuzz/.
+get_filename_component(CTRIAL_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
 function(ctrial_module name)
   cmake_parse_arguments(M "" "" "SOURCES;USES;LIBS" ${ARGN})
   if(NOT M_SOURCES)
-    file(GLOB M_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.c)
+    file(GLOB M_SOURCES CONFIGURE_DEPENDS ${CTRIAL_SOURCE_DIR}/src/${name}/*.c)
   endif()
   add_library(ctrial_${name} OBJECT ${M_SOURCES})
   # Internal headers are included by their module's folder ("fit/context.h"),
   # so no internal header can shadow a system or dependency header.
   target_include_directories(ctrial_${name} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${CTRIAL_SOURCE_DIR}/src>
+    $<BUILD_INTERFACE:${CTRIAL_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>)
   target_compile_options(ctrial_${name} PRIVATE $<$<COMPILE_LANGUAGE:C>:${CTRIAL_C_WARNINGS}>)
   if(M_LIBS)

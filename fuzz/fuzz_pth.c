@@ -1,38 +1,88 @@
-/* libFuzzer target: ct_pth_load_buffer (the reader of ct_pth_load, on
- * memory) on arbitrary bytes. Beyond "no crash, no leak, no undefined
- * behaviour": bad bytes are always CT_EFORMAT with no value out, and a
- * value that loads must save (ct_pth_save) and load back equal, unless it
- * holds one storage under two dtypes, which ct_pth_save refuses as
- * torch.save does. Built and run by fuzz/run.sh. */
+/* libFuzzer target: the loader of ct_pth_load (ct_pth_load_buffer_with, on
+ * memory) on arbitrary bytes, then the saver on what it loaded, with
+ * modules pth and base alone: no libtorch. Its tensors are plain records
+ * (record_tensors.h). Beyond "no crash, no leak, no undefined behaviour",
+ * it checks that
+ *  - bad bytes are always CT_EFORMAT with no value out;
+ *  - every view the engine makes lies inside its storage, and every range
+ *    it reads of a storage too;
+ *  - the engine drops every reference it takes: once the values are freed,
+ *    no storage is left;
+ *  - after a load, each tensor's storage holds the bytes of an entry of
+ *    the archive of its size;
+ *  - a value that loads saves (ct_pth_save_with) and loads back equal (the
+ *    same views of the same bytes), tensors sharing a storage exactly when
+ *    they did, unless it holds one storage under two dtypes, which the
+ *    saver refuses (CT_EDTYPE) as torch.save does.
+ * Built by fuzz/CMakeLists.txt, run by fuzz/run.sh. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-#include <ctrial/ctrial.h>
-
-#include "pth/pth.h"
+#include "record_tensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* ---- checks over whole values ------------------------------------------------------- */
+
+/* Each tensor's storage holds the bytes of an entry of z of its size. */
+static void check_storages(const ct_value *v, const ct_pth_zip *z, const uint8_t *data) {
+    switch (ct_value_kind_of(v)) {
+    case CT_VALUE_TENSOR: {
+        storage *s = record_tensor_of(v)->st;
+        bool found = s->checked;
+        for (size_t k = 0; !found && k < z->n; k++)
+            found = z->entries[k].size == s->nbytes &&
+                    memcmp(data + z->entries[k].offset, s->bytes, (size_t)s->nbytes) == 0;
+        if (!found) abort();
+        s->checked = true;
+        return;
+    }
+    case CT_VALUE_LIST:
+    case CT_VALUE_TUPLE:
+    case CT_VALUE_DICT:
+        for (size_t i = 0; i < ct_value_len(v); i++) {
+            const char *skey;
+            int64_t ikey;
+            check_storages(ct_value_kind_of(v) == CT_VALUE_DICT ? ct_value_dict_at(v, i, &skey, &ikey)
+                                                                : ct_value_list_get(v, i),
+                           z, data);
+        }
+        return;
+    default: return;
+    }
+}
+
+/* ---- the target --------------------------------------------------------------------- */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_value *v = (ct_value *)&v;
-    if (ct_pth_load_buffer(data, size, "fuzz.pth", &v) != 0) {
-        if (ct_last_code() != CT_EFORMAT || v) abort(); /* bad bytes are a format error, always */
+    if (ct_pth_load_buffer_with(data, size, "fuzz.pth", &record_tensors, &v) != 0) {
+        if (ct_last_code() != CT_EFORMAT || v || record_live_storages) abort(); /* bad bytes are a format error, always */
         ct_clear_error();
         return 0;
     }
+    ct_pth_src src = {.name = "fuzz.pth", .fd = -1, .mem = data, .size = size};
+    ct_pth_zip z;
+    if (ct_pth_zip_open(&src, &z)) abort(); /* it loaded */
+    check_storages(v, &z, data);
+    ct_pth_zip_free(&z);
+
     char path[64];
     snprintf(path, sizeof path, "/tmp/fuzz_pth_%ld.pth", (long)getpid());
-    if (ct_pth_save(path, v, NULL, NULL) != 0) {
+    if (ct_pth_save_with(path, v, NULL, NULL, false, &record_tensors) != 0) {
         if (ct_last_code() != CT_EDTYPE) abort();
         ct_clear_error();
     } else {
         ct_value *back = NULL;
-        if (ct_pth_load(path, &back) != 0 || !ct_value_equal(v, back)) abort();
+        if (ct_pth_load_with(path, &record_tensors, &back) != 0 || !ct_value_equal(v, back)) abort();
+        record_check_sharing(v, back);
         ct_value_free(back);
     }
     unlink(path);
     ct_value_free(v);
+    if (record_live_storages) abort();
     return 0;
 }

@@ -1,115 +1,19 @@
-/* src/idx.c — IDX files (MNIST's format) and the MNIST dataset (data.h).
+/* src/data/idx.c — IDX files (MNIST's format) as tensors, and the MNIST
+ * dataset (data.h).
  *
- * An IDX file is a 4-byte magic (0, 0, type code, number of dims), one
- * big-endian uint32 size per dim, then the values, big-endian, C order. The
- * header is untrusted input: its sizes are multiplied with overflow checks
- * and compared with the bytes actually present before anything is
- * allocated, so a damaged or hostile header costs nothing but an error.
+ * The file format itself, header checks and byte order, is
+ * formats/idx.c's, in pure C; this file gives its results tensors: the
+ * header's shape and dtype make an empty tensor, and the values are decoded
+ * straight into the tensor's memory, the only copy of them made.
  */
 #include "ctrial/data.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "base/files.h"
 #include "data/dataset.h"
-
-enum { IDX_MAX_DIMS = 8 };
-
-static const struct {
-    unsigned char code;
-    ct_dtype dtype;
-} idx_types[] = {
-    {0x08, CT_U8}, {0x09, CT_I8}, {0x0B, CT_I16}, {0x0C, CT_I32}, {0x0D, CT_F32}, {0x0E, CT_F64},
-};
-
-
-/* ---- parsing --------------------------------------------------------------- */
-
-static uint32_t be32(const unsigned char *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* "[60000, 28, 28]" into buf. */
-static const char *fmt_dims(char *buf, size_t len, int ndim, const int64_t *dims) {
-    size_t at = 0;
-    at += (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < ndim && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%" PRId64, i ? ", " : "", dims[i]);
-    if (at < len) snprintf(buf + at, len - at, "]");
-    return buf;
-}
-
-/* Big-endian values to host order. Assembling each value as an unsigned
- * integer and copying its bytes works whatever the host's byte order, for
- * the floating types too. */
-static void copy_be(unsigned char *dst, const unsigned char *src, size_t count, size_t esize) {
-    switch (esize) {
-    case 1:
-        memcpy(dst, src, count);
-        break;
-    case 2:
-        for (size_t i = 0; i < count; i++, src += 2, dst += 2) {
-            uint16_t v = (uint16_t)(src[0] << 8 | src[1]);
-            memcpy(dst, &v, 2);
-        }
-        break;
-    case 4:
-        for (size_t i = 0; i < count; i++, src += 4, dst += 4) {
-            uint32_t v = be32(src);
-            memcpy(dst, &v, 4);
-        }
-        break;
-    default: /* 8 */
-        for (size_t i = 0; i < count; i++, src += 8, dst += 8) {
-            uint64_t v = (uint64_t)be32(src) << 32 | be32(src + 4);
-            memcpy(dst, &v, 8);
-        }
-        break;
-    }
-}
-
-/* The dtype of a type code, or -1. */
-static int idx_dtype(unsigned char code, ct_dtype *out) {
-    for (size_t i = 0; i < sizeof idx_types / sizeof idx_types[0]; i++) {
-        if (idx_types[i].code == code) {
-            *out = idx_types[i].dtype;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Checks the magic; sets *dtype and *ndim. */
-static int parse_magic(const unsigned char *p, size_t size, const char *name, ct_dtype *dtype,
-                       int *ndim) {
-    if (size == 0)
-        return ct_set_error(CT_EFORMAT, "%s: empty file (an IDX file starts with a 4-byte magic)",
-                            name);
-    if (size < 4)
-        return ct_set_error(CT_EFORMAT, "%s: only %zu bytes, too short for an IDX magic (4 bytes)",
-                            name, size);
-    uint32_t magic = be32(p);
-    if (p[0] != 0 || p[1] != 0)
-        return ct_set_error(CT_EFORMAT,
-                            "%s: wrong magic 0x%08" PRIX32 "; expected 0x0000TTNN (two zero bytes, "
-                            "type code TT such as 08, NN dimensions): not an IDX file",
-                            name, magic);
-    if (idx_dtype(p[2], dtype) != 0)
-        return ct_set_error(CT_EFORMAT,
-                            "%s: unknown type code 0x%02X in magic 0x%08" PRIX32 " (IDX knows 0x08 "
-                            "uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64)",
-                            name, p[2], magic);
-    *ndim = p[3];
-    if (*ndim < 1 || *ndim > IDX_MAX_DIMS)
-        return ct_set_error(CT_EFORMAT,
-                            "%s: magic 0x%08" PRIX32 " gives %d dimensions; supported are 1 to %d",
-                            name, magic, *ndim, IDX_MAX_DIMS);
-    return 0;
-}
+#include "formats/idx.h"
 
 ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name) {
     if (!name) name = "<IDX buffer>";
@@ -117,59 +21,16 @@ ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name) {
         ct_set_error(CT_EINVAL, "ct_idx_parse: data is NULL");
         return NULL;
     }
-    const unsigned char *p = data;
-    ct_dtype dtype = CT_U8;
-    int ndim = 0;
-    if (parse_magic(p, size, name, &dtype, &ndim)) return NULL;
-    size_t header = 4 + 4 * (size_t)ndim;
-    if (size < header) {
-        ct_set_error(CT_EFORMAT,
-                     "%s: header ends early: %d dimensions need %zu header bytes, the file has %zu",
-                     name, ndim, header, size);
-        return NULL;
-    }
-    int64_t dims[IDX_MAX_DIMS];
-    bool empty = false;
-    for (int i = 0; i < ndim; i++) {
-        dims[i] = be32(p + 4 + 4 * i);
-        if (dims[i] == 0) empty = true;
-    }
-    /* A header may claim 2^32-1 in every dim: multiply with overflow checks.
-     * Even when a zero dim empties the tensor, the others must fit a
-     * tensor's int64 strides (products of the sizes, zeros counted as 1). */
-    char shape[160];
-    uint64_t elems = 1;
-    for (int i = 0; i < ndim; i++) {
-        uint64_t d = dims[i] ? (uint64_t)dims[i] : 1;
-        if (elems > (uint64_t)INT64_MAX / d) {
-            ct_set_error(CT_EFORMAT, "%s: dimensions %s are too large for a tensor: their product "
-                         "overflows 64 bits", name, fmt_dims(shape, sizeof shape, ndim, dims));
-            return NULL;
-        }
-        elems *= d;
-    }
-    if (empty) elems = 0;
-    size_t esize = ct_dtype_size(dtype), avail = size - header;
-    bool fits = elems <= UINT64_MAX / esize;
-    uint64_t need = fits ? elems * esize : 0;
-    if (!fits || need != avail) {
-        char promised[40];
-        if (fits) snprintf(promised, sizeof promised, "%" PRIu64, need);
-        else snprintf(promised, sizeof promised, "more than 2^64");
-        ct_set_error(CT_EFORMAT,
-                     "%s: %s: holds %zu bytes of data, its header promises %s (%s of %zu-byte %s)",
-                     name, !fits || need > avail ? "truncated" : "trailing bytes", avail, promised,
-                     fmt_dims(shape, sizeof shape, ndim, dims), esize, ct_dtype_name(dtype));
-        return NULL;
-    }
-    ct_tensor *t = ct_empty(ndim, dims, &(ct_topts){.dtype = dtype});
-    if (!t || need == 0) return t;
-    unsigned char *dst = ct_data_ptr(t);
+    ct_idx_header h;
+    if (ct_idx_parse_header(data, size, name, &h)) return NULL;
+    ct_tensor *t = ct_empty(h.ndim, h.dims, &(ct_topts){.dtype = h.dtype});
+    if (!t || h.nbytes == 0) return t;
+    void *dst = ct_data_ptr(t);
     if (!dst) {
         ct_tensor_free(t);
         return NULL;
     }
-    copy_be(dst, p + header, (size_t)need / esize, esize);
+    ct_idx_decode(&h, data, dst);
     return t;
 }
 

@@ -1,20 +1,21 @@
-/* src/pth_load.c — ct_pth_load (ckpt.h): torch.load(path,
- * weights_only=True, map_location="cpu") into a ct_value tree.
+/* src/pth/load.c — the engine of ct_pth_load (ckpt.h): torch.load(path,
+ * weights_only=True, map_location="cpu") into a ct_value tree, with the
+ * storages and tensors made by the caller's ct_pth_tensors (pth.h).
  *
- * 1. The zip directory is read (pth_zip_read.c) and data.pkl, whose CRC is
+ * 1. The zip directory is read (zip_read.c) and data.pkl, whose CRC is
  *    checked before a single opcode runs.
- * 2. The pickle runs (pth_pickle_read.c). Each storage it names is
- *    allocated once as a uint8 CPU tensor the size of its entry, and every
- *    tensor is a view of one of them, so storages shared in the file are
- *    shared in memory. The bytes are not there yet.
+ * 2. The pickle runs (pickle_read.c). Each storage it names is allocated
+ *    once (tensors->storage_new), the size of its entry, and every tensor
+ *    is a view of one of them (tensors->view), so storages shared in the
+ *    file are shared in memory. The bytes are not there yet.
  * 3. All entries are read in one pass, in file order, in chunks spread over
- *    a few threads: storages with pread straight into their tensors,
+ *    a few threads: storages with pread straight into their memory,
  *    everything else through a small buffer, each chunk's CRC-32 computed
  *    right after it arrives (still in cache) and combined per entry with
  *    crc32_combine. Any mismatch fails the load naming the entry.
  *
- * The same code reads an archive held in memory (ct_pth_load_buffer), which
- * is what the fuzzer feeds.
+ * The same code reads an archive held in memory (ct_pth_load_buffer_with),
+ * which is what the fuzzer feeds.
  */
 #define _DEFAULT_SOURCE /* pread, posix_fadvise, madvise(MADV_HUGEPAGE) */
 #include "pth/pth.h"
@@ -41,11 +42,13 @@ enum {
 
 typedef struct {
     const ct_pth_entry *entry;
-    ct_tensor *base; /* uint8 [entry->size], owned until the end of the load */
+    void *handle;        /* the caller's storage of entry->size bytes: a reference owned by the load */
+    unsigned char *data; /* its memory */
 } storage;
 
 typedef struct {
     const ct_pth_src *src;
+    const ct_pth_tensors *tensors;
     ct_pth_zip zip;
     storage *st;
     size_t nst, cap;
@@ -114,9 +117,9 @@ static void huge_pages(void *p, uint64_t n) {
 #endif
 }
 
-/* The unpickler's storage callback: the tensor that will hold entry
+/* The unpickler's storage callback: the storage that will hold entry
  * data/<key>, created at its first use. */
-static ct_tensor *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) {
+static void *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) {
     loader *l = ctx;
     if (strlen(key) > MAX_KEY) {
         ct_set_error(CT_EFORMAT, "a storage key of %zu bytes", strlen(key));
@@ -139,7 +142,7 @@ static ct_tensor *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t nu
         return NULL;
     }
     size_t at = (size_t)(e - l->zip.entries);
-    if (l->slot[at]) return l->st[l->slot[at] - 1].base;
+    if (l->slot[at]) return l->st[l->slot[at] - 1].handle;
     if (l->nst == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         storage *p = realloc(l->st, cap * sizeof *p);
@@ -150,12 +153,13 @@ static ct_tensor *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t nu
         l->st = p;
         l->cap = cap;
     }
-    ct_tensor *base = ct_keep(ct_empty(1, (const int64_t[]){(int64_t)e->size}, &(ct_topts){.dtype = CT_U8}));
-    if (!base) return NULL;
-    huge_pages(ct_data_ptr(base), e->size);
-    l->st[l->nst] = (storage){e, base};
+    unsigned char *data = NULL;
+    void *handle = l->tensors->storage_new(e->size, &data);
+    if (!handle) return NULL;
+    huge_pages(data, e->size);
+    l->st[l->nst] = (storage){e, handle, data};
     l->slot[at] = ++l->nst;
-    return base;
+    return handle;
 }
 
 /* ---- reading every entry, in parallel ------------------------------------------------------- */
@@ -239,7 +243,7 @@ static void run_pool(pool *p, uint64_t total) {
     for (int i = 0; i < nhelp; i++) pthread_join(helpers[i], NULL);
 }
 
-/* Reads every entry not checked yet; storages land in their tensors. */
+/* Reads every entry not checked yet; storages land in their memory. */
 static int read_all(loader *l) {
     size_t njobs = 0;
     uint64_t total = 0;
@@ -253,21 +257,18 @@ static int read_all(loader *l) {
     job *jobs = calloc(njobs ? njobs : 1, sizeof *jobs);
     if (!jobs) return ct_set_error(CT_ENOMEM, "%s: out of host memory", l->src->name);
     size_t n = 0;
-    int rc = 0;
-    for (size_t i = 0; !rc && i < l->zip.n; i++) {
+    for (size_t i = 0; i < l->zip.n; i++) {
         const ct_pth_entry *e = &l->zip.entries[i];
         if (l->checked[i]) continue;
-        unsigned char *dst = NULL;
-        if (l->slot[i] && e->size && !(dst = ct_data_ptr(l->st[l->slot[i] - 1].base))) rc = ct_last_code();
+        unsigned char *dst = l->slot[i] ? l->st[l->slot[i] - 1].data : NULL;
         for (uint64_t pos = 0; pos < e->size; pos += CHUNK)
             jobs[n++] = (job){.entry = e, .dst = dst, .pos = pos, .len = e->size - pos < CHUNK ? e->size - pos : CHUNK};
     }
-    if (!rc) {
-        pool p = {.src = l->src, .jobs = jobs, .n = n};
-        atomic_init(&p.next, 0);
-        atomic_init(&p.stop, false);
-        run_pool(&p, total);
-    }
+    pool p = {.src = l->src, .jobs = jobs, .n = n};
+    atomic_init(&p.next, 0);
+    atomic_init(&p.stop, false);
+    run_pool(&p, total);
+    int rc = 0;
     /* Errors first (in file order), then each entry's CRC from its chunks. */
     for (size_t k = 0; !rc && k < n; k++) {
         const job *j = &jobs[k];
@@ -290,8 +291,8 @@ static int read_all(loader *l) {
 
 /* ---- the whole load ------------------------------------------------------------------------- */
 
-static int load(const ct_pth_src *src, ct_value **out) {
-    loader l = {.src = src};
+static int load(const ct_pth_src *src, const ct_pth_tensors *tensors, ct_value **out) {
+    loader l = {.src = src, .tensors = tensors};
     if (ct_pth_zip_open(src, &l.zip)) return ct_last_code();
     l.slot = calloc(l.zip.n, sizeof *l.slot);
     l.checked = calloc(l.zip.n, sizeof *l.checked);
@@ -305,12 +306,13 @@ static int load(const ct_pth_src *src, ct_value **out) {
     if (!rc) rc = check_byteorder(&l);
     ct_value *v = NULL;
     if (!rc) {
-        ct_pth_unpickle_env env = {.storage = resolve, .ctx = &l, .file = src->name, .entry = pe->name};
+        ct_pth_unpickle_env env = {
+            .storage = resolve, .ctx = &l, .tensors = tensors, .file = src->name, .entry = pe->name};
         rc = ct_pth_unpickle(pkl, (size_t)pe->size, &env, &v);
     }
     free(pkl);
     if (!rc) rc = read_all(&l);
-    for (size_t i = 0; i < l.nst; i++) ct_tensor_free(l.st[i].base); /* the views keep the storages */
+    for (size_t i = 0; i < l.nst; i++) tensors->storage_release(l.st[i].handle); /* the views keep them */
     free(l.st);
     free(l.slot);
     free(l.checked);
@@ -323,7 +325,7 @@ static int load(const ct_pth_src *src, ct_value **out) {
     return 0;
 }
 
-int ct_pth_load(const char *path, ct_value **out) {
+int ct_pth_load_with(const char *path, const ct_pth_tensors *tensors, ct_value **out) {
     if (!out) return ct_set_error(CT_EINVAL, "ct_pth_load: out is NULL");
     *out = NULL;
     if (!path) return ct_set_error(CT_EINVAL, "ct_pth_load: path is NULL");
@@ -336,16 +338,17 @@ int ct_pth_load(const char *path, ct_value **out) {
     if (!rc) {
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         ct_pth_src src = {.name = path, .fd = fd, .size = (uint64_t)sb.st_size};
-        rc = load(&src, out);
+        rc = load(&src, tensors, out);
     }
     close(fd);
     return rc;
 }
 
-int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out) {
+int ct_pth_load_buffer_with(const void *data, size_t size, const char *name, const ct_pth_tensors *tensors,
+                            ct_value **out) {
     if (!out) return ct_set_error(CT_EINVAL, "ct_pth_load_buffer: out is NULL");
     *out = NULL;
     if (!data && size) return ct_set_error(CT_EINVAL, "ct_pth_load_buffer: data is NULL");
     ct_pth_src src = {.name = name ? name : "<buffer>", .fd = -1, .mem = data, .size = size};
-    return load(&src, out);
+    return load(&src, tensors, out);
 }

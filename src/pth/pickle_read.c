@@ -1,4 +1,4 @@
-/* src/pth_pickle_read.c — a small pickle machine for the data.pkl of
+/* src/pth/pickle_read.c — a small pickle machine for the data.pkl of
  * torch.save files, the equivalent of torch.load(weights_only=True).
  *
  * It runs the opcodes that Python's pickle (protocols 2 to 5) emits for
@@ -14,11 +14,13 @@
  * one object from several places, a container may be filled after it was
  * memoized, and a hostile pickle can even put a list inside itself. At STOP
  * the result is converted to a ct_value tree, copying what is shared
- * (tensors are shared, not copied: new handles to the same tensor). Every
- * count and length comes from the untrusted file and is checked before
- * use; nesting, memo indexes and the size of the converted tree are
- * bounded, so a hostile pickle costs an error, not a crash or a runaway
- * allocation.
+ * (tensors are shared, not copied: new handles to the same tensor). The
+ * tensors themselves are the caller's: storages come from env->storage and
+ * tensor leaves from env->tensors (pth.h), so the machine runs with or
+ * without libtorch. Every count and length comes from the untrusted file
+ * and is checked before use; nesting, memo indexes and the size of the
+ * converted tree are bounded, so a hostile pickle costs an error, not a
+ * crash or a runaway allocation.
  */
 #include "pth/pth.h"
 
@@ -29,8 +31,8 @@
 #include <string.h>
 
 enum {
-    MAX_DIMS = 64,    /* of a tensor */
-    MAX_DEPTH = 1000, /* nesting of the converted tree */
+    MAX_DIMS = CT_PTH_MAX_DIMS, /* of a tensor */
+    MAX_DEPTH = 1000,           /* nesting of the converted tree */
     NAME_MAX_LEN = 200,
 };
 
@@ -63,14 +65,15 @@ struct obj {
             obj **items; /* a dict holds key, value, key, value, ... */
             size_t len, cap;
         } seq;
-        ct_tensor *t; /* owned by the node */
+        ct_value *leaf; /* a tensor leaf, owned by the node */
         struct {
             gkind kind;
             ct_dtype dtype; /* of a storage class */
         } g;
         struct {
-            ct_tensor *base; /* borrowed from the environment */
+            void *storage; /* borrowed from the environment */
             ct_dtype dtype;
+            int64_t numel; /* its size in elements of dtype */
         } st;
     } u;
 };
@@ -182,7 +185,7 @@ static void free_all(vm *m) {
         m->all = o->next;
         if (is_container(o)) free(o->u.seq.items);
         else if (o->kind == O_STR) free(o->u.str.s);
-        else if (o->kind == O_TENSOR) ct_tensor_free(o->u.t);
+        else if (o->kind == O_TENSOR) ct_value_free(o->u.leaf);
         free(o);
     }
 }
@@ -502,6 +505,17 @@ static bool empty_dict_or_none(const obj *o) {
     return o->kind == O_NONE || (o->kind == O_DICT && o->u.seq.len == 0);
 }
 
+/* A tensor node owning leaf (freed when there is no node). */
+static int tensor_obj(vm *m, ct_value *leaf, obj **out) {
+    *out = new_obj(m, O_TENSOR);
+    if (!*out) {
+        ct_value_free(leaf);
+        return ct_last_code();
+    }
+    (*out)->u.leaf = leaf;
+    return 0;
+}
+
 /* torch._utils._rebuild_tensor_v2(storage, offset, size, stride,
  * requires_grad, backward_hooks[, metadata]) */
 static int rebuild_tensor(vm *m, obj *const *a, size_t n, obj **out) {
@@ -528,8 +542,7 @@ static int rebuild_tensor(vm *m, obj *const *a, size_t n, obj **out) {
         if (size[d] == 0) empty = true;
     }
     ct_dtype dtype = a[0]->u.st.dtype;
-    ct_tensor *base = a[0]->u.st.base;
-    int64_t elems = ct_numel(base) / (int64_t)ct_dtype_size(dtype);
+    int64_t elems = a[0]->u.st.numel;
     for (size_t d = 0; !empty && d < ndim; d++) {
         int64_t span;
         if (__builtin_mul_overflow(size[d] - 1, stride[d], &span) || __builtin_add_overflow(last, span, &last))
@@ -538,19 +551,8 @@ static int rebuild_tensor(vm *m, obj *const *a, size_t n, obj **out) {
     if (empty ? offset > elems : last >= elems)
         return fail(m, "a %s tensor reaching element %" PRId64 " of a storage of %" PRId64 " elements",
                     ct_dtype_name(dtype), empty ? offset : last, elems);
-    ct_tensor *t = ct_keep(ct_storage_view(base, dtype, offset, (int)ndim, size, stride));
-    if (!t) return fail(m, "%s", ct_last_error());
-    if (a[4]->u.b && ct_set_requires_grad(t, true)) {
-        ct_tensor_free(t);
-        return fail(m, "requires_grad on a %s tensor: %s", ct_dtype_name(dtype), ct_last_error());
-    }
-    *out = new_obj(m, O_TENSOR);
-    if (!*out) {
-        ct_tensor_free(t);
-        return ct_last_code();
-    }
-    (*out)->u.t = t;
-    return 0;
+    ct_value *leaf = m->env->tensors->view(a[0]->u.st.storage, dtype, offset, (int)ndim, size, stride, a[4]->u.b);
+    return leaf ? tensor_obj(m, leaf, out) : fail(m, "%s", ct_last_error());
 }
 
 /* torch._utils._rebuild_parameter(data, requires_grad, hooks[, state]):
@@ -563,20 +565,8 @@ static int rebuild_parameter(vm *m, obj *const *a, size_t n, size_t want, obj **
     if (!empty_dict_or_none(a[2])) return fail(m, "_rebuild_parameter: backward hooks are not supported");
     if (n == 4 && !empty_dict_or_none(a[3]))
         return fail(m, "_rebuild_parameter_with_state: parameter attributes are not supported");
-    ct_tensor *t = ct_keep(ct_detach(a[0]->u.t));
-    if (!t) return fail(m, "%s", ct_last_error());
-    if (a[1]->u.b && ct_set_requires_grad(t, true)) {
-        ct_tensor_free(t);
-        return fail(m, "requires_grad on a %s parameter: %s", ct_dtype_name(ct_dtype_of(a[0]->u.t)),
-                    ct_last_error());
-    }
-    *out = new_obj(m, O_TENSOR);
-    if (!*out) {
-        ct_tensor_free(t);
-        return ct_last_code();
-    }
-    (*out)->u.t = t;
-    return 0;
+    ct_value *leaf = m->env->tensors->parameter(a[0]->u.leaf, a[1]->u.b);
+    return leaf ? tensor_obj(m, leaf, out) : fail(m, "%s", ct_last_error());
 }
 
 static int op_reduce(vm *m) {
@@ -628,13 +618,14 @@ static int op_persid(vm *m) {
         a[1]->kind != O_GLOBAL || a[1]->u.g.kind != G_STORAGE || a[2]->kind != O_STR || a[3]->kind != O_STR ||
         a[4]->kind != O_INT || a[4]->u.i < 0)
         rc = fail(m, "a persistent id that is not ('storage', <storage class>, key, location, numel)");
-    ct_tensor *base = NULL;
-    if (!rc && !(base = m->env->storage(m->env->ctx, a[2]->u.str.s, a[1]->u.g.dtype, a[4]->u.i)))
+    void *storage = NULL;
+    if (!rc && !(storage = m->env->storage(m->env->ctx, a[2]->u.str.s, a[1]->u.g.dtype, a[4]->u.i)))
         rc = fail_code(m, ct_last_code(), "%s", ct_last_error());
     obj *st = rc ? NULL : new_obj(m, O_STORAGE);
     if (st) {
-        st->u.st.base = base;
+        st->u.st.storage = storage;
         st->u.st.dtype = a[1]->u.g.dtype;
+        st->u.st.numel = a[4]->u.i;
     }
     return rc ? rc : push(m, st);
 }
@@ -732,7 +723,7 @@ static ct_value *to_value(vm *m, const obj *o, int depth) {
     case O_INT: return ct_value_int(o->u.i);
     case O_FLOAT: return ct_value_float(o->u.d);
     case O_STR: return ct_value_str(o->u.str.s);
-    case O_TENSOR: return ct_value_tensor(ct_alias(o->u.t));
+    case O_TENSOR: return ct_value_copy(o->u.leaf, false);
     case O_TUPLE:
     case O_LIST: {
         ct_value *v = o->kind == O_TUPLE ? ct_value_tuple() : ct_value_list();

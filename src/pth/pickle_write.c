@@ -1,4 +1,4 @@
-/* src/pth_pickle_write.c — a ct_value tree pickled as torch.save pickles it.
+/* src/pth/pickle_write.c — a ct_value tree pickled as torch.save pickles it.
  *
  * The output is what Python's pickle protocol 2 writes for the same object,
  * opcode for opcode: ints in the smallest of BININT1/BININT2/BININT/LONG1,
@@ -13,7 +13,8 @@
  * where the persistent id names a storage saved once as data/<key>, keys
  * numbered in order of first use. Only what is used more than once is
  * memoized (the globals, 'storage', the location and key strings): Python
- * memoizes every object, which a reader cannot tell apart.
+ * memoizes every object, which a reader cannot tell apart. What the pickle
+ * says of a tensor comes from the caller's describe function (pth.h).
  */
 #include "pth/pth.h"
 
@@ -116,6 +117,7 @@ typedef struct {
 typedef struct {
     ct_pth_buf *out;
     ct_pth_pickled *res;
+    const ct_pth_tensors *tensors;
     const char *what;
     size_t cap;        /* of res->storages */
     size_t *slots;     /* open addressing by storage id: index + 1, 0 = empty */
@@ -280,14 +282,15 @@ static int grow_slots(pickler *pk) {
     return 0;
 }
 
-/* The storage of t, added at first use. Sets *index. */
-static int storage_of(pickler *pk, const ct_tensor *t, const ct_storage_info *si, ct_dtype dtype,
-                      size_t *index) {
+/* The storage of the tensor leaf described by ti, added at first use.
+ * Sets *index. */
+static int storage_of(pickler *pk, const ct_value *leaf, const ct_pth_tensor_info *ti, size_t *index) {
+    ct_dtype dtype = ti->dtype;
     if ((pk->res->nstorages + 1) * 2 > pk->nslots && grow_slots(pk)) return ct_last_code();
-    size_t s = slot_of(si->id, pk->nslots);
+    size_t s = slot_of(ti->storage_id, pk->nslots);
     for (; pk->slots[s]; s = (s + 1) & (pk->nslots - 1)) {
         ct_pth_storage *st = &pk->res->storages[pk->slots[s] - 1];
-        if (st->id != si->id) continue;
+        if (st->id != ti->storage_id) continue;
         if (st->dtype != dtype)
             return fail(pk, CT_EDTYPE,
                         "a %s tensor shares storage %zu with an earlier %s tensor; a storage is saved "
@@ -297,8 +300,8 @@ static int storage_of(pickler *pk, const ct_tensor *t, const ct_storage_info *si
         return 0;
     }
     size_t esize = ct_dtype_size(dtype);
-    if (esize == 0 || si->nbytes % esize != 0)
-        return fail(pk, CT_EDTYPE, "its storage of %zu bytes is no whole number of %s elements", si->nbytes,
+    if (esize == 0 || ti->storage_nbytes % esize != 0)
+        return fail(pk, CT_EDTYPE, "its storage of %zu bytes is no whole number of %s elements", ti->storage_nbytes,
                     ct_dtype_name(dtype));
     if (pk->res->nstorages == pk->cap) {
         size_t cap = pk->cap ? pk->cap * 2 : 16;
@@ -309,7 +312,7 @@ static int storage_of(pickler *pk, const ct_tensor *t, const ct_storage_info *si
     }
     *index = pk->res->nstorages++;
     pk->res->storages[*index] = (ct_pth_storage){
-        .id = si->id, .tensor = t, .dtype = dtype, .nbytes = si->nbytes, .device = si->device};
+        .id = ti->storage_id, .leaf = leaf, .dtype = dtype, .nbytes = ti->storage_nbytes, .device = ti->device};
     pk->slots[s] = *index + 1;
     return 0;
 }
@@ -331,25 +334,19 @@ static void put_location(pickler *pk, ct_device d) {
 
 /* ---- values ------------------------------------------------------------------------ */
 
-enum { MAX_DIMS = 64 };
-
-static int save_tensor(pickler *pk, const ct_tensor *t) {
-    ct_storage_info si;
-    if (ct_storage_info_of(t, &si)) return fail(pk, ct_last_code(), "%s", ct_last_error());
-    ct_dtype dtype = ct_dtype_of(t);
+static int save_tensor(pickler *pk, const ct_value *leaf) {
+    ct_pth_tensor_info ti;
+    if (pk->tensors->describe(leaf, &ti)) return fail(pk, ct_last_code(), "%s", ct_last_error());
+    ct_dtype dtype = ti.dtype;
     size_t cls = NCLASSES;
     for (size_t i = 0; i < NCLASSES; i++)
         if (storage_classes[i].dtype == dtype) cls = i;
     if (cls == NCLASSES) return fail(pk, CT_EDTYPE, "dtype %d has no PyTorch storage class", (int)dtype);
-    int ndim = ct_ndim(t);
-    if (ndim < 0 || ndim > MAX_DIMS) return fail(pk, CT_ESHAPE, "%d dimensions (at most %d)", ndim, MAX_DIMS);
-    int64_t size[MAX_DIMS], stride[MAX_DIMS];
-    for (int d = 0; d < ndim; d++) {
-        size[d] = ct_size(t, d);
-        stride[d] = ct_stride(t, d);
-    }
+    int ndim = ti.ndim;
+    if (ndim < 0 || ndim > CT_PTH_MAX_DIMS)
+        return fail(pk, CT_ESHAPE, "%d dimensions (at most %d)", ndim, CT_PTH_MAX_DIMS);
     size_t index = 0;
-    if (storage_of(pk, t, &si, dtype, &index)) return ct_last_code();
+    if (storage_of(pk, leaf, &ti, &index)) return ct_last_code();
     ct_pth_storage *st = &pk->res->storages[index];
 
     put_global(pk, "torch._utils", "_rebuild_tensor_v2", &pk->memo_rebuild);
@@ -369,15 +366,15 @@ static int save_tensor(pickler *pk, const ct_tensor *t) {
         put_str(pk, key);
         st->key_memo = memo_put(pk);
     }
-    put_location(pk, si.device);
-    put_int(pk, (int64_t)(si.nbytes / ct_dtype_size(dtype)));
+    put_location(pk, ti.device);
+    put_int(pk, (int64_t)(ti.storage_nbytes / ct_dtype_size(dtype)));
     op(pk, CT_PKL_TUPLE);
     op(pk, CT_PKL_BINPERSID);
     /* offset, size, stride, requires_grad, backward hooks */
-    put_int(pk, si.offset);
-    put_int_tuple(pk, ndim, size);
-    put_int_tuple(pk, ndim, stride);
-    op(pk, ct_requires_grad(t) ? CT_PKL_NEWTRUE : CT_PKL_NEWFALSE);
+    put_int(pk, ti.offset);
+    put_int_tuple(pk, ndim, ti.size);
+    put_int_tuple(pk, ndim, ti.stride);
+    op(pk, ti.requires_grad ? CT_PKL_NEWTRUE : CT_PKL_NEWFALSE);
     put_global(pk, "collections", "OrderedDict", &pk->memo_odict);
     op(pk, CT_PKL_EMPTY_TUPLE);
     op(pk, CT_PKL_REDUCE);
@@ -473,7 +470,7 @@ static int save(pickler *pk, const ct_value *v) {
         return 0;
     }
     case CT_VALUE_STR: return put_str(pk, ct_value_get_str(v));
-    case CT_VALUE_TENSOR: return save_tensor(pk, ct_value_get_tensor(v));
+    case CT_VALUE_TENSOR: return save_tensor(pk, v);
     case CT_VALUE_LIST: return save_list(pk, v);
     case CT_VALUE_TUPLE: return save_tuple(pk, v);
     case CT_VALUE_DICT: return save_dict(pk, v);
@@ -481,9 +478,9 @@ static int save(pickler *pk, const ct_value *v) {
     return fail(pk, CT_EINVAL, "unknown value kind %d", (int)ct_value_kind_of(v));
 }
 
-int ct_pth_pickle(const ct_value *v, const char *what, ct_pth_pickled *out) {
+int ct_pth_pickle(const ct_value *v, const ct_pth_tensors *tensors, const char *what, ct_pth_pickled *out) {
     memset(out, 0, sizeof *out);
-    pickler pk = {.out = &out->pkl, .res = out, .what = what};
+    pickler pk = {.out = &out->pkl, .res = out, .tensors = tensors, .what = what};
     unsigned char proto[2] = {CT_PKL_PROTO, 2};
     emit(&pk, proto, 2);
     int rc = save(&pk, v);

@@ -1,5 +1,7 @@
-/* src/pth_internal.h — the pieces of PyTorch's file format (ckpt.h, part 1)
- * that src/pth_*.c share with each other, the tests and the fuzzer.
+/* src/pth/pth.h — PyTorch's file format (ckpt.h, part 1), in pure C: the
+ * pieces of src/pth/ that its files share with each other, with the binding
+ * to libtorch's tensors (src/ckpt/pth_tensors.c), the tests and the fuzzers.
+ * Internal to ctrial.
  *
  * A file written by torch.save is an uncompressed zip archive whose entries
  * all live in one folder, <archive>/:
@@ -13,15 +15,20 @@
  *     <archive>/version               "3\n"
  *     <archive>/.data/serialization_id
  *
- * Saving (pth_save.c) pickles the tree (pth_pickle_write.c) and streams the
- * entries through the zip writer (pth_zip_write.c). Loading (pth_load.c)
- * reads the central directory (pth_zip_read.c), runs the pickle
- * (pth_pickle_read.c) and reads every storage into memory, checking each
- * entry's CRC-32 (pth_crc.c). Not installed; the symbols are hidden by the
- * library's default visibility.
+ * Saving (save.c) pickles the tree (pickle_write.c) and streams the entries
+ * through the zip writer (zip_write.c). Loading (load.c) reads the central
+ * directory (zip_read.c), runs the pickle (pickle_read.c) and reads every
+ * storage into memory, checking each entry's CRC-32 (base/crc32.h).
+ *
+ * This module calls no shim function: it reaches tensors only through a
+ * ct_pth_tensors table that its caller passes in (below). ctrial's own
+ * table, over libtorch, is in src/ckpt/pth_tensors.c, which also defines
+ * the public ct_pth_save and ct_pth_load with it; a program that links pth
+ * and base alone (the fuzzers) passes a table of its own and runs the same
+ * engine without libtorch.
  */
-#ifndef CTRIAL_PTH_INTERNAL_H
-#define CTRIAL_PTH_INTERNAL_H
+#ifndef CTRIAL_PTH_PTH_H
+#define CTRIAL_PTH_PTH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,7 +37,58 @@
 #include "base/crc32.h"
 #include "ctrial/ckpt.h"
 
-/* ---- pickle opcodes (the subset ctrial writes or reads) ------------------------ */
+/* ---- tensors, as the caller provides them ------------------------------------------- */
+
+enum { CT_PTH_MAX_DIMS = 64 }; /* of a tensor, in either direction */
+
+/* What the pickler records of one tensor leaf. */
+typedef struct {
+    const void *storage_id; /* the same for every tensor viewing one storage */
+    size_t storage_nbytes;  /* the whole storage */
+    ct_device device;       /* where its bytes live: CPU storages are written from memory */
+    ct_dtype dtype;
+    int64_t offset;         /* the first element, in elements of dtype */
+    int ndim;               /* the pickler refuses more than CT_PTH_MAX_DIMS */
+    int64_t size[CT_PTH_MAX_DIMS], stride[CT_PTH_MAX_DIMS]; /* the first min(ndim, CT_PTH_MAX_DIMS) */
+    bool requires_grad;
+} ct_pth_tensor_info;
+
+/* The functions through which the engine makes and reads tensors. A tensor
+ * is a tensor leaf of a value tree (base/value_tensor.h: whoever makes the
+ * leaf gives it its own functions); a storage is the caller's handle,
+ * opaque here. Failures return NULL or a negative code with the error set
+ * (ct_set_error); the engine adds the file, entry and offset around the
+ * message. Loading uses the first four, saving the last three. All are
+ * called on the caller's thread: the engine's own threads only read and
+ * write storage memory. */
+typedef struct {
+    /* A NEW storage of nbytes bytes (uninitialized) of host memory, which
+     * *data receives (writable; may be NULL when nbytes is 0). The engine
+     * fills it after the pickle has run, then drops its reference with
+     * storage_release: the views made from it keep it alive. */
+    void *(*storage_new)(uint64_t nbytes, unsigned char **data);
+    void (*storage_release)(void *storage);
+    /* A NEW tensor leaf viewing `storage` as `dtype` elements from `offset`
+     * with these sizes and strides (in elements), which the engine has
+     * checked lie inside the storage; requires_grad set when asked (an error
+     * for a dtype that cannot have gradients). */
+    ct_value *(*view)(void *storage, ct_dtype dtype, int64_t offset, int ndim, const int64_t *size,
+                      const int64_t *stride, bool requires_grad);
+    /* torch._utils._rebuild_parameter: a NEW leaf on the storage of `leaf`
+     * (borrowed), detached from it, with requires_grad as given. */
+    ct_value *(*parameter)(const ct_value *leaf, bool requires_grad);
+
+    /* Fills *out for a tensor leaf (borrowed). Returns a status. */
+    int (*describe)(const ct_value *leaf, ct_pth_tensor_info *out);
+    /* The first byte of the host storage of `leaf`: borrowed, valid while
+     * the leaf lives; NULL + error when it cannot be had. */
+    const void *(*storage_bytes)(const ct_value *leaf);
+    /* Copies n bytes of the storage of `leaf` from byte `pos` into host
+     * memory dst (for storages that are not on the CPU). Returns a status. */
+    int (*storage_read)(const ct_value *leaf, size_t pos, void *dst, size_t n);
+} ct_pth_tensors;
+
+/* ---- pickle opcodes (the subset ctrial writes or reads) ----------------------------- */
 
 enum {
     CT_PKL_MARK = '(', CT_PKL_STOP = '.', CT_PKL_POP = '0', CT_PKL_POP_MARK = '1', CT_PKL_DUP = '2',
@@ -46,7 +104,7 @@ enum {
     CT_PKL_MEMOIZE = 0x94, CT_PKL_FRAME = 0x95,
 };
 
-/* ---- dtypes and strings (pth_pickle_write.c) ---------------------------------- */
+/* ---- dtypes and strings (pickle_write.c) -------------------------------------------- */
 
 /* "FloatStorage" for CT_F32 ...: the class torch pickles for a storage of
  * that dtype; NULL for a value that is no dtype. */
@@ -56,7 +114,7 @@ bool ct_pth_storage_dtype(const char *name, ct_dtype *out);
 /* Whether s[0, n) is well-formed UTF-8 (Python's pickle strings are). */
 bool ct_pth_utf8_valid(const unsigned char *s, size_t n);
 
-/* ---- pickling (pth_pickle_write.c) --------------------------------------------- */
+/* ---- pickling (pickle_write.c) ------------------------------------------------------ */
 
 /* A growable byte buffer; `oom` records a failed growth (the data is then
  * incomplete and the caller reports CT_ENOMEM). */
@@ -72,8 +130,8 @@ void ct_pth_buf_free(ct_pth_buf *b);
 /* One storage the pickle refers to; its key is its index as a decimal
  * string ("0", "1", ...), in order of first use, as torch.save numbers them. */
 typedef struct {
-    const void *id;          /* ct_storage_info.id */
-    const ct_tensor *tensor; /* borrowed from the tree: the first tensor seen on it */
+    const void *id;          /* ct_pth_tensor_info.storage_id */
+    const ct_value *leaf;    /* borrowed from the tree: the first tensor seen on it */
     ct_dtype dtype;
     size_t nbytes;
     ct_device device;
@@ -87,12 +145,13 @@ typedef struct {
 } ct_pth_pickled;
 
 /* Pickles v as torch.save does (protocol 2, tensors as persistent ids plus
- * torch._utils._rebuild_tensor_v2). `what` names the file in messages.
- * Returns a status; on failure *out holds nothing to free. */
-int ct_pth_pickle(const ct_value *v, const char *what, ct_pth_pickled *out);
+ * torch._utils._rebuild_tensor_v2), describing its tensors with
+ * tensors->describe. `what` names the file in messages. Returns a status;
+ * on failure *out holds nothing to free. */
+int ct_pth_pickle(const ct_value *v, const ct_pth_tensors *tensors, const char *what, ct_pth_pickled *out);
 void ct_pth_pickled_free(ct_pth_pickled *p);
 
-/* ---- zip writing (pth_zip_write.c) ----------------------------------------------- */
+/* ---- zip writing (zip_write.c) ------------------------------------------------------ */
 
 typedef struct ct_pth_zw ct_pth_zw;
 
@@ -115,7 +174,7 @@ int ct_pth_zw_finish(ct_pth_zw *w, bool fsync_file, ct_file_sum *sum);
 /* Closes and frees after a failure (the partial file stays). Accepts NULL. */
 void ct_pth_zw_abort(ct_pth_zw *w);
 
-/* ---- zip reading (pth_zip_read.c) -------------------------------------------------- */
+/* ---- zip reading (zip_read.c) ------------------------------------------------------- */
 
 /* Where an archive's bytes come from: a file descriptor (read with pread)
  * or, when fd < 0, memory (the fuzzer's inputs). */
@@ -152,31 +211,38 @@ int ct_pth_zip_open(const ct_pth_src *src, ct_pth_zip *z);
 const ct_pth_entry *ct_pth_zip_find(const ct_pth_zip *z, const char *record);
 void ct_pth_zip_free(ct_pth_zip *z);
 
-/* ---- unpickling (pth_pickle_read.c) ------------------------------------------------ */
+/* ---- unpickling (pickle_read.c) ----------------------------------------------------- */
 
 /* How the unpickler turns a persistent id ('storage', <class>, key,
- * location, numel) into memory: `storage` returns the storage's bytes as a
- * uint8 CPU tensor (borrowed; the same one for every use of a key) or NULL
- * with the error set. The bytes themselves may arrive later: tensors are
- * views, and views share the storage. */
+ * location, numel) into memory: `storage` returns a storage of exactly
+ * numel elements of dtype (a handle of `tensors`, borrowed; the same one
+ * for every use of a key) or NULL with the error set. The bytes themselves
+ * may arrive later: tensors are views (tensors->view), and views share the
+ * storage. */
 typedef struct {
-    ct_tensor *(*storage)(void *ctx, const char *key, ct_dtype dtype, int64_t numel);
+    void *(*storage)(void *ctx, const char *key, ct_dtype dtype, int64_t numel);
     void *ctx;
-    const char *file;  /* names in messages */
+    const ct_pth_tensors *tensors; /* view and parameter */
+    const char *file;              /* names in messages */
     const char *entry;
 } ct_pth_unpickle_env;
 
 /* Runs the pickle p[0, n) with the opcodes and globals torch.save and
- * Python's pickling of state dicts use; *out receives a NEW tree. Anything
- * else is CT_EFORMAT naming the opcode, global or value and its offset. */
+ * Python's pickling of state dicts use; *out receives a NEW tree whose
+ * tensors are env->tensors' leaves. Anything else is CT_EFORMAT naming the
+ * opcode, global or value and its offset. */
 int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env *env, ct_value **out);
 
-/* ---- whole files (pth_save.c, pth_load.c) ------------------------------------------- */
+/* ---- whole files (save.c, load.c) --------------------------------------------------- */
 
-/* ct_pth_save with the zip64 switch of ct_pth_zw_open. */
-int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
-                   bool force_zip64);
-/* ct_pth_load of an archive in memory; `name` names it in messages. */
-int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out);
+/* ct_pth_save (ckpt.h) with `tensors` describing and reading the tree's
+ * tensors, and the zip64 switch of ct_pth_zw_open. */
+int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                     bool force_zip64, const ct_pth_tensors *tensors);
+/* ct_pth_load (ckpt.h) with `tensors` making the storages and the tensors. */
+int ct_pth_load_with(const char *path, const ct_pth_tensors *tensors, ct_value **out);
+/* The same of an archive in memory; `name` names it in messages. */
+int ct_pth_load_buffer_with(const void *data, size_t size, const char *name, const ct_pth_tensors *tensors,
+                            ct_value **out);
 
 #endif

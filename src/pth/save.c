@@ -1,11 +1,14 @@
-/* src/pth_save.c — ct_pth_save (ckpt.h): torch.save of a ct_value tree.
+/* src/pth/save.c — the engine of ct_pth_save (ckpt.h): torch.save of a
+ * ct_value tree, its tensors described and read by the caller's
+ * ct_pth_tensors (pth.h).
  *
  * The tree is pickled first (small: ~100 bytes per tensor), which also lists
  * the storages it refers to. Then the entries go out in torch.save's order:
  * data.pkl, .format_version, .storage_alignment, byteorder, data/0, data/1,
  * ..., and the zip writer adds version and .data/serialization_id. A CPU
- * storage is written straight from its memory; a CUDA storage is copied to
- * the host in bounded chunks. Each entry's CRC-32 goes into its data
+ * storage is written straight from its memory (tensors->storage_bytes); a
+ * CUDA storage is copied to the host in bounded chunks
+ * (tensors->storage_read). Each entry's CRC-32 goes into its data
  * descriptor: for large CPU storages a helper thread computes them, in
  * order, while the calling thread writes (write(2) into the page cache is
  * the slower of the two, so the CRCs cost no time); small and device
@@ -111,15 +114,15 @@ static int write_host(ct_pth_zw *w, const unsigned char *data, size_t n, uint32_
 }
 
 /* A device storage, through a host buffer of at most DEVICE_CHUNK bytes. */
-static int write_device(ct_pth_zw *w, const ct_tensor *t, size_t n, uint32_t *crc, const char *path,
-                        const char *record) {
+static int write_device(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_value *leaf, size_t n, uint32_t *crc,
+                        const char *path, const char *record) {
     size_t cap = n < DEVICE_CHUNK ? n : DEVICE_CHUNK;
     unsigned char *buf = malloc(cap ? cap : 1);
     if (!buf) return ct_set_error(CT_ENOMEM, "ct_pth_save: %s: out of host memory for %s", path, record);
     int rc = 0;
     for (size_t at = 0; rc == 0 && at < n; at += cap) {
         size_t k = n - at < cap ? n - at : cap;
-        if (ct_storage_read(t, at, buf, k)) {
+        if (tensors->storage_read(leaf, at, buf, k)) {
             rc = ct_set_error(ct_last_code(), "ct_pth_save: %s: copying %s to the host: %s", path, record,
                               ct_last_error());
             break;
@@ -132,22 +135,22 @@ static int write_device(ct_pth_zw *w, const ct_tensor *t, size_t n, uint32_t *cr
 }
 
 /* Entry data/<key>: its CRC comes from `ahead` when that computes it. */
-static int write_storage(ct_pth_zw *w, const ct_pth_storage *st, size_t key, const unsigned char *data,
-                         crc_ahead *ahead, const char *path) {
+static int write_storage(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_pth_storage *st, size_t key,
+                         const unsigned char *data, crc_ahead *ahead, const char *path) {
     char record[32];
     snprintf(record, sizeof record, "data/%zu", key);
     if (ct_pth_zw_begin(w, record, st->nbytes)) return ct_last_code();
     uint32_t crc = 0;
     bool helped = ahead && ahead->data[key];
     int rc = st->device.type == CT_CPU ? write_host(w, data, st->nbytes, helped ? NULL : &crc)
-                                       : write_device(w, st->tensor, st->nbytes, &crc, path, record);
+                                       : write_device(w, tensors, st->leaf, st->nbytes, &crc, path, record);
     if (!rc && helped) crc = crc_wait(ahead, key);
     return rc ? rc : ct_pth_zw_end(w, crc);
 }
 
 /* The storages' entries; a helper thread computes the CRCs of the large
  * CPU ones when it can be started. */
-static int write_storages(ct_pth_zw *w, const ct_pth_pickled *pk, const char *path) {
+static int write_storages(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_pth_pickled *pk, const char *path) {
     size_t n = pk->nstorages;
     const unsigned char **data = calloc(n ? n : 1, sizeof *data);
     size_t *nbytes = calloc(n ? n : 1, sizeof *nbytes);
@@ -158,7 +161,7 @@ static int write_storages(ct_pth_zw *w, const ct_pth_pickled *pk, const char *pa
         const ct_pth_storage *st = &pk->storages[i];
         nbytes[i] = st->nbytes;
         if (st->device.type != CT_CPU || st->nbytes == 0) continue;
-        if (!(data[i] = ct_storage_data(st->tensor)))
+        if (!(data[i] = tensors->storage_bytes(st->leaf)))
             rc = ct_set_error(ct_last_code(), "ct_pth_save: %s: data/%zu: %s", path, i, ct_last_error());
         large += st->nbytes >= LARGE;
     }
@@ -177,7 +180,7 @@ static int write_storages(ct_pth_zw *w, const ct_pth_pickled *pk, const char *pa
         if (!started) pthread_mutex_destroy(&ahead.mu);
     }
     for (size_t i = 0; !rc && i < n; i++)
-        rc = write_storage(w, &pk->storages[i], i, data[i], started ? &ahead : NULL, path);
+        rc = write_storage(w, tensors, &pk->storages[i], i, data[i], started ? &ahead : NULL, path);
     if (started) {
         pthread_mutex_lock(&ahead.mu);
         ahead.stop = true;
@@ -193,8 +196,8 @@ static int write_storages(ct_pth_zw *w, const ct_pth_pickled *pk, const char *pa
     return rc;
 }
 
-int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
-                   bool force_zip64) {
+int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                     bool force_zip64, const ct_pth_tensors *tensors) {
     if (!path || !v) return ct_set_error(CT_EINVAL, "ct_pth_save: %s is NULL", !path ? "path" : "v");
     ct_pth_save_params params = p ? *p : ct_pth_save_default_params();
     char archive[1100];
@@ -205,7 +208,7 @@ int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params
         default_archive(path, archive, sizeof archive);
     }
     ct_pth_pickled pk;
-    if (ct_pth_pickle(v, path, &pk)) return ct_last_code();
+    if (ct_pth_pickle(v, tensors, path, &pk)) return ct_last_code();
     ct_pth_zw *w = ct_pth_zw_open(path, archive, force_zip64);
     int rc = w ? 0 : ct_last_code();
     const uint16_t probe = 1;
@@ -214,7 +217,7 @@ int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params
     if (!rc) rc = ct_pth_zw_entry(w, ".format_version", "1", 1);
     if (!rc) rc = ct_pth_zw_entry(w, ".storage_alignment", "64", 2);
     if (!rc) rc = ct_pth_zw_entry(w, "byteorder", byteorder, strlen(byteorder));
-    if (!rc) rc = write_storages(w, &pk, path);
+    if (!rc) rc = write_storages(w, tensors, &pk, path);
     if (!rc) {
         rc = ct_pth_zw_finish(w, params.fsync, sum);
         w = NULL;
@@ -222,8 +225,4 @@ int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params
     ct_pth_zw_abort(w);
     ct_pth_pickled_free(&pk);
     return rc;
-}
-
-int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum) {
-    return ct_pth_save_ex(path, v, p, sum, false);
 }

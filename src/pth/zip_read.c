@@ -1,4 +1,4 @@
-/* src/pth_zip_read.c — the directory of a zip archive written by
+/* src/pth/zip_read.c — the directory of a zip archive written by
  * torch.save (or by any zip writer that stores entries uncompressed).
  *
  * The end of central directory record is found at the end of the file (its

@@ -1,4 +1,4 @@
-/* src/pth_zip_write.c — a streaming zip writer laid out exactly as
+/* src/pth/zip_write.c — a streaming zip writer laid out exactly as
  * PyTorch's (caffe2::serialize::PyTorchStreamWriter on miniz) lays out the
  * files of torch.save:
  *

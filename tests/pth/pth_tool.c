@@ -1,6 +1,7 @@
-/* tests/pth/pth_tool.c — the C side of test_pth_python.py, built with
- * src/pth_*.c compiled in so that it can reach the internal switches (zip64
- * on every entry, loading from memory, the CRC routine).
+/* tests/pth/pth_tool.c — the C side of test_pth_torch.py, linked with
+ * module ckpt (and so with pth, base and the shim) so that it can reach the
+ * internal switches (zip64 on every entry, loading from memory, the CRC
+ * routine).
  *
  *   pth_tool save-specimen FILE [--zip64]  writes pth_specimen(); prints {"sum": ..., "dump": ...}
  *   pth_tool save-small FILE [--zip64]     the same with pth_small()
@@ -32,7 +33,8 @@
 
 #include <ctrial/ctrial.h>
 
-#include "pth/pth.h"
+#include "base/crc32.h"
+#include "ckpt/pth_tensors.h"
 #include "specimen.h"
 
 static int die(void) {

@@ -1,0 +1,108 @@
+/* src/ckpt/pth_tensors.c — ct_pth_save and ct_pth_load (ckpt.h): the
+ * pure-C engine of src/pth/ run with libtorch's tensors.
+ *
+ * The engine makes and reads tensors only through a ct_pth_tensors table
+ * (pth/pth.h); this is ctrial's. A storage being loaded is a uint8 CPU
+ * tensor the size of its entry, whose memory the engine reads the entry
+ * into, and every tensor a view of one (Tensor.set_), so tensors that
+ * shared a storage when saved share one when loaded. Saving records what
+ * torch.save does (storage, offset, sizes, strides) and writes each
+ * storage's bytes: from memory on the CPU, copied in ranges from a device.
+ */
+#include "ckpt/pth_tensors.h"
+
+#include "pth/pth.h"
+
+/* ---- loading ---------------------------------------------------------------------------- */
+
+static void *storage_new(uint64_t nbytes, unsigned char **data) {
+    *data = NULL;
+    /* nbytes is the size of an entry inside the archive: it fits. */
+    ct_tensor *base = ct_keep(ct_empty(1, (const int64_t[]){(int64_t)nbytes}, &(ct_topts){.dtype = CT_U8}));
+    if (!base) return NULL;
+    if (nbytes && !(*data = ct_data_ptr(base))) {
+        ct_tensor_free(base);
+        return NULL;
+    }
+    return base;
+}
+
+static void storage_release(void *storage) { ct_tensor_free(storage); }
+
+static ct_value *view(void *storage, ct_dtype dtype, int64_t offset, int ndim, const int64_t *size,
+                      const int64_t *stride, bool requires_grad) {
+    ct_tensor *t = ct_keep(ct_storage_view(storage, dtype, offset, ndim, size, stride));
+    if (!t) return NULL;
+    if (requires_grad && ct_set_requires_grad(t, true)) {
+        ct_tensor_free(t);
+        ct_set_error(ct_last_code(), "requires_grad on a %s tensor: %s", ct_dtype_name(dtype), ct_last_error());
+        return NULL;
+    }
+    return ct_value_tensor(t);
+}
+
+static ct_value *parameter(const ct_value *leaf, bool requires_grad) {
+    const ct_tensor *data = ct_value_get_tensor(leaf);
+    ct_tensor *t = ct_keep(ct_detach(data));
+    if (!t) return NULL;
+    if (requires_grad && ct_set_requires_grad(t, true)) {
+        ct_tensor_free(t);
+        ct_set_error(ct_last_code(), "requires_grad on a %s parameter: %s", ct_dtype_name(ct_dtype_of(data)),
+                     ct_last_error());
+        return NULL;
+    }
+    return ct_value_tensor(t);
+}
+
+/* ---- saving ----------------------------------------------------------------------------- */
+
+static int describe(const ct_value *leaf, ct_pth_tensor_info *out) {
+    const ct_tensor *t = ct_value_get_tensor(leaf);
+    ct_storage_info si;
+    if (ct_storage_info_of(t, &si)) return ct_last_code();
+    out->storage_id = si.id;
+    out->storage_nbytes = si.nbytes;
+    out->device = si.device;
+    out->dtype = ct_dtype_of(t);
+    out->offset = si.offset;
+    out->ndim = ct_ndim(t);
+    for (int d = 0; d < out->ndim && d < CT_PTH_MAX_DIMS; d++) {
+        out->size[d] = ct_size(t, d);
+        out->stride[d] = ct_stride(t, d);
+    }
+    out->requires_grad = ct_requires_grad(t);
+    return 0;
+}
+
+static const void *storage_bytes(const ct_value *leaf) { return ct_storage_data(ct_value_get_tensor(leaf)); }
+
+static int storage_read(const ct_value *leaf, size_t pos, void *dst, size_t n) {
+    return ct_storage_read(ct_value_get_tensor(leaf), pos, dst, n);
+}
+
+static const ct_pth_tensors libtorch_tensors = {
+    .storage_new = storage_new,
+    .storage_release = storage_release,
+    .view = view,
+    .parameter = parameter,
+    .describe = describe,
+    .storage_bytes = storage_bytes,
+    .storage_read = storage_read,
+};
+
+/* ---- the entry points ------------------------------------------------------------------- */
+
+int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum) {
+    return ct_pth_save_with(path, v, p, sum, false, &libtorch_tensors);
+}
+
+int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                   bool force_zip64) {
+    return ct_pth_save_with(path, v, p, sum, force_zip64, &libtorch_tensors);
+}
+
+int ct_pth_load(const char *path, ct_value **out) { return ct_pth_load_with(path, &libtorch_tensors, out); }
+
+int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out) {
+    return ct_pth_load_buffer_with(data, size, name, &libtorch_tensors, out);
+}

@@ -1,0 +1,20 @@
+/* src/ckpt/pth_tensors.h — the switches of ct_pth_save and ct_pth_load
+ * (ckpt.h) that the tests reach (tests/pth/pth_tool.c). Both run the pure-C
+ * engine of src/pth/ with libtorch's tensors (pth_tensors.c). Internal to
+ * ctrial. */
+#ifndef CTRIAL_CKPT_PTH_TENSORS_H
+#define CTRIAL_CKPT_PTH_TENSORS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ctrial/ckpt.h"
+
+/* ct_pth_save with the zip64 switch of ct_pth_zw_open (pth/pth.h): every
+ * entry's sizes and offsets in their zip64 form. */
+int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                   bool force_zip64);
+/* ct_pth_load of an archive in memory; `name` names it in messages. */
+int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out);
+
+#endif
