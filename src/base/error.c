@@ -49,11 +49,14 @@ void ct_clear_error(void) {
 }
 
 int ct_set_error(int code, const char *fmt, ...) {
-    char buf[MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt ? fmt : "", ap);
-    va_end(ap);
+    char buf[MSG_MAX] = "";
+    int n = 0;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        n = vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+    }
     if (n < 0) buf[0] = '\0';
     /* A cut inside a UTF-8 sequence would leave an invalid string. */
     size_t len = strlen(buf);
