@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Checks ctrial's layering rule (docs/design.md, "Layers").
+
+    tools/check_layers.py SOURCE_DIR [--objects FILE]
+
+The rule is the USES list of each ctrial_module(...) in src/CMakeLists.txt and
+shim/CMakeLists.txt: a module may use the modules it lists and, through them,
+what they list. This script fails (exit 1, one line per violation) when
+
+  1. a file of module M includes an internal header of a module M may not
+     use ("dist/grad_sync.h" from src/config/, a bare "x.h" outside the
+     module's own folder, a path with ".."), or the USES lists form a cycle;
+  2. docs/design.md's table of modules ("| module | uses | ...") says
+     something else than the CMake lists, or calls a module pure C while it
+     uses the shim (or the other way round);
+  3. with --objects (a file of lines "MODULE: OBJECT..." that the test
+     suite generates from the build): an object of module M refers to a
+     symbol that another module defines and M may not use. This catches a
+     call across the rule that no include shows (a public header's
+     function implemented in a module above), and proves that the pure-C
+     modules call nothing in the shim.
+
+Public headers (<ctrial/...>) may be included anywhere: they are the API.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+MODULE_CALL = re.compile(r"ctrial_module\(\s*(\w+)([^)]*)\)", re.S)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def read_rule(root):
+    """{module: [used modules]} from the CMake lists, in file order."""
+    rule = {}
+    for rel in ("shim/CMakeLists.txt", "src/CMakeLists.txt"):
+        text = open(os.path.join(root, rel)).read()
+        text = re.sub(r"#.*", "", text)
+        for name, args in MODULE_CALL.findall(text):
+            words = args.split()
+            uses = []
+            if "USES" in words:
+                i = words.index("USES") + 1
+                while i < len(words) and words[i] not in ("LIBS", "SOURCES"):
+                    uses.append(words[i])
+                    i += 1
+            rule[name] = uses
+    return rule
+
+
+def closure(rule, m):
+    seen, todo = set(), list(rule.get(m, []))
+    while todo:
+        x = todo.pop()
+        if x not in seen:
+            seen.add(x)
+            todo.extend(rule.get(x, []))
+    return seen
+
+
+def find_cycles(rule, errors):
+    for m in rule:
+        if m in closure(rule, m):
+            errors.append(f"src/CMakeLists.txt: module {m} uses itself through {sorted(closure(rule, m))}")
+        for u in rule[m]:
+            if u not in rule:
+                errors.append(f"src/CMakeLists.txt: module {m} uses '{u}', which is no module")
+
+
+def module_files(root, rule):
+    for m in rule:
+        folder = os.path.join(root, "shim" if m == "shim" else os.path.join("src", m))
+        for name in sorted(os.listdir(folder)):
+            if name.endswith((".c", ".h", ".cpp")):
+                yield m, os.path.join(folder, name)
+
+
+def check_includes(root, rule, errors):
+    for m, path in module_files(root, rule):
+        rel = os.path.relpath(path, root)
+        allowed = closure(rule, m) | {m}
+        for inc in INCLUDE.findall(open(path).read()):
+            if inc.startswith("ctrial/"):
+                continue
+            if ".." in inc.split("/"):
+                errors.append(f"{rel}: #include \"{inc}\": internal headers are included by module, not by '..'")
+                continue
+            if "/" not in inc:
+                # Only the shim includes its own headers by name (it is one folder
+                # of C++, outside src/).
+                if m == "shim" and os.path.exists(os.path.join(root, "shim", inc)):
+                    continue
+                errors.append(f"{rel}: #include \"{inc}\": include internal headers as \"module/file.h\"")
+                continue
+            target = inc.split("/")[0]
+            if target not in rule:
+                errors.append(f"{rel}: #include \"{inc}\": '{target}' is no module")
+            elif target not in allowed:
+                errors.append(f"{rel}: #include \"{inc}\": module {m} may not use module {target} "
+                              f"(it uses {', '.join(sorted(allowed - {m})) or 'nothing'})")
+            elif not os.path.exists(os.path.join(root, "src", inc)):
+                errors.append(f"{rel}: #include \"{inc}\": no such header")
+
+
+def check_design(root, rule, errors):
+    path = os.path.join(root, "docs", "design.md")
+    if not os.path.exists(path):
+        errors.append("docs/design.md: missing (it states the layering rule)")
+        return
+    rows = {}
+    for line in open(path):
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] in rule:
+            uses = [u.strip("` ") for u in re.split(r"[,\s]+", cells[1]) if u.strip("` ") and u.strip("` ") != "—"]
+            rows[cells[0]] = (uses, cells[2].lower())
+    for m, uses in rule.items():
+        if m not in rows:
+            errors.append(f"docs/design.md: module {m} is missing from the table of modules")
+            continue
+        doc_uses, kind = rows[m]
+        if sorted(doc_uses) != sorted(uses):
+            errors.append(f"docs/design.md: module {m} uses {', '.join(doc_uses) or 'nothing'} in the table, "
+                          f"{', '.join(uses) or 'nothing'} in CMake")
+        pure = m != "shim" and "shim" not in closure(rule, m)
+        if pure != kind.startswith("pure c"):
+            errors.append(f"docs/design.md: module {m} is {'pure C' if pure else 'above the shim'} by its USES, "
+                          f"but the table says '{rows[m][1]}'")
+
+
+def symbols(objects, defined):
+    """Global symbols the objects define (defined=True) or refer to."""
+    if not objects:
+        return set()
+    flag = "--defined-only" if defined else "--undefined-only"
+    out = subprocess.run(["nm", "-g", "-P", flag] + objects, capture_output=True, text=True, check=True).stdout
+    names = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and not line.endswith(":"):
+            names.add(parts[0])
+    return names
+
+
+def check_symbols(rule, objects_file, errors):
+    objects = {}
+    for line in open(objects_file):
+        if ":" in line:
+            m, objs = line.split(":", 1)
+            # Only object files (a precompiled header may be listed too).
+            objects[m.strip()] = [o for o in objs.split() if o.endswith(".o")]
+    defined = {m: symbols(objs, True) for m, objs in objects.items()}
+    for m, objs in objects.items():
+        allowed = closure(rule, m) | {m}
+        for sym in sorted(symbols(objs, False)):
+            owners = [o for o, syms in defined.items() if sym in syms]
+            if owners and not any(o in allowed for o in owners):
+                errors.append(f"module {m} calls {sym}, which module {owners[0]} defines: {m} may not use "
+                              f"{owners[0]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("source_dir")
+    ap.add_argument("--objects", help="lines 'MODULE: OBJECT...' of a build (the test suite generates them)")
+    a = ap.parse_args()
+    root = os.path.abspath(a.source_dir)
+    rule = read_rule(root)
+    errors = []
+    if "base" not in rule or "shim" not in rule:
+        errors.append("src/CMakeLists.txt, shim/CMakeLists.txt: no ctrial_module(base ...) or ctrial_module(shim ...)")
+    find_cycles(rule, errors)
+    check_includes(root, rule, errors)
+    check_design(root, rule, errors)
+    if a.objects:
+        check_symbols(rule, a.objects, errors)
+    for e in errors:
+        print(e)
+    pure = [m for m in rule if m != "shim" and "shim" not in closure(rule, m)]
+    print(f"check_layers: {len(rule)} modules ({', '.join(pure)} pure C), {len(errors)} violation(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
