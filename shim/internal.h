@@ -1,6 +1,6 @@
 // shim/internal.h — what every shim translation unit shares: the tensor handle,
 // scopes, dtype/device mapping, and the guard that turns C++ exceptions into
-// status codes. Never included by src/ (which is C).
+// status codes. Internal to ctrial; never included by src/ (which is C).
 #ifndef CTRIAL_SHIM_INTERNAL_H
 #define CTRIAL_SHIM_INTERNAL_H
 

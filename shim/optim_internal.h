@@ -1,7 +1,7 @@
 // shim/optim_internal.h — what the optimizer's two halves share: the
 // per-group hyperparameters, the per-parameter state and struct ct_optim.
 // optim.cpp holds the C API, the key tables and state dicts; optim_step.cpp
-// the update rules.
+// the update rules. Internal to ctrial.
 #ifndef CTRIAL_SHIM_OPTIM_INTERNAL_H
 #define CTRIAL_SHIM_OPTIM_INTERNAL_H
 
