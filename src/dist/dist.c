@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ctrial/dist.h"
 #include "base/launch.h"
+#include "dist/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,3 +272,14 @@ int ct_dist_size(void) { return g.size; }
 int ct_dist_local_rank(void) { return g.local_rank; }
 int ct_dist_local_size(void) { return g.local_size; }
 bool ct_dist_is_distributed(void) { return g.size > 1; }
+
+int ct_ranks_agree(int rc) {
+    if (ct_dist_size() == 1) return rc;
+    /* The lowest failing rank is the largest -rank; INT64_MIN: none failed. */
+    int64_t failed = rc != CT_OK ? -(int64_t)ct_dist_rank() : INT64_MIN;
+    int arc = ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
+    if (rc != CT_OK) return rc;
+    if (arc != CT_OK) return arc;
+    if (failed == INT64_MIN) return CT_OK;
+    return ct_set_error(CT_EDIST, "rank %d failed (its message is on its own stderr)", (int)-failed);
+}

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ctrial/dist.h"
+#include "dist/agree.h"
 
 enum {
     WIRE_MAX_DEPTH = 1000, /* far beyond any state dict; bounds the recursion */
@@ -461,24 +462,15 @@ ct_value *ct_value_broadcast(const ct_value *v, int root) {
         rc = ct_set_error(CT_ENOMEM, "ct_value_broadcast: out of host memory for %lld bytes", (long long)n);
     /* Every rank has its buffer before the bytes move (a rank out of memory
      * must not leave the others in the broadcast). */
-    if (n >= 0) {
-        int64_t ready = rc == CT_OK;
-        int arc = ct_dist_allreduce_i64(&ready, 1, CT_DIST_MIN);
-        if (rc == CT_OK) rc = arc != CT_OK ? arc : ready ? CT_OK : ct_set_error(CT_EDIST, "another rank is out of memory");
-    }
+    if (n >= 0) rc = ct_ranks_agree(rc);
     if (rc == CT_OK) rc = ct_dist_broadcast_bytes(bytes, (size_t)n, root);
     /* Root decodes its own bytes too: every rank ends with the same tree,
      * or every rank fails. */
     ct_value *out = rc == CT_OK ? ct_value_from_bytes(bytes, (size_t)n) : NULL;
     free(bytes);
-    if (n >= 0) {
-        int64_t decoded = out != NULL;
-        int arc = ct_dist_allreduce_i64(&decoded, 1, CT_DIST_MIN);
-        if (out && (arc != CT_OK || !decoded)) {
-            ct_value_free(out);
-            out = NULL;
-            if (arc == CT_OK) ct_set_error(CT_EDIST, "another rank could not decode the broadcast value");
-        }
+    if (n >= 0 && ct_ranks_agree(out ? CT_OK : ct_last_code()) != CT_OK) {
+        ct_value_free(out);
+        out = NULL;
     }
     return out;
 }
@@ -507,11 +499,8 @@ int ct_value_gather(const ct_value *v, int root, ct_value **out) {
     size_t none = 0;
     int grc = ct_dist_gather_bytes(mine, rc == CT_OK ? len : 0, root, &all, lens ? lens : &none);
     free(mine);
-    int64_t failed = rc != CT_OK ? -(int64_t)rank : INT64_MIN;
-    int arc = ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
-    if (rc == CT_OK) rc = grc != CT_OK ? grc : arc;
-    if (rc == CT_OK && failed != INT64_MIN)
-        rc = ct_set_error(CT_EDIST, "rank %d failed (its message is on its own stderr)", (int)-failed);
+    rc = ct_ranks_agree(rc);
+    if (rc == CT_OK) rc = grc;
     ct_value *list = NULL;
     if (rank == root && rc == CT_OK) {
         list = ct_value_list();

@@ -26,6 +26,7 @@
 #include "ckpt/ckpt.h"
 #include "config/period.h"
 #include "fit/state.h"
+#include "dist/agree.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
 #include "ctrial/dist.h"
@@ -192,21 +193,6 @@ static void detach_metrics(ct_value *metrics) {
 
 /* ---- ranks agreeing ------------------------------------------------------------- */
 
-/* Every rank's status: a failure on any rank fails every rank (the others
- * name the rank that failed), so no rank waits in a collective for one that
- * has left. Collective; with one rank it returns rc. */
-static int agree(ct_context *ctx, int rc) {
-    if (ctx->size == 1) return rc;
-    int64_t v[2] = {rc != CT_OK ? 1 : 0, rc != CT_OK ? -(int64_t)ctx->rank : INT64_MIN};
-    int64_t failed = v[0];
-    if (ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX) != CT_OK) return ct_last_code();
-    if (!failed) return CT_OK;
-    if (ct_dist_allreduce_i64(&v[1], 1, CT_DIST_MAX) != CT_OK) return ct_last_code();
-    int first = (int)-v[1]; /* the lowest failing rank */
-    if (rc != CT_OK) return rc;
-    return ct_set_error(CT_EDIST, "rank %d failed (its message is on its own stderr)", first);
-}
-
 /* A stop request (a signal or ct_ctx_request_stop) on any rank stops every
  * rank after the same batch. */
 static int agree_on_stop(ct_context *ctx) {
@@ -287,7 +273,7 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     int rc = state ? CT_OK : ct_last_code();
     CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
     /* Every rank has finished this step before rank 0 commits it. */
-    rc = agree(ctx, rc);
+    rc = ct_ranks_agree(rc);
     if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;
         block_stop_signals(&old);
@@ -295,7 +281,7 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     ct_value_free(state);
-    rc = agree(ctx, rc);
+    rc = ct_ranks_agree(rc);
     if (rc == CT_OK && ctx->size > 1)
         rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
     CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
@@ -632,7 +618,7 @@ static int train(ct_context *ctx) {
     CALL_HOOKS0(rc, ctx, on_training_start);
     if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
         rc = validate(ctx); /* never checkpoints */
-    if (rc == CT_OK) rc = agree(ctx, start_profiler(ctx));
+    if (rc == CT_OK) rc = ct_ranks_agree(start_profiler(ctx));
     if (rc != CT_OK) return rc;
     for (;;) {
         if (g_stop_signal) ctx->stop_requested = true; /* also one that came during validation */
@@ -770,10 +756,10 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     catch_stop_signals(&saved);
     tune_malloc(o->tune_malloc);
     ct_report_start(ctx);
-    rc = agree(ctx, setup(ctx));
-    if (rc == CT_OK) rc = agree(ctx, broadcast_models(ctx));
-    if (rc == CT_OK) rc = agree(ctx, start_grad_sync(ctx));
-    if (rc == CT_OK && ctx->opts.cuda_graphs) rc = agree(ctx, ct_graph_step_new(ctx, &ctx->graph));
+    rc = ct_ranks_agree(setup(ctx));
+    if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx));
+    if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
+    if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
