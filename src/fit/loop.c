@@ -265,7 +265,6 @@ static int write_checkpoint(ct_context *ctx, ct_value *state) {
  * optimizers, schedulers, callbacks and RNG (callbacks may add to it), a
  * fresh directory committed atomically, then on_checkpoint_write_end. */
 static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
-    static const char *const reasons[] = {"period", "policy", "end", "stop"};
     double t0 = ct_clock_monotonic();
     ctx->last_checkpoint_bt = ctx->batches_trained;
     ctx->why = why;
@@ -286,7 +285,7 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
         rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
     CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
     ct_time_add(ctx, CT_TIME_CHECKPOINT, t0);
-    if (rc == CT_OK) ct_report_checkpoint(ctx, reasons[why]);
+    if (rc == CT_OK) ct_report_checkpoint(ctx, ct_context_why_name(why));
     return rc;
 }
 

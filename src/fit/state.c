@@ -141,6 +141,11 @@ ct_value *ct_context_state(ct_context *ctx) {
     return NULL;
 }
 
+const char *ct_context_why_name(ct_ckpt_why why) {
+    static const char *const names[] = {"period", "policy", "end", "stop"};
+    return names[why];
+}
+
 json_t *ct_context_metadata(ct_context *ctx) {
     char framework[64];
     snprintf(framework, sizeof framework, "torch-%s", ct_torch_version());
@@ -155,8 +160,7 @@ json_t *ct_context_metadata(ct_context *ctx) {
         (json_int_t)ctx->global_batch_size, "best_metric", ctx->has_best ? json_real(ctx->best_metric) : json_null(),
         "smaller_is_better", ctx->opts.smaller_is_better, "searcher_metric", ctx->opts.searcher_metric,
         "aggregation_frequency", (json_int_t)ctx->aggregation_frequency, "world_size", ctx->size);
-    static const char *const reasons[] = {"period", "policy", "end", "stop"};
-    json_object_set_new(trial_state, "reason", json_string(reasons[ctx->why]));
+    json_object_set_new(trial_state, "reason", json_string(ct_context_why_name(ctx->why)));
     return json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:I, s:o, s:o, s:o}", "steps_completed", (json_int_t)bt,
                      "framework", framework, "format", CT_CKPT_FORMAT, "ctrial_version", ct_version(),
                      "batches_trained", (json_int_t)bt, "epochs_trained",

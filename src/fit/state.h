@@ -13,6 +13,9 @@
 /* The checkpoint's state_dict.pth contents for ctx (models, optimizers,
  * schedulers, callbacks, rng_state). NEW value. */
 ct_value *ct_context_state(ct_context *ctx);
+/* Why a checkpoint is written, in words ("period", "policy", "end",
+ * "stop"): metadata.json's trial_state.reason and the console's. Static. */
+const char *ct_context_why_name(ct_ckpt_why why);
 /* metadata.json for ctx's current position. NEW json. */
 json_t *ct_context_metadata(ct_context *ctx);
 /* Restores models (and, unless models_only, optimizers, schedulers,
