@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>

@@ -9,16 +9,13 @@
  * current, whatever the policy. docs/design.md ("Determined's rules")
  * lists each rule with the test that asserts it. */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
+#ifdef __GLIBC__ /* defined by the libc headers above */
+#include <malloc.h>
+#endif
 
 #include <pthread.h>
 

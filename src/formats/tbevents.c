@@ -6,7 +6,7 @@
  * any length needs no heap buffer. Lengths of the nested messages are known
  * in advance, which is what lets the head be encoded before the tag.
  */
-#define _POSIX_C_SOURCE 200809L /* mkdir, stat, gethostname, getpid, clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* gethostname, getpid */
 
 #include "formats/tbevents.h"
 
@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
