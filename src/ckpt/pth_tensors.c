@@ -29,29 +29,26 @@ static void *storage_new(uint64_t nbytes, unsigned char **data) {
 
 static void storage_release(void *storage) { ct_tensor_free(storage); }
 
-static ct_value *view(void *storage, ct_dtype dtype, int64_t offset, int ndim, const int64_t *size,
-                      const int64_t *stride, bool requires_grad) {
-    ct_tensor *t = ct_keep(ct_storage_view(storage, dtype, offset, ndim, size, stride));
+/* A leaf holding t (NULL keeps its error), requiring grad when asked; `what`
+ * ("tensor", "parameter") names it when libtorch refuses. */
+static ct_value *leaf(ct_tensor *t, bool requires_grad, const char *what) {
     if (!t) return NULL;
     if (requires_grad && ct_set_requires_grad(t, true)) {
+        ct_set_error(ct_last_code(), "requires_grad on a %s %s: %s", ct_dtype_name(ct_dtype_of(t)), what,
+                     ct_last_error());
         ct_tensor_free(t);
-        ct_set_error(ct_last_code(), "requires_grad on a %s tensor: %s", ct_dtype_name(dtype), ct_last_error());
         return NULL;
     }
     return ct_value_tensor(t);
 }
 
-static ct_value *parameter(const ct_value *leaf, bool requires_grad) {
-    const ct_tensor *data = ct_value_get_tensor(leaf);
-    ct_tensor *t = ct_keep(ct_detach(data));
-    if (!t) return NULL;
-    if (requires_grad && ct_set_requires_grad(t, true)) {
-        ct_tensor_free(t);
-        ct_set_error(ct_last_code(), "requires_grad on a %s parameter: %s", ct_dtype_name(ct_dtype_of(data)),
-                     ct_last_error());
-        return NULL;
-    }
-    return ct_value_tensor(t);
+static ct_value *view(void *storage, ct_dtype dtype, int64_t offset, int ndim, const int64_t *size,
+                      const int64_t *stride, bool requires_grad) {
+    return leaf(ct_keep(ct_storage_view(storage, dtype, offset, ndim, size, stride)), requires_grad, "tensor");
+}
+
+static ct_value *parameter(const ct_value *tensor, bool requires_grad) {
+    return leaf(ct_keep(ct_detach(ct_value_get_tensor(tensor))), requires_grad, "parameter");
 }
 
 /* ---- saving ----------------------------------------------------------------------------- */
