@@ -6,16 +6,16 @@
  * go to NCCL (nccl_comm.c), bootstrapped over this MPI. */
 #define _POSIX_C_SOURCE 200809L
 #include "ctrial/dist.h"
-#include "base/launch.h"
-#include "dist/agree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/launch.h"
 #include "ctrial/config.h"
 #include "ctrial/cuda.h"
 #include "ctrial/error.h"
+#include "dist/agree.h"
 #include "dist/nccl_comm.h"
 
 #if CTRIAL_HAVE_MPI
