@@ -29,7 +29,9 @@
  * Order. The loader's output is deterministic: the same seed, position and
  * options give the same batches in the same order whatever the number of
  * workers. Its position (batches served) can be saved and restored, so a
- * resumed run sees exactly the batches an uninterrupted run would have seen.
+ * resumed run sees exactly the batches an uninterrupted run would have seen
+ * -- except over an iterable dataset (ct_loader_iterable), whose positions
+ * replay the user's iterator and are exact only when it is deterministic.
  *
  * Errors never hang: a failing dataset item reaches ct_loader_next() as an
  * error naming the item index (and the worker's message).
@@ -174,6 +176,15 @@ CT_API ct_value *ct_collate(ct_value *const *samples, int64_t n);
 /* A user collate: like ct_collate. Called from worker threads. */
 typedef ct_value *(*ct_collate_fn)(ct_value *const *samples, int64_t n, void *ctx);
 
+/* Determined's pytorch.to_device: a NEW copy of the tree in which every
+ * tensor leaf is ct_to_device(leaf, device, non_blocking) and everything
+ * else (numbers, strings, None; dicts, lists and tuples with their keys and
+ * order) is copied. A leaf already on `device` becomes a new reference to
+ * the same tensor, as torch's .to() returns self. NULL + error when a move
+ * fails (nothing is leaked) or v is NULL (a NULL from a failed call keeps
+ * that call's error). */
+CT_API ct_value *ct_value_to_device(const ct_value *v, ct_device device, bool non_blocking);
+
 /* ==== samplers ============================================================ */
 
 /*
@@ -213,6 +224,13 @@ CT_API ct_sampler *ct_sampler_batch(ct_sampler *inner, int64_t batch_size, bool 
 /* Skips the first `count` items of the whole stream (not of each pass). */
 CT_API ct_sampler *ct_sampler_skip(ct_sampler *inner, int64_t count);
 
+/* Items per pass, as Python's len() of the equivalent sampler: n for
+ * sequential and shuffle; repeat: its inner's (one pass, as Determined's
+ * RepeatSampler.__len__); shard: L/world_size + (L%world_size > rank) for
+ * an inner length L; batch: drop_last ? L/batch_size : ceil(L/batch_size);
+ * skip: its inner's (a skip moves the start, as SkipBatchSampler.__len__).
+ * CT_EINVAL for NULL. */
+CT_API int64_t ct_sampler_len(const ct_sampler *s);
 /* Writes the next item (at most `cap` indices) to out; returns its count, 0
  * at the end of a pass, CT_EINVAL when cap is too small. */
 CT_API int64_t ct_sampler_next(ct_sampler *s, int64_t *out, int64_t cap);
@@ -228,11 +246,17 @@ typedef struct {
     int64_t batch_size;       /* per-rank batch size (1) */
     bool shuffle;             /* reproducible shuffle each pass (false) */
     uint64_t seed;            /* shuffle seed (0) */
-    bool drop_last;           /* drop a pass's last short batch (false) */
-    /* Training mode: Determined's chain shuffle -> repeat -> shard -> batch
-     * -> skip(skip_batches); the loader never ends a pass, and epochs are
-     * counted by ct_loader_len batches. Otherwise one pass per
-     * ct_loader_reset (validation: shard -> batch). (false) */
+    /* Drop a pass's last short batch (false). In training mode no pass
+     * ends, so no batch is short: drop_last only shortens ct_loader_len,
+     * the epoch length. */
+    bool drop_last;
+    /* Training mode: the chain of Determined's user guide (its recipe for a
+     * loader of your own), shuffle -> repeat -> shard -> batch ->
+     * skip(skip_batches) -- not det.pytorch.DataLoader's internal chain,
+     * which batches before it repeats and shards. Batches run on across
+     * pass ends (every batch is full), the loader never ends a pass, and
+     * epochs are counted by ct_loader_len batches. Otherwise one pass per
+     * ct_loader_reset (validation: shuffle -> shard -> batch). (false) */
     bool repeat;
     int64_t skip_batches;     /* batches already served (resume) (0) */
     int rank, world_size;     /* sharding (0, 1) */
@@ -244,7 +268,10 @@ typedef struct {
     void *collate_ctx;
     /* Opt-out: the user's own chain (the loader takes it); batch_size,
      * shuffle, repeat, shard and skip options are then ignored, and each item
-     * of this sampler is one batch. (NULL) */
+     * of this sampler is one batch. ct_loader_len is ct_sampler_len of the
+     * chain. A chain that does not repeat ends its passes: ct_loader_next
+     * answers 0 and ct_loader_reset starts the next pass (the training loop
+     * does so, an epoch per pass). (NULL) */
     ct_sampler *sampler;
 } ct_loader_opts;
 
@@ -259,24 +286,107 @@ CT_API ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *o);
  * pass (never in repeat mode), or a negative code with an error naming the
  * failing item. After an error the loader is stopped: free it. */
 CT_API int ct_loader_next(ct_loader *l, ct_value **batch);
-/* Starts the next pass (validation loaders, after ct_loader_next returned 0
- * or to restart early). */
+/* Starts the next pass (after ct_loader_next returned 0, or to restart
+ * early: the rest of the pass then counts as passed). The position keeps
+ * counting: it names one point in the passes back to back. A no-op in
+ * training mode and before the pass has begun. */
 CT_API int ct_loader_reset(ct_loader *l);
-/* Batches per pass of this rank (len(DataLoader)); the epoch length. */
+/* Batches per pass of this rank (len(DataLoader)); the epoch length. Over a
+ * user sampler, ct_sampler_len of it. -1 for an iterable loader, whose
+ * length is unknown: that is not an error (no error is set; -1 is also
+ * CT_EINVAL, which only a NULL loader gets, with an error). */
 CT_API int64_t ct_loader_len(const ct_loader *l);
-/* Samples in the dataset. */
+/* Samples in the dataset; -1 for an iterable loader (unknown, no error). */
 CT_API int64_t ct_loader_num_samples(const ct_loader *l);
 /* Batches handed out since the chain started, skip_batches included: the
  * position to save. */
 CT_API int64_t ct_loader_position(const ct_loader *l);
 /* Moves to a saved position: the next batch is the one an uninterrupted
- * loader would have served after `batches_served` batches. */
+ * loader would have served after `batches_served` batches. The built-in
+ * chain is rebuilt there; a user sampler only moves forward (draws and
+ * discards, across its pass ends; CT_ENOTSUP backwards); an iterable
+ * loader replays its iterator (exact only if the iterator is). */
 CT_API int ct_loader_set_position(ct_loader *l, int64_t batches_served);
 /* Seconds ct_loader_next has spent waiting for workers so far. */
 CT_API double ct_loader_wait_seconds(const ct_loader *l);
 /* Stops and joins the workers, frees queued batches, drops the dataset.
  * Safe at any point, including mid-pass and after an error. Accepts NULL. */
 CT_API void ct_loader_free(ct_loader *l);
+
+/* ==== data without random access ========================================= */
+
+/*
+ * An iterable dataset (torch's IterableDataset): records come one after the
+ * other from user code that cannot fetch record i directly (a stream, a
+ * file read front to back, a generator).
+ *
+ *     ct_loader_opts o = ct_loader_defaults();
+ *     o.batch_size = 32;
+ *     ct_loader *l = ct_loader_iterable(&(ct_iterable_vtable){
+ *         .reset = lines_rewind, .next = lines_next, .free = lines_close}, lines, &o);
+ *
+ * What the loader does with it:
+ *   - It calls the functions on the thread that calls ct_loader_* (the
+ *     iterator has one state): reset() before every pass, the first one
+ *     included, then next() until it reports the end of the pass. There
+ *     are no worker threads (num_workers and prefetch_batches are ignored):
+ *     records are read, collated (o.collate, else ct_collate), pinned and
+ *     moved to o.device inside ct_loader_next.
+ *   - Under ranks, rank r takes the records k with k % world_size == r
+ *     and drops the others (o.rank, o.world_size).
+ *   - One-pass mode (o.repeat false; validation): records k counted from 0
+ *     in each pass; batch_size records per batch, the pass's last short
+ *     batch dropped when drop_last; ct_loader_next answers 0 at the end of
+ *     the pass and ct_loader_reset starts the next one.
+ *   - Training mode (o.repeat, or the training loop's hook): the passes
+ *     back to back, as repeat -> shard -> batch: at the end of a pass the
+ *     loader calls reset() and reads on, k keeps counting and batches run
+ *     across pass ends; ct_loader_next never answers 0. A pass with no
+ *     record is an error.
+ *   - Its length is unknown: ct_loader_len and ct_loader_num_samples
+ *     return -1 (not an error). Epochs cannot be counted over it.
+ *   - Positions: ct_loader_position counts batches as for any loader, and
+ *     ct_loader_set_position (and o.skip_batches at creation) replays from
+ *     the beginning: reset(), then reads and drops records until that many
+ *     batches have passed (crossing pass ends as an uninterrupted loader
+ *     reset at each one would). A replay reads everything before the
+ *     position again, and it lands on the same batch only when the
+ *     iterator gives the same records in the same order after every
+ *     reset(). ctrial cannot check that: THIS LOADER GIVES UP CTRIAL'S
+ *     GUARANTEE OF AN EXACT RESUME. This is Determined's IterableDataset
+ *     with context.experimental.disable_dataset_reproducibility_checks():
+ *     the trial must opt out of those checks to train with it. A position
+ *     that a one-pass rank cannot reach (its passes give it no batch) is
+ *     CT_EINVAL.
+ *   - A reset in the middle of a one-pass pass counts the rest of the pass
+ *     as passed: it reads the pass to its end first (records dropped), so
+ *     that positions stay one stream.
+ *   - A failing reset(), next() or collate stops the loader (CT_ESTATE
+ *     afterwards: free it); the message names the record and the pass,
+ *     both counted from 0 since the last replay.
+ */
+typedef struct {
+    /* Starts from the beginning (a new pass): 0, or a negative CT_E* code
+     * with ct_set_error(). */
+    int (*reset)(void *self);
+    /* The next record of the pass as a NEW value (a sample, as a dataset's
+     * get() returns one); NULL with no error set at the end of the pass
+     * (the loader clears the error state before each call); NULL with
+     * ct_set_error() on failure. */
+    ct_value *(*next)(void *self);
+    /* Frees self when the loader is freed (may be NULL). */
+    void (*free)(void *self);
+} ct_iterable_vtable;
+
+/* A loader over an iterable dataset (see above); the vtable is copied. Of
+ * the options it uses batch_size, drop_last, repeat, rank and world_size,
+ * skip_batches, collate and collate_ctx, pin_memory and device; shuffle
+ * and sampler are refused (CT_EINVAL: the order is the iterator's); the
+ * others are ignored. It takes `self` like ct_loader_new takes a dataset:
+ * even on failure, vt->free(self) is called (when vt and vt->free are
+ * given). Calls vt->reset (and, with skip_batches, replays) before it
+ * returns. New loader, or NULL + error. */
+CT_API ct_loader *ct_loader_iterable(const ct_iterable_vtable *vt, void *self, const ct_loader_opts *o);
 
 #ifdef __cplusplus
 }

@@ -441,3 +441,57 @@ ct_value *ct_collate_where(ct_value *const *samples, int64_t n, int64_t *bad_sam
 ct_value *ct_collate(ct_value *const *samples, int64_t n) {
     return ct_collate_where(samples, n, NULL);
 }
+
+/* ---- moving a batch ------------------------------------------------------- */
+
+/* The copy of one node. A failure (NULL) frees what was built of this node;
+ * tensors made by fn and not yet moved into the tree are the scope's. */
+static ct_value *map_node(const ct_value *v, ct_batch_leaf_fn fn, void *ctx) {
+    ct_value_kind k = ct_value_kind_of(v);
+    if (k == CT_VALUE_TENSOR) return ct_value_tensor(fn(ct_value_get_tensor(v), ctx));
+    if (k != CT_VALUE_LIST && k != CT_VALUE_TUPLE && k != CT_VALUE_DICT) return ct_value_copy(v, false);
+    ct_value *out = k == CT_VALUE_LIST ? ct_value_list() : k == CT_VALUE_TUPLE ? ct_value_tuple() : ct_value_dict();
+    if (!out) ct_set_error(CT_ENOMEM, "out of host memory copying a batch");
+    for (size_t i = 0; out && i < ct_value_len(v); i++) {
+        int rc;
+        if (k == CT_VALUE_DICT) {
+            const char *skey;
+            int64_t ikey;
+            ct_value *c = map_node(ct_value_dict_at(v, i, &skey, &ikey), fn, ctx);
+            rc = skey ? ct_value_dict_set(out, skey, c) : ct_value_dict_set_int(out, ikey, c);
+        } else {
+            rc = ct_value_list_append(out, map_node(ct_value_list_get(v, i), fn, ctx));
+        }
+        if (rc != 0) {
+            ct_value_free(out);
+            out = NULL;
+        }
+    }
+    return out;
+}
+
+ct_value *ct_batch_map_tensors(const ct_value *v, ct_batch_leaf_fn fn, void *ctx) {
+    ct_scope *scope = ct_scope_begin();
+    ct_value *out = map_node(v, fn, ctx);
+    ct_scope_end(scope);
+    return out;
+}
+
+typedef struct {
+    ct_device device;
+    bool non_blocking;
+} to_device_args;
+
+static ct_tensor *to_device_leaf(const ct_tensor *t, void *ctx) {
+    const to_device_args *a = ctx;
+    return ct_to_device(t, a->device, a->non_blocking);
+}
+
+ct_value *ct_value_to_device(const ct_value *v, ct_device device, bool non_blocking) {
+    if (!v) { /* a NULL from a failed call keeps that call's error */
+        if (ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_value_to_device: value is NULL");
+        return NULL;
+    }
+    to_device_args a = {device, non_blocking};
+    return ct_batch_map_tensors(v, to_device_leaf, &a);
+}

@@ -20,15 +20,21 @@
  * flag also signals, so stopping (free, reset, set_position, an error) joins
  * every thread after at most one batch load each.
  *
- * Positions. In training ("repeat") mode the chain is Determined's:
- * shuffle -> repeat -> shard -> batch -> skip(position), and a saved
- * position is restored by rebuilding the chain with that skip. One-pass mode
- * (validation) is shuffle -> shard -> batch (-> skip): the stream is the
- * concatenation of its passes, one per ct_loader_reset, and a reset in the
- * middle of a pass counts the rest of that pass as passed, so that a
- * position still names one point in one stream. A repeating stream has no
- * passes: ct_loader_reset keeps its position. A user's sampler cannot be
- * rebuilt: it can only be moved forward.
+ * Positions. In training ("repeat") mode the chain is the one Determined's
+ * user guide gives for a loader of one's own: shuffle -> repeat -> shard ->
+ * batch -> skip(position), and a saved position is restored by rebuilding
+ * the chain with that skip. One-pass mode (validation) is shuffle -> shard
+ * -> batch (-> skip): the stream is the concatenation of its passes, one per
+ * ct_loader_reset, and a reset in the middle of a pass counts the rest of
+ * that pass as passed, so that a position still names one point in one
+ * stream. A repeating stream has no passes: ct_loader_reset keeps its
+ * position. A user's sampler cannot be rebuilt: it can only be moved
+ * forward, drawing and discarding, across its pass ends.
+ *
+ * An iterable dataset (ct_loader_iterable) has no indices, so none of the
+ * above runs: no sampler, no slots, no workers. ct_loader_next reads its
+ * records on the caller's thread, shards and batches them, and a position
+ * is restored by replaying the iterator from its beginning.
  *
  * Tensors cross threads inside ct_values: a value owns its tensors outside
  * any scope, and scopes are per thread, so handing a value from a worker to
@@ -101,6 +107,19 @@ struct ct_loader {
     bool stop;
     int nthreads;        /* running workers */
     pthread_t *threads;
+
+    /* An iterable dataset (ct_loader_iterable): no dataset, sampler, slots
+     * or workers; records are read in ct_loader_next. pass_done, position
+     * and pass_start keep their meaning. */
+    bool iterable;
+    ct_iterable_vtable it_vt;
+    void *it_self;
+    ct_value **recs;     /* batch_size records being gathered */
+    int64_t *rec_no;     /* their numbers within their pass, for messages */
+    int64_t it_seen;     /* records read that sharding counts: this pass's
+                          * (one-pass mode) or the stream's (repeat) */
+    int64_t it_in_pass;  /* records read in the current pass */
+    int64_t it_pass;     /* passes begun since the last replay, minus one */
 };
 
 /* A message into a MSG_LEN buffer, cut short when it does not fit (the
@@ -118,6 +137,9 @@ static void set_msg(char *dst, const char *fmt, ...) {
 static slot *slot_of(ct_loader *l, int64_t seq) { return &l->slots[seq % l->nslots]; }
 
 static bool repeating(const ct_loader *l) { return !l->user_chain && l->o.repeat; }
+
+/* Internal hook (data/loader.h). */
+bool ct_loader_is_iterable(const ct_loader *l) { return l && l->iterable; }
 
 /* ---- options and the chain ------------------------------------------------ */
 
@@ -282,48 +304,16 @@ static ct_value *user_collate(ct_loader *l, const int64_t *idx, int64_t n, int *
     return b;
 }
 
-/* A copy of the tree whose tensor leaves are fn(leaf). The new leaves are
- * moved into the copy; the scope frees whatever a failure leaves behind. */
-typedef ct_tensor *(*leaf_fn)(const ct_tensor *t, const ct_loader *l);
-
-static ct_value *map_rec(const ct_value *v, leaf_fn fn, const ct_loader *l) {
-    ct_value_kind k = ct_value_kind_of(v);
-    if (k == CT_VALUE_TENSOR) return ct_value_tensor(fn(ct_value_get_tensor(v), l));
-    if (k != CT_VALUE_LIST && k != CT_VALUE_TUPLE && k != CT_VALUE_DICT) return ct_value_copy(v, false);
-    ct_value *out = k == CT_VALUE_LIST ? ct_value_list() : k == CT_VALUE_TUPLE ? ct_value_tuple() : ct_value_dict();
-    for (size_t i = 0; out && i < ct_value_len(v); i++) {
-        int rc;
-        if (k == CT_VALUE_DICT) {
-            const char *skey;
-            int64_t ikey;
-            ct_value *c = map_rec(ct_value_dict_at(v, i, &skey, &ikey), fn, l);
-            rc = skey ? ct_value_dict_set(out, skey, c) : ct_value_dict_set_int(out, ikey, c);
-        } else {
-            rc = ct_value_list_append(out, map_rec(ct_value_list_get(v, i), fn, l));
-        }
-        if (rc != 0) {
-            ct_value_free(out);
-            out = NULL;
-        }
-    }
-    return out;
-}
-
-static ct_value *map_tensors(const ct_value *v, leaf_fn fn, const ct_loader *l) {
-    ct_scope *scope = ct_scope_begin();
-    ct_value *out = map_rec(v, fn, l);
-    ct_scope_end(scope);
-    return out;
-}
-
-static ct_tensor *pin_leaf(const ct_tensor *t, const ct_loader *l) {
+static ct_tensor *pin_leaf(const ct_tensor *t, void *ctx) {
+    (void)ctx;
     return ct_device_of(t).type == CT_CPU ? ct_pin_memory(t) : ct_alias(t);
 }
 
 /* Pinned batches go to a GPU on a side stream the compute stream waits
  * for, so the copy runs beside the previous batch's kernels rather than
  * queued behind them; anything else is a plain (blocking) move. */
-static ct_tensor *move_leaf(const ct_tensor *t, const ct_loader *l) {
+static ct_tensor *move_leaf(const ct_tensor *t, void *ctx) {
+    const ct_loader *l = ctx;
     if (l->pin && l->o.device.type == CT_CUDA && ct_device_of(t).type == CT_CPU)
         return ct_cuda_copy_in(t, l->o.device.index);
     return ct_to_device(t, l->o.device, l->pin);
@@ -341,7 +331,7 @@ static ct_value *load_batch(ct_loader *l, const int64_t *idx, int64_t n, int *er
         if (!b) diagnose(l, idx, n, err, msg);
     }
     if (b && l->pin) {
-        ct_value *pinned = map_tensors(b, pin_leaf, l);
+        ct_value *pinned = ct_batch_map_tensors(b, pin_leaf, l);
         ct_value_free(b);
         b = pinned;
         if (!b) {
@@ -453,6 +443,7 @@ static int stopped(const ct_loader *l, const char *fn) {
  * the pass ends. A sampler failure is kept and reaches ct_loader_next in its
  * turn, after the batches drawn before it. */
 static void fill(ct_loader *l) {
+    if (l->iterable) return; /* read in ct_loader_next */
     while (!l->pass_done && !l->draw_failed && l->issued - l->position < l->nslots) {
         slot *s = slot_of(l, l->issued);
         int64_t n = ct_sampler_next(l->sampler, s->indices, l->max_item);
@@ -521,6 +512,265 @@ static bool needs_move(const ct_value *v, ct_device dev) {
     return false;
 }
 
+/* ---- iterable datasets (caller's thread) ----------------------------------- */
+
+static void destroy(ct_loader *l);
+
+/* An iterable dataset has no indices: the stream is the iterator's records,
+ * read here in order. Sharding counts records (it_seen); a batch is
+ * batch_size records of this rank. In one-pass mode a pass ends where the
+ * iterator's does; in repeat mode the iterator is reset at its end and the
+ * stream goes on, so batches run across pass ends. Every failure of the
+ * user's code stops the loader: its iterator is in an unknown state. */
+
+/* The user's reset: a new pass of the iterator. */
+static int it_rewind(ct_loader *l) {
+    ct_clear_error();
+    int rc = l->it_vt.reset(l->it_self);
+    l->it_pass++;
+    l->it_in_pass = 0;
+    if (!repeating(l)) l->it_seen = 0;
+    if (rc == 0) return 0;
+    char msg[MSG_LEN];
+    set_msg(msg, "ct_loader: the iterable dataset's reset failed (pass %" PRId64 "): %s", l->it_pass,
+            ct_last_code() != CT_OK ? ct_last_error() : "it returned an error code without setting an error");
+    return fail(l, rc < 0 ? rc : CT_ETRIAL, msg);
+}
+
+/* The next record of this rank: 1 with *rec (NEW; NULL rec: dropped), 0 at
+ * the end of a one-pass pass, or a negative code (the loader failed). Its
+ * number within its pass goes to *no. */
+static int it_record(ct_loader *l, ct_value **rec, int64_t *no) {
+    for (;;) {
+        ct_clear_error();
+        ct_value *r = l->it_vt.next(l->it_self);
+        if (!r && ct_last_code() != CT_OK) {
+            char msg[MSG_LEN];
+            set_msg(msg, "ct_loader: the iterable dataset failed reading record %" PRId64 " of pass %" PRId64 ": %s",
+                    l->it_in_pass, l->it_pass, ct_last_error());
+            return fail(l, ct_last_code(), msg);
+        }
+        if (!r) { /* the end of the iterator's pass */
+            if (!repeating(l)) {
+                l->pass_done = true;
+                return 0;
+            }
+            if (l->it_in_pass == 0) {
+                char msg[MSG_LEN];
+                set_msg(msg, "ct_loader: the iterable dataset's pass %" PRId64
+                             " is empty: a repeating loader would never yield a batch", l->it_pass);
+                return fail(l, CT_EINVAL, msg);
+            }
+            int rc = it_rewind(l);
+            if (rc) return rc;
+            continue;
+        }
+        int64_t k = l->it_seen++;
+        *no = l->it_in_pass++;
+        if (k % l->o.world_size != l->o.rank) {
+            ct_value_free(r);
+            continue;
+        }
+        if (rec) *rec = r;
+        else ct_value_free(r);
+        return 1;
+    }
+}
+
+/* Gathers this rank's next batch of records into l->recs (keep) or drops
+ * them (!keep). Returns their count, 0 at the end of a pass (a short batch
+ * under drop_last is dropped; none is left), or a negative code. */
+static int64_t it_gather(ct_loader *l, bool keep) {
+    int64_t n = 0;
+    while (n < l->o.batch_size) {
+        int r = it_record(l, keep ? &l->recs[n] : NULL, &l->rec_no[n]);
+        if (r < 0) {
+            for (int64_t i = 0; i < n; i++) {
+                ct_value_free(l->recs[i]);
+                l->recs[i] = NULL;
+            }
+            return r;
+        }
+        if (r == 0) break;
+        n++;
+    }
+    if (n < l->o.batch_size && (n == 0 || l->o.drop_last)) {
+        for (int64_t i = 0; i < n; i++) {
+            ct_value_free(l->recs[i]);
+            l->recs[i] = NULL;
+        }
+        return 0;
+    }
+    return n;
+}
+
+/* Collates the n gathered records (and frees them): NEW batch, or NULL
+ * with the loader failed and the message naming the record at fault. */
+static ct_value *it_collate(ct_loader *l, int64_t n) {
+    ct_value *b;
+    int64_t bad = -1;
+    ct_clear_error();
+    if (l->o.collate) b = l->o.collate(l->recs, n, l->o.collate_ctx);
+    else b = ct_collate_where(l->recs, n, &bad);
+    char msg[MSG_LEN];
+    int err = 0;
+    if (!b) {
+        take_error(&err);
+        if (bad >= 0)
+            set_msg(msg, "ct_loader: the iterable dataset's record %" PRId64 " of pass %" PRId64 ": %s",
+                    l->rec_no[bad], l->it_pass, ct_last_error());
+        else
+            set_msg(msg, "ct_loader: the %s failed on the iterable dataset's batch %" PRId64 ": %s",
+                    l->o.collate ? "collate function" : "collate", l->position,
+                    ct_last_code() != CT_OK ? ct_last_error() : "it returned NULL without setting an error");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        ct_value_free(l->recs[i]);
+        l->recs[i] = NULL;
+    }
+    if (!b) {
+        fail(l, err, msg);
+        return NULL;
+    }
+    if (l->pin) {
+        ct_value *pinned = ct_batch_map_tensors(b, pin_leaf, l);
+        ct_value_free(b);
+        if (!pinned) {
+            set_msg(msg, "ct_loader: pinning a batch: %s", ct_last_error());
+            fail(l, ct_last_code(), msg);
+        }
+        b = pinned;
+    }
+    if (b && needs_move(b, l->o.device)) {
+        ct_value *moved = ct_batch_map_tensors(b, move_leaf, l);
+        ct_value_free(b);
+        if (!moved) {
+            set_msg(msg, "ct_loader_next: moving the batch to the device: %s", ct_last_error());
+            fail(l, ct_last_code(), msg);
+        }
+        b = moved;
+    }
+    return b;
+}
+
+static int it_next(ct_loader *l, ct_value **batch) {
+    if (l->pass_done) return 0; /* until ct_loader_reset */
+    double t0 = ct_clock_monotonic();
+    int64_t n = it_gather(l, true);
+    ct_value *b = n > 0 ? it_collate(l, n) : NULL;
+    l->wait_s += ct_clock_monotonic() - t0;
+    if (n <= 0) return (int)n;
+    if (!b) return l->failed;
+    l->position++;
+    *batch = b;
+    return 1;
+}
+
+/* One-pass mode, the pass begun: the rest of it counts as passed (read,
+ * dropped), then the iterator starts the next. */
+static int it_reset(ct_loader *l) {
+    while (!l->pass_done) {
+        int64_t n = it_gather(l, false);
+        if (n < 0) return (int)n;
+        if (n > 0) l->position++;
+    }
+    int rc = it_rewind(l);
+    if (rc) return rc;
+    l->pass_done = false;
+    l->pass_start = l->position;
+    return 0;
+}
+
+/* Replays from the beginning to `target` batches: reset, then batches read
+ * and dropped, with a reset at each pass end on the way. */
+static int it_seek(ct_loader *l, int64_t target) {
+    l->it_pass = -1;
+    l->it_seen = 0;
+    l->position = l->pass_start = 0;
+    l->pass_done = false;
+    int rc = it_rewind(l);
+    while (rc == 0 && l->position < target) {
+        if (l->pass_done) { /* an uninterrupted loader was reset here */
+            if (l->position == l->pass_start) {
+                char msg[MSG_LEN];
+                set_msg(msg, "ct_loader_set_position(%" PRId64 "): pass %" PRId64
+                             " of the iterable dataset gives this rank no batch: the position cannot be reached",
+                        target, l->it_pass);
+                return fail(l, CT_EINVAL, msg);
+            }
+            rc = it_rewind(l);
+            l->pass_done = false;
+            l->pass_start = l->position;
+            continue;
+        }
+        int64_t n = it_gather(l, false);
+        if (n < 0) rc = (int)n;
+        else if (n > 0) l->position++;
+    }
+    return rc;
+}
+
+ct_loader *ct_loader_iterable(const ct_iterable_vtable *vt, void *self, const ct_loader_opts *opts) {
+    const char *fn = "ct_loader_iterable";
+    ct_loader_opts o = opts ? *opts : ct_loader_defaults();
+    int rc = 0;
+    if (!vt || !vt->reset || !vt->next)
+        rc = ct_set_error(CT_EINVAL, "%s: %s is NULL", fn, !vt ? "the vtable" : !vt->reset ? "vt->reset" : "vt->next");
+    else if (o.sampler)
+        rc = ct_set_error(CT_EINVAL, "%s: an iterable dataset has no indices to sample: ct_loader_opts.sampler must be NULL", fn);
+    else if (o.shuffle)
+        rc = ct_set_error(CT_EINVAL, "%s: the loader cannot shuffle an iterable dataset (shuffle in the iterator, "
+                                     "the same way after every reset)", fn);
+    else if (o.batch_size < 1)
+        rc = ct_set_error(CT_EINVAL, "%s: batch_size %" PRId64 " must be >= 1", fn, o.batch_size);
+    else if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+        rc = ct_set_error(CT_EINVAL, "%s: rank %d is not in [0, world_size %d)", fn, o.rank, o.world_size);
+    else if (o.skip_batches < 0)
+        rc = ct_set_error(CT_EINVAL, "%s: skip_batches %" PRId64 " is negative", fn, o.skip_batches);
+    else if (o.device.type != CT_CPU && !ct_cuda_is_available()) {
+        char dev[32];
+        ct_device_format(o.device, dev, sizeof dev);
+        rc = ct_set_error(CT_EDEVICE, "%s: device %s asked for, but CUDA is not available", fn, dev);
+    }
+    ct_sampler_free(o.sampler); /* taken, as ct_loader_new takes it */
+    o.sampler = NULL;
+    ct_loader *l = rc == 0 ? calloc(1, sizeof *l) : NULL;
+    if (rc == 0 && !l) rc = ct_set_error(CT_ENOMEM, "%s: out of host memory", fn);
+    if (rc != 0) {
+        if (vt && vt->free) vt->free(self);
+        return NULL;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->work, NULL);
+    pthread_cond_init(&l->done, NULL);
+    o.num_workers = 0; /* the iterator is read on the caller's thread */
+    o.prefetch_batches = 0;
+    l->o = o;
+    l->iterable = true;
+    l->it_vt = *vt;
+    l->it_self = self;
+    l->pin = o.pin_memory && ct_cuda_is_available();
+    l->num_samples = l->len = -1;
+    if ((size_t)o.batch_size <= SIZE_MAX / sizeof(int64_t)) {
+        l->recs = calloc((size_t)o.batch_size, sizeof *l->recs);
+        l->rec_no = calloc((size_t)o.batch_size, sizeof *l->rec_no);
+    }
+    if (!l->recs || !l->rec_no) {
+        ct_set_error(CT_ENOMEM, "%s: out of host memory for a batch of %" PRId64 " records", fn, o.batch_size);
+        destroy(l);
+        return NULL;
+    }
+    if (it_seek(l, o.skip_batches) != 0) {
+        char msg[MSG_LEN];
+        set_msg(msg, "%s", ct_last_error());
+        int code = ct_last_code();
+        destroy(l);
+        ct_set_error(code, "%s", msg);
+        return NULL;
+    }
+    return l;
+}
+
 /* ---- the API ----------------------------------------------------------------- */
 
 /* Frees everything but the dataset reference. */
@@ -531,6 +781,10 @@ static void destroy(ct_loader *l) {
         free(l->slots[i].indices);
     }
     ct_sampler_free(l->sampler);
+    for (int64_t i = 0; l->recs && i < l->o.batch_size; i++) ct_value_free(l->recs[i]);
+    free(l->recs);
+    free(l->rec_no);
+    if (l->iterable && l->it_vt.free) l->it_vt.free(l->it_self);
     pthread_cond_destroy(&l->done);
     pthread_cond_destroy(&l->work);
     pthread_mutex_destroy(&l->mu);
@@ -581,7 +835,7 @@ ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *opts) {
     /* torch's DataLoader, too, goes on without pinning when no GPU is there. */
     l->pin = o.pin_memory && ct_cuda_is_available();
     l->num_samples = ct_dataset_len(dataset);
-    l->len = user ? -1 : batches_per_pass(&o, l->num_samples);
+    l->len = user ? ct_sampler_len(user) : batches_per_pass(&o, l->num_samples);
     l->position = user ? 0 : o.skip_batches;
     l->pass_start = pass_start_of(l, l->position);
     l->sampler = user ? user : build_chain(l, l->position);
@@ -602,6 +856,7 @@ int ct_loader_next(ct_loader *l, ct_value **batch) {
     if (batch) *batch = NULL;
     if (!l || !batch) return ct_set_error(CT_EINVAL, "ct_loader_next: %s is NULL", l ? "batch" : "loader");
     if (l->failed) return stopped(l, "ct_loader_next");
+    if (l->iterable) return it_next(l, batch);
     fill(l);
     if (l->position == l->issued) /* the pass ended and all of it was served */
         return l->draw_failed ? draw_failure(l) : 0;
@@ -612,7 +867,7 @@ int ct_loader_next(ct_loader *l, ct_value **batch) {
     if (!b) return fail(l, err, msg);
     fill(l); /* keep the workers busy while the caller computes */
     if (needs_move(b, l->o.device)) {
-        ct_value *moved = map_tensors(b, move_leaf, l);
+        ct_value *moved = ct_batch_map_tensors(b, move_leaf, l);
         ct_value_free(b);
         if (!moved) {
             set_msg(msg, "ct_loader_next: moving the batch to the device: %s", ct_last_error());
@@ -649,6 +904,7 @@ int ct_loader_reset(ct_loader *l) {
     if (l->failed) return stopped(l, "ct_loader_reset");
     if (repeating(l)) return 0; /* one endless stream: nothing to restart */
     if (!l->pass_done && l->position == l->pass_start) return 0; /* this pass has not begun */
+    if (l->iterable) return it_reset(l);
     if (l->draw_failed) return draw_failure(l);
     stop_workers(l);
     /* The rest of the pass counts as passed: in flight, then still in the sampler. */
@@ -705,6 +961,7 @@ int ct_loader_set_position(ct_loader *l, int64_t batches_served) {
         return ct_set_error(CT_EINVAL, "ct_loader_set_position: position %" PRId64 " is negative",
                             batches_served);
     if (l->failed) return stopped(l, "ct_loader_set_position");
+    if (l->iterable) return it_seek(l, batches_served);
     if (l->user_chain) return seek_user_chain(l, batches_served);
     ct_sampler *chain = build_chain(l, batches_served);
     if (!chain) return ct_last_code(); /* the loader goes on where it was */
@@ -750,12 +1007,15 @@ void ct_loader_free(ct_loader *l) {
 int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
     if (!l) return ct_set_error(CT_EINVAL, "the validation data loader is NULL");
     if (l->user_chain || (l->o.rank == rank && l->o.world_size == world_size)) return CT_OK;
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        return ct_set_error(CT_EINVAL, "the validation data loader: rank %d is not in [0, world_size %d)", rank,
+                            world_size);
     stop_workers(l);
     l->o.repeat = false;
     l->o.rank = rank;
     l->o.world_size = world_size;
-    l->len = batches_per_pass(&l->o, l->num_samples);
-    return ct_loader_set_position(l, 0); /* the chain rebuilt for this shard */
+    if (!l->iterable) l->len = batches_per_pass(&l->o, l->num_samples);
+    return ct_loader_set_position(l, 0); /* the chain rebuilt (the iterator replayed) for this shard */
 }
 
 int ct_loader_use_device(ct_loader *l, ct_device device) {
@@ -773,7 +1033,14 @@ int ct_loader_use_device(ct_loader *l, ct_device device) {
 
 int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
     if (!l) return ct_set_error(CT_EINVAL, "the training data loader is NULL");
-    if (!l->user_chain) {
+    if (l->iterable) { /* repeat -> shard -> batch, replayed to `position` */
+        if (world_size < 1 || rank < 0 || rank >= world_size)
+            return ct_set_error(CT_EINVAL, "the training data loader: rank %d is not in [0, world_size %d)", rank,
+                                world_size);
+        l->o.repeat = true;
+        l->o.rank = rank;
+        l->o.world_size = world_size;
+    } else if (!l->user_chain) {
         ct_loader_opts o = l->o;
         o.repeat = true;
         o.rank = rank;

@@ -12,6 +12,9 @@
 
 struct ct_sampler {
     int64_t (*next)(ct_sampler *s, int64_t *out, int64_t cap);
+    /* Items per pass, as Python's len() of the same sampler: the source's
+     * length, or what the wrapper makes of its inner's (never an error). */
+    int64_t (*len)(const ct_sampler *s);
     void (*destroy)(ct_sampler *s); /* frees what the subtype holds, not s */
     int64_t max_item;
     ct_sampler *inner; /* the wrapped sampler, owned; NULL at the source */
@@ -48,6 +51,8 @@ static int64_t sequential_next(ct_sampler *s, int64_t *out, int64_t cap) {
     return 1;
 }
 
+static int64_t sequential_len(const ct_sampler *s) { return ((const Sequential *)s)->n; }
+
 ct_sampler *ct_sampler_sequential(int64_t n) {
     if (n < 0) {
         ct_set_error(CT_EINVAL, "ct_sampler_sequential: negative length %lld", (long long)n);
@@ -56,6 +61,7 @@ ct_sampler *ct_sampler_sequential(int64_t n) {
     Sequential *q = sampler_alloc(sizeof *q, __func__);
     if (!q) return NULL;
     q->base.next = sequential_next;
+    q->base.len = sequential_len;
     q->base.max_item = 1;
     q->n = n;
     return &q->base;
@@ -91,6 +97,8 @@ static int64_t shuffle_next(ct_sampler *s, int64_t *out, int64_t cap) {
 
 static void shuffle_destroy(ct_sampler *s) { free(((Shuffle *)s)->perm); }
 
+static int64_t shuffle_len(const ct_sampler *s) { return ((const Shuffle *)s)->n; }
+
 ct_sampler *ct_sampler_shuffle(int64_t n, uint64_t seed) {
     if (n < 0) {
         ct_set_error(CT_EINVAL, "ct_sampler_shuffle: negative length %lld", (long long)n);
@@ -111,6 +119,7 @@ ct_sampler *ct_sampler_shuffle(int64_t n, uint64_t seed) {
         return NULL;
     }
     q->base.next = shuffle_next;
+    q->base.len = shuffle_len;
     q->base.destroy = shuffle_destroy;
     q->base.max_item = 1;
     q->n = n;
@@ -127,6 +136,9 @@ static int64_t repeat_next(ct_sampler *s, int64_t *out, int64_t cap) {
     return r;
 }
 
+/* Determined's RepeatSampler / RepeatBatchSampler: len() is one pass's. */
+static int64_t inner_len(const ct_sampler *s) { return s->inner->len(s->inner); }
+
 ct_sampler *ct_sampler_repeat(ct_sampler *inner) {
     if (!inner_ok(inner, __func__)) return NULL;
     ct_sampler *s = sampler_alloc(sizeof *s, __func__);
@@ -135,6 +147,7 @@ ct_sampler *ct_sampler_repeat(ct_sampler *inner) {
         return NULL;
     }
     s->next = repeat_next;
+    s->len = inner_len;
     s->max_item = inner->max_item;
     s->inner = inner;
     return s;
@@ -161,6 +174,13 @@ static int64_t shard_next(ct_sampler *s, int64_t *out, int64_t cap) {
     }
 }
 
+/* Determined's DistributedSampler.__len__: L/n + (L%n > rank). */
+static int64_t shard_len(const ct_sampler *s) {
+    const Shard *q = (const Shard *)s;
+    int64_t l = s->inner->len(s->inner);
+    return l / q->world_size + (l % q->world_size > q->rank);
+}
+
 ct_sampler *ct_sampler_shard(ct_sampler *inner, int rank, int world_size) {
     if (!inner_ok(inner, __func__)) return NULL;
     if (world_size < 1 || rank < 0 || rank >= world_size) {
@@ -174,6 +194,7 @@ ct_sampler *ct_sampler_shard(ct_sampler *inner, int rank, int world_size) {
         return NULL;
     }
     q->base.next = shard_next;
+    q->base.len = shard_len;
     q->base.max_item = inner->max_item;
     q->base.inner = inner;
     q->rank = rank;
@@ -213,6 +234,13 @@ static int64_t batch_next(ct_sampler *s, int64_t *out, int64_t cap) {
     return count;
 }
 
+/* torch's BatchSampler.__len__. */
+static int64_t batch_len(const ct_sampler *s) {
+    const Batch *q = (const Batch *)s;
+    int64_t l = s->inner->len(s->inner);
+    return q->drop_last ? l / q->batch_size : l / q->batch_size + (l % q->batch_size != 0);
+}
+
 ct_sampler *ct_sampler_batch(ct_sampler *inner, int64_t batch_size, bool drop_last) {
     if (!inner_ok(inner, __func__)) return NULL;
     if (batch_size < 1) {
@@ -226,6 +254,7 @@ ct_sampler *ct_sampler_batch(ct_sampler *inner, int64_t batch_size, bool drop_la
         return NULL;
     }
     q->base.next = batch_next;
+    q->base.len = batch_len;
     q->base.max_item = batch_size * inner->max_item;
     q->base.inner = inner;
     q->batch_size = batch_size;
@@ -273,6 +302,7 @@ ct_sampler *ct_sampler_skip(ct_sampler *inner, int64_t count) {
         return NULL;
     }
     q->base.next = skip_next;
+    q->base.len = inner_len; /* SkipBatchSampler.__len__: a position moved, not a pass shortened */
     q->base.max_item = inner->max_item;
     q->base.inner = inner;
     q->count = count;
@@ -290,6 +320,11 @@ int64_t ct_sampler_next(ct_sampler *s, int64_t *out, int64_t cap) {
 }
 
 int64_t ct_sampler_max_item(const ct_sampler *s) { return s ? s->max_item : 0; }
+
+int64_t ct_sampler_len(const ct_sampler *s) {
+    if (!s) return ct_set_error(CT_EINVAL, "ct_sampler_len: sampler is NULL");
+    return s->len(s);
+}
 
 void ct_sampler_free(ct_sampler *s) {
     while (s) {

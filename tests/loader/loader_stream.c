@@ -1,14 +1,16 @@
 /* Prints the index stream of ct_loader for configurations read from stdin,
  * one per line:
  *
- *     n seed shuffle repeat rank world_size batch_size drop_last skip workers tokens fast
+ *     n seed shuffle repeat rank world_size batch_size drop_last skip workers tokens fast user
  *
  * The dataset's sample i is i itself (fast: a TensorDataset over arange(n),
  * batched by its get_batch; else a user dataset returning the int i, batched
- * by ct_collate), so a batch is its own list of indices. For each line it
- * prints `tokens` tokens: a batch as "i,j,k", the end of a pass as "|" (and
- * then resets), or one "ERR <message>" when the loader is refused.
- * test_chain.py computes the same with Determined's samplers. */
+ * by ct_collate), so a batch is its own list of indices. user: the same
+ * chain built with ct_sampler_* and given as the loader's own sampler, moved
+ * to `skip` by ct_loader_set_position. For each line it prints
+ * "len=<ct_loader_len>", then `tokens` tokens: a batch as "i,j,k", the end
+ * of a pass as "|" (and then resets), or one "ERR <message>" when the loader
+ * is refused. test_chain.py computes the same with Determined's samplers. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +48,10 @@ static int print_batch(const ct_value *b) {
 
 int main(void) {
     long long n, seed, skip;
-    int shuffle, repeat, rank, ws, drop_last, workers, tokens, fast;
+    int shuffle, repeat, rank, ws, drop_last, workers, tokens, fast, user;
     long long bs;
-    while (scanf("%lld %lld %d %d %d %d %lld %d %lld %d %d %d", &n, &seed, &shuffle, &repeat, &rank,
-                 &ws, &bs, &drop_last, &skip, &workers, &tokens, &fast) == 12) {
+    while (scanf("%lld %lld %d %d %d %d %lld %d %lld %d %d %d %d", &n, &seed, &shuffle, &repeat, &rank,
+                 &ws, &bs, &drop_last, &skip, &workers, &tokens, &fast, &user) == 13) {
         ct_loader_opts o = ct_loader_defaults();
         o.batch_size = bs;
         o.shuffle = shuffle;
@@ -60,11 +62,21 @@ int main(void) {
         o.drop_last = drop_last;
         o.skip_batches = skip;
         o.num_workers = workers;
+        if (user) {
+            ct_sampler *s = shuffle ? ct_sampler_shuffle(n, (uint64_t)seed) : ct_sampler_sequential(n);
+            if (repeat) s = ct_sampler_repeat(s);
+            o.sampler = ct_sampler_batch(ct_sampler_shard(s, rank, ws), bs, drop_last);
+        }
         ct_loader *l = ct_loader_new(dataset(n, fast), &o);
+        if (l && user && ct_loader_set_position(l, skip) != 0) {
+            ct_loader_free(l);
+            l = NULL;
+        }
         if (!l) {
             printf("ERR %s\n", ct_last_error());
             continue;
         }
+        printf("len=%lld ", (long long)ct_loader_len(l));
         for (int k = 0; k < tokens; k++) {
             ct_value *b = NULL;
             int r = ct_loader_next(l, &b);

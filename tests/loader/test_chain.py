@@ -8,6 +8,12 @@ world_size)) -> torch's BatchSampler -> SkipBatchSampler(skip). One-pass mode
 is the validation chain (shuffle/sequential -> shard -> batch) pass after
 pass, with its position counted over the concatenated passes.
 
+Each line also gives ct_loader_len, compared with Python's len() of the
+chain: torch's BatchSampler over Determined's samplers (their __len__ copied
+from harness/determined/pytorch/samplers.py). The same chains are also given
+to the loader as the user's own sampler ("user"), moved to the position by
+ct_loader_set_position (forward draws, across pass ends) instead of a skip.
+
 usage: test_chain.py LOADER_STREAM"""
 import itertools
 import random
@@ -36,6 +42,9 @@ class RepeatSampler(tud.Sampler):
     def __init__(self, sampler):
         self.sampler = sampler
 
+    def __len__(self):
+        return len(self.sampler)
+
     def __iter__(self):
         while True:
             yield from self.sampler
@@ -45,6 +54,10 @@ class DistributedSampler(tud.Sampler):
     def __init__(self, sampler, world_size, rank):
         self.sampler, self.world_size, self.rank = sampler, world_size, rank
 
+    def __len__(self):
+        n = len(self.sampler)
+        return n // self.world_size + int(n % self.world_size > self.rank)
+
     def __iter__(self):
         return itertools.islice(self.sampler, self.rank, None, self.world_size)
 
@@ -52,6 +65,9 @@ class DistributedSampler(tud.Sampler):
 class SkipBatchSampler(tud.Sampler):
     def __init__(self, batch_sampler, skip):
         self.batch_sampler, self.skip = batch_sampler, skip
+
+    def __len__(self):
+        return len(self.batch_sampler)
 
     def __iter__(self):
         it = iter(self.batch_sampler)
@@ -70,11 +86,14 @@ def expected(n, seed, shuffle, repeat, rank, ws, bs, drop_last, skip, tokens):
         if share == 0:
             return "ERR"
         s = DistributedSampler(RepeatSampler(base_sampler(n, seed, shuffle)), ws, rank)
-        it = iter(SkipBatchSampler(tud.BatchSampler(s, bs, bool(drop_last)), skip))
-        return " ".join(",".join(map(str, next(it))) for _ in range(tokens))
+        chain = SkipBatchSampler(tud.BatchSampler(s, bs, bool(drop_last)), skip)
+        it = iter(chain)
+        return f"len={len(chain)} " + " ".join(",".join(map(str, next(it))) for _ in range(tokens))
+    length = len(tud.BatchSampler(DistributedSampler(base_sampler(n, seed, shuffle), ws, rank), bs, bool(drop_last)))
     per_pass = share // bs if drop_last else -(-share // bs)
+    assert length == per_pass
     if per_pass == 0:
-        return " ".join(["|"] * tokens)
+        return f"len={length} " + " ".join(["|"] * tokens)
     # One-pass mode: the passes back to back, "|" at each end; the first
     # `skip` batches (and the pass ends between them) are skipped.
     sampler = DistributedSampler(base_sampler(n, seed, shuffle), ws, rank)
@@ -88,7 +107,7 @@ def expected(n, seed, shuffle, repeat, rank, ws, bs, drop_last, skip, tokens):
             out.append(",".join(map(str, b)))
         if skipped >= skip:
             out.append("|")
-    return " ".join(out[:tokens])
+    return f"len={length} " + " ".join(out[:tokens])
 
 
 def configs():
@@ -100,11 +119,17 @@ def configs():
         ws = rng.choice([1, 1, 2, 3, 4])
         rank = rng.randrange(ws)
         bs = rng.choice([1, 3, 8, 64])
-        yield (n, rng.choice(seeds), rng.randrange(2), i % 2, rank, ws, bs, rng.randrange(2),
-               rng.choice([0, 0, 1, 5, 17, 40]), rng.choice([0, 2, 3]), rng.choice([12, 40]),
-               rng.randrange(2))
+        c = (n, rng.choice(seeds), rng.randrange(2), i % 2, rank, ws, bs, rng.randrange(2),
+             rng.choice([0, 0, 1, 5, 17, 40]), rng.choice([0, 2, 3]), rng.choice([12, 40]),
+             rng.randrange(2))
+        yield c + (0,)
+        # the user's own chain: a rank must have batches (a repeating chain
+        # with none never yields, a positioned one never arrives)
+        share = n // ws + (n % ws > rank)
+        if (share // bs if c[7] else share) > 0:
+            yield c + (1,)
     # the repeating loader refuses a rank with no samples
-    yield (2, 5, 1, 1, 3, 4, 2, 0, 0, 2, 5, 1)
+    yield (2, 5, 1, 1, 3, 4, 2, 0, 0, 2, 5, 1, 0)
 
 
 def main():

@@ -1,7 +1,8 @@
 /* ct_collate follows torch's default_collate (tensors stacked, ints ->
  * int64, floats -> float64, bools -> bool, strings -> list, containers
- * element-wise), its errors name the sample and the path inside it, and the
- * ct_batch_* getters say what a batch holds when asked for something else. */
+ * element-wise), its errors name the sample and the path inside it, the
+ * ct_batch_* getters say what a batch holds when asked for something else,
+ * and ct_value_to_device copies a batch tree with its tensors moved. */
 #include <stdlib.h>
 
 #include "ct_test.h"
@@ -253,6 +254,91 @@ static void test_getters(void) {
     ct_value_free(none);
 }
 
+/* Determined's to_device over a tree: every tensor leaf moved, everything
+ * else copied, the structure (kinds, keys and their order) kept. On the CPU
+ * the leaves are new handles to the same tensors. */
+static void test_to_device(void) {
+    ct_value *batch = ct_value_dict();
+    ct_value_dict_set(batch, "x", ct_value_tensor(counting(2, 3, 1)));
+    ct_value *list = ct_value_list();
+    ct_value_list_append(list, ct_value_tensor(counting(1, 2, 7)));
+    ct_value_list_append(list, ct_value_int(3));
+    ct_value_list_append(list, ct_value_str("id-3"));
+    ct_value_dict_set(batch, "y", list);
+    ct_value *tuple = ct_value_tuple();
+    ct_value_list_append(tuple, ct_value_none());
+    ct_value_list_append(tuple, ct_value_float(0.25));
+    ct_value_list_append(tuple, ct_value_bool(true));
+    ct_value *inner = ct_value_dict();
+    ct_value_dict_set_int(inner, 5, ct_value_tensor(ct_zeros(CT_SHAPE(4), &(ct_topts){.dtype = CT_I64})));
+    ct_value_list_append(tuple, inner);
+    ct_value_dict_set_int(batch, 2, tuple);
+    ct_value_dict_set(batch, "empty", ct_value_list());
+
+    ct_value *moved = ct_value_to_device(batch, ct_cpu(), false);
+    CHECK(moved != NULL && moved != batch);
+    CHECK(ct_value_equal(moved, batch));
+    CHECK(ct_value_kind_of(ct_value_dict_get_int(moved, 2)) == CT_VALUE_TUPLE);
+    CHECK(ct_value_kind_of(ct_value_dict_get(moved, "y")) == CT_VALUE_LIST);
+    const char *skey;
+    int64_t ikey;
+    ct_value_dict_at(moved, 2, &skey, &ikey);
+    CHECK(skey == NULL && ikey == 2); /* the int key, in its place */
+    ct_value_dict_at(moved, 3, &skey, &ikey);
+    CHECK(skey && !strcmp(skey, "empty"));
+    /* new handles to the same storage: torch's .to() on the same device */
+    ct_tensor *a = ct_batch_get(batch, "x"), *b = ct_batch_get(moved, "x");
+    CHECK(a != NULL && b != NULL && a != b && ct_data_ptr(a) == ct_data_ptr(b));
+    CHECK(ct_value_get_str(ct_value_list_get(ct_value_dict_get(moved, "y"), 2)) !=
+          ct_value_get_str(ct_value_list_get(list, 2))); /* strings copied */
+    ct_value_free(batch); /* the copy owns its own handles */
+    CHECK(ct_device_of(ct_batch_get(moved, "x")).type == CT_CPU);
+    float got[6];
+    CHECK(ct_read(ct_batch_get(moved, "x"), got, sizeof got) == 0 && got[0] == 1 && got[5] == 6);
+    ct_value_free(moved);
+
+    /* a plain tensor and a scalar */
+    ct_value *t = ct_value_tensor(counting(1, 1, 9));
+    ct_value *tm = ct_value_to_device(t, ct_cpu(), true);
+    CHECK(tm && ct_value_kind_of(tm) == CT_VALUE_TENSOR && ct_value_equal(t, tm));
+    ct_value *i = ct_value_int(4);
+    ct_value *im = ct_value_to_device(i, ct_cpu(), false);
+    CHECK(im && im != i && ct_value_equal(i, im));
+    ct_value_free(t);
+    ct_value_free(tm);
+    ct_value_free(i);
+    ct_value_free(im);
+
+    /* NULL: an error, or the error of the call that produced the NULL */
+    CHECK(ct_value_to_device(NULL, ct_cpu(), false) == NULL);
+    CHECK_ERR(CT_EINVAL, "ct_value_to_device: value is NULL");
+    ct_set_error(CT_EIO, "earlier failure");
+    CHECK(ct_value_to_device(NULL, ct_cpu(), false) == NULL);
+    CHECK_ERR(CT_EIO, "earlier failure");
+
+    if (ct_cuda_is_available()) { /* to a GPU and back */
+        ct_value *g = ct_value_tuple();
+        ct_value_list_append(g, ct_value_tensor(counting(2, 2, 3)));
+        ct_value_list_append(g, ct_value_str("s"));
+        ct_value *on_gpu = ct_value_to_device(g, ct_cuda(0), false);
+        CHECK(on_gpu && ct_device_of(ct_batch_at(on_gpu, 0)).type == CT_CUDA);
+        ct_value *back = ct_value_to_device(on_gpu, ct_cpu(), false);
+        CHECK(back && ct_value_equal(back, g));
+        ct_value_free(g);
+        ct_value_free(on_gpu);
+        ct_value_free(back);
+    } else {
+        /* a failing move: no GPU, nothing leaked */
+        ct_value *g = ct_value_list();
+        ct_value_list_append(g, ct_value_tensor(counting(2, 2, 3)));
+        ct_value_list_append(g, ct_value_tensor(counting(2, 2, 3)));
+        CHECK(ct_value_to_device(g, ct_cuda(0), false) == NULL);
+        CHECK(ct_last_code() != CT_OK);
+        ct_clear_error();
+        ct_value_free(g);
+    }
+}
+
 int main(void) {
     size_t live = ct_tensor_live_count();
     test_nested();
@@ -260,6 +346,7 @@ int main(void) {
     test_shape_error();
     test_structure_errors();
     test_getters();
+    test_to_device();
     CHECK(ct_tensor_live_count() == live); /* nothing leaked, failures included */
     return ct_test_result("loader_collate");
 }

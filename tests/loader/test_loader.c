@@ -420,7 +420,7 @@ static void test_user_sampler(void) {
         o.batch_size = 999; /* ignored */
         o.sampler = ct_sampler_batch(ct_sampler_sequential(20), 6, false);
         ct_loader *l = ct_loader_new(arange_ds(20), &o);
-        CHECK(ct_loader_len(l) == -1);
+        CHECK(ct_loader_len(l) == 4); /* ct_sampler_len: ceil(20 / 6) */
         ct_value *b = NULL;
         int64_t idx[6];
         int sizes[8], n = 0;
@@ -459,6 +459,107 @@ static void test_user_sampler(void) {
     CHECK(ct_loader_reset(l) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "did not end its pass");
     ct_loader_free(l);
+}
+
+/* A user chain as the training loop runs it: ct_loader_len is the chain's
+ * ct_sampler_len; at the end of each pass (next answers 0) a reset starts
+ * the next and the position keeps counting; set_position lands on the batch
+ * an uninterrupted loader serves there, across pass ends, from a fresh
+ * loader and from a running one with batches in flight. */
+static void test_user_chain_passes(void) {
+    /* exact: sequential(10) -> batch(4): [0..3] [4..7] [8, 9] | ... */
+    static const int64_t first[] = {0, 4, 8};
+    static const int64_t sizes[] = {4, 4, 2};
+    for (int workers = 0; workers <= 2; workers += 2) {
+        ct_loader_opts o = ct_loader_defaults();
+        o.num_workers = workers;
+        o.sampler = ct_sampler_batch(ct_sampler_sequential(10), 4, false);
+        ct_loader *l = ct_loader_new(arange_ds(10), &o);
+        CHECK(ct_loader_len(l) == 3);
+        ct_value *b = NULL;
+        int64_t idx[4];
+        for (int k = 0; k < 12; k++) { /* four passes, the loop's way */
+            int r = ct_loader_next(l, &b);
+            if (r == 0) {
+                CHECK(k % 3 == 0 && k > 0);
+                CHECK(ct_loader_position(l) == k);
+                CHECK_OK(ct_loader_reset(l));
+                r = ct_loader_next(l, &b);
+            }
+            CHECK(r == 1);
+            int64_t n = batch_indices(b, idx, 4);
+            CHECK(n == sizes[k % 3] && idx[0] == first[k % 3] && idx[n - 1] == first[k % 3] + n - 1);
+            ct_value_free(b);
+            CHECK(ct_loader_position(l) == k + 1);
+        }
+        ct_loader_free(l);
+        /* drop_last shortens the pass and the length */
+        o.sampler = ct_sampler_batch(ct_sampler_sequential(10), 4, true);
+        l = ct_loader_new(arange_ds(10), &o);
+        CHECK(ct_loader_len(l) == 2);
+        int served = 0;
+        while (ct_loader_next(l, &b) == 1) {
+            served++;
+            ct_value_free(b);
+        }
+        CHECK(served == 2);
+        ct_loader_free(l);
+    }
+
+    /* a shuffled, sharded chain: a new permutation per pass; rank 1 of 3
+     * of 23 samples gets 8 per pass, in batches of 3, 3, 2 */
+    enum { M = 30 };
+    for (int workers = 0; workers <= 2; workers += 2) {
+        ct_loader_opts o = ct_loader_defaults();
+        o.num_workers = workers;
+        o.sampler = ct_sampler_batch(ct_sampler_shard(ct_sampler_shuffle(23, 99), 1, 3), 3, false);
+        ct_loader *l = ct_loader_new(arange_ds(23), &o);
+        CHECK(ct_loader_len(l) == 3);
+        ct_value *ref[M];
+        CHECK(read_stream(l, ref, M) == M);
+        CHECK(ct_loader_position(l) == M);
+        ct_loader_free(l);
+        /* the stream is the chain's, pass after pass */
+        ct_sampler *s = ct_sampler_batch(ct_sampler_shard(ct_sampler_shuffle(23, 99), 1, 3), 3, false);
+        int64_t want[3], got[3];
+        bool same = true;
+        for (int k = 0; k < M; k++) {
+            int64_t n = ct_sampler_next(s, want, 3);
+            if (n == 0) n = ct_sampler_next(s, want, 3);
+            same = same && batch_indices(ref[k], got, 3) == n && !memcmp(got, want, (size_t)n * sizeof *got);
+            same = same && n == (k % 3 == 2 ? 2 : 3);
+        }
+        CHECK(same);
+        ct_sampler_free(s);
+        for (int64_t k = 0; k <= 12; k++) {
+            ct_value *rest[M];
+            int n = M - (int)k;
+            /* a fresh loader moved to k */
+            o.sampler = ct_sampler_batch(ct_sampler_shard(ct_sampler_shuffle(23, 99), 1, 3), 3, false);
+            l = ct_loader_new(arange_ds(23), &o);
+            CHECK_OK(ct_loader_set_position(l, k));
+            CHECK(ct_loader_position(l) == k);
+            bool ok = read_stream(l, rest, n) == n && same_stream(ref + k, rest, n);
+            if (!ok) fprintf(stderr, "workers %d: user chain set_position(%lld) differs\n", workers, (long long)k);
+            CHECK(ok);
+            free_stream(rest, n);
+            ct_loader_free(l);
+            /* a running loader, batches in flight, moved forward from 1 */
+            o.sampler = ct_sampler_batch(ct_sampler_shard(ct_sampler_shuffle(23, 99), 1, 3), 3, false);
+            l = ct_loader_new(arange_ds(23), &o);
+            if (k >= 1) {
+                CHECK(read_stream(l, rest, 1) == 1);
+                free_stream(rest, 1);
+                CHECK_OK(ct_loader_set_position(l, k));
+                CHECK(read_stream(l, rest, n) == n && same_stream(ref + k, rest, n));
+                free_stream(rest, n);
+            }
+            ct_loader_free(l);
+        }
+        free_stream(ref, M);
+    }
+    CHECK(ct_sampler_len(NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "ct_sampler_len: sampler is NULL");
 }
 
 /* Bad options are refused at creation, naming the option; the dataset (and
@@ -594,6 +695,7 @@ int main(void) {
     test_stop_promptly();
     test_wait_seconds();
     test_user_sampler();
+    test_user_chain_passes();
     test_bad_options();
     test_device();
 

@@ -5,3 +5,6 @@ ct_c_test(loader_threads ${_loader}/test_loader.c)
 set_tests_properties(loader_threads PROPERTIES TIMEOUT 120)
 ct_c_program(loader_stream ${_loader}/loader_stream.c)
 ct_py_test(loader_chain ${_loader}/test_chain.py $<TARGET_FILE:loader_stream>)
+# The loader over an iterable dataset; it calls the training loop's hooks
+# (src/data/loader.h, internal), so it links module data.
+ct_c_test(loader_iterable ${_loader}/test_iterable.c MODULES data)

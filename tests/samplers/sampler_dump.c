@@ -2,9 +2,10 @@
 /* Reads one sampler chain per stdin line, e.g.
  *     shuffle:100:42 repeat shard:1:3 batch:7:0 skip:5 | 40
  * (stages left to right, then how many next() calls to make), builds it with
- * ct_sampler_*, and prints one JSON line per chain: the items in order, with
- * null for each end of pass, or {"error": "..."} when building or drawing
- * fails. sampler_parity.py compares these with numpy and Python. */
+ * ct_sampler_*, and prints one JSON line per chain: its ct_sampler_len and
+ * the items in order, with null for each end of pass, or {"error": "..."}
+ * when building or drawing fails. sampler_parity.py compares these with
+ * numpy and Python. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ int main(void) {
         if (!ok) { print_error(); continue; }
         int64_t cap = ct_sampler_max_item(s);
         int64_t *buf = malloc((size_t)cap * sizeof *buf);
-        printf("{\"items\": [");
+        printf("{\"len\": %lld, \"items\": [", (long long)ct_sampler_len(s));
         for (long long c = 0; c < calls; c++) {
             int64_t n = ct_sampler_next(s, buf, cap);
             if (n < 0) { printf("], "); ok = false; break; }
