@@ -9,7 +9,9 @@
  *  - the engine drops every reference it takes: once the values are freed,
  *    no storage is left;
  *  - after a load, each tensor's storage holds the bytes of an entry of
- *    the archive of its size;
+ *    the archive of its size, or, for a tensor made of a numpy array in the
+ *    pickle, the very bytes the pickle alone gives it (run again with
+ *    made-up storages);
  *  - a value that loads saves (ct_pth_save_with) and loads back equal (the
  *    same views of the same bytes), tensors sharing a storage exactly when
  *    they did, unless it holds one storage under two dtypes, which the
@@ -27,11 +29,45 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* ---- checks over whole values ------------------------------------------------------- */
 
-/* Each tensor's storage holds the bytes of an entry of z of its size. */
-static void check_storages(const ct_value *v, const ct_pth_zip *z, const uint8_t *data) {
+/* Storages made up for a second run of the pickle: one per key, never
+ * filled from the archive. */
+enum { MAX_MADE = 64 };
+typedef struct {
+    char key[MAX_MADE][64];
+    storage *st[MAX_MADE]; /* a reference each */
+    int n;
+} made_up;
+
+static void *made_up_storage(void *ctx, const char *key, ct_dtype dtype, int64_t numel) {
+    made_up *m = ctx;
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->key[i], key) == 0) return m->st[i];
+    if (m->n == MAX_MADE || strlen(key) >= sizeof m->key[0]) abort(); /* the first run took it */
+    unsigned char *bytes;
+    snprintf(m->key[m->n], sizeof m->key[0], "%s", key);
+    return m->st[m->n++] = record_storage_new((uint64_t)numel * ct_dtype_size(dtype), &bytes);
+}
+
+static bool made(const made_up *m, const storage *s) {
+    for (int i = 0; i < m->n; i++)
+        if (m->st[i] == s) return true;
+    return false;
+}
+
+/* Each tensor's storage holds the bytes of an entry of z of its size;
+ * except where its counterpart in `again` (the same pickle run with
+ * made-up storages) is on no made-up storage: a numpy array's, whose bytes
+ * must then be the same in both. */
+static void check_storages(const ct_value *v, const ct_value *again, const made_up *m, const ct_pth_zip *z,
+                           const uint8_t *data) {
+    if (ct_value_kind_of(v) != ct_value_kind_of(again)) abort();
     switch (ct_value_kind_of(v)) {
     case CT_VALUE_TENSOR: {
-        storage *s = record_tensor_of(v)->st;
+        storage *s = record_tensor_of(v)->st, *t = record_tensor_of(again)->st;
+        if (!made(m, t)) {
+            if (s->nbytes != t->nbytes || memcmp(s->bytes, t->bytes, (size_t)s->nbytes) != 0) abort();
+            return;
+        }
         bool found = s->checked;
         for (size_t k = 0; !found && k < z->n; k++)
             found = z->entries[k].size == s->nbytes &&
@@ -43,12 +79,14 @@ static void check_storages(const ct_value *v, const ct_pth_zip *z, const uint8_t
     case CT_VALUE_LIST:
     case CT_VALUE_TUPLE:
     case CT_VALUE_DICT:
+        if (ct_value_len(v) != ct_value_len(again)) abort();
         for (size_t i = 0; i < ct_value_len(v); i++) {
             const char *skey;
             int64_t ikey;
-            check_storages(ct_value_kind_of(v) == CT_VALUE_DICT ? ct_value_dict_at(v, i, &skey, &ikey)
-                                                                : ct_value_list_get(v, i),
-                           z, data);
+            bool dict = ct_value_kind_of(v) == CT_VALUE_DICT;
+            check_storages(dict ? ct_value_dict_at(v, i, &skey, &ikey) : ct_value_list_get(v, i),
+                           dict ? ct_value_dict_at(again, i, &skey, &ikey) : ct_value_list_get(again, i), m, z,
+                           data);
         }
         return;
     default: return;
@@ -67,7 +105,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_pth_src src = {.name = "fuzz.pth", .fd = -1, .mem = data, .size = size};
     ct_pth_zip z;
     if (ct_pth_zip_open(&src, &z)) abort(); /* it loaded */
-    check_storages(v, &z, data);
+    const ct_pth_entry *pkl = ct_pth_zip_find(&z, "data.pkl");
+    made_up m = {.n = 0};
+    ct_pth_unpickle_env env = {
+        .storage = made_up_storage, .ctx = &m, .tensors = &record_tensors, .file = "fuzz.pth", .entry = "data.pkl"};
+    ct_value *again = NULL;
+    if (!pkl || ct_pth_unpickle(data + pkl->offset, (size_t)pkl->size, &env, &again) != 0) abort(); /* it ran */
+    check_storages(v, again, &m, &z, data);
+    ct_value_free(again);
+    for (int i = 0; i < m.n; i++) record_storage_release(m.st[i]);
     ct_pth_zip_free(&z);
 
     char path[64];

@@ -5,8 +5,9 @@
  * Part 1: .pth files. ct_pth_save writes a ct_value tree in the zip format
  * of torch.save; Python reads it with torch.load(path, weights_only=True).
  * ct_pth_load reads those files and the ones Python writes for a
- * state_dict(), an optimizer's or scheduler's state_dict(), or a dict of
- * tensors.
+ * state_dict(), an optimizer's or scheduler's state_dict(), a dict of
+ * tensors, or a Determined checkpoint (whose numpy arrays, such as numpy's
+ * RNG state, become tensors).
  *
  *     // torch.save({"model": model.state_dict(), "step": 100}, "m.pth")
  *     ct_value *v = ct_value_dict();
@@ -82,7 +83,9 @@ CT_API int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_pa
 /* torch.load(path, weights_only=True, map_location="cpu"): *out receives a
  * NEW tree (caller frees) with CPU tensors; an OrderedDict becomes a dict
  * (its _metadata is dropped), tensors sharing a storage in the file share
- * it in memory. Every entry's CRC-32 is checked. Anything else (other
+ * it in memory. numpy arrays and scalars (as numpy pickles them) become
+ * tensors and numbers, uint16/uint32 widened to int32/int64. Every entry's
+ * CRC-32 is checked. Anything else (other
  * Python classes, complex or quantized tensors, ints beyond 64 bits, a
  * damaged archive) is refused with CT_EFORMAT naming what was found; *out
  * is then NULL. */

@@ -64,7 +64,8 @@ typedef struct {
 typedef struct {
     /* A NEW storage of nbytes bytes (uninitialized) of host memory, which
      * *data receives (writable; may be NULL when nbytes is 0). The engine
-     * fills it after the pickle has run, then drops its reference with
+     * fills it (a storage entry's after the pickle has run, a numpy array's
+     * at once from the pickle's bytes), then drops its reference with
      * storage_release: the views made from it keep it alive. */
     void *(*storage_new)(uint64_t nbytes, unsigned char **data);
     void (*storage_release)(void *storage);
@@ -102,6 +103,8 @@ enum {
     CT_PKL_NEWTRUE = 0x88, CT_PKL_NEWFALSE = 0x89, CT_PKL_LONG1 = 0x8a, CT_PKL_LONG4 = 0x8b,
     CT_PKL_SHORT_BINUNICODE = 0x8c, CT_PKL_BINUNICODE8 = 0x8d, CT_PKL_STACK_GLOBAL = 0x93,
     CT_PKL_MEMOIZE = 0x94, CT_PKL_FRAME = 0x95,
+    /* read only, for numpy's raw data: */
+    CT_PKL_BINBYTES = 'B', CT_PKL_SHORT_BINBYTES = 'C', CT_PKL_BINBYTES8 = 0x8e, CT_PKL_BYTEARRAY8 = 0x96,
 };
 
 /* ---- dtypes and strings (pickle_write.c) -------------------------------------------- */
@@ -228,9 +231,10 @@ typedef struct {
 } ct_pth_unpickle_env;
 
 /* Runs the pickle p[0, n) with the opcodes and globals torch.save and
- * Python's pickling of state dicts use; *out receives a NEW tree whose
- * tensors are env->tensors' leaves. Anything else is CT_EFORMAT naming the
- * opcode, global or value and its offset. */
+ * Python's pickling of state dicts use (numpy arrays and scalars included:
+ * arrays become tensors made with env->tensors, scalars numbers); *out
+ * receives a NEW tree whose tensors are env->tensors' leaves. Anything else
+ * is CT_EFORMAT naming the opcode, global or value and its offset. */
 int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env *env, ct_value **out);
 
 /* ---- whole files (save.c, load.c) --------------------------------------------------- */

@@ -15,9 +15,18 @@ every dtype with views and shared storages, parameters, with pickle protocols
 must equal Python's bit for bit; ctrial re-saving the loaded value must give
 torch the original back.
 
-Refusals: numpy arrays, other classes, complex and quantized tensors, ints
-beyond 64 bits, bytes, sets, damaged or foreign archives: each fails with
-CT_EFORMAT and a message naming what was found.
+Numpy (what Determined's checkpoints carry): arrays of every dtype ctrial
+reads (C and Fortran order, big-endian, empty, uint16/uint32 widened to
+int32/int64), numpy scalars (numbers), Python's random.getstate() (nested
+tuples), with pickle protocols 2 to 5, must load as the same values; so must
+a state_dict.pth laid out as Determined's PyTorchTrial._save writes it, its
+np_rng_state array equal to numpy's.
+
+Refusals: other classes, complex and quantized tensors, numpy arrays of
+dtypes ctrial lacks (uint64, complex, object, strings, structured,
+datetime), ints beyond 64 bits, bytes, sets, NUL bytes in strings, damaged or
+foreign archives: each fails with CT_EFORMAT and a message naming what was
+found.
 
     test_pth_torch.py PTH_TOOL
 """
@@ -25,6 +34,8 @@ CT_EFORMAT and a message naming what was found.
 import collections
 import json
 import os
+import pickle
+import random
 import shutil
 import subprocess
 import sys
@@ -227,6 +238,119 @@ def test_python_files():
     adam.load_state_dict(torch.load(path("resaved_adam_2.pth"), weights_only=True))
 
 
+# ---- numpy and Python's RNG states -----------------------------------------------------------
+
+
+def as_ctrial(x, memo=None):
+    """What ctrial loads in place of Python's x: numpy arrays as tensors of
+    the same values and memory order (uint16 / uint32 widened; one array met
+    twice is one tensor, as the pickle's memo makes it), numpy scalars as
+    Python numbers; containers converted inside."""
+    memo = {} if memo is None else memo
+    if isinstance(x, np.ndarray):
+        if id(x) not in memo:
+            memo[id(x)] = (x, numpy_tensor(x))
+        return memo[id(x)][1]
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, tuple):
+        return tuple(as_ctrial(v, memo) for v in x)
+    if isinstance(x, list):
+        return [as_ctrial(v, memo) for v in x]
+    if isinstance(x, dict):
+        return type(x)((k, as_ctrial(v, memo)) for k, v in x.items())
+    return x
+
+
+def numpy_tensor(x):
+    """A new tensor of x's values (native byte order, uint16 / uint32
+    widened) with torch's own strides for x's memory order."""
+    a = x.astype(x.dtype.newbyteorder("="), order="K")
+    a = a.astype({np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}.get(a.dtype, a.dtype), order="K")
+
+    def fresh(b):
+        t = torch.from_numpy(b.copy(order="C"))
+        return torch.empty(t.shape, dtype=t.dtype).copy_(t)
+
+    if a.ndim > 1 and not a.flags.c_contiguous and a.flags.f_contiguous:
+        return fresh(a.transpose()).permute(*reversed(range(a.ndim)))
+    return fresh(a)
+
+
+def numpy_objects():
+    np.random.seed(5)
+    random.seed(6)
+    np.random.rand(3)  # a state mid-stream, with a cached gaussian
+    np.random.standard_normal()
+    random.random()
+    arrays = {str(np.dtype(d)): (np.arange(6) - 2).astype(d).reshape(2, 3) for d in
+              (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.float16,
+               np.float32, np.float64)}
+    arrays.update({
+        "uint32_max": np.array([0, 1, 2 ** 31, 2 ** 32 - 1], dtype=np.uint32),
+        "fortran": np.asfortranarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4)),
+        "big_endian": np.arange(5, dtype=">f8") / 3, "big_int": np.arange(-2, 3, dtype=">i4"),
+        "empty": np.zeros((0, 4), dtype=np.int64), "scalar0d": np.array(7.25), "nan": np.array([np.nan, -np.inf]),
+        "strided": np.arange(20, dtype=np.int32).reshape(4, 5)[::2, 1::2],
+    })
+    scalars = {"f32": np.float32(1.1), "f64": np.float64(-2.5), "f16": np.float16(0.1), "i8": np.int8(-7),
+               "i64": np.int64(-2 ** 63), "u64": np.uint64(2 ** 63 - 1), "u32": np.uint32(4000000000),
+               "b": np.bool_(False), "nan": np.float32("nan")}
+    return {"np_rng_state": np.random.get_state(), "random_rng_state": random.getstate(), "arrays": arrays,
+            "scalars": scalars, "shared": [arrays["int64"], arrays["int64"]]}
+
+
+def determined_checkpoint():
+    """The dict Determined's PyTorchTrial._save passes to torch.save."""
+    model, adam, _, step, _ = trained()
+    np.random.seed(11)
+    random.seed(12)
+    return {
+        "models_state_dict": [model.state_dict()],
+        "optimizers_state_dict": [adam.state_dict()],
+        "lr_schedulers_state_dict": [step.state_dict()],
+        "callbacks": {},
+        "rng_state": {"cpu_rng_state": torch.random.get_rng_state(), "np_rng_state": np.random.get_state(),
+                      "random_rng_state": random.getstate()},
+    }
+
+
+def test_numpy():
+    objs = numpy_objects()
+    files = []
+    for proto in (2, 3, 4, 5):
+        p = path(f"numpy_{proto}.pth")
+        torch.save(objs, p, pickle_protocol=proto)
+        files.append(p)
+    p = path("determined_state_dict.pth")
+    det = determined_checkpoint()
+    torch.save(det, p)
+    files.append(p)
+    want = [as_ctrial(objs)] * 4 + [as_ctrial(det)]
+    for flags in ((), ("--buffer",)):
+        for p, obj, out in zip(files, want, tool_each("dump", files, *flags)):
+            assert "dump" in out, f"{p}: {out}"
+            same(out["dump"], obj, f"{p} {flags}")
+    # The numpy state as numpy has it: every word of the key, pos, has_gauss, gauss.
+    out = tool("dump", files[-1])
+    np_state = dict(out["dump"]["value"]["dict"])["rng_state"]["dict"]
+    np_state = dict(np_state)["np_rng_state"]["tuple"]
+    name, key, pos, has_gauss, gauss = det["rng_state"]["np_rng_state"]
+    t = np_state[1]["tensor"]
+    assert np_state[0] == name == "MT19937" and t["dtype"] == "int64" and t["shape"] == [624]
+    assert np.array_equal(np.frombuffer(bytes.fromhex(t["data"]), dtype="<i8"), key.astype(np.int64))
+    assert np_state[2] == pos and np_state[3] == has_gauss
+    # A value ctrial loaded from numpy's pickles saves as torch tensors torch reads.
+    q = path("numpy_resaved.pth")
+    tool("resave", files[0], q)
+    d = diff(normal(encode(torch.load(q, weights_only=True))), normal(encode(as_ctrial(objs))))
+    assert d is None, f"{q}: {d}"
+
+
 # ---- refusals ------------------------------------------------------------------------------
 
 
@@ -269,7 +393,19 @@ def rezip(src, dst, compress=zipfile.ZIP_STORED, change=None):
 
 def test_refusals():
     cases = [
-        ({"a": np.arange(3)}, 2, "refuses global 'numpy."),
+        ({"a": np.arange(3, dtype=np.uint64)}, 2, "a numpy uint64 array"),
+        ({"a": np.arange(3, dtype=np.uint64)}, 5, "a numpy uint64 array"),
+        ({"a": np.uint64(2 ** 64 - 1)}, 2, "a numpy uint64 scalar 18446744073709551615 is beyond 64 bits"),
+        ({"a": np.zeros(2, dtype=np.complex64)}, 2, "numpy dtype 'c8' is refused"),
+        ({"a": np.array([1, "x"], dtype=object)}, 2, "numpy dtype 'O8' is refused"),
+        ({"a": np.array(["ab"])}, 2, "numpy dtype 'U2' is refused"),
+        ({"a": np.zeros(2, dtype=[("x", "<f4"), ("y", "<i4")])}, 2, "numpy dtype 'V8' is refused"),
+        ({"a": np.zeros(2, dtype="datetime64[s]")}, 2, "numpy dtype 'M8' is refused"),
+        ({"a": np.longdouble(1)}, 2, "numpy dtype 'f16' is refused"),
+        ({"g": np.random.default_rng(0)}, 2, "refuses global 'numpy.random._pickle."),
+        ({"m": np.ma.masked_array([1, 2])}, 2, "refuses global 'numpy.ma.core."),
+        ({"s": "a\x00b"}, 2, "a string holds a NUL byte"),
+        ({"a\x00b": 1}, 2, "a dict key holds a NUL byte"),
         ({"x": Foo()}, 2, "refuses global '__main__.Foo'"),
         ({"c": torch.zeros(2, dtype=torch.complex64)}, 2,
          "complex tensors are not supported (global 'torch.ComplexFloatStorage')"),
@@ -277,7 +413,9 @@ def test_refusals():
         ({"u": torch.zeros(2, dtype=torch.uint16)}, 2, "a tensor of a dtype ctrial lacks"),
         ({"n": 2 ** 70}, 2, "beyond 64 bits"),
         ({"n": -(2 ** 63) - 1}, 2, "beyond 64 bits"),
-        ({"b": b"xyz"}, 2, "refuses global '_codecs.encode'"),
+        ({"b": b"xyz"}, 2, "bytes values are not supported"),
+        ({"b": b""}, 2, "bytes values are not supported"),
+        ({"b": bytearray(b"xy")}, 5, "bytes values are not supported"),
         ({"b": b"xyz"}, 4, "bytes values are not supported"),
         ({"s": {1, 2}}, 2, "refuses global '__builtin__.set'"),
         ({"s": {1, 2}}, 4, "sets are not supported"),
@@ -315,6 +453,16 @@ def test_refusals():
     torch.save({"w": torch.ones(2)}, path("legacy.pth"), _use_new_zipfile_serialization=False)
     refusals.append((path("legacy.pth"), "CT_EFORMAT", "legacy format"))
     refusals.append((path("nothing-here.pth"), "CT_EIO", "cannot open"))
+    # One memoized bytes object BUILT into array after array: a few bytes of
+    # pickle each, 1000 bytes of memory each. Refused past 4x the pickle.
+    state = (b"(K\x01M\xe8\x03\x85cnumpy\ndtype\nq\x07X\x02\x00\x00\x00u1\x89\x88\x87Rq\x08(K\x03X\x01\x00\x00"
+             b"\x00|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89B\xe8\x03\x00\x00" + bytes(1000) + b"tq\x09b")
+    hostile = (b"\x80\x03]q\x00(cnumpy.core.multiarray\n_reconstruct\nq\x01cnumpy\nndarray\nq\x02K\x00\x85q\x03"
+               b"C\x01bq\x04\x87q\x05Rq\x06" + state + b"h\x01h\x02h\x03h\x04\x87Rh\x09b" * 50 + b"e.")
+    assert len(pickle.loads(hostile)) == 51  # Python reads it: 51 arrays
+    with zipfile.ZipFile(path("reused_bytes.pth"), "w") as z:
+        z.writestr("a/data.pkl", hostile)
+    refusals.append((path("reused_bytes.pth"), "CT_EFORMAT", "numpy data would take more than"))
     check_refusals(refusals)
 
 
@@ -328,7 +476,7 @@ def test_checksum():
 
 
 def main():
-    tests = [test_specimen, test_top_level, test_python_files, test_refusals, test_checksum]
+    tests = [test_specimen, test_top_level, test_python_files, test_numpy, test_refusals, test_checksum]
     failed = 0
     for t in tests:
         try:
