@@ -11,8 +11,9 @@
  * file format, checkpoint directories, loading a trial from one), dist.h
  * (ranks and collectives under mpirun), cuda.h (GPUs), amp.h (autocast and
  * gradient scaling), profiler.h (libtorch's profiler on torch.profiler's
- * schedule, Chrome/Perfetto traces). config.h (generated) says how this copy
- * was built.
+ * schedule, Chrome/Perfetto traces), summary.h (TensorBoard scalars,
+ * histograms, images and text from tensors: SummaryWriter). config.h
+ * (generated) says how this copy was built.
  */
 #ifndef CTRIAL_CTRIAL_H
 #define CTRIAL_CTRIAL_H
@@ -30,6 +31,7 @@
 #include "optim.h"
 #include "profiler.h"
 #include "sched.h"
+#include "summary.h"
 #include "tensor.h"
 #include "trial.h"
 #include "value.h"

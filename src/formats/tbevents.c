@@ -4,13 +4,16 @@
  * the caller's tag bytes, a small tail) that are CRC'd in turn and handed to
  * stdio one after the other: the protobuf is never built whole, so a tag of
  * any length needs no heap buffer. Lengths of the nested messages are known
- * in advance, which is what lets the head be encoded before the tag.
+ * in advance, which is what lets the head be encoded before the tag. The
+ * bodies of histograms (their buckets) and images (the PNG, encoded by
+ * libpng) are built on the heap first; a text's bytes are a piece of their own.
  */
 #define _POSIX_C_SOURCE 200809L /* gethostname, getpid */
 
 #include "formats/tbevents.h"
 
 #include "base/clock.h"
+#include "base/crc32.h"
 #include "base/files.h"
 
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#include <png.h>
 
 #include "ctrial/error.h"
 
@@ -246,29 +250,45 @@ static int write_file_version(ct_tb_writer *w, const char *fn) {
     return write_record(w, pieces, 2, fn);
 }
 
-int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t step,
-                     double wall_time) {
-    static const char fn[] = "ct_tb_add_scalar";
+/* The checks every Value record starts with: the writer, the tag (non-empty
+ * UTF-8) and the wall time; fills *tag_len and turns a wall_time <= 0 into
+ * now. The writer's failed state is checked last, by check_state, so that
+ * bad arguments are reported as such whatever the writer's state. */
+static int check_tag_time(ct_tb_writer *w, const char *tag, size_t *tag_len, double *wall_time,
+                          const char *fn) {
     if (!w) return ct_set_error(CT_EINVAL, "%s: writer is NULL", fn);
     if (!tag) return ct_set_error(CT_EINVAL, "%s: %s: tag is NULL", fn, w->path);
-    size_t tag_len = strlen(tag);
-    if (tag_len == 0) return ct_set_error(CT_EINVAL, "%s: %s: tag is empty", fn, w->path);
-    size_t bad = utf8_error_at((const unsigned char *)tag, tag_len);
-    if (bad < tag_len)
+    *tag_len = strlen(tag);
+    if (*tag_len == 0) return ct_set_error(CT_EINVAL, "%s: %s: tag is empty", fn, w->path);
+    size_t bad = utf8_error_at((const unsigned char *)tag, *tag_len);
+    if (bad < *tag_len)
         return ct_set_error(CT_EINVAL, "%s: %s: tag \"%s\" is not valid UTF-8 (byte %zu)", fn,
                             w->path, tag, bad);
-    if (!isfinite(wall_time))
+    if (!isfinite(*wall_time))
         return ct_set_error(CT_EINVAL, "%s: %s: wall_time %g is not finite (tag \"%s\")", fn,
-                            w->path, wall_time, tag);
-    if (w->failed)
-        return ct_set_error(CT_ESTATE, "%s: %s: an earlier write failed", fn, w->path);
-    if (wall_time <= 0) wall_time = ct_clock_wall();
+                            w->path, *wall_time, tag);
+    if (*wall_time <= 0) *wall_time = ct_clock_wall();
+    return 0;
+}
 
-    /* Event{wall_time, step, summary: Summary{value: Value{tag, simple_value}}},
-     * innermost lengths first. */
-    uint8_t tail[5];
-    size_t tail_len = put_float_field(tail, VALUE_SIMPLE_VALUE, to_float(value));
-    uint64_t value_len = 1 + varint_size(tag_len) + tag_len + tail_len;
+static int check_state(ct_tb_writer *w, const char *fn) {
+    if (w->failed) return ct_set_error(CT_ESTATE, "%s: %s: an earlier write failed", fn, w->path);
+    return 0;
+}
+
+enum { MAX_PIECES = 8 };
+
+/* Event{wall_time, step, summary: Summary{value: [Value{tag, ...}]}}: the
+ * tag is the concatenation of `tag` pieces, and `body` the Value's fields
+ * after the tag (numbers 2 and up, already encoded, in number order).
+ * Lengths are summed first, innermost out, so the head can be encoded
+ * before the pieces it measures. */
+static int write_value(ct_tb_writer *w, const piece *tag, int ntag, const piece *body, int nbody,
+                       int64_t step, double wall_time, const char *fn) {
+    uint64_t tag_len = 0, body_len = 0;
+    for (int i = 0; i < ntag; i++) tag_len += tag[i].n;
+    for (int i = 0; i < nbody; i++) body_len += body[i].n;
+    uint64_t value_len = 1 + varint_size(tag_len) + tag_len + body_len;
     uint64_t summary_len = 1 + varint_size(value_len) + value_len;
 
     uint8_t head[64]; /* at most 9 + 11 + 3 * 11 bytes */
@@ -281,8 +301,344 @@ int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t ste
     n += put_len_prefix(head + n, SUMMARY_VALUE, value_len);
     n += put_len_prefix(head + n, VALUE_TAG, tag_len);
 
-    const piece pieces[3] = {{head, n}, {tag, tag_len}, {tail, tail_len}};
-    return write_record(w, pieces, 3, fn);
+    piece pieces[MAX_PIECES];
+    int count = 0;
+    pieces[count++] = (piece){head, n};
+    for (int i = 0; i < ntag; i++) pieces[count++] = tag[i];
+    for (int i = 0; i < nbody; i++) pieces[count++] = body[i];
+    return write_record(w, pieces, count, fn);
+}
+
+int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t step,
+                     double wall_time) {
+    static const char fn[] = "ct_tb_add_scalar";
+    size_t tag_len;
+    int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
+    if (rc == 0) rc = check_state(w, fn);
+    if (rc != 0) return rc;
+    uint8_t tail[5];
+    size_t tail_len = put_float_field(tail, VALUE_SIMPLE_VALUE, to_float(value));
+    const piece t = {tag, tag_len}, b = {tail, tail_len};
+    return write_value(w, &t, 1, &b, 1, step, wall_time, fn);
+}
+
+/* ---- histograms ------------------------------------------------------------ */
+
+int ct_tb_hist_edges(double *out) {
+    /* torch's SummaryWriter.__init__, float for float: v = 1e-12; while
+     * v < 1e20: append v; v *= 1.1. */
+    int k = 0;
+    for (double v = 1e-12; v < 1e20 && k < CT_TB_HIST_EDGES; v *= 1.1) out[k++] = v;
+    return k;
+}
+
+enum { HIST_ALL_EDGES = 2 * CT_TB_HIST_EDGES + 1, HIST_BINS = HIST_ALL_EDGES - 1 };
+
+/* numpy's pairwise summation (DOUBLE_pairwise_sum), of the values or of
+ * their squares: below 8 values a plain loop; up to 128, eight partial sums
+ * combined as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the
+ * rest one by one; above, the two halves (the first a multiple of 8). */
+static double pairwise_sum(const double *a, size_t n, bool square) {
+#define PW_TERM(i) (square ? a[i] * a[i] : a[i])
+    if (n < 8) {
+        double res = 0.;
+        for (size_t i = 0; i < n; i++) res += PW_TERM(i);
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        for (size_t j = 0; j < 8; j++) r[j] = PW_TERM(j);
+        size_t i;
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (size_t j = 0; j < 8; j++) r[j] += PW_TERM(i + j);
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += PW_TERM(i);
+        return res;
+    }
+#undef PW_TERM
+    size_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2, square) + pairwise_sum(a + n2, n - n2, square);
+}
+
+/* A packed repeated double field's key, length and values. */
+static size_t put_packed_doubles(uint8_t *out, unsigned field, const double *v, size_t n) {
+    size_t k = put_len_prefix(out, field, 8 * (uint64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        put_le(out + k, bits, 8);
+        k += 8;
+    }
+    return k;
+}
+
+/* A proto3 double: left out when its bits are zero (0.0, not -0.0), as
+ * protobuf's serializers do. */
+static size_t put_double_if_set(uint8_t *out, unsigned field, double d) {
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    return bits ? put_double_field(out, field, d) : 0;
+}
+
+enum {
+    VALUE_IMAGE = 4,
+    VALUE_HISTO = 5,
+    VALUE_TENSOR = 8,
+    VALUE_METADATA = 9,
+    HISTO_MIN = 1,
+    HISTO_MAX = 2,
+    HISTO_NUM = 3,
+    HISTO_SUM = 4,
+    HISTO_SUM_SQUARES = 5,
+    HISTO_BUCKET_LIMIT = 6,
+    HISTO_BUCKET = 7,
+    IMAGE_HEIGHT = 1,
+    IMAGE_WIDTH = 2,
+    IMAGE_COLORSPACE = 3,
+    IMAGE_ENCODED = 4,
+};
+
+int ct_tb_add_histogram(ct_tb_writer *w, const char *tag, const double *values, size_t n,
+                        int64_t step, double wall_time) {
+    static const char fn[] = "ct_tb_add_histogram";
+    size_t tag_len;
+    int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
+    if (rc != 0) return rc;
+    if (!values && n > 0)
+        return ct_set_error(CT_EINVAL, "%s: %s: values is NULL (tag \"%s\")", fn, w->path, tag);
+    if (n == 0)
+        return ct_set_error(CT_EINVAL, "%s: %s: no values (tag \"%s\"): a histogram needs at least one",
+                            fn, w->path, tag);
+    if ((rc = check_state(w, fn)) != 0) return rc;
+
+    /* The edges, ascending: -e[K-1] .. -e[0], 0, e[0] .. e[K-1]. */
+    double pos[CT_TB_HIST_EDGES], edge[HIST_ALL_EDGES];
+    int k = ct_tb_hist_edges(pos);
+    for (int i = 0; i < k; i++) {
+        edge[i] = -pos[k - 1 - i];
+        edge[k + 1 + i] = pos[i];
+    }
+    edge[k] = 0.0;
+    const int last = 2 * k; /* the last edge's index; bins 0 .. last - 1 */
+
+    /* numpy.histogram's counts: [edge[i], edge[i+1]), the last bin closed. */
+    int64_t count[HIST_BINS] = {0};
+    double min = values[0], max = values[0];
+    for (size_t i = 0; i < n; i++) {
+        double v = values[i];
+        if (isnan(v) || v < min) min = isnan(min) ? min : v;
+        if (isnan(v) || v > max) max = isnan(max) ? max : v;
+        if (!(v >= edge[0] && v <= edge[last])) continue; /* outside, or NaN */
+        int lo = 0, hi = last; /* edge[lo] <= v; the answer is in [lo, hi] */
+        while (lo < hi) {
+            int mid = lo + (hi - lo + 1) / 2;
+            if (edge[mid] <= v) lo = mid;
+            else hi = mid - 1;
+        }
+        count[lo == last ? last - 1 : lo]++;
+    }
+    int first = -1, final = -1;
+    for (int b = 0; b < last; b++) {
+        if (count[b] == 0) continue;
+        if (first < 0) first = b;
+        final = b;
+    }
+    if (first < 0)
+        return ct_set_error(CT_EINVAL,
+                            "%s: %s: none of the %zu values lies within the histogram's edges "
+                            "[%.17g, %.17g] (tag \"%s\")",
+                            fn, w->path, n, edge[0], edge[last], tag);
+
+    /* torch's trimming: an empty bucket, then the first to the last
+     * non-empty one; each bucket's limit is its right edge. */
+    size_t m = (size_t)(final - first) + 2;
+    double *limits = malloc(2 * m * sizeof *limits);
+    uint8_t *body = malloc(1 + 10 + 5 * 9 + 2 * (1 + 10 + 8 * m));
+    if (!limits || !body) {
+        free(limits);
+        free(body);
+        return ct_set_error(CT_ENOMEM, "%s: %s: out of memory", fn, w->path);
+    }
+    double *buckets = limits + m;
+    buckets[0] = 0.0;
+    for (size_t b = 1; b < m; b++) buckets[b] = (double)count[first + (int)b - 1];
+    for (size_t b = 0; b < m; b++) limits[b] = edge[first + (int)b];
+
+    /* HistogramProto, after the Value's histo key and length. */
+    uint8_t *h = body + 11; /* room for the key and the length, moved down below */
+    size_t hn = 0;
+    hn += put_double_if_set(h + hn, HISTO_MIN, min);
+    hn += put_double_if_set(h + hn, HISTO_MAX, max);
+    hn += put_double_if_set(h + hn, HISTO_NUM, (double)n);
+    hn += put_double_if_set(h + hn, HISTO_SUM, 0.0 + pairwise_sum(values, n, false));
+    hn += put_double_if_set(h + hn, HISTO_SUM_SQUARES, 0.0 + pairwise_sum(values, n, true));
+    hn += put_packed_doubles(h + hn, HISTO_BUCKET_LIMIT, limits, m);
+    hn += put_packed_doubles(h + hn, HISTO_BUCKET, buckets, m);
+    uint8_t key[11];
+    size_t kn = put_len_prefix(key, VALUE_HISTO, hn);
+    memcpy(h - kn, key, kn);
+
+    const piece t = {tag, tag_len}, b = {h - kn, kn + hn};
+    rc = write_value(w, &t, 1, &b, 1, step, wall_time, fn);
+    free(limits);
+    free(body);
+    return rc;
+}
+
+/* ---- images ---------------------------------------------------------------- */
+
+/* libpng writes into a growing buffer, and reports errors by longjmp. */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+    bool oom;
+    char why[256];
+} png_sink;
+
+static void png_sink_write(png_structp png, png_bytep bytes, png_size_t n) {
+    png_sink *sink = png_get_io_ptr(png);
+    if (sink->oom) return;
+    if (sink->len + n > sink->cap) {
+        size_t cap = sink->cap ? sink->cap : 4096;
+        while (cap < sink->len + n) cap *= 2;
+        uint8_t *grown = realloc(sink->data, cap);
+        if (!grown) {
+            sink->oom = true;
+            return;
+        }
+        sink->data = grown;
+        sink->cap = cap;
+    }
+    memcpy(sink->data + sink->len, bytes, n);
+    sink->len += n;
+}
+
+static void png_sink_flush(png_structp png) { (void)png; }
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+    png_sink *sink = png_get_error_ptr(png);
+    snprintf(sink->why, sizeof sink->why, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+
+/* An 8-bit PNG of the pixels (gray, gray+alpha, RGB, RGBA by channel
+ * count), encoded by libpng with its default filtering and zlib level 6, as
+ * PIL's Image.save(format="PNG"), which torch's add_image uses. NEW buffer
+ * in *out. */
+static int encode_png(const uint8_t *px, int height, int width, int channels, uint8_t **out,
+                      size_t *out_len, const char *fn, const char *path) {
+    static const int color_type[5] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA, PNG_COLOR_TYPE_RGB,
+                                      PNG_COLOR_TYPE_RGB_ALPHA};
+    png_sink sink = {0};
+    png_bytep *rows = malloc((size_t)height * sizeof *rows);
+    png_structp png = rows ? png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, png_on_error, png_on_warning)
+                           : NULL;
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_write_struct(&png, NULL);
+        free(rows);
+        return ct_set_error(CT_ENOMEM, "%s: %s: out of memory for a %d x %d image", fn, path, height, width);
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(rows);
+        free(sink.data);
+        return ct_set_error(CT_EINVAL, "%s: %s: libpng: %s", fn, path, sink.why);
+    }
+    png_set_write_fn(png, &sink, png_sink_write, png_sink_flush);
+    png_set_compression_level(png, 6);
+    png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, color_type[channels], PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    const size_t row = (size_t)width * (size_t)channels;
+    for (int y = 0; y < height; y++) rows[y] = (png_bytep)(px + (size_t)y * row);
+    png_write_info(png, info);
+    png_write_image(png, rows);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    if (sink.oom) {
+        free(sink.data);
+        return ct_set_error(CT_ENOMEM, "%s: %s: out of memory for a %d x %d image", fn, path, height, width);
+    }
+    *out = sink.data;
+    *out_len = sink.len;
+    return 0;
+}
+
+int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int height, int width,
+                    int channels, int64_t step, double wall_time) {
+    static const char fn[] = "ct_tb_add_image";
+    size_t tag_len;
+    int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
+    if (rc != 0) return rc;
+    if (!hwc) return ct_set_error(CT_EINVAL, "%s: %s: pixels are NULL (tag \"%s\")", fn, w->path, tag);
+    if (height < 1 || width < 1)
+        return ct_set_error(CT_EINVAL, "%s: %s: image size %d x %d: both must be >= 1 (tag \"%s\")", fn,
+                            w->path, height, width, tag);
+    if (channels != 1 && channels != 3 && channels != 4)
+        return ct_set_error(CT_EINVAL,
+                            "%s: %s: %d channels: an image has 1 (gray), 3 (RGB) or 4 (RGBA) "
+                            "(tag \"%s\")",
+                            fn, w->path, channels, tag);
+    if ((rc = check_state(w, fn)) != 0) return rc;
+
+    uint8_t *png = NULL;
+    size_t png_len = 0;
+    if ((rc = encode_png(hwc, height, width, channels, &png, &png_len, fn, w->path)) != 0) return rc;
+    /* Value.image = Image{height, width, colorspace, encoded_image_string}. */
+    uint8_t img_head[64];
+    size_t ih = 0;
+    img_head[ih++] = field_key(IMAGE_HEIGHT, WIRE_VARINT);
+    ih += ct_tb_put_varint(img_head + ih, (uint64_t)height);
+    img_head[ih++] = field_key(IMAGE_WIDTH, WIRE_VARINT);
+    ih += ct_tb_put_varint(img_head + ih, (uint64_t)width);
+    img_head[ih++] = field_key(IMAGE_COLORSPACE, WIRE_VARINT);
+    ih += ct_tb_put_varint(img_head + ih, (uint64_t)channels);
+    ih += put_len_prefix(img_head + ih, IMAGE_ENCODED, png_len);
+    uint8_t key[11];
+    size_t kn = put_len_prefix(key, VALUE_IMAGE, ih + png_len);
+
+    const piece t = {tag, tag_len}, body[3] = {{key, kn}, {img_head, ih}, {png, png_len}};
+    rc = write_value(w, &t, 1, body, 3, step, wall_time, fn);
+    free(png);
+    return rc;
+}
+
+/* ---- text ------------------------------------------------------------------- */
+
+int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t step,
+                   double wall_time) {
+    static const char fn[] = "ct_tb_add_text";
+    size_t tag_len;
+    int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
+    if (rc != 0) return rc;
+    if (!text) return ct_set_error(CT_EINVAL, "%s: %s: text is NULL (tag \"%s\")", fn, w->path, tag);
+    size_t text_len = strlen(text);
+    size_t bad = utf8_error_at((const unsigned char *)text, text_len);
+    if (bad < text_len)
+        return ct_set_error(CT_EINVAL, "%s: %s: text is not valid UTF-8 (byte %zu; tag \"%s\")", fn,
+                            w->path, bad, tag);
+    if ((rc = check_state(w, fn)) != 0) return rc;
+
+    static const char suffix[] = "/text_summary";
+    /* TensorProto{dtype: DT_STRING (7), tensor_shape: {dim: [{size: 1}]},
+     * string_val: [text]} */
+    static const uint8_t dtype_shape[] = {0x08, 0x07, 0x12, 0x04, 0x12, 0x02, 0x08, 0x01};
+    /* Value.metadata = SummaryMetadata{plugin_data: {plugin_name: "text"}} */
+    static const uint8_t metadata[] = {0x4A, 0x08, 0x0A, 0x06, 0x0A, 0x04, 't', 'e', 'x', 't'};
+    uint8_t head[32];
+    uint64_t string_len = 1 + varint_size(text_len) + text_len;
+    size_t hn = put_len_prefix(head, VALUE_TENSOR, sizeof dtype_shape + string_len);
+    memcpy(head + hn, dtype_shape, sizeof dtype_shape);
+    hn += sizeof dtype_shape;
+    hn += put_len_prefix(head + hn, 8 /* string_val */, text_len);
+
+    const piece t[2] = {{tag, tag_len}, {suffix, sizeof suffix - 1}};
+    const piece body[3] = {{head, hn}, {text, text_len}, {metadata, sizeof metadata}};
+    return write_value(w, t, 2, body, 3, step, wall_time, fn);
 }
 
 static int flush_writer(ct_tb_writer *w, const char *fn) {

@@ -21,6 +21,10 @@
  * simple_value}]}}, field for field what torch.utils.tensorboard's
  * SummaryWriter.add_scalar writes by default, in protobuf's canonical
  * encoding (fields in number order, a zero step left out as proto3 does).
+ * Histograms, images (PNG) and text are the Values SummaryWriter's
+ * add_histogram, add_image and add_text write (below); the public
+ * ct_summary_* functions (ctrial/summary.h, src/summary/) feed them from
+ * tensors.
  *
  * Scalars are stored as simple_value, a 32-bit float: the double given is
  * rounded to the nearest float (0.1 reads back as 0.100000001490116...), and
@@ -77,6 +81,80 @@ const char *ct_tb_path(const ct_tb_writer *w);
 int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t step,
                      double wall_time);
 
+/* The three functions below check tag, wall_time and the writer's state as
+ * ct_tb_add_scalar does and fail with the same codes; each writes one Event
+ * whose Summary holds one Value, field for field what
+ * torch.utils.tensorboard's SummaryWriter writes for the same data (torch
+ * 2.11, tensorboard 2.21). Each allocates what its record needs on the heap
+ * (CT_ENOMEM when that fails) and frees it before returning. */
+
+/* SummaryWriter.add_histogram(tag, values, step, bins="tensorflow"): a
+ * Value{tag, histo: HistogramProto{min, max, num, sum, sum_squares,
+ * bucket_limit, bucket}} over the `n` doubles at `values` (row-major order
+ * is what the caller flattened; n >= 1).
+ *
+ * The buckets are torch's default_bins: the edges
+ *
+ *     -e[K-1] ... -e[1] -e[0]  0  e[0] e[1] ... e[K-1],
+ *     e[0] = 1e-12, e[k+1] = e[k] * 1.1 (rounded as doubles, in that order),
+ *     the last e[K-1] = 9.92e19 (the largest below 1e20; K = 774),
+ *
+ * and numpy.histogram's counting over them: bucket i holds the values v
+ * with edge[i] <= v < edge[i+1], the last bucket also v == edge[last].
+ * Values outside [-e[K-1], e[K-1]] and NaNs are counted in no bucket (they
+ * still count in num, min, max, sum and sum_squares, as in torch). As in
+ * torch's make_histogram, only the buckets from the first to the last
+ * non-empty one are kept, preceded by one empty bucket; bucket_limit[i] is
+ * bucket i's right edge, so the first limit is the left edge of the first
+ * non-empty bucket.
+ *
+ * min and max are NaN when a value is NaN (numpy's min/max); of equal
+ * values the first is kept (so the sign of a zero may differ from numpy's,
+ * whose SIMD loops pick either). sum is numpy's: 0.0 plus the pairwise sum
+ * of numpy's add.reduce (blocks of 8 partial sums below 128 values, halves
+ * above), bit for bit. sum_squares is the same pairwise sum of the squares;
+ * torch takes it from BLAS's dot, whose order of additions depends on the
+ * CPU, so it agrees with torch's to rounding (exactly when every partial
+ * sum is exact, e.g. small dyadic values).
+ *
+ * Returns 0, or CT_EINVAL also for NULL values, n == 0 (torch: "The input
+ * has no element.") and no value inside the edges (all NaN or beyond
+ * +-9.92e19; torch: "The histogram is empty"), nothing written. */
+int ct_tb_add_histogram(ct_tb_writer *w, const char *tag, const double *values, size_t n,
+                        int64_t step, double wall_time);
+
+/* SummaryWriter.add_image(tag, img, step, dataformats="HWC") for 8-bit
+ * pixels: a Value{tag, image: Image{height, width, colorspace = channels,
+ * encoded_image_string = PNG}}. `hwc` holds height * width * channels bytes,
+ * row by row, each pixel's channels together; channels 1 (gray), 3 (RGB) or
+ * 4 (RGBA, not premultiplied); height and width >= 1. The PNG is 8 bits per
+ * channel, non-interlaced, compressed with zlib (deflate level 6, each row's
+ * PNG filter chosen by the minimum-sum-of-absolute-differences heuristic
+ * libpng uses). Its bytes differ from the PNG that PIL writes for torch,
+ * the pixels it decodes to do not.
+ *
+ * torch itself never writes a one-channel image (it repeats gray into RGB);
+ * channels == 1 here writes a grayscale PNG with colorspace 1, which
+ * TensorBoard shows as gray. ct_summary_add_image repeats gray as torch
+ * does.
+ *
+ * Returns 0, or CT_EINVAL also for NULL pixels, a bad size or channel
+ * count, nothing written. */
+int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int height, int width,
+                    int channels, int64_t step, double wall_time);
+
+/* SummaryWriter.add_text(tag, text, step): a Value{tag: tag + "/text_summary",
+ * tensor: TensorProto{dtype: DT_STRING, tensor_shape: [1], string_val:
+ * [text]}, metadata: SummaryMetadata{plugin_data: {plugin_name: "text"}}}
+ * (TextPluginData's version 0 serializes to nothing). TensorBoard's text
+ * plugin renders `text` as Markdown. `text` is NUL-terminated UTF-8 of any
+ * length, possibly empty.
+ *
+ * Returns 0, or CT_EINVAL also for NULL or non-UTF-8 text (the message
+ * names the byte), nothing written. */
+int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t step,
+                   double wall_time);
+
 /* Hands buffered records to the kernel. Returns 0, CT_EINVAL (NULL),
  * CT_ESTATE (an earlier write failed) or CT_EIO. */
 int ct_tb_flush(ct_tb_writer *w);
@@ -96,6 +174,11 @@ uint32_t ct_tb_crc32c(uint32_t crc, const void *data, size_t n);
  * modulo 2^32. It keeps a CRC stored next to its data from being a valid
  * CRC of data that embeds CRCs. */
 uint32_t ct_tb_mask_crc(uint32_t crc);
+
+/* The K = 774 positive edges e[0..K-1] of torch's default histogram bins
+ * (above) into out, which has room for CT_TB_HIST_EDGES doubles; returns K. */
+enum { CT_TB_HIST_EDGES = 774 };
+int ct_tb_hist_edges(double *out);
 
 /* Writes `v` as a protobuf base-128 varint into out (room for 10 bytes) and
  * returns the number of bytes written (1 to 10). An int64 field passes its
