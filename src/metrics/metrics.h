@@ -21,11 +21,18 @@
  *      (every rank trained the same number of batches); validation metrics
  *      combine the ranks' reduced values by the same reducer, AVG weighted
  *      by each rank's batch count, ranks without batches left out.
- *   3. Custom reducers (ct_ctx_wrap_reducer) see every rank's values on
- *      rank 0, interleaved round-robin (rank 0's first, rank 1's first, ...,
- *      rank 0's second, ...), which rebuilds the batches' original order;
- *      their results join the dict. The loop resets them at the start of
- *      every workload (ct_reducers_reset).
+ *   3. Custom reducers (ct_ctx_wrap_reducer*, ct_ctx_wrap_metric_reducer)
+ *      report only in the workloads they are wrapped for (for_training:
+ *      ct_metrics_training; for_validation: the other two). A function
+ *      reducer sees every rank's values on rank 0, interleaved round-robin
+ *      (rank 0's first, rank 1's first, ..., rank 0's second, ...), which
+ *      rebuilds the batches' original order, and is skipped when no rank fed
+ *      it; a class reducer's per_slot_reduce runs on every rank and its
+ *      cross_slot_reduce on rank 0 over the partials in rank order. A named
+ *      reducer's result must not be a dict, an unnamed one's must be; the
+ *      results join the dict on every rank. The loop resets every reducer
+ *      (whatever it is for) at the start of every training workload and
+ *      validation (ct_reducers_reset), as Determined's reset_reducers.
  * Everything that crosses ranks travels as value trees in dist's lossless
  * encoding (dist/value_wire.h): ints stay ints, NaN stays NaN. */
 #ifndef CTRIAL_METRICS_METRICS_H
@@ -75,20 +82,32 @@ ct_value *ct_metrics_combine_ranks(const ct_value *local, int64_t n_batches, con
 /* ---- custom reducers (reducers.c) ------------------------------------------------------ */
 
 struct ct_reducer {
-    char *name;       /* NULL: fn returns a dict of named metrics */
+    char *name;       /* NULL: the result is a dict of named metrics */
+    bool is_class;    /* a ct_metric_reducer_ops object, else a function */
+    bool for_training, for_validation;
+    /* a function reducer */
     ct_reduce_fn fn;
     void *fn_ctx;
     ct_value *values; /* list of what ct_reducer_update got in this workload */
+    /* a class reducer (the reducer owns self once made) */
+    ct_metric_reducer_ops ops;
+    void *self;
 };
 
-/* A reducer for ct_ctx_wrap_reducer (name copied; may be NULL). NEW, or
- * NULL + CT_ENOMEM. */
-ct_reducer *ct_reducer_new(const char *name, ct_reduce_fn fn, void *fn_ctx);
-void ct_reducer_free(ct_reducer *r); /* accepts NULL */
-/* Forgets every reducer's values (the start of a workload). */
+/* A function reducer (name copied; may be NULL). NEW, or NULL + error. */
+ct_reducer *ct_reducer_new(const char *name, ct_reduce_fn fn, void *fn_ctx, bool for_training, bool for_validation);
+/* A class reducer: ops copied (reset, per_slot_reduce and cross_slot_reduce
+ * required); self belongs to the reducer once it is made, and ops->free
+ * releases it in ct_reducer_free. On failure (NULL + error) free is never
+ * called: self is still the caller's. */
+ct_reducer *ct_reducer_new_class(const char *name, const ct_metric_reducer_ops *ops, void *self, bool for_training,
+                                 bool for_validation);
+void ct_reducer_free(ct_reducer *r); /* accepts NULL; calls a class reducer's free */
+/* Every reducer starts over (the start of a workload): a function reducer
+ * forgets its values, a class reducer's reset runs. */
 void ct_reducers_reset(ct_reducer *const *reducers, size_t n);
-/* Rule 3: runs the reducers over every rank's values on rank 0 and adds
- * their results to `metrics` on every rank. Collective. */
-int ct_reducers_report(ct_reducer *const *reducers, size_t n, ct_value *metrics);
+/* Rule 3: runs the reducers wrapped for this workload (`training` or not)
+ * and adds their results to `metrics` on every rank. Collective. */
+int ct_reducers_report(ct_reducer *const *reducers, size_t n, bool training, ct_value *metrics);
 
 #endif

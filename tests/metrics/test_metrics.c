@@ -12,6 +12,11 @@
  *     out, and a NaN on one rank is NaN in the result (JSON, the encoding
  *     this replaced, turned it into null and the rank's value vanished);
  *   - rule 3: a custom reducer sees every rank's values round-robin;
+ *     a class reducer (MetricReducer) reduces per rank, then on rank 0 over
+ *     the ranks' partials in rank order; reducers report only in the
+ *     workloads they are wrapped for; a named reducer returning a dict, an
+ *     unnamed one returning anything else, and a failing per_slot_reduce
+ *     are refused on every rank, naming the reducer;
  *   - full-dataset metrics are rank 0's on every rank, tensors included. */
 #include <stdlib.h>
 
@@ -207,7 +212,7 @@ static ct_value *seen(ct_value *const *values, size_t n, void *ctx) {
 }
 
 static void test_custom_reducer(void) {
-    ct_reducer *r = ct_reducer_new("order", seen, NULL);
+    ct_reducer *r = ct_reducer_new("order", seen, NULL, true, true);
     /* Rank r's batches are global batches r, r + P (round-robin sharding). */
     CHECK_OK(ct_reducer_update(r, ct_value_int(R)));
     CHECK_OK(ct_reducer_update(r, ct_value_int(R + P)));
@@ -229,6 +234,258 @@ static void test_custom_reducer(void) {
     ct_value_free(m);
     ct_value_free(batches);
     ct_reducer_free(r);
+}
+
+/* ---- rule 3: class reducers (MetricReducer), for_training / for_validation --------- */
+
+/* Rank r's accuracy state: correct = r, total = r + 2 (as if from its
+ * batches). per_slot_reduce gives (rank, correct, total); cross_slot_reduce
+ * checks the ranks' order and returns sum(correct) / sum(total) — or, with
+ * `shape`, a dict (named: refused) or a bare number (unnamed: refused). */
+typedef struct {
+    double correct, total;
+    int resets, per_slot_calls, cross_calls, freed;
+    size_t cross_n;     /* n that cross_slot_reduce got */
+    bool in_order;      /* partials arrived in rank order */
+    int shape;          /* 0: a float; 1: {"correct": .., "total": ..}; 2: a float for an unnamed wrap */
+    bool fail_per_slot; /* per_slot_reduce fails on the last rank */
+} Acc;
+
+static void acc_reset(void *self) {
+    Acc *a = self;
+    a->correct = a->total = 0;
+    a->resets++;
+}
+
+static ct_value *acc_per_slot(void *self) {
+    Acc *a = self;
+    a->per_slot_calls++;
+    if (a->fail_per_slot && R == P - 1) {
+        ct_set_error(CT_EIO, "disk on fire");
+        return NULL;
+    }
+    ct_value *t = ct_value_tuple();
+    ct_value_list_append(t, ct_value_int(R));
+    ct_value_list_append(t, ct_value_float(a->correct));
+    ct_value_list_append(t, ct_value_float(a->total));
+    return t;
+}
+
+static ct_value *acc_cross_slot(void *self, ct_value *const *per_slot, size_t n) {
+    Acc *a = self;
+    a->cross_calls++;
+    a->cross_n = n;
+    a->in_order = true;
+    double c = 0, t = 0;
+    for (size_t k = 0; k < n; k++) {
+        int64_t rank = -1;
+        ct_value_get_int(ct_value_list_get(per_slot[k], 0), &rank);
+        if (rank != (int64_t)k || ct_value_kind_of(per_slot[k]) != CT_VALUE_TUPLE) a->in_order = false;
+        c += item(per_slot[k], 1);
+        t += item(per_slot[k], 2);
+    }
+    if (a->shape == 1) return dict2("correct", ct_value_float(c), "total", ct_value_float(t));
+    return ct_value_float(c / t);
+}
+
+static void acc_free(void *self) { ((Acc *)self)->freed++; }
+
+static const ct_metric_reducer_ops acc_ops = {acc_reset, acc_per_slot, acc_cross_slot, acc_free};
+
+/* Fills a's state as rank R's batches would. */
+static void acc_feed(Acc *a) {
+    a->correct += R;
+    a->total += R + 2;
+}
+
+/* The numbers every rank expects: sum over ranks of r and of r + 2. */
+static double sum_correct(void) { return P * (P - 1) / 2.0; }
+static double sum_total(void) { return sum_correct() + 2.0 * P; }
+
+static ct_value *one_batch(void) {
+    ct_value *batches = ct_value_list();
+    ct_value_list_append(batches, dict2("loss", ct_value_float(1), NULL, NULL));
+    return batches;
+}
+
+static void test_class_reducer(void) {
+    Acc named = {0}, unnamed = {.shape = 1};
+    ct_reducer *rs[2] = {ct_reducer_new_class("acc", &acc_ops, &named, true, true),
+                         ct_reducer_new_class(NULL, &acc_ops, &unnamed, true, true)};
+    CHECK(rs[0] && rs[1]);
+    ct_reducers_reset(rs, 2);
+    CHECK(named.resets == 1 && unnamed.resets == 1);
+    acc_feed(&named);
+    acc_feed(&unnamed);
+    ct_value *batches = one_batch();
+    ct_value *m = ct_metrics_training(batches, rs, 2);
+    CHECK(m != NULL);
+    /* P = 1: 0 / 2; P = 2: 1 / 5; P = 3: 3 / 9. */
+    CHECK(num(m, "acc") == sum_correct() / sum_total());
+    CHECK(num(m, "correct") == sum_correct() && num(m, "total") == sum_total());
+    CHECK(num(m, "loss") == 1);
+    ct_value_free(m);
+    /* per_slot_reduce on every rank; cross_slot_reduce on rank 0 only, over
+     * every rank's partial in rank order. */
+    CHECK(named.per_slot_calls == 1 && unnamed.per_slot_calls == 1);
+    CHECK(named.cross_calls == (R == 0) && unnamed.cross_calls == (R == 0));
+    if (R == 0) CHECK(named.cross_n == (size_t)P && named.in_order && unnamed.in_order);
+
+    /* Validation too, after a reset: a class reducer always reports (here
+     * an empty state: 0 / 0 is NaN on every rank, a full dataset's too). */
+    ct_reducers_reset(rs, 2);
+    CHECK(named.correct == 0 && named.resets == 2);
+    ct_value *spec = ct_value_int(CT_REDUCER_SUM);
+    m = ct_metrics_validation(batches, spec, rs, 1);
+    CHECK(m && ct_value_dict_get(m, "acc") && isnan(num(m, "acc")) && num(m, "loss") == P);
+    ct_value_free(m);
+    ct_value_free(spec);
+    acc_feed(&named);
+    ct_value *full = R == 0 ? dict2("n", ct_value_int(7), NULL, NULL) : NULL;
+    m = ct_metrics_full_dataset(full, rs, 1);
+    CHECK(m && num(m, "acc") == sum_correct() / sum_total() && num(m, "n") == 7);
+    ct_value_free(m);
+    ct_value_free(full);
+
+    /* A class reducer is not fed with ct_reducer_update. */
+    CHECK(ct_reducer_update(rs[0], ct_value_int(1)) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "reducer 'acc' is a metric reducer");
+    /* reset, per_slot_reduce and cross_slot_reduce are required; on failure
+     * free is never called. */
+    ct_metric_reducer_ops no_cross = acc_ops;
+    no_cross.cross_slot_reduce = NULL;
+    CHECK(ct_reducer_new_class("x", &no_cross, &named, true, true) == NULL);
+    CHECK_ERR(CT_EINVAL, "ops->cross_slot_reduce");
+    CHECK(named.freed == 0);
+    /* Freeing the reducer frees self. */
+    ct_reducer_free(rs[0]);
+    ct_reducer_free(rs[1]);
+    CHECK(named.freed == 1 && unnamed.freed == 1);
+    ct_value_free(batches);
+}
+
+/* A function reducer that counts what it got (both workloads tell apart). */
+static ct_value *count_values(ct_value *const *values, size_t n, void *ctx) { return ct_value_int((int64_t)n); }
+
+static void test_for_workloads(void) {
+    /* "t" (function) is for training only, "v" (function) and "acc" (class)
+     * for validation only, "both" (class, unnamed) for both. */
+    Acc acc = {0}, both = {.shape = 1};
+    ct_reducer *rs[4] = {
+        ct_reducer_new("t", count_values, NULL, true, false),
+        ct_reducer_new("v", count_values, NULL, false, true),
+        ct_reducer_new_class("acc", &acc_ops, &acc, false, true),
+        ct_reducer_new_class(NULL, &acc_ops, &both, true, true),
+    };
+    ct_value *batches = one_batch();
+    /* Every reducer resets, whatever it is for (Determined's reset_reducers). */
+    ct_reducers_reset(rs, 4);
+    CHECK(acc.resets == 1 && both.resets == 1);
+    for (int k = 0; k < 2; k++) CHECK_OK(ct_reducer_update(rs[k], ct_value_int(R)));
+    CHECK_OK(ct_reducer_update(rs[0], ct_value_int(R)));
+    acc_feed(&acc);
+    acc_feed(&both);
+    ct_value *m = ct_metrics_training(batches, rs, 4);
+    /* Training: "t" (two values per rank) and the unnamed one; nothing of "v" or
+     * "acc", whose per_slot_reduce did not even run. */
+    int64_t n = -1;
+    CHECK(m && ct_value_get_int(ct_value_dict_get(m, "t"), &n) == 0 && n == 2 * P);
+    CHECK(m && !ct_value_dict_get(m, "v") && !ct_value_dict_get(m, "acc"));
+    CHECK(m && num(m, "correct") == sum_correct() && num(m, "total") == sum_total());
+    CHECK(acc.per_slot_calls == 0 && both.per_slot_calls == 1);
+    CHECK(ct_value_len(m) == 4); /* loss, t, correct, total */
+    ct_value_free(m);
+    /* Validation (no reset in between: the same state): "v" and "acc" and
+     * the unnamed one, not "t". */
+    m = ct_metrics_validation(batches, NULL, rs, 4);
+    CHECK(m && ct_value_get_int(ct_value_dict_get(m, "v"), &n) == 0 && n == P);
+    CHECK(m && !ct_value_dict_get(m, "t"));
+    CHECK(m && num(m, "acc") == sum_correct() / sum_total());
+    CHECK(m && num(m, "correct") == sum_correct() && num(m, "total") == sum_total());
+    CHECK(acc.per_slot_calls == 1 && both.per_slot_calls == 2);
+    ct_value_free(m);
+    /* A full-dataset validation is a validation. */
+    ct_value *full = R == 0 ? dict2("n", ct_value_int(1), NULL, NULL) : NULL;
+    m = ct_metrics_full_dataset(full, rs, 4);
+    CHECK(m && ct_value_dict_get(m, "v") && ct_value_dict_get(m, "acc") && !ct_value_dict_get(m, "t"));
+    ct_value_free(m);
+    ct_value_free(full);
+    /* A reducer for neither workload never reports (and is still reset). */
+    Acc never = {0};
+    ct_reducer *rn = ct_reducer_new_class("never", &acc_ops, &never, false, false);
+    ct_reducers_reset(&rn, 1);
+    m = ct_metrics_training(batches, &rn, 1);
+    CHECK(m && ct_value_len(m) == 1 && never.per_slot_calls == 0 && never.resets == 1);
+    ct_value_free(m);
+    ct_reducer_free(rn);
+    for (int k = 0; k < 4; k++) ct_reducer_free(rs[k]);
+    CHECK(acc.freed == 1 && both.freed == 1 && never.freed == 1);
+    ct_value_free(batches);
+}
+
+/* A function reducer returning {"my_metric": n}. */
+static ct_value *dict_fn(ct_value *const *values, size_t n, void *ctx) {
+    return dict2("my_metric", ct_value_int((int64_t)n), NULL, NULL);
+}
+
+/* Every rank fails alike, with rank 0's words. */
+static void expect_refused(ct_reducer *r, const char *needle1, const char *needle2) {
+    ct_value *batches = one_batch();
+    ct_value *m = ct_metrics_training(batches, &r, 1);
+    CHECK(m == NULL);
+    CHECK(strstr(ct_last_error(), needle2) != NULL);
+    CHECK_ERR(CT_ETRIAL, needle1);
+    ct_value_free(m);
+    ct_value_free(batches);
+}
+
+static void test_refusals(void) {
+    /* Named function reducer returning a dict (once reported nested). */
+    ct_reducer *r = ct_reducer_new("my_metric", dict_fn, NULL, true, true);
+    CHECK_OK(ct_reducer_update(r, ct_value_int(1)));
+    expect_refused(r, "reducer 'my_metric': the reduce function returned a dict", "wrapped with a name");
+    ct_reducer_free(r);
+    /* The same function unnamed is fine. */
+    r = ct_reducer_new(NULL, dict_fn, NULL, true, true);
+    CHECK_OK(ct_reducer_update(r, ct_value_int(1)));
+    ct_value *batches = one_batch();
+    ct_value *m = ct_metrics_training(batches, &r, 1);
+    CHECK(m && num(m, "my_metric") == P);
+    ct_value_free(m);
+    ct_reducer_free(r);
+    /* An unnamed function reducer returning a number. */
+    r = ct_reducer_new(NULL, count_values, NULL, true, true);
+    CHECK_OK(ct_reducer_update(r, ct_value_int(1)));
+    expect_refused(r, "an unnamed reducer: the reduce function returned a value of kind int, not a dict", "wrapped with name NULL");
+    ct_reducer_free(r);
+    /* Class reducers: a named one returning a dict, an unnamed one a float. */
+    Acc a = {.shape = 1}, b = {0};
+    r = ct_reducer_new_class("acc", &acc_ops, &a, true, true);
+    expect_refused(r, "reducer 'acc': cross_slot_reduce returned a dict", "wrapped with a name");
+    ct_reducer_free(r);
+    r = ct_reducer_new_class(NULL, &acc_ops, &b, true, true);
+    expect_refused(r, "an unnamed reducer: cross_slot_reduce returned a value of kind float", "wrapped with name NULL");
+    ct_reducer_free(r);
+    /* per_slot_reduce fails on the last rank: every rank fails; that rank
+     * names the reducer and its error, rank 0 never runs cross_slot_reduce. */
+    Acc c = {.fail_per_slot = true};
+    r = ct_reducer_new_class("acc", &acc_ops, &c, true, true);
+    m = ct_metrics_training(batches, &r, 1);
+    CHECK(m == NULL && c.cross_calls == 0);
+    if (R == P - 1) CHECK_ERR(CT_EIO, "reducer 'acc': per_slot_reduce failed: disk on fire");
+    else CHECK(ct_last_code() != CT_OK);
+    ct_reducer_free(r);
+    /* A validation whose own metrics fail keeps its error past the
+     * reducers (which still run their collectives). */
+    Acc d = {0};
+    r = ct_reducer_new_class("acc", &acc_ops, &d, true, true);
+    ct_value *spec = dict2("loss", ct_value_int(CT_REDUCER_SUM), "f1", ct_value_int(CT_REDUCER_AVG));
+    m = ct_metrics_validation(batches, spec, &r, 1);
+    CHECK(m == NULL && d.per_slot_calls == 1);
+    CHECK_ERR(CT_ETRIAL, "names metric 'f1' that evaluate_batch does not report");
+    ct_value_free(spec);
+    ct_reducer_free(r);
+    ct_value_free(batches);
 }
 
 static void test_full_dataset(void) {
@@ -257,6 +514,9 @@ int main(void) {
     test_training_mean();
     test_validation_weighted();
     test_custom_reducer();
+    test_class_reducer();
+    test_for_workloads();
+    test_refusals();
     test_full_dataset();
     char name[64];
     snprintf(name, sizeof name, "metrics (rank %d of %d)", R, P);
