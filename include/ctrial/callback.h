@@ -56,7 +56,9 @@ struct ct_callback {
     int (*on_checkpoint_load_start)(void *self, ct_context *ctx, const ct_value *state);
     /* The state about to be written: a callback may add entries (a dict). */
     int (*on_checkpoint_save_start)(void *self, ct_context *ctx, ct_value *state);
-    /* dir: the committed checkpoint directory. */
+    /* The state about to be written (on_checkpoint_save_start) and the
+     * committed directory (on_checkpoint_write_end): on rank 0 only, which
+     * writes checkpoints, as in Determined. */
     int (*on_checkpoint_write_end)(void *self, ct_context *ctx, const char *dir);
     int (*on_trial_shutdown)(void *self, ct_context *ctx);
 
@@ -65,6 +67,10 @@ struct ct_callback {
     int (*load_state_dict)(void *self, const ct_value *state);
     /* Frees self when the context ends (may be NULL). */
     void (*free)(void *self);
+
+    /* After a checkpoint is committed, on every rank (Determined's
+     * on_checkpoint_upload_end; its uuid is the directory here). */
+    int (*on_checkpoint_upload_end)(void *self, ct_context *ctx, const char *dir);
 };
 
 /* Registering one: ct_ctx_add_callback (trial.h, with every ct_ctx_*

@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "tensor.h"
+#include "value.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +96,20 @@ CT_API int ct_dist_allreduce_i64(int64_t *values, int n, ct_dist_op op);
  * the ranks' buffers one after another and lens[r] (size() entries, caller
  * allocated, only read on root) each one's length. */
 CT_API int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t *lens);
+
+/* Objects (Determined's context.distributed.broadcast / gather / allgather
+ * of picklable objects): any ct_value tree, sent faithfully (ints stay ints,
+ * NaN stays NaN, tensors arrive on the CPU). Every rank calls them; a
+ * failure on any rank (a NULL value, no memory) fails the call on every
+ * rank with the same code, so none is left waiting. With one rank they copy.
+ *
+ * root's v on every rank: a NEW copy, or NULL + error. v is read on root only. */
+CT_API ct_value *ct_dist_broadcast_value(const ct_value *v, int root);
+/* Every rank's v on root: *out a NEW list (rank order) on root, NULL
+ * elsewhere. Returns a status. */
+CT_API int ct_dist_gather_value(const ct_value *v, int root, ct_value **out);
+/* Every rank's v on every rank: a NEW list in rank order, or NULL + error. */
+CT_API ct_value *ct_dist_allgather_value(const ct_value *v);
 
 #ifdef __cplusplus
 }

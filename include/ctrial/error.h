@@ -49,6 +49,7 @@ enum {
     CT_EDIST = -14,   /* distributed: a rank failed or disagrees            */
     CT_ECHECKPOINT = -15, /* a checkpoint is missing, corrupt or does not fit */
     CT_ENAN = -16,    /* the loss became NaN or infinite                    */
+    CT_EEXIT = -17,   /* the trial asked to end (ct_ctx_should_exit): not a failure */
 };
 
 /* Short constant name of a code ("CT_ESHAPE: shape mismatch"); never NULL. */

@@ -62,6 +62,7 @@ extern "C" {
 
 typedef struct ct_context ct_context;
 typedef struct ct_callback ct_callback; /* callback.h */
+struct ct_summary_writer;                  /* summary.h */
 
 /* ==== units and periods =================================================== */
 
@@ -204,6 +205,13 @@ typedef struct {
     bool quiet;                    /* only errors on the console */
     const ct_value *hparams;       /* borrowed dict (NULL: none) */
     const ct_value *data;          /* borrowed data config (NULL) */
+    const ct_value *experiment_config; /* borrowed: the whole config, for ct_ctx_experiment_config (NULL) */
+    void *user;                    /* the program's own pointer, for ct_ctx_user_data (NULL) */
+    int64_t experiment_id;         /* ct_ctx_experiment_id (1) */
+    int64_t trial_id;              /* ct_ctx_trial_id; recorded in checkpoints (1) */
+    bool tensorboard;              /* TensorBoard event files in output_dir (true) */
+    const char *warm_start;        /* a checkpoint (ctrial's or Determined's) whose models,
+                                    * optimizers and schedulers start a fresh trial (NULL) */
 } ct_fit_opts;
 
 CT_API ct_fit_opts ct_fit_defaults(void);
@@ -246,11 +254,26 @@ CT_API ct_optim *ct_ctx_wrap_optimizer(ct_context *ctx, ct_optim *opt);
 /* mode and frequency: see ct_step_mode. */
 CT_API ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_mode mode,
                                           int frequency);
-/* A reducer for metrics the trial feeds itself (see metrics.h). With a name,
- * fn returns that metric's value; with name NULL, fn returns a dict of named
- * metrics merged into the report. Wrapping the same fn+ctx twice is an error. */
+/* A reducer for metrics the trial feeds itself (metrics.h), Determined's
+ * wrap_reducer(reducer, name, for_training, for_validation). With a name,
+ * the reducer's result is that metric's value (a dict is refused); with name
+ * NULL it must be a dict of named metrics, merged into the report. It reports
+ * only in the workloads it is for (training reports, validations); every
+ * reducer is reset at the start of each. Wrapping the same fn + fn_ctx (or
+ * the same self) twice, or two reducers of one name for the same kind of
+ * workload, is refused with CT_EINVAL. The reducer is borrowed and lives as
+ * long as the context.
+ * ct_ctx_wrap_reducer: a function reducer, for training and validation. */
 CT_API ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn fn,
                                        void *fn_ctx);
+CT_API ct_reducer *ct_ctx_wrap_reducer_ex(ct_context *ctx, const char *name, ct_reduce_fn fn,
+                                          void *fn_ctx, bool for_training, bool for_validation);
+/* A class reducer (MetricReducer): ops is copied; self belongs to the
+ * context from now on and is released with ops->free after destroy. On
+ * failure free is never called (self is still the caller's). */
+CT_API ct_reducer *ct_ctx_wrap_metric_reducer(ct_context *ctx, const char *name,
+                                              const ct_metric_reducer_ops *ops, void *self,
+                                              bool for_training, bool for_validation);
 /* Registers a callback (callback.h; the struct is copied; self belongs to
  * the context from now on and is released with free). A name already
  * registered is refused with CT_EINVAL; on failure free is never called. */
@@ -262,6 +285,15 @@ CT_API int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb);
  * DistributedDataParallel); on accumulation batches they stay local. Every
  * rank must call it the same number of times per batch. */
 CT_API int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss);
+/* Determined's context.backward(loss, gradient=, retain_graph=,
+ * create_graph=): the same, with torch.Tensor.backward's arguments
+ * (gradient NULL: loss must be a scalar). Use this, not ct_backward /
+ * ct_backward_ex, inside train_batch: under mpirun a gradient computed by
+ * a bare ct_backward is never averaged, so ct_ctx_step_optimizer refuses to
+ * step on it (CT_ESTATE naming the parameter) rather than let ranks
+ * diverge. */
+CT_API int ct_ctx_backward_ex(ct_context *ctx, const ct_tensor *loss, const ct_tensor *gradient,
+                              bool retain_graph, bool create_graph);
 /* Gradient clipping callback: receives every parameter of the optimizer,
  * after gradient averaging (and AMP unscaling), before the step. */
 typedef int (*ct_clip_fn)(ct_tensor *const *params, size_t n, void *ctx);
@@ -272,6 +304,28 @@ CT_API int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip
 /* The same with auto_zero_grads chosen. */
 CT_API int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
                                     bool auto_zero_grads);
+/* Every argument of Determined's step_optimizer(optimizer, clip_grads=,
+ * auto_zero_grads=, scaler=). */
+typedef struct {
+    ct_clip_fn clip;          /* NULL: no clipping */
+    void *clip_ctx;
+    bool auto_zero_grads;     /* zero (set to none) after the step (true); must stay true
+                               * with aggregation_frequency > 1 (CT_ECONFIG) */
+    ct_grad_scaler *scaler;   /* manual AMP: step through this scaler, scaler.step(opt)
+                               * (NULL: the context's own, if ct_ctx_use_amp) */
+} ct_step_opts;
+CT_API ct_step_opts ct_step_defaults(void);
+CT_API int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opts *o);
+/* Manual AMP, Determined's context.wrap_scaler(scaler): the trial scales
+ * its loss itself (ct_ctx_backward(ctx, ct_grad_scaler_scale(s, loss))),
+ * unscales before clipping (ct_grad_scaler_unscale), steps through it
+ * (ct_step_opts.scaler) and calls ct_grad_scaler_update after its steps;
+ * autocast is its own too (ct_autocast_enter). The context only owns the
+ * scaler and checkpoints it ("scaler_state_dict"), restoring it on resume.
+ * Call it in init, before ct_ctx_wrap_model and instead of ct_ctx_use_amp
+ * (CT_ESTATE otherwise). Returns its argument (borrowed from now on) or
+ * NULL + error (the scaler is freed). */
+CT_API ct_grad_scaler *ct_ctx_wrap_scaler(ct_context *ctx, ct_grad_scaler *scaler);
 
 /* Mixed precision for the whole trial (Determined's
  * context.experimental.use_amp(), PyTorch's AMP recipe), set up in init:
@@ -336,16 +390,82 @@ CT_API uint64_t ct_ctx_trial_seed(const ct_context *ctx);
 CT_API int ct_ctx_aggregation_frequency(const ct_context *ctx);
 /* Batches trained before this run started (0, or the resumed position). */
 CT_API int64_t ct_ctx_initial_batch(const ct_context *ctx);
-/* Inside train_batch: the batch being trained (absolute index); elsewhere
- * (validation, callbacks): the number of batches trained so far, as
- * Determined's current_train_batch(). ct_ctx_current_epoch: its epoch. */
+/* Determined's current_train_batch(): the index (from 0, counted over the
+ * whole trial) of the batch being trained — inside train_batch and the
+ * epoch hooks around it — or, anywhere else, of the last batch trained
+ * (in validation after N batches: N - 1). ct_ctx_current_epoch is its
+ * epoch (index / epoch length), ct_ctx_is_epoch_start / _end whether it
+ * is the first / last batch of its epoch. Before this run's first batch
+ * (in init, on_trial_startup, on_training_start, a step-zero validation)
+ * there is no such batch: Determined raises "Training hasn't started";
+ * these return -1 (false) and record CT_ESTATE saying so. */
 CT_API int64_t ct_ctx_current_batch(const ct_context *ctx);
 CT_API int64_t ct_ctx_current_epoch(const ct_context *ctx);
 CT_API bool ct_ctx_is_epoch_start(const ct_context *ctx);
 CT_API bool ct_ctx_is_epoch_end(const ct_context *ctx);
-/* Determined's stop request: the loop finishes this batch, checkpoints if
- * the last checkpoint is not current, and returns cleanly. */
+/* Batches per epoch: rank 0's training loader's length, the same on every
+ * rank (Determined broadcasts the chief's); -1 when unknown (an iterable
+ * loader) or before the loaders are built. */
+CT_API int64_t ct_ctx_epoch_length(const ct_context *ctx);
+
+/* Determined's set_stop_requested / get_stop_requested: a request to stop
+ * the trial, taken at the next boundary (the end of a workload: a
+ * validation, checkpoint or reporting period, or max_length), where the
+ * loop checkpoints unless the checkpoint is current and returns 0. Until
+ * then it can be withdrawn with false. Under mpirun a request on any rank
+ * stops every rank at the same boundary. (A SIGTERM / SIGINT is a
+ * preemption: it stops after the current batch, not at the boundary.) */
+CT_API void ct_ctx_set_stop_requested(ct_context *ctx, bool stop);
+CT_API bool ct_ctx_get_stop_requested(const ct_context *ctx);
+/* ct_ctx_set_stop_requested(ctx, true), kept from earlier releases. */
 CT_API void ct_ctx_request_stop(ct_context *ctx);
+/* Determined's `raise det.pytorch._ShouldExit(skip_exit_checkpoint)`:
+ * records CT_EEXIT and returns it, for the trial function or hook to
+ * return at once (NULL from train_batch, the code from a hook). The loop
+ * then ends the trial cleanly: it checkpoints (unless skip_checkpoint, or
+ * the checkpoint is current) and ct_fit returns 0. Raised in train_batch,
+ * that batch counts as trained. Under mpirun every rank must call it at the
+ * same point (as every Determined worker raises it), or the others wait
+ * for it in their next collective. */
+CT_API int ct_ctx_should_exit(ct_context *ctx, bool skip_checkpoint);
+
+/* The trial's surroundings (Determined's context getters). */
+/* The whole experiment config as ct_main read it (borrowed; NULL when
+ * ct_fit was called without one: ct_fit_opts.experiment_config). */
+CT_API const ct_value *ct_ctx_experiment_config(const ct_context *ctx);
+/* ct_fit_opts.user: the program's own pointer, for a trial that takes
+ * arguments (Determined's Trainer-era trials take them in __init__). */
+CT_API void *ct_ctx_user_data(const ct_context *ctx);
+CT_API int64_t ct_ctx_experiment_id(const ct_context *ctx);
+CT_API int64_t ct_ctx_trial_id(const ct_context *ctx);
+/* Where TensorBoard's files go: the output directory (borrowed). */
+CT_API const char *ct_ctx_tensorboard_path(const ct_context *ctx);
+/* Determined's get_tensorboard_writer(): a writer (summary.h) for the
+ * trial's own scalars, histograms, images and text, in the TensorBoard
+ * directory beside the loop's metrics (borrowed; the context closes it).
+ * NULL on ranks other than 0 and with TensorBoard logging off: every
+ * ct_summary_add_* on NULL does nothing and returns 0, so a trial can log
+ * unconditionally. Opened at the first call. */
+CT_API struct ct_summary_writer *ct_ctx_tensorboard_writer(ct_context *ctx);
+/* Determined's set_enable_tensorboard_logging: false stops the loop's own
+ * TensorBoard scalars (metrics.jsonl is still written) and makes
+ * ct_ctx_tensorboard_writer NULL from then on. ct_fit_opts.tensorboard
+ * sets the starting value (true). */
+CT_API void ct_ctx_set_enable_tensorboard_logging(ct_context *ctx, bool on);
+CT_API bool ct_ctx_get_enable_tensorboard_logging(const ct_context *ctx);
+
+/* Data. Batches reach train_batch and evaluate_batch on the trial's device
+ * (every tensor leaf moved by the loop, Determined's auto to_device), unless
+ * the trial called ct_ctx_disable_auto_to_device in init; then they arrive
+ * as the loader made them. ct_ctx_to_device moves any tree the same way:
+ * a NEW value, or NULL + error. */
+CT_API void ct_ctx_disable_auto_to_device(ct_context *ctx);
+CT_API ct_value *ct_ctx_to_device(ct_context *ctx, const ct_value *v);
+/* Determined's context.experimental.disable_dataset_reproducibility_checks():
+ * lets build_*_data_loader return an iterable loader (ct_loader_iterable,
+ * data.h), whose resume is only as exact as its iterator is deterministic.
+ * Call it in init; without it such a loader is refused. */
+CT_API void ct_ctx_disable_dataset_reproducibility_checks(ct_context *ctx);
 
 /* The i-th wrapped model / optimizer (wrap order), borrowed; NULL past the end. */
 CT_API ct_module *ct_ctx_model(const ct_context *ctx, size_t i);

@@ -35,6 +35,7 @@ const char *ct_strerror(int code) {
     case CT_EDIST: return "CT_EDIST: distributed failure";
     case CT_ECHECKPOINT: return "CT_ECHECKPOINT: bad checkpoint";
     case CT_ENAN: return "CT_ENAN: loss is not finite";
+    case CT_EEXIT: return "CT_EEXIT: the trial asked to exit";
     default: return "unknown ctrial error code";
     }
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/value_json.h"
 #include "config/period.h"
 
 /* ---- owned storage ---------------------------------------------------------- */
@@ -36,6 +37,7 @@ void ct_config_free(ct_config *c) {
     free(c->name);
     ct_value_free(c->hparams);
     ct_value_free(c->data);
+    ct_value_free(c->whole);
     memset(c, 0, sizeof *c);
 }
 
@@ -431,11 +433,22 @@ static int on_max_length(loader *L, const char *path, json_t *v) {
     return get_length(L, path, v, true, &L->c->fit.max_length, L->c->max_length_from);
 }
 
+/* Determined's warm start names a checkpoint by its UUID (or a trial by its
+ * id) in the master's database; ctrial, on one machine, takes the
+ * checkpoint's path in the top-level "warm_start". */
+static int on_source_checkpoint(loader *L, const char *path, json_t *v) {
+    if (json_is_null(v)) return 0;
+    return fail(L, "'%s' names a checkpoint in Determined's database; ctrial takes the checkpoint directory's "
+                "path instead: \"warm_start\": \"DIR\" at the top level (or --warm-start DIR)", path);
+}
+
 static int on_searcher(loader *L, const char *path, json_t *v) {
     static const key_entry keys[] = {{"name", on_searcher_name},
                                      {"metric", on_searcher_metric},
                                      {"smaller_is_better", on_smaller_is_better},
                                      {"max_length", on_max_length},
+                                     {"source_checkpoint_uuid", on_source_checkpoint},
+                                     {"source_trial_id", on_source_checkpoint},
                                      {NULL, NULL}};
     if (walk(L, path, v, keys)) return CT_ECONFIG;
     if (!json_object_get(v, "name")) return fail(L, "'%s.name' is missing (use \"single\")", path);
@@ -582,6 +595,17 @@ static int on_name(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
+/* ctrial's own key (Determined's searcher.source_checkpoint_uuid, by path):
+ * a checkpoint directory, ctrial's or Determined's, whose models,
+ * optimizers and LR schedulers start the trial (--warm-start overrides). */
+static int on_warm_start(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (!s[0]) return fail(L, "'%s' is empty", path);
+    L->c->fit.warm_start = ct_config_keep(L->c, s);
+    return L->c->fit.warm_start ? 0 : CT_ENOMEM;
+}
+
 static int on_perform_initial_validation(loader *L, const char *path, json_t *v) {
     return get_bool(L, path, v, &L->c->fit.step_zero_validation);
 }
@@ -599,6 +623,7 @@ static const key_entry top_keys[] = {
     {"scheduling_unit", on_scheduling_unit},
     {"perform_initial_validation", on_perform_initial_validation},
     {"data", on_data},
+    {"warm_start", on_warm_start},
     /* accepted as in Determined, and ignored */
     {"records_per_epoch", ignore_count},
     {"description", ignore_string},
@@ -615,6 +640,8 @@ static int load_json(ct_config *c, json_t *root, const char *label) {
     loader L = {c, label};
     int rc = walk(&L, "", root, top_keys);
     if (rc == 0) c->loaded = true;
+    /* The whole config, as the trial reads it (ct_ctx_experiment_config). */
+    if (rc == 0 && !(c->whole = ct_value_from_json(root))) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
     return rc;
 }
 
@@ -763,5 +790,6 @@ int ct_config_finish(ct_config *c, int world_size) {
                                         "or pass --max-length");
     c->fit.hparams = c->hparams;
     c->fit.data = c->data;
+    c->fit.experiment_config = c->whole;
     return 0;
 }

@@ -34,6 +34,7 @@ typedef struct {
     char *name;         /* the config's "name" (NULL when absent) */
     ct_value *hparams;  /* owned dict, never NULL after a successful init */
     ct_value *data;     /* owned, the config's "data" (NULL when absent) */
+    ct_value *whole;    /* owned, the whole config as loaded (NULL when none was) */
     /* Where each period was last set ("config.json: 'searcher.max_length'",
      * "--max-length"): records are turned into batches only in finish, once
      * global_batch_size is final, and the error must name the origin. */

@@ -164,6 +164,10 @@ static int f_resume(ct_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.resume, flag, val);
 }
 
+static int f_warm_start(ct_config *c, const char *flag, const char *val) {
+    return keep_into(c, &c->fit.warm_start, flag, val);
+}
+
 static int f_seed(ct_config *c, const char *flag, const char *val) {
     if (!parse_u64(val, &c->fit.seed))
         return ct_set_error(CT_ECONFIG, "%s: expected an integer >= 0, got '%s'", flag, val);
@@ -205,6 +209,11 @@ static int f_quiet(ct_config *c, const char *flag, const char *val) {
     return 0;
 }
 
+static int f_no_tensorboard(ct_config *c, const char *flag, const char *val) {
+    c->fit.tensorboard = false;
+    return 0;
+}
+
 typedef struct {
     const char *name;
     const char *arg; /* NULL: takes no value */
@@ -227,6 +236,9 @@ static const flag_def flags[] = {
     {"--output", "DIR", "output directory: metrics.jsonl, checkpoints (default: output)", f_output},
     {"--resume", "PATH|latest", "resume from a checkpoint directory, or from the latest "
                                 "checkpoint", f_resume},
+    {"--warm-start", "DIR", "start a new trial from the models, optimizers and LR schedulers of "
+                            "checkpoint DIR (ctrial's or Determined's), at batch 0 (overrides "
+                            "warm_start)", f_warm_start},
     {"--test-mode", NULL, "train one batch, validate one batch, checkpoint and exit", f_test_mode},
     {"--seed", "N", "experiment seed (overrides reproducibility.experiment_seed)", f_seed},
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
@@ -234,6 +246,8 @@ static const flag_def flags[] = {
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
     {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "
                             "(static shapes; optimizations.cuda_graphs)", f_cuda_graphs},
+    {"--no-tensorboard", NULL, "write no TensorBoard event files (metrics.jsonl is still written)",
+     f_no_tensorboard},
     {"--quiet", NULL, "print only errors", f_quiet},
     {"--help", NULL, "print this help and exit", NULL},
 };
@@ -313,12 +327,22 @@ int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
     }
     if (config && (rc = ct_config_load_file(&out->cfg, config))) return rc;
     /* Pass 2: the other flags in order (a later one wins). */
+    bool warm_flag = false;
     for (int i = 1; i < argc; i++) {
         const flag_def *def;
         const char *val;
         next_flag(argc, argv, &i, &def, &val); /* checked in pass 1 */
         if (def->fn && (rc = def->fn(&out->cfg, def->name, val))) return rc;
+        warm_flag |= def->fn == f_warm_start;
     }
+    /* A warm start begins a new trial, a resume continues one. The config's
+     * warm_start alone is not in the way: it applies to the experiment's
+     * first run, and a later --resume continues from its checkpoints (the
+     * loop warm-starts only a run that resumes nothing). */
+    if (warm_flag && out->cfg.fit.resume)
+        return ct_set_error(CT_ECONFIG, "--warm-start and --resume cannot be used together: a warm start "
+                                        "begins a new trial from a checkpoint's weights, a resume continues the "
+                                        "trial that wrote it");
     return ct_config_finish(&out->cfg, world_size);
 }
 

@@ -115,6 +115,9 @@ ct_fit_opts ct_fit_defaults(void) {
         .output_dir = "output",
         .save_trial_latest = 1,
         .save_trial_best = 1,
+        .experiment_id = 1,
+        .trial_id = 1,
+        .tensorboard = true,
     };
     return o;
 }

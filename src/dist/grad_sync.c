@@ -176,6 +176,8 @@ struct ct_grad_sync {
     gs_bucket *buckets;
     int next_launch; /* lowest bucket not launched in this window */
     bool window;     /* armed since the last finish */
+    bool announced;  /* between arm and after_backward: a backward the context runs */
+    char stray[256]; /* the first parameter a backward outside that span reached ("" none) */
     bool in_finish;
     double t_finish; /* when the current finish began waiting */
     pthread_t arm_thread;
@@ -604,6 +606,9 @@ static void on_grad(ct_tensor *t, void *ctx) {
     gs_param *p = ctx;
     ct_grad_sync *s = p->s;
     p->fired = true;
+    /* A backward the context did not announce (a bare ct_backward): its
+     * gradients stay local; the context refuses to step on them. */
+    if (!s->announced && !s->stray[0]) snprintf(s->stray, sizeof s->stray, "%s", p->name);
     /* MPI runs FUNNELED: the ring only moves on the arming thread. NCCL
      * may be called from the autograd engine's device thread, which runs
      * CUDA backward while the arming thread waits in backward. */
@@ -908,6 +913,7 @@ void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
         s->window = true;
     }
     s->arm_thread = pthread_self();
+    s->announced = true;
     lend_slots(s);
 #else
     (void)armed;
@@ -917,6 +923,7 @@ void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
 void ct_grad_sync_after_backward(ct_grad_sync *s) {
     if (!s || s->size == 1) return;
 #if CTRIAL_HAVE_MPI
+    s->announced = false;
     for (size_t i = 0; i < s->nparams; i++) {
         gs_param *p = &s->params[i];
         /* A lent slot the backward added nothing to goes back: None, as a
@@ -941,6 +948,14 @@ int ct_grad_sync_finish(ct_grad_sync *s) {
     if (err) return ct_set_error(err, "%s", s->msg);
 #endif
     return CT_OK;
+}
+
+const char *ct_grad_sync_stray(ct_grad_sync *s) {
+    if (!s || !s->stray[0]) return NULL;
+    static _Thread_local char name[256];
+    snprintf(name, sizeof name, "%s", s->stray);
+    s->stray[0] = '\0';
+    return name;
 }
 
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {

@@ -94,6 +94,13 @@ void ct_grad_sync_after_backward(ct_grad_sync *s);
  * averaged. */
 int ct_grad_sync_finish(ct_grad_sync *s);
 
+/* A backward that arm did not announce (a bare ct_backward under mpirun)
+ * gives gradients that are never averaged. Returns the name of the first
+ * parameter such a backward reached since the last call (a thread-local
+ * copy, valid until the next call on this thread) and forgets it, or NULL
+ * when there was none. */
+const char *ct_grad_sync_stray(ct_grad_sync *s);
+
 typedef struct {
     uint64_t bytes;       /* bytes all-reduced so far (gradients and flags) */
     double comm_seconds;  /* summed over buckets: launch to completion */

@@ -529,3 +529,22 @@ int ct_value_gather(const ct_value *v, int root, ct_value **out) {
     else ct_value_free(list);
     return rc;
 }
+
+/* ---- the public object collectives (ctrial/dist.h) ------------------------------ */
+
+ct_value *ct_dist_broadcast_value(const ct_value *v, int root) { return ct_value_broadcast(v, root); }
+
+int ct_dist_gather_value(const ct_value *v, int root, ct_value **out) {
+    if (!out) return ct_set_error(CT_EINVAL, "ct_dist_gather_value: out is NULL");
+    return ct_value_gather(v, root, out);
+}
+
+/* Gathered on rank 0, then rank 0's list (or its failure) to every rank. */
+ct_value *ct_dist_allgather_value(const ct_value *v) {
+    ct_value *on_root = NULL;
+    int rc = ct_value_gather(v, 0, &on_root);
+    if (rc != CT_OK) return NULL; /* the same status on every rank */
+    ct_value *all = ct_value_broadcast(on_root, 0);
+    ct_value_free(on_root);
+    return all;
+}

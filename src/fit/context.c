@@ -15,6 +15,7 @@
 #include "fit/report.h"
 #include "formats/tbevents.h"
 #include "metrics/metrics.h"
+#include "ctrial/summary.h"
 
 /* ---- lifetime -------------------------------------------------------------- */
 
@@ -31,6 +32,10 @@ ct_context *ct_context_new(const ct_trial *trial, const ct_fit_opts *o) {
     ctx->last_validation_bt = -1;
     ctx->last_checkpoint_bt = -1;
     ctx->current_batch = -1;
+    ctx->epoch_len = -1;
+    ctx->auto_to_device = true;
+    ctx->repro_checks = true;
+    ctx->tensorboard = o->tensorboard;
     return ctx;
 }
 
@@ -98,6 +103,7 @@ void ct_ctx_free(ct_context *ctx) {
     ct_value_free(ctx->saved_hparams);
     if (ctx->metrics_log) fclose(ctx->metrics_log);
     ct_tb_close(ctx->tb);
+    ct_summary_close(ctx->summary);
     free(ctx);
 }
 
@@ -188,30 +194,71 @@ ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_mode mo
     return s;
 }
 
+/* Determined's wrap_reducer refuses the same reducer twice: the same fn +
+ * fn_ctx, or the same self (an object and its free would be shared). Two
+ * reducers reporting the same name in the same kind of workload are
+ * refused too (one would hide the other). */
+static bool reducer_wrappable(const ct_context *ctx, const char *api, const char *name, ct_reduce_fn fn,
+                              const void *fn_ctx, const ct_metric_reducer_ops *ops, const void *self,
+                              bool for_training, bool for_validation) {
+    for (size_t i = 0; i < ctx->n_reducers; i++) {
+        const ct_reducer *r = ctx->reducers[i];
+        bool same = fn ? !r->is_class && r->fn == fn && r->fn_ctx == fn_ctx
+                       : r->is_class && r->self == self && (self || r->ops.per_slot_reduce == ops->per_slot_reduce);
+        if (same) {
+            ct_set_error(CT_EINVAL, "%s: this reducer (%s) is already wrapped", api, name ? name : "unnamed");
+            return false;
+        }
+        if (name && r->name && !strcmp(name, r->name) &&
+            ((for_training && r->for_training) || (for_validation && r->for_validation))) {
+            ct_set_error(CT_EINVAL, "%s: a reducer named '%s' is already wrapped", api, name);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Registers r (NULL: its error, prefixed). On failure a class reducer's
+ * free is never called: self stays the caller's. */
+static ct_reducer *keep_reducer(ct_context *ctx, const char *api, ct_reducer *r) {
+    if (!r) {
+        ct_set_error(ct_last_code(), "%s: %s", api, ct_last_error());
+        return NULL;
+    }
+    if (!push((void **)&ctx->reducers, &ctx->n_reducers, sizeof r, &r)) {
+        r->ops.free = NULL;
+        ct_reducer_free(r);
+        ct_set_error(CT_ENOMEM, "%s: out of host memory", api);
+        return NULL;
+    }
+    return r;
+}
+
 ct_reducer *ct_ctx_wrap_reducer(ct_context *ctx, const char *name, ct_reduce_fn fn, void *fn_ctx) {
+    return ct_ctx_wrap_reducer_ex(ctx, name, fn, fn_ctx, true, true);
+}
+
+ct_reducer *ct_ctx_wrap_reducer_ex(ct_context *ctx, const char *name, ct_reduce_fn fn, void *fn_ctx,
+                                   bool for_training, bool for_validation) {
     if (!ctx || !fn) {
         ct_set_error(CT_EINVAL, "ct_ctx_wrap_reducer: %s is NULL", ctx ? "fn" : "ctx");
         return NULL;
     }
-    for (size_t i = 0; i < ctx->n_reducers; i++) {
-        const ct_reducer *r = ctx->reducers[i];
-        if (r->fn == fn && r->fn_ctx == fn_ctx) {
-            ct_set_error(CT_EINVAL, "ct_ctx_wrap_reducer: this reducer (%s) is already wrapped",
-                         name ? name : "unnamed");
-            return NULL;
-        }
-        if (name && r->name && !strcmp(name, r->name)) {
-            ct_set_error(CT_EINVAL, "ct_ctx_wrap_reducer: a reducer named '%s' is already wrapped", name);
-            return NULL;
-        }
-    }
-    ct_reducer *r = ct_reducer_new(name, fn, fn_ctx);
-    if (r && !push((void **)&ctx->reducers, &ctx->n_reducers, sizeof r, &r)) {
-        ct_reducer_free(r);
-        ct_set_error(CT_ENOMEM, "ct_ctx_wrap_reducer: out of host memory");
+    if (!reducer_wrappable(ctx, "ct_ctx_wrap_reducer", name, fn, fn_ctx, NULL, NULL, for_training, for_validation))
+        return NULL;
+    return keep_reducer(ctx, "ct_ctx_wrap_reducer",
+                        ct_reducer_new(name, fn, fn_ctx, for_training, for_validation));
+}
+
+ct_reducer *ct_ctx_wrap_metric_reducer(ct_context *ctx, const char *name, const ct_metric_reducer_ops *ops,
+                                       void *self, bool for_training, bool for_validation) {
+    static const char api[] = "ct_ctx_wrap_metric_reducer";
+    if (!ctx || !ops) {
+        ct_set_error(CT_EINVAL, "%s: %s is NULL", api, ctx ? "ops" : "ctx");
         return NULL;
     }
-    return r;
+    if (!reducer_wrappable(ctx, api, name, NULL, NULL, ops, self, for_training, for_validation)) return NULL;
+    return keep_reducer(ctx, api, ct_reducer_new_class(name, ops, self, for_training, for_validation));
 }
 
 int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb) {
@@ -233,6 +280,11 @@ int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb) {
 /* ---- backward and the optimizer step --------------------------------------- */
 
 int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
+    return ct_ctx_backward_ex(ctx, loss, NULL, false, false);
+}
+
+int ct_ctx_backward_ex(ct_context *ctx, const ct_tensor *loss, const ct_tensor *gradient, bool retain_graph,
+                       bool create_graph) {
     if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_backward: ctx is NULL");
     if (!loss) {
         if (ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_ctx_backward: loss is NULL");
@@ -242,11 +294,12 @@ int ct_ctx_backward(ct_context *ctx, const ct_tensor *loss) {
      * in buckets while backward runs, and are averages when it returns (as
      * with DistributedDataParallel); accumulation batches stay local. */
     bool step = ct_context_is_step_batch(ctx, ctx->current_batch);
-    /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's scope). */
-    const ct_tensor *scaled = ctx->scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
+    /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's
+     * scope). A wrapped (manual) scaler is the trial's to apply. */
+    const ct_tensor *scaled = ctx->scaler && !ctx->manual_scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
     if (!scaled) return ct_last_code();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
-    int rc = ct_backward(scaled);
+    int rc = ct_backward_ex(scaled, gradient, retain_graph, create_graph);
     double t0 = ct_clock_monotonic();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
         ct_grad_sync_after_backward(ctx->syncs[i]);
@@ -263,11 +316,30 @@ bool ct_context_is_step_batch(const ct_context *ctx, int64_t batch_idx) {
     return (batch_idx + 1) % ctx->aggregation_frequency == 0;
 }
 
-int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
-                             bool auto_zero_grads) {
+ct_step_opts ct_step_defaults(void) {
+    ct_step_opts o = {.auto_zero_grads = true};
+    return o;
+}
+
+int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opts *o) {
     if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
+    ct_step_opts d = o ? *o : ct_step_defaults();
+    if (ctx->aggregation_frequency > 1 && !d.auto_zero_grads)
+        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: with aggregation_frequency %d, auto_zero_grads "
+                                        "must be true (as in Determined)", ctx->aggregation_frequency);
     if (!ct_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
-    /* Under mpirun the gradients are averages already (ct_ctx_backward). */
+    /* Under mpirun the gradients are averages already (ct_ctx_backward),
+     * unless a backward ran outside it: stepping on those would let the
+     * ranks' weights drift apart. */
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
+        const char *stray = ct_grad_sync_stray(ctx->syncs[i]);
+        if (stray)
+            return ct_set_error(CT_ESTATE,
+                                "ct_ctx_step_optimizer: rank %d: parameter '%s' got its gradient from a backward "
+                                "outside ct_ctx_backward, which is not averaged across ranks; call "
+                                "ct_ctx_backward or ct_ctx_backward_ex",
+                                ctx->rank, stray);
+    }
     double t0 = ct_clock_monotonic();
     size_t n = ct_optim_num_params(opt);
     ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
@@ -284,21 +356,46 @@ int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, vo
         }
         ct_scope_end(s);
     }
+    /* The context's own (automatic) scaler, or the one the trial passes. */
+    bool auto_amp = ctx->scaler && !ctx->manual_scaler;
+    ct_grad_scaler *scaler = d.scaler ? d.scaler : auto_amp ? ctx->scaler : NULL;
     /* fp16 AMP: the clip callback sees true gradients (scaler.unscale_). */
-    if (rc == CT_OK && clip && ctx->scaler) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
-    if (rc == CT_OK && clip) rc = clip(params, n, clip_ctx);
+    if (rc == CT_OK && d.clip && auto_amp) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
+    if (rc == CT_OK && d.clip) rc = d.clip(params, n, d.clip_ctx);
     free(params);
-    if (rc == CT_OK && ctx->scaler) {
+    if (rc == CT_OK && scaler) {
         /* scaler.step: unscales if not yet, skips the step on inf/NaN; the
-         * loop updates the scale once this batch's steps are done. */
-        rc = ct_grad_scaler_step(ctx->scaler, opt, NULL);
-        ctx->scaler_stepped = true;
+         * loop updates the context's scale once this batch's steps are done
+         * (a trial's own scaler is updated by the trial). */
+        rc = ct_grad_scaler_step(scaler, opt, NULL);
+        if (scaler == ctx->scaler && auto_amp) ctx->scaler_stepped = true;
     } else if (rc == CT_OK) {
         rc = ct_optim_step(opt);
     }
-    if (rc == CT_OK && auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
+    if (rc == CT_OK && d.auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
     ct_time_add(ctx, CT_TIME_OPTIM, t0);
     return rc;
+}
+
+int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
+                             bool auto_zero_grads) {
+    ct_step_opts o = {.clip = clip, .clip_ctx = clip_ctx, .auto_zero_grads = auto_zero_grads};
+    return ct_ctx_step_optimizer_with(ctx, opt, &o);
+}
+
+ct_grad_scaler *ct_ctx_wrap_scaler(ct_context *ctx, ct_grad_scaler *scaler) {
+    const char *why = !ctx ? "ctx is NULL" : !scaler ? "scaler is NULL"
+                    : ctx->amp || ctx->scaler ? "AMP is already configured (ct_ctx_use_amp or ct_ctx_wrap_scaler)"
+                    : ctx->n_models > 0 ? "call it before ct_ctx_wrap_model (as Determined's wrap_scaler)"
+                    : ctx->train_loader ? "call it in the trial's init, before training" : NULL;
+    if (why) {
+        if (scaler || ct_last_code() == CT_OK) ct_set_error(scaler && ctx ? CT_ESTATE : CT_EINVAL, "ct_ctx_wrap_scaler: %s", why);
+        ct_grad_scaler_free(scaler);
+        return NULL;
+    }
+    ctx->scaler = scaler;
+    ctx->manual_scaler = true;
+    return scaler;
 }
 
 ct_amp_opts ct_amp_defaults(void) {
@@ -310,7 +407,8 @@ int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o) {
     if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_use_amp: ctx is NULL");
     ct_amp_opts d = o ? *o : ct_amp_defaults();
     if (ctx->train_loader) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: call it in the trial's init, before training");
-    if (ctx->amp) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: AMP is already configured");
+    if (ctx->amp || ctx->scaler)
+        return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: AMP is already configured (ct_ctx_use_amp or ct_ctx_wrap_scaler)");
     if (d.dtype != CT_F16 && d.dtype != CT_BF16)
         return ct_set_error(CT_EDTYPE, "ct_ctx_use_amp: dtype %s: AMP runs in float16 or bfloat16",
                             ct_dtype_name(d.dtype));
@@ -341,7 +439,8 @@ int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o) {
 }
 
 int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx) {
-    return ct_ctx_step_optimizer_ex(ctx, opt, clip, clip_ctx, true);
+    ct_step_opts o = {.clip = clip, .clip_ctx = clip_ctx, .auto_zero_grads = true};
+    return ct_ctx_step_optimizer_with(ctx, opt, &o);
 }
 
 /* ---- hyperparameters ------------------------------------------------------- */
@@ -428,26 +527,77 @@ ct_device ct_ctx_device(const ct_context *ctx) { return ctx ? ctx->device : ct_c
 uint64_t ct_ctx_trial_seed(const ct_context *ctx) { return ctx ? ctx->trial_seed : 0; }
 int ct_ctx_aggregation_frequency(const ct_context *ctx) { return ctx ? ctx->aggregation_frequency : 1; }
 int64_t ct_ctx_initial_batch(const ct_context *ctx) { return ctx ? ctx->initial_batch : 0; }
-int64_t ct_ctx_current_batch(const ct_context *ctx) {
-    if (!ctx) return -1;
-    return ctx->current_batch >= 0 ? ctx->current_batch : ctx->batches_trained;
+/* Determined raises "Training hasn't started" before the first batch of
+ * this run; here the answer is -1 (false) with CT_ESTATE recorded. */
+static bool started(const ct_context *ctx, const char *fn) {
+    if (ctx && ctx->current_batch >= 0) return true;
+    ct_set_error(CT_ESTATE, "%s: training hasn't started (no batch of this run yet)", fn);
+    return false;
 }
 
+int64_t ct_ctx_current_batch(const ct_context *ctx) { return started(ctx, __func__) ? ctx->current_batch : -1; }
+
 int64_t ct_ctx_current_epoch(const ct_context *ctx) {
-    if (!ctx || ctx->epoch_len <= 0) return 0;
-    int64_t b = ctx->current_batch >= 0 ? ctx->current_batch : ctx->batches_trained;
-    return b / ctx->epoch_len;
+    if (!started(ctx, __func__)) return -1;
+    return ctx->epoch_len > 0 ? ctx->current_batch / ctx->epoch_len : 0;
 }
 
 bool ct_ctx_is_epoch_start(const ct_context *ctx) {
-    return ctx && ctx->epoch_len > 0 && ctx->current_batch >= 0 && ctx->current_batch % ctx->epoch_len == 0;
+    return started(ctx, __func__) && ctx->epoch_len > 0 && ctx->current_batch % ctx->epoch_len == 0;
 }
 
 bool ct_ctx_is_epoch_end(const ct_context *ctx) {
-    return ctx && ctx->epoch_len > 0 && ctx->current_batch >= 0 &&
-           (ctx->current_batch + 1) % ctx->epoch_len == 0;
+    return started(ctx, __func__) && ctx->epoch_len > 0 && ctx->current_batch % ctx->epoch_len == ctx->epoch_len - 1;
 }
 
-void ct_ctx_request_stop(ct_context *ctx) {
-    if (ctx) ctx->stop_requested = true;
+int64_t ct_ctx_epoch_length(const ct_context *ctx) { return ctx ? ctx->epoch_len : -1; }
+
+void ct_ctx_set_stop_requested(ct_context *ctx, bool stop) {
+    if (ctx) ctx->stop_requested = stop;
+}
+bool ct_ctx_get_stop_requested(const ct_context *ctx) { return ctx && ctx->stop_requested; }
+void ct_ctx_request_stop(ct_context *ctx) { ct_ctx_set_stop_requested(ctx, true); }
+
+int ct_ctx_should_exit(ct_context *ctx, bool skip_checkpoint) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_should_exit: ctx is NULL");
+    ctx->exit_requested = skip_checkpoint ? 2 : 1;
+    return ct_set_error(CT_EEXIT, "the trial asked to exit (ct_ctx_should_exit%s)",
+                        skip_checkpoint ? ", without a checkpoint" : "");
+}
+
+/* ---- the trial's surroundings ------------------------------------------------ */
+
+const ct_value *ct_ctx_experiment_config(const ct_context *ctx) { return ctx ? ctx->opts.experiment_config : NULL; }
+void *ct_ctx_user_data(const ct_context *ctx) { return ctx ? ctx->opts.user : NULL; }
+int64_t ct_ctx_experiment_id(const ct_context *ctx) { return ctx ? ctx->opts.experiment_id : 0; }
+int64_t ct_ctx_trial_id(const ct_context *ctx) { return ctx ? ctx->opts.trial_id : 0; }
+const char *ct_ctx_tensorboard_path(const ct_context *ctx) { return ctx ? ctx->opts.output_dir : NULL; }
+
+ct_summary_writer *ct_ctx_tensorboard_writer(ct_context *ctx) {
+    if (!ctx || ctx->rank != 0 || !ctx->tensorboard) return NULL;
+    if (!ctx->summary) ctx->summary = ct_summary_open(ctx->opts.output_dir);
+    return ctx->summary;
+}
+
+void ct_ctx_set_enable_tensorboard_logging(ct_context *ctx, bool on) {
+    if (ctx) ctx->tensorboard = on;
+}
+bool ct_ctx_get_enable_tensorboard_logging(const ct_context *ctx) { return ctx && ctx->tensorboard; }
+
+/* ---- data ------------------------------------------------------------------- */
+
+void ct_ctx_disable_auto_to_device(ct_context *ctx) {
+    if (ctx) ctx->auto_to_device = false;
+}
+
+ct_value *ct_ctx_to_device(ct_context *ctx, const ct_value *v) {
+    if (!ctx || !v) {
+        if (!ctx || ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_ctx_to_device: %s is NULL", ctx ? "value" : "ctx");
+        return NULL;
+    }
+    return ct_value_to_device(v, ctx->device, false);
+}
+
+void ct_ctx_disable_dataset_reproducibility_checks(ct_context *ctx) {
+    if (ctx) ctx->repro_checks = false;
 }

@@ -46,7 +46,10 @@ struct ct_context {
     bool amp;
     ct_dtype amp_dtype;
     ct_grad_scaler *scaler;
+    bool manual_scaler;          /* ct_ctx_wrap_scaler: the trial scales, steps and updates itself */
     bool scaler_stepped;         /* an optimizer stepped through it since the last update */
+    bool auto_to_device;         /* batches moved to the device for the trial (true) */
+    bool repro_checks;           /* iterable loaders refused (true) */
     /* ct_ctx_set_profiler: the options, and the profiler while training. */
     bool profile;
     ct_profiler_opts profiler_opts;
@@ -71,9 +74,11 @@ struct ct_context {
     /* Position. */
     int64_t initial_batch;       /* batches trained before this run */
     int64_t batches_trained;     /* bt: batches completed so far */
-    int64_t epoch_len;           /* batches per epoch (rank 0's training loader) */
-    int64_t current_batch;       /* the batch in train_batch now, -1 outside */
-    bool stop_requested;
+    int64_t epoch_len;           /* batches per epoch (rank 0's training loader, broadcast); -1 unknown */
+    int64_t current_batch;       /* the batch being or last trained; -1 before this run's first */
+    bool stop_requested;         /* ct_ctx_set_stop_requested: taken at the next boundary */
+    bool preempted;              /* a stop signal, agreed across ranks: taken after the batch */
+    int exit_requested;          /* ct_ctx_should_exit: 0 none, 1 checkpoint first, 2 skip it */
     bool in_validation;
 
     /* Decisions. */
@@ -100,6 +105,8 @@ struct ct_context {
     /* Reporting (report.c). */
     FILE *metrics_log;           /* metrics.jsonl (rank 0) */
     struct ct_tb_writer *tb;     /* TensorBoard events in output_dir (rank 0) */
+    bool tensorboard;            /* TensorBoard logging on (ct_ctx_set_enable_tensorboard_logging) */
+    struct ct_summary_writer *summary; /* the trial's own writer (ct_ctx_tensorboard_writer), rank 0 */
     double start_time, last_report_time;
     int64_t last_report_bt, last_report_records;
     bool live;                   /* stdout is a terminal: a live progress line */

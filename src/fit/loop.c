@@ -23,6 +23,7 @@
 #include "ckpt/ckpt.h"
 #include "config/period.h"
 #include "fit/state.h"
+#include "fit/warm_start.h"
 #include "dist/agree.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
@@ -32,6 +33,7 @@
 #include "fit/context.h"
 #include "base/value_json.h"
 #include "metrics/metrics.h"
+#include "metrics/per_batch.h"
 
 /* ---- callbacks ------------------------------------------------------------- */
 
@@ -190,13 +192,23 @@ static void detach_metrics(ct_value *metrics) {
 
 /* ---- ranks agreeing ------------------------------------------------------------- */
 
-/* A stop request (a signal or ct_ctx_request_stop) on any rank stops every
- * rank after the same batch. */
-static int agree_on_stop(ct_context *ctx) {
-    if (ctx->size == 1) return CT_OK;
-    int64_t stop = ctx->stop_requested || g_stop_signal;
-    int rc = ct_dist_allreduce_i64(&stop, 1, CT_DIST_MAX);
-    if (rc == CT_OK) ctx->stop_requested = stop != 0;
+/* A stop signal (SIGTERM, SIGINT: a preemption) on any rank stops every
+ * rank after the same batch; checked after every batch. */
+static int agree_on_preemption(ct_context *ctx) {
+    int64_t stop = ctx->preempted || g_stop_signal;
+    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64(&stop, 1, CT_DIST_MAX);
+    if (rc == CT_OK) ctx->preempted = stop != 0;
+    return rc;
+}
+
+/* Determined's _stop_requested() after each boundary: a preemption or a
+ * stop request (ct_ctx_set_stop_requested, still standing) on any rank.
+ * Sets *stop. */
+static int stop_at_boundary(ct_context *ctx, bool *stop) {
+    int rc = agree_on_preemption(ctx);
+    int64_t req = ctx->stop_requested;
+    if (rc == CT_OK && ctx->size > 1) rc = ct_dist_allreduce_i64(&req, 1, CT_DIST_MAX);
+    *stop = rc == CT_OK && (ctx->preempted || req != 0);
     return rc;
 }
 
@@ -259,15 +271,18 @@ static int write_checkpoint(ct_context *ctx, ct_value *state) {
 }
 
 /* Every checkpoint decision goes through here: the state of models,
- * optimizers, schedulers, callbacks and RNG (callbacks may add to it), a
- * fresh directory committed atomically, then on_checkpoint_write_end. */
+ * optimizers, schedulers, callbacks and RNG, and on rank 0, which writes
+ * it, on_checkpoint_save_start (callbacks may add to the state), a fresh
+ * directory committed atomically and on_checkpoint_write_end (Determined's
+ * _save runs on the chief only); then on_checkpoint_upload_end on every
+ * rank with the committed directory. */
 static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
     double t0 = ct_clock_monotonic();
     ctx->last_checkpoint_bt = ctx->batches_trained;
     ctx->why = why;
     ct_value *state = ct_context_state(ctx);
     int rc = state ? CT_OK : ct_last_code();
-    CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
+    if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
     /* Every rank has finished this step before rank 0 commits it. */
     rc = ct_ranks_agree(rc);
     if (rc == CT_OK && ctx->rank == 0) {
@@ -275,12 +290,13 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
         block_stop_signals(&old);
         rc = write_checkpoint(ctx, state);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
+        CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
     }
     ct_value_free(state);
     rc = ct_ranks_agree(rc);
     if (rc == CT_OK && ctx->size > 1)
         rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
-    CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
+    CALL_HOOKS(rc, ctx, on_checkpoint_upload_end, ctx->last_checkpoint);
     ct_time_add(ctx, CT_TIME_CHECKPOINT, t0);
     if (rc == CT_OK) ct_report_checkpoint(ctx, ct_context_why_name(why));
     return rc;
@@ -322,33 +338,70 @@ static void amp_exit(ct_context *ctx) {
     if (ctx->amp) ct_autocast_exit();
 }
 
-/* evaluate_batch over one pass of the validation loader; outputs receives
- * the per-batch metric dicts. */
-static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
+/* Whether a metrics dict has exactly the names of `first` (as Python
+ * compares dict keys: the same set, in any order). */
+static bool same_names(const ct_value *first, const ct_value *m) {
+    if (ct_value_len(first) != ct_value_len(m)) return false;
+    for (size_t i = 0; i < ct_value_len(m); i++) {
+        const char *key = NULL;
+        ct_value_dict_at(m, i, &key, NULL);
+        if (!key || !ct_value_dict_get(first, key)) return false;
+    }
+    return true;
+}
+
+/* "{a, b}" for messages. */
+static void format_names(const ct_value *m, char *buf, size_t len) {
+    size_t at = (size_t)snprintf(buf, len, "{");
+    for (size_t i = 0; i < ct_value_len(m) && at < len; i++) {
+        const char *key = NULL;
+        ct_value_dict_at(m, i, &key, NULL);
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", key ? key : "?");
+    }
+    if (at < len) snprintf(buf + at, len - at, "}");
+}
+
+/* evaluate_batch over one pass of this rank's shard of the validation
+ * loader; outputs receives the per-batch metric dicts. Like Determined,
+ * every batch must report the same metric names as the first. */
+static int evaluate_pass(ct_context *ctx, ct_value *outputs) {
     ct_value *batch = NULL;
     int rc = ct_loader_reset(ctx->val_loader);
     for (int64_t i = 0; rc == CT_OK; i++) {
         int got = ct_loader_next(ctx->val_loader, &batch);
-        if (got < 0) return got;
-        if (got == 0) break;
+        if (got <= 0) return got;
         ct_scope *s = ct_scope_begin();
         rc = amp_enter(ctx);
         ct_value *m = rc == CT_OK ? ctx->trial->evaluate_batch(ctx->self, ctx, batch, i) : NULL;
         if (rc == CT_OK) amp_exit(ctx);
         ct_scope_end(s);
-        if (rc != CT_OK) {
-            ct_value_free(batch);
-            return rc;
-        }
         ct_value_free(batch);
+        if (rc != CT_OK) return rc;
         if (!m) return ct_context_trial_failed("evaluate_batch");
         if (ct_value_kind_of(m) != CT_VALUE_DICT) {
             ct_value_free(m);
             return ct_set_error(CT_ETRIAL, "evaluate_batch must return a dict of metrics");
         }
+        const ct_value *first = ct_value_list_get(outputs, 0);
+        if (first && !same_names(first, m)) {
+            char a[512], b[512];
+            format_names(first, a, sizeof a);
+            format_names(m, b, sizeof b);
+            ct_value_free(m);
+            return ct_set_error(CT_ETRIAL,
+                                "evaluate_batch: metric names must match across batches: batch 0 returned %s, "
+                                "batch %lld returned %s (rank %d)", a, (long long)i, b, ctx->rank);
+        }
         rc = ct_value_list_append(outputs, m);
         if (ctx->opts.test_mode) break; /* the first validation batch only */
     }
+    return rc;
+}
+
+/* evaluate_pass on every rank; the ranks agree on its outcome before they
+ * count batches, so a failure on one rank never leaves the others waiting. */
+static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
+    int rc = ct_ranks_agree(evaluate_pass(ctx, outputs));
     /* A rank may get no validation batches (a small set over many ranks);
      * all ranks together must get some. */
     int64_t total = (int64_t)ct_value_len(outputs);
@@ -357,18 +410,42 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
     return rc;
 }
 
+/* evaluate_full_dataset on rank 0, over a fresh pass of the whole
+ * (unsharded) validation loader, as Python's `for batch in loader` starts
+ * one each call. NEW dict, or NULL + error. */
+static ct_value *evaluate_full(ct_context *ctx) {
+    int rc = ct_loader_reset(ctx->val_loader);
+    ct_scope *s = ct_scope_begin();
+    if (rc == CT_OK) rc = amp_enter(ctx);
+    ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
+    if (rc == CT_OK) amp_exit(ctx);
+    ct_scope_end(s);
+    if (rc == CT_OK) rc = mine ? CT_OK : ct_context_trial_failed("evaluate_full_dataset");
+    if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
+        rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
+    if (rc == CT_OK) return mine;
+    ct_value_free(mine);
+    return NULL;
+}
+
+/* Determined's _validate: on_validation_start; with evaluate_batch the
+ * validation-epoch hooks around the pass (evaluate_full_dataset has no
+ * batches to hand them, and Determined calls them only for evaluate_batch);
+ * the reduced metrics; on_validation_end. */
 static int run_validation(ct_context *ctx) {
     ct_reducers_reset(ctx->reducers, ctx->n_reducers);
     int rc = CT_OK;
+    bool batches = ctx->trial->evaluate_batch != NULL;
     CALL_HOOKS0(rc, ctx, on_validation_start);
-    CALL_HOOKS0(rc, ctx, on_validation_epoch_start);
+    if (batches) CALL_HOOKS0(rc, ctx, on_validation_epoch_start);
     if (rc != CT_OK) return rc;
     set_train_mode(ctx, false);
     ct_guard *g = ct_no_grad();
     ct_value *outputs = ct_value_list();
     ct_value *metrics = NULL;
-    if (ctx->trial->evaluate_batch) {
+    if (batches) {
         rc = evaluate_batches(ctx, outputs);
+        if (rc == CT_OK) CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
         if (rc == CT_OK) {
             ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
             metrics = ct_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers);
@@ -376,29 +453,15 @@ static int run_validation(ct_context *ctx) {
             if (!metrics) rc = ct_last_code();
         }
     } else {
-        /* Rank 0 evaluates the whole (unsharded) set; every rank gets its answer. */
-        ct_value *mine = NULL;
-        if (ctx->rank == 0) {
-            ct_scope *s = ct_scope_begin();
-            rc = amp_enter(ctx);
-            mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
-            if (rc == CT_OK) amp_exit(ctx);
-            ct_scope_end(s);
-            if (rc == CT_OK) rc = mine ? CT_OK : ct_context_trial_failed("evaluate_full_dataset");
-            if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
-                rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
-            if (rc != CT_OK) {
-                ct_value_free(mine);
-                mine = NULL; /* its error reaches every rank */
-            }
-        }
+        /* Rank 0 evaluates the whole set; every rank gets its answer (or
+         * its error). */
+        ct_value *mine = ctx->rank == 0 ? evaluate_full(ctx) : NULL;
         metrics = ct_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
         ct_value_free(mine);
         rc = metrics ? CT_OK : ct_last_code();
     }
     ct_guard_end(g);
     set_train_mode(ctx, true);
-    CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
     ct_value_free(outputs);
     if (rc == CT_OK) {
         ctx->last_validation_bt = ctx->batches_trained;
@@ -500,7 +563,6 @@ static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoc
 static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload) {
     int64_t idx = ctx->batches_trained;
     int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
-    ctx->current_batch = idx;
     ct_scope *s = ct_scope_begin();
     double t0 = ct_clock_monotonic();
     ct_value *m = ctx->graph ? ct_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
@@ -517,7 +579,6 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         else ctx->records_pending += records;
     }
     ctx->batches_trained = idx + 1;
-    ctx->current_batch = -1;
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
     rc = auto_step_schedulers(ctx, idx);
@@ -525,7 +586,17 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     return rc;
 }
 
-/* Averages the workload's metrics, adds wrapped reducers' results, reports. */
+/* Whether any callback has an on_training_workload_end. */
+static bool any_workload_hook(const ct_context *ctx) {
+    for (size_t i = 0; i < ctx->n_callbacks; i++)
+        if (ctx->callbacks[i].on_training_workload_end) return true;
+    return false;
+}
+
+/* Averages the workload's metrics, adds wrapped reducers' results, reports;
+ * then on_training_workload_end on every rank with the reported metrics and
+ * the per-batch metrics averaged across ranks (Determined's
+ * average_training_metrics). */
 static int report_training(ct_context *ctx, ct_value *workload) {
     if (ct_value_len(workload) == 0) return CT_OK;
     /* Records trained by all ranks in this workload. */
@@ -536,14 +607,18 @@ static int report_training(ct_context *ctx, ct_value *workload) {
     ctx->records_pending = 0;
     ct_value *avg = ct_metrics_training(workload, ctx->reducers, ctx->n_reducers);
     if (!avg) return ct_last_code();
-    ct_reducers_reset(ctx->reducers, ctx->n_reducers);
     if (rc == CT_OK && ctx->opts.stop_on_nan) {
         double loss;
         if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) == 0 && !isfinite(loss))
             rc = ct_set_error(CT_ENAN, "training loss is %g at batch %lld", loss, (long long)ctx->batches_trained);
     }
     if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
-    CALL_HOOKS(rc, ctx, on_training_workload_end, avg, workload);
+    if (rc == CT_OK && any_workload_hook(ctx)) {
+        ct_value *per_batch = ctx->size > 1 ? ct_metrics_batches_across_ranks(workload) : NULL;
+        if (ctx->size > 1 && !per_batch) rc = ct_last_code();
+        CALL_HOOKS(rc, ctx, on_training_workload_end, avg, per_batch ? per_batch : workload);
+        ct_value_free(per_batch);
+    }
     ct_value_free(avg);
     return rc;
 }
@@ -569,44 +644,89 @@ static void step_profiler(ct_context *ctx) {
     }
 }
 
+/* The training loader's next batch. A chain of the user's own that is not
+ * repeating ends its passes: the next pass begins, as Python's
+ * `for epoch ...: for batch in loader` would. */
+static int next_training_batch(ct_context *ctx, ct_value **batch) {
+    double t0 = ct_clock_monotonic();
+    int got = ct_loader_next(ctx->train_loader, batch);
+    if (got == 0) {
+        int rc = ct_loader_reset(ctx->train_loader);
+        got = rc == CT_OK ? ct_loader_next(ctx->train_loader, batch) : rc;
+        if (got == 0) got = ct_set_error(CT_ETRIAL, "the training loader yielded an empty pass");
+    }
+    ct_time_add(ctx, CT_TIME_DATA, t0);
+    return got < 0 ? got : CT_OK;
+}
+
 /* Trains until a boundary fires; reports the workload. Sets *train_done at
- * max_length and *fired_val / *fired_ckpt for the other boundaries. */
-static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt) {
+ * max_length and *fired_val / *fired_ckpt / *fired_report for the other
+ * boundaries. A preemption ends the workload after the batch. */
+static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt, bool *fired_report) {
     ct_value *workload = ct_value_list();
     int rc = CT_OK;
     ct_reducers_reset(ctx->reducers, ctx->n_reducers); /* Determined resets reducers at every workload's start */
-    *train_done = *fired_val = *fired_ckpt = false;
+    *train_done = *fired_val = *fired_ckpt = *fired_report = false;
     while (rc == CT_OK) {
         int64_t idx = ctx->batches_trained;
+        /* Determined sets the current batch before the epoch-start hooks. */
+        ctx->current_batch = idx;
         /* Epoch starts (not for an epoch a resumed run enters midway). */
         if (ctx->epoch_len > 0 && idx % ctx->epoch_len == 0)
             CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->epoch_len);
         ct_value *batch = NULL;
-        if (rc == CT_OK) {
-            double t0 = ct_clock_monotonic();
-            int got = ct_loader_next(ctx->train_loader, &batch);
-            ct_time_add(ctx, CT_TIME_DATA, t0);
-            if (got < 0) rc = got;
-            else if (got == 0) rc = ct_set_error(CT_ETRIAL, "the training loader ended a pass (it should repeat)");
-        }
+        if (rc == CT_OK) rc = next_training_batch(ctx, &batch);
         if (rc == CT_OK) rc = train_one(ctx, batch, workload);
         if (rc == CT_OK) step_profiler(ctx);
         ct_value_free(batch);
         if (rc == CT_OK) ct_report_tick(ctx);
         if (rc != CT_OK) break;
-        if (g_stop_signal) ctx->stop_requested = true;
-        rc = agree_on_stop(ctx);
+        rc = agree_on_preemption(ctx);
         if (rc != CT_OK) break;
         int64_t n = ctx->batches_trained;
         *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
         *fired_val = ct_period_fires(&ctx->opts.validation_period, n, ctx->epoch_len);
         *fired_ckpt = ct_period_fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
-        bool fired_report = ct_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
-        if (*train_done || *fired_val || *fired_ckpt || fired_report || ctx->stop_requested) break;
+        *fired_report = ct_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
+        if (*train_done || *fired_val || *fired_ckpt || *fired_report || ctx->preempted) break;
     }
     if (rc == CT_OK) rc = report_training(ctx, workload);
     ct_value_free(workload);
     return rc;
+}
+
+/* Determined's _ShouldExit: a stop at a boundary, a preemption, or
+ * ct_ctx_should_exit. Checkpoints unless it is current (or the trial
+ * asked to skip it) and ends training cleanly. */
+static int exit_training(ct_context *ctx) {
+    int rc = CT_OK;
+    if (ctx->exit_requested != 2) rc = checkpoint_boundary(ctx, CT_WHY_STOP);
+    if (rc == CT_OK && g_stop_signal) ct_report_preempted(ctx, g_stop_signal);
+    return rc;
+}
+
+/* Determined's _train: workloads until max_length; after each, the fired
+ * boundaries in its order (TRAIN, VALIDATE, CHECKPOINT, REPORT), each
+ * followed by the stop check; at max_length, validation and a checkpoint
+ * unless current. */
+static int train_workloads(ct_context *ctx) {
+    bool done = ctx->batches_trained >= ctx->max_length_batches, stop = false;
+    int rc = CT_OK;
+    while (rc == CT_OK && !done && !stop) {
+        bool val, ckpt, report;
+        rc = run_workload(ctx, &done, &val, &ckpt, &report);
+        /* A preemption is a boundary of its own. */
+        if (rc == CT_OK && (done || ctx->preempted)) rc = stop_at_boundary(ctx, &stop);
+        if (rc == CT_OK && !stop && val && (rc = validate_boundary(ctx, true)) == CT_OK)
+            rc = stop_at_boundary(ctx, &stop);
+        if (rc == CT_OK && !stop && ckpt && (rc = checkpoint_boundary(ctx, CT_WHY_PERIOD)) == CT_OK)
+            rc = stop_at_boundary(ctx, &stop);
+        if (rc == CT_OK && !stop && report) rc = stop_at_boundary(ctx, &stop);
+    }
+    if (rc != CT_OK) return rc;
+    if (stop) return exit_training(ctx);
+    rc = validate_boundary(ctx, true);
+    return rc == CT_OK ? checkpoint_boundary(ctx, CT_WHY_END) : rc;
 }
 
 static int train(ct_context *ctx) {
@@ -615,27 +735,13 @@ static int train(ct_context *ctx) {
     if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
         rc = validate(ctx); /* never checkpoints */
     if (rc == CT_OK) rc = ct_ranks_agree(start_profiler(ctx));
-    if (rc != CT_OK) return rc;
-    for (;;) {
-        if (g_stop_signal) ctx->stop_requested = true; /* also one that came during validation */
-        rc = agree_on_stop(ctx);
-        if (rc != CT_OK) return rc;
-        bool done = ctx->batches_trained >= ctx->max_length_batches, val = false, ckpt = false;
-        if (!done && !ctx->stop_requested) rc = run_workload(ctx, &done, &val, &ckpt);
-        if (rc == CT_OK && val) rc = validate_boundary(ctx, true);
-        if (rc == CT_OK && ckpt) rc = checkpoint_boundary(ctx, CT_WHY_PERIOD);
-        if (rc != CT_OK) return rc;
-        if (ctx->stop_requested) {
-            rc = checkpoint_boundary(ctx, CT_WHY_STOP);
-            if (rc == CT_OK && g_stop_signal) ct_report_preempted(ctx, g_stop_signal);
-            return rc;
-        }
-        if (done) {
-            rc = validate_boundary(ctx, true);
-            if (rc == CT_OK) rc = checkpoint_boundary(ctx, CT_WHY_END);
-            return rc;
-        }
+    if (rc == CT_OK) rc = train_workloads(ctx);
+    /* ct_ctx_should_exit from the trial or a hook ends training cleanly. */
+    if (rc == CT_EEXIT && ctx->exit_requested) {
+        ct_clear_error();
+        rc = exit_training(ctx);
     }
+    return rc;
 }
 
 /* ---- setting up ------------------------------------------------------------ */
@@ -685,7 +791,12 @@ static int load_resume_state(ct_context *ctx, bool models_only) {
     return rc;
 }
 
-static int setup(ct_context *ctx) {
+/* Setting up, in Determined's order: the trial (init), its callbacks,
+ * on_trial_startup, the training loader; then (setup_epochs) the epoch
+ * length every rank shares; then (setup_rest) the validation loader, the
+ * resumed checkpoint's state and the metrics log. The ranks agree between
+ * the steps, since the middle one is collective. */
+static int setup_trial(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
     /* "cuda" without an index under mpirun: each local rank takes its own GPU. */
@@ -710,27 +821,74 @@ static int setup(ct_context *ctx) {
     if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = ct_context_build_trial(ctx);
     if (rc != CT_OK) return rc;
+    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return ct_context_trial_failed("build_callbacks");
+    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
+    if (rc != CT_OK) return rc;
 
     ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
     if (!ctx->train_loader) return ct_context_trial_failed("build_training_data_loader");
-    rc = ct_loader_use_device(ctx->train_loader, ctx->device);
+    if (ctx->repro_checks && ct_loader_is_iterable(ctx->train_loader))
+        return ct_set_error(CT_ETRIAL, "build_training_data_loader returned an iterable loader, whose resume is "
+                                       "only as exact as its iterator is deterministic: call "
+                                       "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
+    if (ctx->auto_to_device) rc = ct_loader_use_device(ctx->train_loader, ctx->device);
     if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
+    if (rc == CT_OK) ctx->epoch_len = ct_loader_len(ctx->train_loader);
+    return rc;
+}
+
+/* Every rank counts epochs by rank 0's training loader (Determined
+ * broadcasts the chief's length): with records that do not divide evenly
+ * among the ranks their own lengths differ, and epoch boundaries (and the
+ * periods in epochs that fire there) must fall on the same batch on every
+ * rank. */
+static int setup_epochs(ct_context *ctx) {
+    int rc = ctx->size > 1 ? ct_dist_broadcast_bytes(&ctx->epoch_len, sizeof ctx->epoch_len, 0) : CT_OK;
     if (rc != CT_OK) return rc;
-    ctx->epoch_len = ct_loader_len(ctx->train_loader);
-    if (ctx->epoch_len <= 0)
-        return ct_set_error(CT_ETRIAL, "the training loader has no batches per epoch (%lld)", (long long)ctx->epoch_len);
+    if (ctx->epoch_len == 0)
+        return ct_set_error(CT_ETRIAL, "the training loader has no batches per epoch (rank 0's length is 0)");
     const ct_period *m = &ctx->opts.max_length;
+    if (ctx->epoch_len < 0) {
+        /* An iterable loader: Determined's epochs never end (sys.maxsize). */
+        const char *in_epochs = m->unit == CT_EPOCHS ? "max_length"
+                              : ctx->opts.validation_period.unit == CT_EPOCHS ? "the validation period"
+                              : ctx->opts.checkpoint_period.unit == CT_EPOCHS ? "the checkpoint period"
+                              : ctx->opts.reporting_period.unit == CT_EPOCHS ? "the reporting period" : NULL;
+        if (in_epochs)
+            return ct_set_error(CT_ECONFIG, "%s is in epochs, but the training loader has no length (an iterable "
+                                            "loader): give it in batches or records", in_epochs);
+        ctx->max_length_batches = m->n;
+        return CT_OK;
+    }
     ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
+    return CT_OK;
+}
+
+static int setup_rest(ct_context *ctx) {
+    const ct_trial *t = ctx->trial;
+    int rc = CT_OK;
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
     if (!ctx->val_loader) return ct_context_trial_failed("build_validation_data_loader");
-    if (t->evaluate_batch) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
+    if (ctx->repro_checks && ct_loader_is_iterable(ctx->val_loader))
+        return ct_set_error(CT_ETRIAL, "build_validation_data_loader returned an iterable loader: call "
+                                       "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
+    if (t->evaluate_batch && ctx->auto_to_device) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
     if (rc == CT_OK && t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
     if (rc != CT_OK) return rc;
-    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return ct_context_trial_failed("build_callbacks");
     if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
+    /* A warm start is a fresh trial from another run's trained state (a
+     * resume of this run's own checkpoints wins: it is the same trial). */
+    else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = ct_context_warm_start(ctx, ctx->opts.warm_start);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
      * only once the checkpoint has been accepted. */
     if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
+    return rc;
+}
+
+static int setup(ct_context *ctx) {
+    int rc = ct_ranks_agree(setup_trial(ctx));
+    if (rc == CT_OK) rc = ct_ranks_agree(setup_epochs(ctx));
+    if (rc == CT_OK) rc = ct_ranks_agree(setup_rest(ctx));
     return rc;
 }
 
@@ -752,11 +910,10 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     catch_stop_signals(&saved);
     tune_malloc(o->tune_malloc);
     ct_report_start(ctx);
-    rc = ct_ranks_agree(setup(ctx));
+    rc = setup(ctx);
     if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx));
     if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
     if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
-    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc == CT_OK) rc = train(ctx);
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
     ctx->profiler = NULL;

@@ -122,8 +122,7 @@ int ct_report_open(ct_context *ctx) {
     if (resumed && keep_log_until(path, ctx->batches_trained) != CT_OK) return ct_last_code();
     ctx->metrics_log = fopen(path, resumed ? "a" : "w");
     if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
-    ctx->tb = ct_tb_open(ctx->opts.output_dir, "");
-    return ctx->tb ? CT_OK : ct_last_code();
+    return CT_OK;
 }
 
 static double epochs_of(const ct_context *ctx) {
@@ -243,7 +242,11 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
         free(text);
         if (bad) return ct_set_error(CT_EIO, "writing %s/metrics.jsonl failed", ctx->opts.output_dir);
     }
-    if (ctx->tb) {
+    /* TensorBoard's event file opens with the first report it gets (none
+     * with TensorBoard logging off). */
+    if (ctx->metrics_log && ctx->tensorboard && !ctx->tb && !(ctx->tb = ct_tb_open(ctx->opts.output_dir, "")))
+        return ct_last_code();
+    if (ctx->tb && ctx->tensorboard) {
         int rc = add_scalars(ctx, group, metrics);
         if (rc != CT_OK) return rc;
     }

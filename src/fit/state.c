@@ -258,14 +258,19 @@ static int restore_gradients(ct_context *ctx, const ct_value *state, const char 
     return CT_OK;
 }
 
-int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
+static int restore_models(ct_context *ctx, const ct_value *state, const char *dir) {
     int rc = CT_OK;
     const ct_value *models = group(state, "models_state_dict", ctx->n_models, "models", dir, &rc);
     if (!models) return rc;
     for (size_t i = 0; i < ctx->n_models; i++)
         if (ct_nn_load_state_dict(ctx->models[i], ct_value_list_get(models, i), true) != 0)
             return mismatch(dir, "model %zu: %s", i, ct_last_error());
-    if (models_only) return CT_OK;
+    return CT_OK;
+}
+
+int ct_context_restore_trained(ct_context *ctx, const ct_value *state, const char *dir) {
+    int rc = restore_models(ctx, state, dir);
+    if (rc != CT_OK) return rc;
     const ct_value *optims = group(state, "optimizers_state_dict", ctx->n_optims, "optimizers", dir, &rc);
     if (!optims) return rc;
     const ct_value *scheds = group(state, "lr_schedulers_state_dict", ctx->n_scheds, "LR schedulers", dir, &rc);
@@ -276,12 +281,18 @@ int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char 
     for (size_t i = 0; i < ctx->n_scheds; i++)
         if (ct_sched_load_state_dict(ctx->scheds[i].sched, ct_value_list_get(scheds, i)) != 0)
             return mismatch(dir, "LR scheduler %zu: %s", i, ct_last_error());
-    rc = restore_gradients(ctx, state, dir);
     /* A scaler starts from the checkpoint's state when it has one; turning
      * fp16 AMP on (or off) at a resume is allowed, as in Determined. */
     const ct_value *scaler = ct_value_dict_get(state, "scaler_state_dict");
-    if (rc == CT_OK && ctx->scaler && scaler && ct_grad_scaler_load_state_dict(ctx->scaler, scaler) != CT_OK)
-        rc = mismatch(dir, "scaler_state_dict: %s", ct_last_error());
+    if (ctx->scaler && scaler && ct_grad_scaler_load_state_dict(ctx->scaler, scaler) != CT_OK)
+        return mismatch(dir, "scaler_state_dict: %s", ct_last_error());
+    return CT_OK;
+}
+
+int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
+    if (models_only) return restore_models(ctx, state, dir);
+    int rc = ct_context_restore_trained(ctx, state, dir);
+    if (rc == CT_OK) rc = restore_gradients(ctx, state, dir);
     if (rc == CT_OK) rc = restore_callbacks(ctx, state, dir);
     return rc == CT_OK ? restore_rng(state, dir) : rc;
 }

@@ -22,6 +22,12 @@ json_t *ct_context_metadata(ct_context *ctx);
  * callbacks and RNG) from a loaded state_dict.pth; checks counts, names
  * and shapes first. CT_ECHECKPOINT naming the mismatch. */
 int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only);
+/* The trained state alone, what a warm start takes (warm_start.c) and the
+ * first part of ct_context_restore_state: models, optimizers and LR
+ * schedulers (each list's count, then names and shapes checked), and the
+ * grad scaler when both ctx and state have one. Not the position, RNG,
+ * callbacks or accumulated gradients. CT_ECHECKPOINT naming the mismatch. */
+int ct_context_restore_trained(ct_context *ctx, const ct_value *state, const char *dir);
 /* Restores the loop's position and decisions from metadata's trial_state. */
 int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir);
 

@@ -75,9 +75,10 @@ static void test_defaults(void) {
     CHECK(o.tune_malloc);
     CHECK(o.seed == 0);
     CHECK(strcmp(o.output_dir, "output") == 0);
-    CHECK(o.checkpoint_dir == NULL && o.resume == NULL && o.device == NULL);
+    CHECK(o.checkpoint_dir == NULL && o.resume == NULL && o.device == NULL && o.warm_start == NULL);
     CHECK(o.save_trial_latest == 1 && o.save_trial_best == 1);
-    CHECK(o.hparams == NULL && o.data == NULL);
+    CHECK(o.hparams == NULL && o.data == NULL && o.experiment_config == NULL && o.user == NULL);
+    CHECK(o.experiment_id == 1 && o.trial_id == 1 && o.tensorboard);
 }
 
 /* ---- a config with every key ------------------------------------------------------- */
@@ -103,7 +104,9 @@ static const char *full_config =
     "    \"nothing\": null\n"
     "  },\n"
     "  \"searcher\": {\"name\": \"single\", \"metric\": \"accuracy\",\n"
-    "               \"smaller_is_better\": false, \"max_length\": {\"epochs\": 3}},\n"
+    "               \"smaller_is_better\": false, \"max_length\": {\"epochs\": 3},\n"
+    "               \"source_checkpoint_uuid\": null, \"source_trial_id\": null},\n"
+    "  \"warm_start\": \"/runs/exp0/ckpt-000300-0badc0de\",\n"
     "  \"min_validation_period\": {\"batches\": 100},\n"
     "  \"min_checkpoint_period\": {\"records\": 6400},\n"
     "  \"checkpoint_policy\": \"all\",\n"
@@ -176,9 +179,13 @@ static void check_full(const ct_config *c) {
     CHECK(o->checkpoint_dir && strcmp(o->checkpoint_dir, "/tmp/ck/exp1") == 0);
     CHECK(o->save_trial_latest == 2 && o->save_trial_best == 3);
     CHECK(o->resume == NULL && o->device && strcmp(o->device, "cuda:1") == 0);
+    CHECK(o->warm_start && strcmp(o->warm_start, "/runs/exp0/ckpt-000300-0badc0de") == 0);
     ct_value *hp = expected_hparams(), *data = expected_data();
     CHECK(o->hparams == c->hparams && ct_value_equal(o->hparams, hp));
     CHECK(o->data == c->data && ct_value_equal(o->data, data));
+    /* The whole file as a tree, for ct_ctx_experiment_config. */
+    CHECK(o->experiment_config == c->whole && ct_value_equal(ct_value_dict_get(o->experiment_config, "data"), data));
+    CHECK(ct_value_get_str(ct_value_dict_get(o->experiment_config, "name")));
     ct_value_free(hp);
     ct_value_free(data);
 }
@@ -292,6 +299,15 @@ static void test_errors(void) {
     FAIL("{" ML ", \"environment\": {}}", "unknown key 'environment'");
     FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"const\", \"val\": 1, \"vale\": 2}}}",
          "unknown key 'hyperparameters.lr.vale'");
+
+    /* warm starts: a path here, never a UUID or a trial id of Determined's database */
+    FAIL("{" ML ", \"warm_start\": 3}", "'warm_start' must be a string, got an integer");
+    FAIL("{" ML ", \"warm_start\": \"\"}", "'warm_start' is empty");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"source_checkpoint_uuid\": \"7e0a1f2c\"}}",
+         "'searcher.source_checkpoint_uuid' names a checkpoint in Determined's database; ctrial takes the "
+         "checkpoint directory's path instead: \"warm_start\": \"DIR\"");
+    FAIL("{\"searcher\": {\"name\": \"single\", \"source_trial_id\": 12}}",
+         "'searcher.source_trial_id' names a checkpoint in Determined's database");
 
     /* wrong types */
     FAIL("{\"name\": 3}", "'name' must be a string, got an integer");

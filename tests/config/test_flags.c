@@ -120,7 +120,7 @@ static void test_every_flag(void) {
         "--hparam", "new.deep.key=1e-3", "--hparam", "text=not json {",
         "--validation-period=batches:30,10,20", "--checkpoint-period", "never",
         "--checkpoint-policy", "none", "--output", "out1", "--resume", "latest", "--test-mode",
-        "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--quiet", NULL});
+        "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--no-tensorboard", "--quiet", NULL});
     CHECK_OK(rc);
     CHECK(!a.help);
     const ct_fit_opts *o = &a.cfg.fit;
@@ -132,7 +132,11 @@ static void test_every_flag(void) {
     CHECK(o->checkpoint_policy == CT_CKPT_NONE);
     CHECK(strcmp(o->output_dir, "out1") == 0);
     CHECK(strcmp(o->resume, "latest") == 0);
-    CHECK(o->test_mode && o->stop_on_nan && o->quiet);
+    CHECK(o->test_mode && o->stop_on_nan && o->quiet && !o->tensorboard);
+    /* the whole config file, for ct_ctx_experiment_config */
+    CHECK(ct_value_get_str(ct_value_dict_get(ct_value_dict_get(o->experiment_config, "searcher"), "metric")) &&
+          strcmp(ct_value_get_str(ct_value_dict_get(ct_value_dict_get(o->experiment_config, "searcher"), "metric")),
+                 "acc") == 0);
     CHECK(o->seed == 42);
     CHECK(strcmp(o->device, "cuda:1") == 0);
     /* from the config, untouched by flags */
@@ -295,14 +299,55 @@ static void test_bad_flags(void) {
     ct_main_args_free(&a);
 }
 
+/* ---- --warm-start and the config's warm_start ------------------------------------------ */
+
+static void test_warm_start(void) {
+    ct_main_args a;
+    CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", "--warm-start", "ckpts/a", NULL}));
+    CHECK(a.cfg.fit.warm_start && strcmp(a.cfg.fit.warm_start, "ckpts/a") == 0 && !a.cfg.fit.resume);
+    ct_main_args_free(&a);
+    CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", NULL}));
+    CHECK(a.cfg.fit.warm_start == NULL);
+    ct_main_args_free(&a);
+
+    /* The config's key, overridden by the flag whatever their order. */
+    char path[] = "/tmp/ct_flags_warm_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 5}},\n"
+          " \"warm_start\": \"/runs/exp1/checkpoints/ckpt-000100-0badc0de\"}\n", f);
+    fclose(f);
+    CHECK_OK(parse(&a, 1, (const char *[]){"--config", path, NULL}));
+    CHECK(a.cfg.fit.warm_start && strcmp(a.cfg.fit.warm_start, "/runs/exp1/checkpoints/ckpt-000100-0badc0de") == 0);
+    ct_main_args_free(&a);
+    CHECK_OK(parse(&a, 1, (const char *[]){"--warm-start=det/ckpt", "--config", path, NULL}));
+    CHECK(a.cfg.fit.warm_start && strcmp(a.cfg.fit.warm_start, "det/ckpt") == 0);
+    ct_main_args_free(&a);
+    /* The config's warm_start starts the experiment; --resume continues it
+     * later with the same config (the loop warm-starts only a run that
+     * resumes nothing). */
+    CHECK_OK(parse(&a, 1, (const char *[]){"--config", path, "--resume", "latest", NULL}));
+    CHECK(a.cfg.fit.warm_start && a.cfg.fit.resume && strcmp(a.cfg.fit.resume, "latest") == 0);
+    ct_main_args_free(&a);
+    unlink(path);
+
+    /* Both flags: one begins a new trial, the other continues an old one. */
+    FAIL("--warm-start and --resume cannot be used together", "--max-length", "1", "--warm-start", "a",
+         "--resume", "latest");
+    FAIL("--warm-start and --resume cannot be used together", "--resume", "b", "--max-length", "1",
+         "--warm-start=a");
+    FAIL("--warm-start: empty value", "--max-length", "1", "--warm-start", "");
+    FAIL("--warm-start needs a value (DIR)", "--max-length", "1", "--warm-start");
+}
+
 /* ---- --help ----------------------------------------------------------------------------- */
 
 static void test_help(void) {
     static const char *all_flags[] = {
         "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
         "--checkpoint-period PERIOD", "--checkpoint-policy best|all|none", "--output DIR",
-        "--resume PATH|latest", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
-        "--threads N", "--stop-on-nan", "--cuda-graphs", "--quiet", "--help"};
+        "--resume PATH|latest", "--warm-start DIR", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
+        "--threads N", "--stop-on-nan", "--cuda-graphs", "--no-tensorboard", "--quiet", "--help"};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -463,6 +508,7 @@ int main(void) {
     test_every_flag();
     test_flag_forms();
     test_bad_flags();
+    test_warm_start();
     test_help();
     test_exit_codes();
     test_ct_main();

@@ -145,10 +145,12 @@ static ct_value *ids_reduce(ct_value *const *values, size_t n, void *ctx) {
     return ct_value_int(total);
 }
 
+/* Written under a temporary name and renamed: the driver polls for the
+ * file and must never read it half written. */
 static int on_training_start(void *self, ct_context *ctx) {
     Trial *t = self;
     char *now = state_json(t->model);
-    FILE *f = open_out("rank%d_start.json", t->rank, "w");
+    FILE *f = open_out("rank%d_start.json.tmp", t->rank, "w");
     if (!f || !now) {
         free(now);
         if (f) fclose(f);
@@ -159,7 +161,10 @@ static int on_training_start(void *self, ct_context *ctx) {
             t->init_state ? t->init_state : "null", now);
     fclose(f);
     free(now);
-    return 0;
+    char from[4300], to[4300];
+    snprintf(from, sizeof from, "%s/rank%d_start.json.tmp", out_dir(), t->rank);
+    snprintf(to, sizeof to, "%s/rank%d_start.json", out_dir(), t->rank);
+    return rename(from, to) == 0 ? 0 : ct_set_error(CT_EIO, "cannot rename %s", from);
 }
 
 static int on_trial_shutdown(void *self, ct_context *ctx) {

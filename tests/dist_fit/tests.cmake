@@ -6,6 +6,18 @@
 # Only in builds with MPI; skipped (77) where mpirun is not on PATH.
 set(_df ${CMAKE_CURRENT_LIST_DIR})
 ct_c_program(dist_trial ${_df}/dist_trial.c)
+# Determined's multi-rank semantics (issue 15): uneven epochs with every
+# period in epochs, per-batch metrics across ranks, stop requests, hook
+# ranks, backward, object collectives; mpirun -np 2 with a timeout each.
+ct_c_program(semantics_trial ${_df}/semantics_trial.c)
+if(CTRIAL_HAVE_MPI)
+  ct_py_test(dist_semantics ${_df}/test_semantics.py $<TARGET_FILE:semantics_trial>)
+  set_tests_properties(dist_semantics PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+  if(CTRIAL_SANITIZE)
+    set_property(TEST dist_semantics APPEND PROPERTY ENVIRONMENT
+      "LSAN_OPTIONS=fast_unwind_on_malloc=0:print_suppressions=0:suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan.supp")
+  endif()
+endif()
 if(CTRIAL_HAVE_MPI)
   ct_py_test(dist_fit ${_df}/test_dist_fit.py $<TARGET_FILE:dist_trial>)
   set_tests_properties(dist_fit PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)

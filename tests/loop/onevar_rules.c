@@ -498,14 +498,16 @@ int main(void) {
     o.test_mode = true;
     expect_run("test mode", &t, &o, "T1 V1 C1:end");
 
-    /* A stop request: finish the batch, report, checkpoint, no final validation. */
+    /* A stop request (in batch 6) is taken at the next boundary, the
+     * validation after 8 batches (Determined's _stop_requested after each
+     * boundary): checkpoint there, no final validation. */
     reset_recorders();
     ct_value *hstop = hp(16);
     ct_value_dict_set(hstop, "stop_after", ct_value_int(6));
     o = base_opts(hstop);
     o.max_length = ct_batches(10);
     o.validation_period = ct_batches(4);
-    expect_run("stop request", &t, &o, "T4 V4 T6 C6:stop");
+    expect_run("stop request", &t, &o, "T4 V4 T8 V8 C8:stop");
 
     /* SIGTERM (preemption) is a stop request too, and ct_fit returns 0. */
     reset_recorders();
@@ -517,7 +519,8 @@ int main(void) {
     expect_run("SIGTERM", &t, &o, "T4 V4 T7 C7:stop");
     ct_value_free(hterm);
 
-    /* Resume after a stop in the middle of epoch 1 (epoch_len 4), with the
+    /* Resume after a stop in the middle of epoch 1 (epoch_len 4; the stop
+     * requested in batch 6 is taken at the reporting boundary there), with the
      * best policy where a larger validation loss is better (so only the
      * first validation is ever the best): the resumed run starts no epoch
      * it enters midway (no E1), remembers the best from before the stop (no
@@ -528,6 +531,7 @@ int main(void) {
     o.output_dir = "onevar_rules_resume";
     o.max_length = ct_batches(12);
     o.validation_period = ct_batches(4);
+    o.reporting_period = ct_batches(6);
     o.checkpoint_policy = CT_CKPT_BEST;
     o.searcher_metric = "validation_loss";
     o.smaller_is_better = false;
