@@ -29,6 +29,8 @@
 
 #include <ctrial/ctrial.h>
 
+#include "onevar.h"
+
 static const char *g_mode;
 static int64_t g_records = 64, g_per_slot = 4;
 
@@ -54,14 +56,8 @@ static double g_w;
 
 static void *init(ct_context *ctx) {
     OneVar *t = calloc(1, sizeof *t);
-    ct_module *lin = ct_nn_linear(1, 1, false);
-    ct_guard *guard = ct_no_grad();
-    ct_zero_(ct_nn_get(lin, "weight"));
-    ct_guard_end(guard);
-    t->lin = ct_ctx_wrap_model(ctx, lin);
-    ct_sgd_opts o = ct_sgd_defaults();
-    o.lr = 0.001;
-    t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &o));
+    t->lin = ct_ctx_wrap_model(ctx, onevar_model());
+    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->lin));
     t->rank = ct_ctx_rank(ctx);
     return t->opt ? t : NULL;
 }
@@ -72,22 +68,10 @@ static void destroy(void *self) {
     free(t);
 }
 
-static ct_loader *loader(ct_context *ctx, int64_t n) {
-    ct_tensor *x = ct_ones(CT_SHAPE(n, 1), NULL), *y = ct_ones(CT_SHAPE(n, 1), NULL);
-    ct_dataset *ds = ct_dataset_tensors(2, (ct_tensor *[]){x, y});
-    ct_tensor_free(x);
-    ct_tensor_free(y);
-    ct_loader_opts o = ct_loader_defaults();
-    o.batch_size = ct_ctx_per_slot_batch_size(ctx);
-    return ct_loader_new(ds, &o);
-}
+static ct_loader *train_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, g_records); }
+static ct_loader *val_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, g_records); }
 
-static ct_loader *train_loader(void *self, ct_context *ctx) { return loader(ctx, g_records); }
-static ct_loader *val_loader(void *self, ct_context *ctx) { return loader(ctx, g_records); }
-
-static ct_tensor *mse(OneVar *t, const ct_value *batch) {
-    return ct_mse_loss(ct_nn_forward(t->lin, ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
-}
+static ct_tensor *mse(OneVar *t, const ct_value *batch) { return onevar_mse(t->lin, batch); }
 
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {

@@ -18,6 +18,7 @@
 #include <ctrial/trial.h>
 
 #include "ct_test.h"
+#include "onevar.h"
 
 /* ---- the OneVar trial -------------------------------------------------- */
 
@@ -42,14 +43,8 @@ static int clip_tiny(ct_tensor *const *params, size_t n, void *ctx) {
 
 static void *onevar_init(ct_context *ctx) {
     OneVar *t = calloc(1, sizeof *t);
-    ct_module *lin = ct_nn_linear(1, 1, false);
-    ct_guard *g = ct_no_grad();
-    ct_zero_(ct_nn_get(lin, "weight"));
-    ct_guard_end(g);
-    t->lin = ct_ctx_wrap_model(ctx, lin);
-    ct_sgd_opts o = ct_sgd_defaults();
-    o.lr = 0.001;
-    t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &o));
+    t->lin = ct_ctx_wrap_model(ctx, onevar_model());
+    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->lin));
     t->expect_idx = ct_ctx_initial_batch(ctx); /* a resumed run starts where it stopped */
     t->stop_after = (int)ct_ctx_hparam_int(ctx, "stop_after", 0);
     t->sigterm_after = (int)ct_ctx_hparam_int(ctx, "sigterm_after", 0);
@@ -63,22 +58,10 @@ static void *onevar_init(ct_context *ctx) {
     return t;
 }
 
-static ct_loader *ones_loader(ct_context *ctx) {
-    ct_tensor *x = ct_ones(CT_SHAPE(64, 1), NULL), *y = ct_ones(CT_SHAPE(64, 1), NULL);
-    ct_dataset *ds = ct_dataset_tensors(2, (ct_tensor *[]){x, y});
-    ct_tensor_free(x);
-    ct_tensor_free(y);
-    ct_loader_opts o = ct_loader_defaults();
-    o.batch_size = ct_ctx_per_slot_batch_size(ctx);
-    return ct_loader_new(ds, &o);
-}
+static ct_loader *train_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, 64); }
+static ct_loader *val_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, 64); }
 
-static ct_loader *train_loader(void *self, ct_context *ctx) { return ones_loader(ctx); }
-static ct_loader *val_loader(void *self, ct_context *ctx) { return ones_loader(ctx); }
-
-static ct_tensor *mse(OneVar *t, const ct_value *batch) {
-    return ct_mse_loss(ct_nn_forward(t->lin, ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
-}
+static ct_tensor *mse(OneVar *t, const ct_value *batch) { return onevar_mse(t->lin, batch); }
 
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {

@@ -27,6 +27,7 @@
 #include <ctrial/ctrial.h>
 
 #include "ct_test.h"
+#include "onevar.h"
 
 /* ---- the class reducer: records seen in validation ------------------------------ */
 
@@ -103,14 +104,8 @@ static int g_wrap_checks; /* wrapping rules that held */
 
 static void *init(ct_context *ctx) {
     Trial *t = calloc(1, sizeof *t);
-    ct_module *lin = ct_nn_linear(1, 1, false);
-    ct_guard *g = ct_no_grad();
-    ct_zero_(ct_nn_get(lin, "weight"));
-    ct_guard_end(g);
-    t->lin = ct_ctx_wrap_model(ctx, lin);
-    ct_sgd_opts o = ct_sgd_defaults();
-    o.lr = 0.001;
-    t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &o));
+    t->lin = ct_ctx_wrap_model(ctx, onevar_model());
+    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->lin));
     t->train_sum = ct_ctx_wrap_reducer_ex(ctx, "train_idx_sum", sum_ints, t, true, false);
     t->rec = calloc(1, sizeof *t->rec);
     if (!t->train_sum || !t->rec || !ct_ctx_wrap_metric_reducer(ctx, "val_records", &rec_ops, t->rec, false, true))
@@ -137,22 +132,10 @@ static void *init(ct_context *ctx) {
     return t;
 }
 
-static ct_loader *ones(ct_context *ctx) {
-    ct_tensor *x = ct_ones(CT_SHAPE(64, 1), NULL), *y = ct_ones(CT_SHAPE(64, 1), NULL);
-    ct_dataset *ds = ct_dataset_tensors(2, (ct_tensor *[]){x, y});
-    ct_tensor_free(x);
-    ct_tensor_free(y);
-    ct_loader_opts o = ct_loader_defaults();
-    o.batch_size = ct_ctx_per_slot_batch_size(ctx);
-    return ct_loader_new(ds, &o);
-}
+static ct_loader *train_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, 64); }
+static ct_loader *val_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, 64); }
 
-static ct_loader *train_loader(void *self, ct_context *ctx) { return ones(ctx); }
-static ct_loader *val_loader(void *self, ct_context *ctx) { return ones(ctx); }
-
-static ct_tensor *mse(Trial *t, const ct_value *batch) {
-    return ct_mse_loss(ct_nn_forward(t->lin, ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
-}
+static ct_tensor *mse(Trial *t, const ct_value *batch) { return onevar_mse(t->lin, batch); }
 
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {

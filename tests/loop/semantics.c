@@ -24,6 +24,7 @@
 #include <ctrial/trial.h>
 
 #include "ct_test.h"
+#include "onevar.h"
 
 /* ---- what a scenario asks of the trial ------------------------------------ */
 
@@ -35,6 +36,7 @@ typedef struct {
     int64_t unstop_at;      /* set_stop_requested(false) in this batch index (-1) */
     int64_t exit_at;        /* ct_ctx_should_exit in this batch index (-1) */
     bool exit_skip;         /* ... without a checkpoint */
+    bool exit_in_hook;      /* ct_ctx_should_exit from on_validation_end instead */
     int names;              /* evaluate_batch: 1 drops "b" at batch 2, 2 adds "c" at batch 2 */
     double grad_factor;     /* > 0: backward_ex with gradient = this (a scalar tensor) */
     bool twice;             /* backward_ex twice, the first with retain_graph */
@@ -114,15 +116,8 @@ static void *init(ct_context *ctx) {
         t->scaler = ct_ctx_wrap_scaler(ctx, ct_grad_scaler_new(ct_cpu(), NULL));
         if (!t->scaler) return NULL;
     }
-    ct_module *lin = ct_nn_linear(1, 1, false);
-    ct_guard *guard = ct_no_grad();
-    ct_zero_(ct_nn_get(lin, "weight"));
-    ct_guard_end(guard);
-    t->lin = ct_ctx_wrap_model(ctx, lin);
-    if (!t->lin) return NULL;
-    ct_sgd_opts so = ct_sgd_defaults();
-    so.lr = 0.001;
-    t->opt = ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &so));
+    t->lin = ct_ctx_wrap_model(ctx, onevar_model());
+    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->lin));
     return t->opt ? t : NULL;
 }
 
@@ -179,14 +174,10 @@ static ct_loader *train_loader(void *self, ct_context *ctx) {
 
 static ct_loader *val_loader(void *self, ct_context *ctx) {
     say_setup("l", 0);
-    ct_loader_opts o = ct_loader_defaults();
-    o.batch_size = 16;
-    return ct_loader_new(records(64), &o);
+    return onevar_loader(ctx, 64);
 }
 
-static ct_tensor *mse(OneVar *t, const ct_value *batch) {
-    return ct_mse_loss(ct_nn_forward(t->lin, ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
-}
+static ct_tensor *mse(OneVar *t, const ct_value *batch) { return onevar_mse(t->lin, batch); }
 
 /* "[0,1,2,3]": the batch's record ids. */
 static void say_ids(const ct_value *batch) {
@@ -319,7 +310,7 @@ static int on_val_end(void *self, ct_context *ctx, const ct_value *metrics) {
     ct_value_get_int(ct_value_dict_get(metrics, "batches"), &bt);
     say("V%lld", bt);
     if (bt > 0) expect_bad(ct_ctx_current_batch(ctx) == bt - 1, "current batch in validation: the last trained");
-    return 0;
+    return g.exit_in_hook ? ct_ctx_should_exit(ctx, false) : 0;
 }
 static int on_save_start(void *self, ct_context *ctx, ct_value *state) {
     say("s", 0);
@@ -565,6 +556,11 @@ int main(void) {
     expect_run("should exit, no checkpoint", &t, &o, 0, "T4 V4");
     char dummy[4096];
     CHECK(ct_ckpt_latest("semantics_exit/checkpoints", dummy, sizeof dummy) == CT_ECHECKPOINT);
+    /* ... also from a hook: the first validation ends the trial. */
+    reset();
+    rm_rf("semantics_exit");
+    g.exit_in_hook = true;
+    expect_run("should exit from a hook", &t, &o, 0, "T4 V4 C4:stop");
 
     /* 4. evaluate_batch's metric names must match across batches, whichever
      * way they differ. */

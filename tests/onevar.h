@@ -1,0 +1,44 @@
+/* tests/onevar.h — Determined's OneVar fixture, shared by the loop's tests
+ * (tests/loop/ and tests/dist_fit/semantics_trial.c): records x = 1, y = 1,
+ * a bias-free Linear(1,1) starting at w = 0, SGD lr 0.001, MSE. Each batch
+ * moves w <- w + 0.002 (1 - w) and reports loss = (1 - w)^2 from before the
+ * step, so after k steps 1 - w = 0.998^k. */
+#ifndef CT_TEST_ONEVAR_H
+#define CT_TEST_ONEVAR_H
+
+#include <ctrial/ctrial.h>
+
+/* Linear(1, 1, bias=False) with its weight set to 0 (NEW module). */
+static inline ct_module *onevar_model(void) {
+    ct_module *lin = ct_nn_linear(1, 1, false);
+    ct_guard *g = ct_no_grad();
+    ct_zero_(ct_nn_get(lin, "weight"));
+    ct_guard_end(g);
+    return lin;
+}
+
+/* SGD(lr=0.001) over the model (NEW optimizer; NULL model: NULL). */
+static inline ct_optim *onevar_sgd(ct_module *lin) {
+    ct_sgd_opts o = ct_sgd_defaults();
+    o.lr = 0.001;
+    return lin ? ct_optim_sgd(lin, &o) : NULL;
+}
+
+/* `records` records (x = 1, y = 1) in batches of the context's per-slot
+ * batch size (NEW loader). */
+static inline ct_loader *onevar_loader(ct_context *ctx, int64_t records) {
+    ct_tensor *x = ct_ones(CT_SHAPE(records, 1), NULL), *y = ct_ones(CT_SHAPE(records, 1), NULL);
+    ct_dataset *ds = ct_dataset_tensors(2, (ct_tensor *[]){x, y});
+    ct_tensor_free(x);
+    ct_tensor_free(y);
+    ct_loader_opts o = ct_loader_defaults();
+    o.batch_size = ct_ctx_per_slot_batch_size(ctx);
+    return ct_loader_new(ds, &o);
+}
+
+/* MSE of the model on a batch (x, y, ...). */
+static inline ct_tensor *onevar_mse(ct_module *lin, const ct_value *batch) {
+    return ct_mse_loss(ct_nn_forward(lin, ct_batch_at(batch, 0)), ct_batch_at(batch, 1), CT_REDUCE_MEAN);
+}
+
+#endif
