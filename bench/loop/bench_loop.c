@@ -207,6 +207,7 @@ static Timer fit(const ct_trial *trial, const Opts *o, int64_t batches, int64_t 
     f.quiet = true;
     f.seed = o->seed;
     f.output_dir = o->out;
+    f.overwrite = true; /* a scratch directory, run after run */
     f.hparams = hp;
     if (ct_fit(trial, &f) != 0) die("ct_fit");
     return g_timer;

@@ -212,6 +212,8 @@ typedef struct {
     bool tensorboard;              /* TensorBoard event files in output_dir (true) */
     const char *warm_start;        /* a checkpoint (ctrial's or Determined's) whose models,
                                     * optimizers and schedulers start a fresh trial (NULL) */
+    bool overwrite;                /* replace an earlier run's results in output_dir instead of
+                                    * refusing to start (false) */
 } ct_fit_opts;
 
 CT_API ct_fit_opts ct_fit_defaults(void);

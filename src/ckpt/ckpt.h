@@ -51,5 +51,11 @@ int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, co
                   bool smaller_is_better, const char *protect);
 /* metadata.json of dir, parsed and checked for ctrial's keys: NEW json. */
 json_t *ct_ckpt_read_metadata(const char *dir);
+/* How many committed checkpoints checkpoint_dir holds (0 when it does not
+ * exist). Returns a status. */
+int ct_ckpt_count(const char *checkpoint_dir, size_t *n);
+/* Deletes every committed checkpoint in checkpoint_dir, each renamed out of
+ * sight first (as retention deletes them). Returns a status. */
+int ct_ckpt_remove_all(const char *checkpoint_dir);
 
 #endif

@@ -315,6 +315,22 @@ static int list_checkpoints(const char *checkpoint_dir, const char *metric, list
     return CT_OK;
 }
 
+int ct_ckpt_count(const char *checkpoint_dir, size_t *n) {
+    listed *all;
+    int rc = list_checkpoints(checkpoint_dir, NULL, &all, n);
+    free(all);
+    return rc;
+}
+
+int ct_ckpt_remove_all(const char *checkpoint_dir) {
+    listed *all;
+    size_t n;
+    int rc = list_checkpoints(checkpoint_dir, NULL, &all, &n);
+    for (size_t i = 0; rc == CT_OK && i < n; i++) delete_checkpoint(checkpoint_dir, all[i].name);
+    free(all);
+    return rc;
+}
+
 static int newest_first(const void *a, const void *b) {
     const listed *x = a, *y = b;
     if (x->time != y->time) return x->time > y->time ? -1 : 1;

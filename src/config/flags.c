@@ -209,6 +209,11 @@ static int f_quiet(ct_config *c, const char *flag, const char *val) {
     return 0;
 }
 
+static int f_overwrite(ct_config *c, const char *flag, const char *val) {
+    c->fit.overwrite = true;
+    return 0;
+}
+
 static int f_no_tensorboard(ct_config *c, const char *flag, const char *val) {
     c->fit.tensorboard = false;
     return 0;
@@ -236,6 +241,8 @@ static const flag_def flags[] = {
     {"--output", "DIR", "output directory: metrics.jsonl, checkpoints (default: output)", f_output},
     {"--resume", "PATH|latest", "resume from a checkpoint directory, or from the latest "
                                 "checkpoint", f_resume},
+    {"--overwrite", NULL, "replace an earlier run's results in the output directory (metrics.jsonl, "
+                          "TensorBoard files, checkpoints) instead of refusing to start", f_overwrite},
     {"--warm-start", "DIR", "start a new trial from the models, optimizers and LR schedulers of "
                             "checkpoint DIR (ctrial's or Determined's), at batch 0 (overrides "
                             "warm_start)", f_warm_start},

@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #ifdef __GLIBC__ /* defined by the libc headers above */
 #include <malloc.h>
 #endif
@@ -749,6 +751,42 @@ static int train(ct_context *ctx) {
 /* Where checkpoints go and, for a resume, which checkpoint: verified (every
  * file's size and CRC) and its trial state restored before anything runs,
  * so a bad checkpoint is refused before training starts. */
+/* A run that does not resume must not destroy an earlier run's results in
+ * its directories: metrics.jsonl would be rewritten, TensorBoard would mix
+ * two runs' event files, and retention would delete the earlier
+ * checkpoints. Refused unless opts.overwrite, which removes them first.
+ * "--resume latest" with no checkpoint yet is the same run starting over
+ * (a preemption before its first checkpoint): its log, which no checkpoint
+ * holds, is cut as any resume cuts the lines after its checkpoint. Rank 0. */
+static int guard_earlier_run(ct_context *ctx) {
+    const ct_fit_opts *o = &ctx->opts;
+    if (ctx->rank != 0 || (o->resume && o->resume[0])) return CT_OK;
+    char log[4200];
+    snprintf(log, sizeof log, "%s/metrics.jsonl", o->output_dir);
+    struct stat st;
+    bool has_log = stat(log, &st) == 0 && st.st_size > 0;
+    size_t ckpts = 0;
+    int rc = ct_ckpt_count(ctx->checkpoint_dir, &ckpts);
+    int events = rc == CT_OK ? ct_report_event_files(o->output_dir, false) : 0;
+    if (rc != CT_OK || events < 0) return rc != CT_OK ? rc : events;
+    if (!has_log && ckpts == 0 && events == 0) return CT_OK;
+    if (!o->overwrite) {
+        char what[4400];
+        snprintf(what, sizeof what, "%s%zu checkpoint%s in %s, %d TensorBoard event file%s",
+                 has_log ? "metrics.jsonl, " : "", ckpts, ckpts == 1 ? "" : "s", ctx->checkpoint_dir, events,
+                 events == 1 ? "" : "s");
+        return ct_set_error(CT_ECONFIG,
+                            "%s holds an earlier run (%s): continue it with --resume latest, write this run to "
+                            "another --output, or replace it with --overwrite (ct_fit_opts resume, output_dir, "
+                            "overwrite)",
+                            o->output_dir, what);
+    }
+    if (has_log && unlink(log) != 0) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", log);
+    events = ct_report_event_files(o->output_dir, true);
+    if (events < 0) return events;
+    return ct_ckpt_remove_all(ctx->checkpoint_dir);
+}
+
 static int find_resume(ct_context *ctx) {
     const ct_fit_opts *o = &ctx->opts;
     if (o->checkpoint_dir && o->checkpoint_dir[0])
@@ -818,6 +856,7 @@ static int setup_trial(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
     if (rc == CT_OK) rc = find_resume(ctx);
+    if (rc == CT_OK) rc = guard_earlier_run(ctx);
     if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = ct_context_build_trial(ctx);
     if (rc != CT_OK) return rc;

@@ -7,6 +7,8 @@
 #include "formats/tbevents.h"
 #include "base/value_json.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -113,6 +115,22 @@ static int keep_log_until(const char *path, int64_t batches) {
     bad = fclose(out) != 0 || bad;
     if (bad || rename(tmp, path) != 0) return ct_set_error(CT_EIO, "cannot rewrite %s", path);
     return CT_OK;
+}
+
+int ct_report_event_files(const char *dir, bool remove) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : ct_set_error(CT_EIO, "cannot read %s: %s", dir, strerror(errno));
+    int n = 0, rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) != 0) continue;
+        n++;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (remove && unlink(path) != 0 && rc == 0) rc = ct_set_error(CT_EIO, "cannot remove %s: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return rc ? rc : n;
 }
 
 int ct_report_open(ct_context *ctx) {

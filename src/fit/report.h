@@ -15,6 +15,10 @@ void ct_time_add(ct_context *ctx, ct_time_kind kind, double since);
 /* Opens <output_dir>/metrics.jsonl: new for a fresh run, appended to on
  * resume. */
 int ct_report_open(ct_context *ctx);
+/* TensorBoard event files (events.out.tfevents.*) in dir: how many, and
+ * with `remove` each is deleted. Returns the count (0 when dir does not
+ * exist), or a negative code. */
+int ct_report_event_files(const char *dir, bool remove);
 /* One report of `group` ("training" or "validation"): adds "batches" and
  * "epochs" to metrics unless present, appends the JSON line, prints. A
  * training line also carries "timings": where the time went since the

@@ -78,6 +78,7 @@ static int fit(const char *out, int models, bool scheduler, const char *resume, 
     o.validation_period = ct_batches(2);
     o.checkpoint_period = ct_batches(3);
     o.output_dir = out;
+    o.overwrite = !resume; /* each case replaces the last one's run */
     o.hparams = h;
     o.quiet = true;
     o.resume = resume;

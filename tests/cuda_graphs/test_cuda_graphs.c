@@ -267,6 +267,7 @@ static int fit(const run_opts *r) {
     o.checkpoint_period = ct_batches(15);
     o.checkpoint_policy = CT_CKPT_NONE;
     o.output_dir = g_out;
+    o.overwrite = true;
     o.device = r->device;
     o.quiet = true;
     o.seed = 42;

@@ -315,6 +315,7 @@ static ct_fit_opts base_opts(const ct_value *hparams) {
     o.hparams = hparams;
     o.quiet = true;
     o.output_dir = "onevar_rules_output";
+    o.overwrite = true; /* each scenario replaces the last one's run */
     o.checkpoint_policy = CT_CKPT_NONE;
     return o;
 }

@@ -188,6 +188,7 @@ int main(void) {
     o.hparams = hp;
     o.quiet = true;
     o.output_dir = out;
+    o.overwrite = true; /* each run replaces the last one's */
     o.checkpoint_policy = CT_CKPT_NONE;
     o.max_length = ct_batches(8);
     o.validation_period = ct_batches(4);

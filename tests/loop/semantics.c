@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <ctrial/callback.h>
 #include <ctrial/summary.h>
@@ -390,6 +391,7 @@ static ct_fit_opts opts(const char *out, int64_t gbs) {
     o.hparams = g_hp;
     o.quiet = true;
     o.output_dir = out;
+    o.overwrite = true; /* a scenario replaces the last one's run (the guard has its own) */
     o.checkpoint_policy = CT_CKPT_NONE;
     return o;
 }
@@ -664,6 +666,32 @@ int main(void) {
     o.validation_period = ct_epochs(1);
     CHECK(ct_fit(&t, &o) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "the validation period is in epochs, but the training loader has no length");
+
+    /* 10. An earlier run in the output directory is never destroyed: a run
+     * that does not resume is refused, naming the ways on, and leaves it
+     * as it was; --overwrite replaces it. */
+    reset();
+    rm_rf("semantics_guard");
+    o = opts("semantics_guard", 16);
+    o.overwrite = false;
+    o.max_length = ct_batches(2);
+    expect_run("guard: the first run", &t, &o, 0, "T2 V2 C2:end");
+    struct stat before, after;
+    CHECK(stat("semantics_guard/metrics.jsonl", &before) == 0 && before.st_size > 0);
+    CHECK(ct_fit(&t, &o) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "semantics_guard holds an earlier run (metrics.jsonl, 1 checkpoint in "
+                          "semantics_guard/checkpoints, 1 TensorBoard event file): continue it with --resume "
+                          "latest, write this run to another --output, or replace it with --overwrite");
+    CHECK(stat("semantics_guard/metrics.jsonl", &after) == 0 && after.st_size == before.st_size);
+    CHECK(ct_ckpt_latest("semantics_guard/checkpoints", dummy, sizeof dummy) == 0 && strstr(dummy, "ckpt-000002-"));
+    CHECK(count_event_files("semantics_guard") == 1);
+    reset();
+    o.overwrite = true;
+    o.max_length = ct_batches(3);
+    expect_run("guard: overwrite", &t, &o, 0, "T3 V3 C3:end");
+    CHECK(count_event_files("semantics_guard") == 1);
+    CHECK(ct_ckpt_latest("semantics_guard/checkpoints", dummy, sizeof dummy) == 0 && strstr(dummy, "ckpt-000003-"));
+    CHECK(system("test $(ls semantics_guard/checkpoints | wc -l) = 1") == 0);
 
     CHECK(g_bad == 0);
     ct_value_free(g_hp);
