@@ -369,10 +369,12 @@ CT_API ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx);
 CT_API int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o);
 
 /* Hyperparameters (the config's "hyperparameters" and --hparam flags).
- * The getters return the default when the name is absent; a present value
- * of the wrong type returns the default and records CT_ECONFIG naming the
- * key (see ct_last_code / ct_last_error). The _req forms fail with
- * CT_ECONFIG naming a missing or mistyped key. */
+ * The getters return the default when the name is absent. A present value
+ * of the wrong type records CT_ECONFIG naming the key, the value and the
+ * type wanted, returns the default, and fails the trial (the loop stops it
+ * with that error when the trial function returns). An int is a number; a
+ * float with an integral value (128.0) is an integer. The _req forms fail
+ * with CT_ECONFIG naming a missing or mistyped key. */
 CT_API double ct_ctx_hparam_double(ct_context *ctx, const char *name, double def);
 CT_API int64_t ct_ctx_hparam_int(ct_context *ctx, const char *name, int64_t def);
 CT_API bool ct_ctx_hparam_bool(ct_context *ctx, const char *name, bool def);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/value_json.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
 #include "fit/report.h"
@@ -445,13 +446,30 @@ int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void 
 
 /* ---- hyperparameters ------------------------------------------------------- */
 
+/* hparams[name], remembered as read (for the warning about hyperparameters
+ * the trial never reads). */
 static const ct_value *hparam(ct_context *ctx, const char *name) {
-    return ctx && ctx->opts.hparams && name ? ct_value_dict_get(ctx->opts.hparams, name) : NULL;
+    const ct_value *v = ctx && ctx->opts.hparams && name ? ct_value_dict_get(ctx->opts.hparams, name) : NULL;
+    if (v && ctx->n_hparams_read < CT_HPARAMS_TRACKED) {
+        bool seen = false;
+        for (size_t i = 0; i < ctx->n_hparams_read && !seen; i++) seen = ctx->hparams_read[i] == v;
+        if (!seen) ctx->hparams_read[ctx->n_hparams_read++] = v;
+    }
+    return v;
 }
 
-static void wrong_type(const char *name, const char *want, const ct_value *v) {
-    ct_set_error(CT_ECONFIG, "hyperparameter '%s' should be %s, not %s", name, want,
-                 ct_value_kind_name(ct_value_kind_of(v)));
+/* A value of the wrong type is an error naming the key, the value and the
+ * type wanted: recorded now (the getter returns the default), and kept in
+ * the context, which fails the trial with it (CT_ECONFIG) as soon as the
+ * trial function that read it returns. */
+static void wrong_type(ct_context *ctx, const char *name, const char *want, const ct_value *v) {
+    json_t *j = ct_json_from_value(v);
+    char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+    json_decref(j);
+    ct_set_error(CT_ECONFIG, "hyperparameter '%s' is %s (%s), but the trial reads it as %s", name,
+                 text ? text : "?", ct_value_kind_name(ct_value_kind_of(v)), want);
+    free(text);
+    if (ctx && !ctx->hparam_error[0]) snprintf(ctx->hparam_error, sizeof ctx->hparam_error, "%s", ct_last_error());
 }
 
 double ct_ctx_hparam_double(ct_context *ctx, const char *name, double def) {
@@ -459,16 +477,27 @@ double ct_ctx_hparam_double(ct_context *ctx, const char *name, double def) {
     double d;
     if (!v) return def;
     if (ct_value_get_float(v, &d) == 0) return d;
-    wrong_type(name, "a number", v);
+    wrong_type(ctx, name, "a number", v);
     return def;
+}
+
+/* An int, or a float with an integral value (YAML and JSON writers turn
+ * 128 into 128.0), as Python's int(128.0) reads it. */
+static bool as_int(const ct_value *v, int64_t *out) {
+    double d;
+    if (ct_value_get_int(v, out) == 0) return true;
+    if (ct_value_kind_of(v) != CT_VALUE_FLOAT || ct_value_get_float(v, &d) != 0) return false;
+    if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0) || d != (double)(int64_t)d) return false;
+    *out = (int64_t)d;
+    return true;
 }
 
 int64_t ct_ctx_hparam_int(ct_context *ctx, const char *name, int64_t def) {
     const ct_value *v = hparam(ctx, name);
     int64_t i;
     if (!v) return def;
-    if (ct_value_get_int(v, &i) == 0) return i;
-    wrong_type(name, "an integer", v);
+    if (as_int(v, &i)) return i;
+    wrong_type(ctx, name, "an integer", v);
     return def;
 }
 
@@ -477,7 +506,7 @@ bool ct_ctx_hparam_bool(ct_context *ctx, const char *name, bool def) {
     bool b;
     if (!v) return def;
     if (ct_value_get_bool(v, &b) == 0) return b;
-    wrong_type(name, "a bool", v);
+    wrong_type(ctx, name, "a bool", v);
     return def;
 }
 
@@ -485,7 +514,7 @@ const char *ct_ctx_hparam_str(ct_context *ctx, const char *name, const char *def
     const ct_value *v = hparam(ctx, name);
     if (!v) return def;
     if (ct_value_get_str(v)) return ct_value_get_str(v);
-    wrong_type(name, "a string", v);
+    wrong_type(ctx, name, "a string", v);
     return def;
 }
 
@@ -493,7 +522,7 @@ int ct_ctx_hparam_double_req(ct_context *ctx, const char *name, double *out) {
     const ct_value *v = hparam(ctx, name);
     if (!v) return ct_set_error(CT_ECONFIG, "hyperparameter '%s' is required but not set", name ? name : "(null)");
     if (ct_value_get_float(v, out) != 0) {
-        wrong_type(name, "a number", v);
+        wrong_type(ctx, name, "a number", v);
         return CT_ECONFIG;
     }
     return CT_OK;
@@ -502,14 +531,22 @@ int ct_ctx_hparam_double_req(ct_context *ctx, const char *name, double *out) {
 int ct_ctx_hparam_int_req(ct_context *ctx, const char *name, int64_t *out) {
     const ct_value *v = hparam(ctx, name);
     if (!v) return ct_set_error(CT_ECONFIG, "hyperparameter '%s' is required but not set", name ? name : "(null)");
-    if (ct_value_get_int(v, out) != 0) {
-        wrong_type(name, "an integer", v);
+    if (!as_int(v, out)) {
+        wrong_type(ctx, name, "an integer", v);
         return CT_ECONFIG;
     }
     return CT_OK;
 }
 
-const ct_value *ct_ctx_hparams(const ct_context *ctx) { return ctx ? ctx->opts.hparams : NULL; }
+int ct_context_hparam_failure(const ct_context *ctx) {
+    return ctx->hparam_error[0] ? ct_set_error(CT_ECONFIG, "%s", ctx->hparam_error) : CT_OK;
+}
+
+/* The whole dict: the trial may read any of it, so none is warned about. */
+const ct_value *ct_ctx_hparams(const ct_context *ctx) {
+    if (ctx) ((ct_context *)ctx)->hparams_all_read = true;
+    return ctx ? ctx->opts.hparams : NULL;
+}
 const ct_value *ct_ctx_data_config(const ct_context *ctx) { return ctx ? ctx->opts.data : NULL; }
 
 /* ---- queries --------------------------------------------------------------- */

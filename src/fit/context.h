@@ -81,6 +81,15 @@ struct ct_context {
     int exit_requested;          /* ct_ctx_should_exit: 0 none, 1 checkpoint first, 2 skip it */
     bool in_validation;
 
+    /* Hyperparameters the trial read (ct_ctx_hparam_*), for the warning
+     * about the ones it never reads; the first of the wrong type. */
+#define CT_HPARAMS_TRACKED 256
+    const ct_value *hparams_read[CT_HPARAMS_TRACKED];
+    size_t n_hparams_read;
+    bool hparams_all_read;       /* ct_ctx_hparams handed out the whole dict */
+    bool hparams_warned;         /* the unread ones were reported */
+    char hparam_error[1024];
+
     /* Decisions. */
     int64_t last_validation_bt;  /* -1: none yet */
     int64_t last_checkpoint_bt;  /* -1: none yet */
@@ -131,6 +140,9 @@ int ct_context_build_trial(ct_context *ctx);
  * window: the optimizers step on it (every aggregation_frequency-th batch),
  * gradients are averaged across ranks in its backward, schedulers move. */
 bool ct_context_is_step_batch(const ct_context *ctx, int64_t batch_idx);
+/* The first hyperparameter the trial read with the wrong type, as
+ * CT_ECONFIG with its message; CT_OK when there was none. */
+int ct_context_hparam_failure(const ct_context *ctx);
 /* A trial function returned NULL: keeps its message, or says which one
  * (`what`) returned NULL without one. Returns the code. */
 int ct_context_trial_failed(const char *what);

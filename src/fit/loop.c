@@ -581,11 +581,62 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         else ctx->records_pending += records;
     }
     ctx->batches_trained = idx + 1;
+    if (rc == CT_OK) rc = ct_context_hparam_failure(ctx); /* read in train_batch with the wrong type */
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
     rc = auto_step_schedulers(ctx, idx);
     if (ctx->epoch_len > 0 && n % ctx->epoch_len == 0) CALL_HOOKS(rc, ctx, on_training_epoch_end, epoch);
     return rc;
+}
+
+/* ---- hyperparameters ----------------------------------------------------------- */
+
+/* Once, after the first training report (the trial has read what it reads
+ * by then: in init, the loader builders, train_batch): a top-level
+ * hyperparameter the trial never read is most likely misspelled (a
+ * --hparam typo). Rank 0, on stderr. */
+static void warn_unread_hparams(ct_context *ctx) {
+    if (ctx->hparams_warned || ctx->rank != 0 || ctx->opts.quiet || ctx->hparams_all_read) return;
+    ctx->hparams_warned = true;
+    for (size_t k = 0; k < ct_value_len(ctx->opts.hparams); k++) {
+        const char *key = NULL;
+        const ct_value *v = ct_value_dict_at(ctx->opts.hparams, k, &key, NULL);
+        bool read = key && !strcmp(key, "global_batch_size"); /* ctrial's own */
+        for (size_t i = 0; i < ctx->n_hparams_read && !read; i++) read = ctx->hparams_read[i] == v;
+        if (!read && key)
+            fprintf(stderr, "ctrial: warning: hyperparameter '%s' was never read by the trial (misspelled?)\n", key);
+    }
+}
+
+/* On resume, rank 0 lists each hyperparameter that differs from the
+ * checkpoint's (a resumed run with other settings is a different run). */
+static void warn_changed_hparams(ct_context *ctx) {
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
+    json_t *saved = json_object_get(ctx->resume_meta, "hparams");
+    json_t *now = ct_json_from_value(ctx->opts.hparams);
+    if (!json_is_object(saved)) saved = NULL;
+    char line[2048] = "";
+    size_t at = 0;
+    const char *key;
+    json_t *v;
+    for (int pass = 0; pass < 2; pass++) { /* keys of now, then keys only the checkpoint has */
+        json_t *from = pass ? saved : now;
+        json_object_foreach(from, key, v) {
+            json_t *other = json_object_get(pass ? now : saved, key);
+            if (pass && other) continue;
+            if (other && json_equal(v, other)) continue;
+            char *a = json_dumps(pass ? other : v, JSON_ENCODE_ANY | JSON_COMPACT);
+            char *b = json_dumps(pass ? v : other, JSON_ENCODE_ANY | JSON_COMPACT);
+            if (at < sizeof line)
+                at += (size_t)snprintf(line + at, sizeof line - at, "%s%s %s (checkpoint: %s)", at ? "; " : "", key,
+                                       a ? a : "absent", b ? b : "absent");
+            free(a);
+            free(b);
+        }
+    }
+    json_decref(now);
+    if (line[0])
+        fprintf(stderr, "ctrial: warning: resuming with hyperparameters that differ from the checkpoint's: %s\n", line);
 }
 
 /* Whether any callback has an on_training_workload_end. */
@@ -615,6 +666,7 @@ static int report_training(ct_context *ctx, ct_value *workload) {
             rc = ct_set_error(CT_ENAN, "training loss is %g at batch %lld", loss, (long long)ctx->batches_trained);
     }
     if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
+    if (rc == CT_OK) warn_unread_hparams(ctx);
     if (rc == CT_OK && any_workload_hook(ctx)) {
         ct_value *per_batch = ctx->size > 1 ? ct_metrics_batches_across_ranks(workload) : NULL;
         if (ctx->size > 1 && !per_batch) rc = ct_last_code();
@@ -861,6 +913,7 @@ static int setup_trial(ct_context *ctx) {
     if (rc == CT_OK) rc = ct_context_build_trial(ctx);
     if (rc != CT_OK) return rc;
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return ct_context_trial_failed("build_callbacks");
+    if ((rc = ct_context_hparam_failure(ctx)) != CT_OK) return rc;
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc != CT_OK) return rc;
 
@@ -873,7 +926,7 @@ static int setup_trial(ct_context *ctx) {
     if (ctx->auto_to_device) rc = ct_loader_use_device(ctx->train_loader, ctx->device);
     if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
     if (rc == CT_OK) ctx->epoch_len = ct_loader_len(ctx->train_loader);
-    return rc;
+    return rc == CT_OK ? ct_context_hparam_failure(ctx) : rc;
 }
 
 /* Every rank counts epochs by rank 0's training loader (Determined
@@ -918,6 +971,8 @@ static int setup_rest(ct_context *ctx) {
     /* A warm start is a fresh trial from another run's trained state (a
      * resume of this run's own checkpoints wins: it is the same trial). */
     else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = ct_context_warm_start(ctx, ctx->opts.warm_start);
+    if (rc == CT_OK) rc = ct_context_hparam_failure(ctx);
+    if (rc == CT_OK && ctx->resume_dir[0]) warn_changed_hparams(ctx);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
      * only once the checkpoint has been accepted. */
     if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
@@ -1001,6 +1056,7 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
     }
     if (rc == CT_OK) rc = ct_context_build_trial(ctx);
+    if (rc == CT_OK) rc = ct_context_hparam_failure(ctx);
     if (rc == CT_OK) rc = load_resume_state(ctx, true);
     if (rc == CT_OK) set_train_mode(ctx, false);
     json_decref(meta);

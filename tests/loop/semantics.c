@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <ctrial/callback.h>
 #include <ctrial/summary.h>
@@ -48,6 +49,7 @@ typedef struct {
     bool iterable;          /* the training loader is an iterable one over the records */
     bool opt_out;           /* ct_ctx_disable_dataset_reproducibility_checks in init */
     bool no_auto_device;    /* ct_ctx_disable_auto_to_device in init */
+    bool read_hparams;      /* init reads "hidden" (an int) and "lr" (a number) */
 } Config;
 
 static Config g;
@@ -59,6 +61,8 @@ static double g_final_w;
 static void *g_user_seen;
 static const ct_value *g_config_seen;
 static int64_t g_ids[2];
+static int64_t g_hidden;
+static double g_lr;
 
 static void say_word(const char *word) {
     size_t at = strlen(g_log);
@@ -111,6 +115,10 @@ static void *init(ct_context *ctx) {
     g_ids[0] = ct_ctx_experiment_id(ctx);
     g_ids[1] = ct_ctx_trial_id(ctx);
     if (g.opt_out) ct_ctx_disable_dataset_reproducibility_checks(ctx);
+    if (g.read_hparams) {
+        g_hidden = ct_ctx_hparam_int(ctx, "hidden", 64);
+        g_lr = ct_ctx_hparam_double(ctx, "lr", 1e-3);
+    }
     if (g.no_auto_device) ct_ctx_disable_auto_to_device(ctx);
     OneVar *t = calloc(1, sizeof *t);
     if (g.manual_scaler) {
@@ -419,6 +427,24 @@ static int count_event_files(const char *dir) {
     return n;
 }
 
+/* Runs ct_fit with stderr going to a file; returns its status and puts
+ * what was written in buf. */
+static int fit_capturing_stderr(const ct_trial *t, const ct_fit_opts *o, char *buf, size_t len) {
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = tmpfile();
+    dup2(fileno(f), 2);
+    int rc = ct_fit(t, o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(f);
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
 static void rm_rf(const char *dir) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -692,6 +718,43 @@ int main(void) {
     CHECK(count_event_files("semantics_guard") == 1);
     CHECK(ct_ckpt_latest("semantics_guard/checkpoints", dummy, sizeof dummy) == 0 && strstr(dummy, "ckpt-000003-"));
     CHECK(system("test $(ls semantics_guard/checkpoints | wc -l) = 1") == 0);
+
+    /* 11. Hyperparameters: an integral float is an integer (128.0 trains
+     * with 128); a wrong type fails the trial, naming the key, the value and
+     * the type; a hyperparameter never read is warned about, and so is a
+     * resume with other values than the checkpoint's. */
+    reset();
+    rm_rf("semantics_hparams");
+    g.read_hparams = true;
+    o = opts("semantics_hparams", 16);
+    o.max_length = ct_batches(2);
+    o.quiet = false;
+    ct_value_dict_set(g_hp, "hidden", ct_value_float(128.0));
+    ct_value_dict_set(g_hp, "lr", ct_value_float(0.5));
+    ct_value_dict_set(g_hp, "dropuot", ct_value_float(0.1));
+    char err[8192];
+    CHECK(fit_capturing_stderr(&t, &o, err, sizeof err) == 0);
+    CHECK(g_hidden == 128 && g_lr == 0.5);
+    CHECK(strstr(err, "warning: hyperparameter 'dropuot' was never read by the trial") != NULL);
+    CHECK(strstr(err, "'hidden'") == NULL && strstr(err, "'lr'") == NULL && strstr(err, "global_batch_size") == NULL);
+    reset();
+    g.read_hparams = true;
+    ct_value_dict_set(g_hp, "lr", ct_value_float(0.25));
+    o.resume = "latest";
+    o.max_length = ct_batches(3);
+    CHECK(fit_capturing_stderr(&t, &o, err, sizeof err) == 0);
+    CHECK(strstr(err, "resuming with hyperparameters that differ from the checkpoint's: lr 0.25 (checkpoint: 0.5)"));
+    reset();
+    g.read_hparams = true;
+    o = opts("semantics_hparams", 16);
+    o.max_length = ct_batches(2);
+    ct_value_dict_set(g_hp, "hidden", ct_value_float(128.5));
+    CHECK(ct_fit(&t, &o) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "hyperparameter 'hidden' is 128.5 (float), but the trial reads it as an integer");
+    ct_value_dict_set(g_hp, "hidden", ct_value_int(32));
+    ct_value_dict_set(g_hp, "lr", ct_value_str("fast"));
+    CHECK(ct_fit(&t, &o) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "hyperparameter 'lr' is \"fast\" (str), but the trial reads it as a number");
 
     CHECK(g_bad == 0);
     ct_value_free(g_hp);
