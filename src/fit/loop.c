@@ -320,7 +320,9 @@ static int apply_policy(ct_context *ctx, const ct_value *metrics) {
     if (!v || ct_value_get_float(v, &m) != 0)
         return ct_set_error(CT_ETRIAL, "searcher metric '%s' is %s in the validation metrics (checkpoint policy best)",
                             name, v ? "not a scalar" : "missing");
-    bool better = !ctx->has_best || (ctx->opts.smaller_is_better ? m < ctx->best_metric : m > ctx->best_metric);
+    /* A NaN or infinite metric is never better (not even as the first). */
+    bool better = isfinite(m) &&
+                  (!ctx->has_best || (ctx->opts.smaller_is_better ? m < ctx->best_metric : m > ctx->best_metric));
     if (!better) return CT_OK;
     ctx->has_best = true;
     ctx->best_metric = m;
@@ -639,6 +641,31 @@ static void warn_changed_hparams(ct_context *ctx) {
         fprintf(stderr, "ctrial: warning: resuming with hyperparameters that differ from the checkpoint's: %s\n", line);
 }
 
+/* --stop-on-nan: a workload whose reported loss is not finite stops the
+ * trial, naming the first batch (of this rank's) whose loss was not. */
+static int check_finite_loss(ct_context *ctx, const ct_value *workload, const ct_value *avg) {
+    double loss;
+    if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) != 0 || isfinite(loss)) return CT_OK;
+    int64_t first = ctx->batches_trained - (int64_t)ct_value_len(workload);
+    for (size_t i = 0; i < ct_value_len(workload); i++) {
+        const ct_value *v = ct_value_dict_get(ct_value_list_get(workload, i), "loss");
+        double *x = NULL;
+        bool array;
+        int64_t n = v ? ct_metric_doubles(v, &x, &array) : 0;
+        bool bad = n == 1 && !isfinite(x[0]);
+        double value = n == 1 ? x[0] : 0;
+        free(x);
+        if (bad)
+            return ct_set_error(CT_ENAN, "training loss is %g in batch %lld (batch_idx %lld; the report after batch %lld "
+                                         "averages %g)",
+                                value, (long long)(first + (int64_t)i + 1), (long long)(first + (int64_t)i),
+                                (long long)ctx->batches_trained, loss);
+    }
+    ct_clear_error();
+    return ct_set_error(CT_ENAN, "training loss is %g at batch %lld (on another rank)", loss,
+                        (long long)ctx->batches_trained);
+}
+
 /* Whether any callback has an on_training_workload_end. */
 static bool any_workload_hook(const ct_context *ctx) {
     for (size_t i = 0; i < ctx->n_callbacks; i++)
@@ -660,11 +687,7 @@ static int report_training(ct_context *ctx, ct_value *workload) {
     ctx->records_pending = 0;
     ct_value *avg = ct_metrics_training(workload, ctx->reducers, ctx->n_reducers);
     if (!avg) return ct_last_code();
-    if (rc == CT_OK && ctx->opts.stop_on_nan) {
-        double loss;
-        if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) == 0 && !isfinite(loss))
-            rc = ct_set_error(CT_ENAN, "training loss is %g at batch %lld", loss, (long long)ctx->batches_trained);
-    }
+    if (rc == CT_OK && ctx->opts.stop_on_nan) rc = check_finite_loss(ctx, workload, avg);
     if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
     if (rc == CT_OK) warn_unread_hparams(ctx);
     if (rc == CT_OK && any_workload_hook(ctx)) {

@@ -5,6 +5,7 @@
 #include "base/clock.h"
 #include "ctrial/cuda.h"
 #include "formats/tbevents.h"
+#include "metrics/metrics.h"
 #include "base/value_json.h"
 
 #include <dirent.h>
@@ -173,14 +174,14 @@ static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
     for (size_t k = 0; k < ct_value_len(metrics) && used < len; k++) {
         const char *key = NULL;
         const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
-        double d;
         if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
-        json_t *j = ct_json_from_value(v);
-        if (json_is_number(j)) {
-            d = json_number_value(j);
-            used += (size_t)snprintf(buf + used, len - used, "  %s %.6g", key, d);
-        }
-        json_decref(j);
+        /* Scalars only; NaN and infinities print as nan and inf. */
+        double *x = NULL;
+        bool array = false;
+        int64_t n = ct_metric_doubles(v, &x, &array);
+        if (n == 1 && !array) used += (size_t)snprintf(buf + used, len - used, "  %s %.6g", key, x[0]);
+        if (n < 0) ct_clear_error();
+        free(x);
     }
 }
 

@@ -50,6 +50,8 @@ typedef struct {
     bool opt_out;           /* ct_ctx_disable_dataset_reproducibility_checks in init */
     bool no_auto_device;    /* ct_ctx_disable_auto_to_device in init */
     bool read_hparams;      /* init reads "hidden" (an int) and "lr" (a number) */
+    int64_t nan_at;         /* train_batch reports a NaN loss in this batch index (-1) */
+    bool nan_val;           /* evaluate_batch reports a NaN validation_loss */
 } Config;
 
 static Config g;
@@ -244,12 +246,13 @@ static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch,
         ct_ctx_should_exit(ctx, g.exit_skip);
         return NULL;
     }
+    if (batch_idx == g.nan_at) return ct_value_tensor(ct_mul_scalar(loss, NAN)); /* the report only */
     return ct_value_tensor(loss);
 }
 
 static ct_value *evaluate_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t batch_idx) {
     ct_value *m = ct_value_dict();
-    ct_value_dict_set(m, "validation_loss", ct_value_tensor(mse(self, batch)));
+    ct_value_dict_set(m, "validation_loss", g.nan_val ? ct_value_float(NAN) : ct_value_tensor(mse(self, batch)));
     if (!(g.names == 1 && batch_idx == 2)) ct_value_dict_set(m, "b", ct_value_float(1));
     if (g.names == 2 && batch_idx == 2) ct_value_dict_set(m, "c", ct_value_float(1));
     return m;
@@ -384,7 +387,7 @@ static ct_trial the_trial(void) {
 static ct_value *g_hp;
 
 static void reset(void) {
-    Config d = {.records = 64, .chain_batch = 4, .stop_at = -1, .unstop_at = -1, .exit_at = -1};
+    Config d = {.records = 64, .chain_batch = 4, .stop_at = -1, .unstop_at = -1, .exit_at = -1, .nan_at = -1};
     g = d;
     g_log[0] = '\0';
     g_epochs = g_hooks = false;
@@ -427,16 +430,18 @@ static int count_event_files(const char *dir) {
     return n;
 }
 
-/* Runs ct_fit with stderr going to a file; returns its status and puts
- * what was written in buf. */
-static int fit_capturing_stderr(const ct_trial *t, const ct_fit_opts *o, char *buf, size_t len) {
+/* Runs ct_fit with `fd` (1 or 2) going to a file; returns its status and
+ * puts what was written there in buf. */
+static int fit_capturing(int fd, const ct_trial *t, const ct_fit_opts *o, char *buf, size_t len) {
+    fflush(stdout);
     fflush(stderr);
-    int saved = dup(2);
+    int saved = dup(fd);
     FILE *f = tmpfile();
-    dup2(fileno(f), 2);
+    dup2(fileno(f), fd);
     int rc = ct_fit(t, o);
+    fflush(stdout);
     fflush(stderr);
-    dup2(saved, 2);
+    dup2(saved, fd);
     close(saved);
     rewind(f);
     size_t n = fread(buf, 1, len - 1, f);
@@ -733,7 +738,7 @@ int main(void) {
     ct_value_dict_set(g_hp, "lr", ct_value_float(0.5));
     ct_value_dict_set(g_hp, "dropuot", ct_value_float(0.1));
     char err[8192];
-    CHECK(fit_capturing_stderr(&t, &o, err, sizeof err) == 0);
+    CHECK(fit_capturing(2, &t, &o, err, sizeof err) == 0);
     CHECK(g_hidden == 128 && g_lr == 0.5);
     CHECK(strstr(err, "warning: hyperparameter 'dropuot' was never read by the trial") != NULL);
     CHECK(strstr(err, "'hidden'") == NULL && strstr(err, "'lr'") == NULL && strstr(err, "global_batch_size") == NULL);
@@ -742,7 +747,7 @@ int main(void) {
     ct_value_dict_set(g_hp, "lr", ct_value_float(0.25));
     o.resume = "latest";
     o.max_length = ct_batches(3);
-    CHECK(fit_capturing_stderr(&t, &o, err, sizeof err) == 0);
+    CHECK(fit_capturing(2, &t, &o, err, sizeof err) == 0);
     CHECK(strstr(err, "resuming with hyperparameters that differ from the checkpoint's: lr 0.25 (checkpoint: 0.5)"));
     reset();
     g.read_hparams = true;
@@ -755,6 +760,31 @@ int main(void) {
     ct_value_dict_set(g_hp, "lr", ct_value_str("fast"));
     CHECK(ct_fit(&t, &o) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "hyperparameter 'lr' is \"fast\" (str), but the trial reads it as a number");
+
+    /* 12. Non-finite numbers: a NaN searcher metric under the best policy
+     * is never better (no checkpoint for it, no failure), the console shows
+     * it as nan; --stop-on-nan names the first batch whose loss was not
+     * finite. */
+    reset();
+    rm_rf("semantics_nan");
+    g.nan_val = true;
+    o = opts("semantics_nan", 16);
+    o.quiet = false;
+    o.max_length = ct_batches(8);
+    o.validation_period = ct_batches(4);
+    o.checkpoint_policy = CT_CKPT_BEST;
+    char out[16384];
+    CHECK(fit_capturing(1, &t, &o, out, sizeof out) == 0);
+    CHECK(strstr(out, "validation_loss nan") != NULL);
+    CHECK(strstr(out, "checkpoint at batch 4") == NULL && strstr(out, "checkpoint at batch 8 (end)") != NULL);
+    reset();
+    g.nan_at = 5;
+    o = opts("semantics_nan", 16);
+    o.max_length = ct_batches(12);
+    o.reporting_period = ct_batches(4);
+    o.stop_on_nan = true;
+    CHECK(ct_fit(&t, &o) == CT_ENAN);
+    CHECK_ERR(CT_ENAN, "training loss is nan in batch 6 (batch_idx 5; the report after batch 8 averages nan)");
 
     CHECK(g_bad == 0);
     ct_value_free(g_hp);
