@@ -9,3 +9,5 @@ endforeach()
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/layers_objects.txt CONTENT "${_layers_objects}")
 ct_py_test(layers ${PROJECT_SOURCE_DIR}/tools/check_layers.py ${PROJECT_SOURCE_DIR}
            --objects ${PROJECT_BINARY_DIR}/layers_objects.txt)
+# Every relative link and anchor in README.md and docs/ resolves.
+ct_py_test(doc_links ${PROJECT_SOURCE_DIR}/tools/check_links.py ${PROJECT_SOURCE_DIR})
