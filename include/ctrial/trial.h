@@ -36,9 +36,11 @@
  *     };
  *     int main(int argc, char **argv) { return ct_main(argc, argv, &trial); }
  *
- * Tensors a trial function creates belong to a scope the loop opens around
- * the call: they need no frees. Objects handed to ct_ctx_wrap_* belong to
- * the context from then on.
+ * Tensors that train_batch, evaluate_batch and evaluate_full_dataset create
+ * belong to a scope the loop opens around the call: they need no frees.
+ * init, build_callbacks, the loader builders and callbacks run outside any
+ * scope: tensors they create are theirs to free (in destroy). Objects
+ * handed to ct_ctx_wrap_* belong to the context from then on.
  */
 #ifndef CTRIAL_TRIAL_H
 #define CTRIAL_TRIAL_H
