@@ -4,6 +4,7 @@
 
 #include "base/launch.h"
 #include "config/flags.h"
+#include "ctrial/ctrial.h"
 #include "ctrial/dist.h"
 
 int ct_exit_code(int status) {
@@ -44,8 +45,9 @@ int ct_main(int argc, char **argv, const ct_trial *trial) {
         ct_main_args_free(&args);
         return CT_EXIT_CONFIG;
     }
-    if (args.help) {
-        if (ct_launch_world_rank() == 0) ct_main_usage(stdout, argc > 0 && argv ? argv[0] : NULL);
+    if (args.help || args.version) {
+        if (ct_launch_world_rank() == 0 && args.help) ct_main_usage(stdout, argc > 0 && argv ? argv[0] : NULL);
+        if (ct_launch_world_rank() == 0 && args.version) printf("ctrial %s\n", ct_version());
         ct_main_args_free(&args);
         return CT_EXIT_OK;
     }

@@ -256,6 +256,7 @@ static const flag_def flags[] = {
     {"--no-tensorboard", NULL, "write no TensorBoard event files (metrics.jsonl is still written)",
      f_no_tensorboard},
     {"--quiet", NULL, "print only errors", f_quiet},
+    {"--version", NULL, "print ctrial's version and exit", NULL},
     {"--help", NULL, "print this help and exit", NULL},
 };
 #define NUM_FLAGS (sizeof flags / sizeof *flags)
@@ -319,6 +320,9 @@ int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
     for (int i = 1; i < argc; i++)
         if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
             out->help = true;
+            return 0;
+        } else if (argv[i] && strcmp(argv[i], "--version") == 0) {
+            out->version = true;
             return 0;
         }
     /* Pass 1: the config file, so that every other flag overrides it. */

@@ -17,11 +17,12 @@
 typedef struct {
     ct_config cfg; /* what the flags and the config file produced */
     bool help;     /* --help was given: print ct_main_usage, exit 0 */
+    bool version;  /* --version was given: print ctrial's version, exit 0 */
 } ct_main_args;
 
 /* Parses ct_main's flags (--config first, the others over it in order) and
  * finishes the config for `world_size` ranks. On failure *out still needs
- * ct_main_args_free. With --help nothing else is parsed. */
+ * ct_main_args_free. With --help or --version nothing else is parsed. */
 int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out);
 void ct_main_args_free(ct_main_args *a);
 

@@ -347,7 +347,7 @@ static void test_help(void) {
         "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
         "--checkpoint-period PERIOD", "--checkpoint-policy best|all|none", "--output DIR",
         "--resume PATH|latest", "--overwrite", "--warm-start DIR", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
-        "--threads N", "--stop-on-nan", "--cuda-graphs", "--no-tensorboard", "--quiet", "--help"};
+        "--threads N", "--stop-on-nan", "--cuda-graphs", "--no-tensorboard", "--quiet", "--version", "--help"};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -382,6 +382,15 @@ static void test_help(void) {
     char *out = cap_end(&cap, stdout);
     CHECK(code == CT_EXIT_OK);
     CHECK(strncmp(out, "usage: prog [flags]", 19) == 0 && strstr(out, "--stop-on-nan"));
+    free(out);
+
+    /* --version prints the version and exits 0, whatever else is given. */
+    cap_start(&cap, stdout);
+    code = ct_main(3, (char *[]){"prog", "--bogus", "--version", NULL}, &stub_trial);
+    out = cap_end(&cap, stdout);
+    char want[64];
+    snprintf(want, sizeof want, "ctrial %s\n", ct_version());
+    CHECK(code == CT_EXIT_OK && strcmp(out, want) == 0 && strcmp(ct_version(), CTRIAL_VERSION_STRING) == 0);
     free(out);
 }
 
