@@ -100,6 +100,7 @@ void ct_ctx_free(ct_context *ctx) {
     ct_loader_free(ctx->train_loader);
     ct_loader_free(ctx->val_loader);
     ct_value_free(ctx->last_validation);
+    ct_value_free(ctx->workload);
     json_decref(ctx->resume_meta);
     ct_value_free(ctx->saved_hparams);
     if (ctx->metrics_log) fclose(ctx->metrics_log);

@@ -109,6 +109,8 @@ struct ct_context {
     ct_loader *train_loader, *val_loader;
     int64_t records_trained;     /* by all ranks, up to the last report */
     int64_t records_pending;     /* by this rank since the last report */
+    ct_value *workload;          /* this rank's per-batch training metrics since the last report
+                                  * (a list of dicts, owned; NULL or empty: none) */
     int64_t max_length_batches;  /* max_length in batches, once epoch_len is known */
 
     /* Reporting (report.c). */

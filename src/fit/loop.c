@@ -738,9 +738,13 @@ static int next_training_batch(ct_context *ctx, ct_value **batch) {
 
 /* Trains until a boundary fires; reports the workload. Sets *train_done at
  * max_length and *fired_val / *fired_ckpt / *fired_report for the other
- * boundaries. A preemption ends the workload after the batch. */
+ * boundaries. A preemption ends the training after the batch: a workload
+ * it cuts short is not reported but kept in ctx->workload, which the exit
+ * checkpoint saves and a resumed run continues, so that metrics.jsonl
+ * reads as if the run had never stopped. */
 static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt, bool *fired_report) {
-    ct_value *workload = ct_value_list();
+    if (!ctx->workload && !(ctx->workload = ct_value_list())) return ct_last_code();
+    ct_value *workload = ctx->workload;
     int rc = CT_OK;
     ct_reducers_reset(ctx->reducers, ctx->n_reducers); /* Determined resets reducers at every workload's start */
     *train_done = *fired_val = *fired_ckpt = *fired_report = false;
@@ -767,8 +771,11 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         *fired_report = ct_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
         if (*train_done || *fired_val || *fired_ckpt || *fired_report || ctx->preempted) break;
     }
-    if (rc == CT_OK) rc = report_training(ctx, workload);
-    ct_value_free(workload);
+    if (rc == CT_OK && (*train_done || *fired_val || *fired_ckpt || *fired_report)) {
+        rc = report_training(ctx, workload);
+        ct_value_free(ctx->workload);
+        ctx->workload = NULL;
+    }
     return rc;
 }
 
@@ -790,7 +797,7 @@ static int train_workloads(ct_context *ctx) {
     bool done = ctx->batches_trained >= ctx->max_length_batches, stop = false;
     int rc = CT_OK;
     while (rc == CT_OK && !done && !stop) {
-        bool val, ckpt, report;
+        bool val = false, ckpt = false, report = false;
         rc = run_workload(ctx, &done, &val, &ckpt, &report);
         /* A preemption is a boundary of its own. */
         if (rc == CT_OK && (done || ctx->preempted)) rc = stop_at_boundary(ctx, &stop);

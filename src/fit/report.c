@@ -263,8 +263,14 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
     }
     /* TensorBoard's event file opens with the first report it gets (none
      * with TensorBoard logging off). */
-    if (ctx->metrics_log && ctx->tensorboard && !ctx->tb && !(ctx->tb = ct_tb_open(ctx->opts.output_dir, "")))
-        return ct_last_code();
+    if (ctx->metrics_log && ctx->tensorboard && !ctx->tb) {
+        if (!(ctx->tb = ct_tb_open(ctx->opts.output_dir, ""))) return ct_last_code();
+        /* A resumed run: TensorBoard drops what the interrupted run logged
+         * after the checkpoint (steps above its batch), as metrics.jsonl
+         * was cut back. */
+        if (ctx->resume_dir[0] && ct_tb_add_session_start(ctx->tb, ctx->initial_batch + 1, 0) != CT_OK)
+            return ct_last_code();
+    }
     if (ctx->tb && ctx->tensorboard) {
         int rc = add_scalars(ctx, group, metrics);
         if (rc != CT_OK) return rc;

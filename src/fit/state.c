@@ -21,6 +21,7 @@
 
 #include "base/value_json.h"
 #include "ckpt/ckpt.h"
+#include "dist/value_wire.h"
 #include "ctrial/ctrial.h"
 
 /* ---- saving ------------------------------------------------------------------ */
@@ -99,6 +100,27 @@ static ct_value *accumulated_gradients(ct_context *ctx) {
     return NULL;
 }
 
+/* The training metrics of a workload not reported yet (a stop between two
+ * reporting boundaries): every rank's per-batch dicts and records, so that
+ * the resumed run reports the workload whole, as an uninterrupted run
+ * would. Collective under mpirun (every rank holds the same number of
+ * batches). NEW {"world_size", "ranks": [{"batches", "records"}...]} on
+ * rank 0, NULL elsewhere; NULL + error on failure (*failed set). */
+static ct_value *pending_workload(ct_context *ctx, bool *failed) {
+    ct_value *mine = ct_value_dict();
+    ct_value_dict_set(mine, "batches", ct_value_copy(ctx->workload, false));
+    ct_value_dict_set(mine, "records", ct_value_int(ctx->records_pending));
+    ct_value *all = NULL;
+    int rc = ct_value_gather(mine, 0, &all);
+    ct_value_free(mine);
+    *failed = rc != CT_OK;
+    if (rc != CT_OK || !all) return NULL;
+    ct_value *pending = ct_value_dict();
+    ct_value_dict_set(pending, "world_size", ct_value_int(ctx->size));
+    ct_value_dict_set(pending, "ranks", all);
+    return pending;
+}
+
 ct_value *ct_context_state(ct_context *ctx) {
     /* First: collective under mpirun. The last batch trained did not step
      * the optimizers: the window's gradients are part of the state. */
@@ -106,6 +128,12 @@ ct_value *ct_context_state(ct_context *ctx) {
     if (!ct_context_is_step_batch(ctx, ctx->batches_trained - 1)) {
         grads = accumulated_gradients(ctx);
         if (!grads) return NULL;
+    }
+    bool failed = false;
+    ct_value *pending = ct_value_len(ctx->workload) > 0 ? pending_workload(ctx, &failed) : NULL;
+    if (failed) {
+        ct_value_free(grads);
+        return NULL;
     }
     ct_value *state = ct_value_dict();
     ct_value *models = ct_value_list(), *optims = ct_value_list(), *scheds = ct_value_list(),
@@ -135,7 +163,12 @@ ct_value *ct_context_state(ct_context *ctx) {
         ok = put(state, "accumulated_gradients", grads);
         grads = NULL;
     }
+    if (ok && pending) {
+        ok = put(state, "pending_training_metrics", pending);
+        pending = NULL;
+    }
     ct_value_free(grads);
+    ct_value_free(pending);
     if (ok) return state;
     ct_value_free(state);
     return NULL;
@@ -289,9 +322,43 @@ int ct_context_restore_trained(ct_context *ctx, const ct_value *state, const cha
     return CT_OK;
 }
 
+/* The unreported workload's metrics (pending_workload): this rank's share
+ * when the world size is the checkpoint's. On another number of ranks the
+ * shares cannot be split again: they are dropped, with a warning, and the
+ * first training report covers the batches since the resume. */
+static int restore_pending(ct_context *ctx, const ct_value *state, const char *dir) {
+    const ct_value *pending = ct_value_dict_get(state, "pending_training_metrics");
+    if (!pending) return CT_OK;
+    int64_t world = 0;
+    const ct_value *ranks = ct_value_dict_get(pending, "ranks");
+    if (ct_value_get_int(ct_value_dict_get(pending, "world_size"), &world) != 0 || !ranks ||
+        ct_value_len(ranks) != (size_t)world)
+        return mismatch(dir, "state_dict.pth: pending_training_metrics is malformed");
+    if (world != ctx->size) {
+        if (ctx->rank == 0 && !ctx->opts.quiet)
+            fprintf(stderr, "ctrial: warning: the checkpoint holds the training metrics of %zu unreported batches from "
+                            "%lld ranks, which cannot be split among %d: the first training report covers the batches "
+                            "since the resume\n",
+                    ct_value_len(ct_value_dict_get(ct_value_list_get(ranks, 0), "batches")), (long long)world,
+                    ctx->size);
+        return CT_OK;
+    }
+    const ct_value *mine = ct_value_list_get(ranks, (size_t)ctx->rank);
+    const ct_value *batches = ct_value_dict_get(mine, "batches");
+    int64_t records = 0;
+    if (!batches || ct_value_kind_of(batches) != CT_VALUE_LIST ||
+        ct_value_get_int(ct_value_dict_get(mine, "records"), &records) != 0)
+        return mismatch(dir, "state_dict.pth: pending_training_metrics of rank %d is malformed", ctx->rank);
+    ct_value_free(ctx->workload);
+    ctx->workload = ct_value_copy(batches, false);
+    ctx->records_pending = records;
+    return ctx->workload ? CT_OK : ct_last_code();
+}
+
 int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
     if (models_only) return restore_models(ctx, state, dir);
     int rc = ct_context_restore_trained(ctx, state, dir);
+    if (rc == CT_OK) rc = restore_pending(ctx, state, dir);
     if (rc == CT_OK) rc = restore_gradients(ctx, state, dir);
     if (rc == CT_OK) rc = restore_callbacks(ctx, state, dir);
     return rc == CT_OK ? restore_rng(state, dir) : rc;

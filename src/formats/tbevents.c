@@ -107,6 +107,9 @@ enum {
     EVENT_STEP = 2,
     EVENT_FILE_VERSION = 3,
     EVENT_SUMMARY = 5,
+    EVENT_SESSION_LOG = 7,
+    SESSION_LOG_STATUS = 1,
+    SESSION_LOG_START = 1, /* SessionLog.SessionStatus.START */
     SUMMARY_VALUE = 1,
     VALUE_TAG = 1,
     VALUE_SIMPLE_VALUE = 2,
@@ -307,6 +310,27 @@ static int write_value(ct_tb_writer *w, const piece *tag, int ntag, const piece 
     for (int i = 0; i < ntag; i++) pieces[count++] = tag[i];
     for (int i = 0; i < nbody; i++) pieces[count++] = body[i];
     return write_record(w, pieces, count, fn);
+}
+
+int ct_tb_add_session_start(ct_tb_writer *w, int64_t step, double wall_time) {
+    static const char fn[] = "ct_tb_add_session_start";
+    if (!w) return ct_set_error(CT_EINVAL, "%s: writer is NULL", fn);
+    if (!isfinite(wall_time)) return ct_set_error(CT_EINVAL, "%s: %s: wall_time %g is not finite", fn, w->path, wall_time);
+    if (wall_time <= 0) wall_time = ct_clock_wall();
+    int rc = check_state(w, fn);
+    if (rc != 0) return rc;
+    /* Event{wall_time, step, session_log: SessionLog{status: START}}. */
+    uint8_t rec[32];
+    size_t n = put_double_field(rec, EVENT_WALL_TIME, wall_time);
+    if (step != 0) {
+        rec[n++] = field_key(EVENT_STEP, WIRE_VARINT);
+        n += ct_tb_put_varint(rec + n, (uint64_t)step);
+    }
+    n += put_len_prefix(rec + n, EVENT_SESSION_LOG, 2);
+    rec[n++] = field_key(SESSION_LOG_STATUS, WIRE_VARINT);
+    rec[n++] = SESSION_LOG_START;
+    const piece p = {rec, n};
+    return write_record(w, &p, 1, fn);
 }
 
 int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t step,

@@ -155,6 +155,14 @@ int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int he
 int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t step,
                    double wall_time);
 
+/* Appends Event{wall_time, step, session_log: SessionLog{status: START}}:
+ * TensorBoard (purge_orphaned_data, its default) then drops every event of
+ * the same run with a step >= `step` written before this one, which is how
+ * a resumed run replaces what the interrupted one logged after its
+ * checkpoint. wall_time as for scalars. Returns 0, CT_EINVAL, CT_ESTATE or
+ * CT_EIO. */
+int ct_tb_add_session_start(ct_tb_writer *w, int64_t step, double wall_time);
+
 /* Hands buffered records to the kernel. Returns 0, CT_EINVAL (NULL),
  * CT_ESTATE (an earlier write failed) or CT_EIO. */
 int ct_tb_flush(ct_tb_writer *w);

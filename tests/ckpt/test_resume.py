@@ -130,6 +130,20 @@ def compare_runs(name, ref_out, out, steps=40):
           + (f"; line {first}: {m_got[first]} vs {m_ref[first]}" if first is not None else "") + ")")
 
 
+def tb_steps(out, tag):
+    """The steps of `tag` as TensorBoard shows them (its reader, which drops
+    what a SessionLog START supersedes), in order."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(out, size_guidance={"scalars": 0})
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+
+
+def compare_tb(name, ref_out, out, tag="training/loss"):
+    want, got = tb_steps(ref_out, tag), tb_steps(out, tag)
+    check(got == want, f"{name}: TensorBoard's {tag} steps {got} equal the uninterrupted run's {want}")
+
+
 def resume_line(stdout):
     for line in stdout.splitlines():
         if "resume with --resume" in line:
@@ -168,6 +182,17 @@ path = resume_line(p.stdout + p.stderr)
 check(path is not None and os.path.isdir(path), f"SIGTERM prints how to resume ({path})")
 run(out, "--resume", path or "latest", "--hparam", "workers=2")
 compare_runs("SIGTERM + resume with loader workers", ref, out)
+
+# 3b. SIGTERM between two reports (after batch 21; reports every 4): the cut
+#     workload is not reported at the stop but saved in the checkpoint, and
+#     the resumed run reports it whole at 24, so metrics.jsonl (and what
+#     TensorBoard shows) equal the uninterrupted run's.
+out = os.path.join(WORK, "sigterm_mid")
+run(out, "--hparam", "sigterm_at=20")
+check(21 in checkpoints(out), f"SIGTERM after batch 21 checkpoints at 21 ({sorted(checkpoints(out))})")
+run(out, "--resume", "latest")
+compare_runs("SIGTERM between reports + resume", ref, out)
+compare_tb("SIGTERM between reports + resume", ref, out)
 
 # 4. Gradient aggregation 2, stopped mid-window (21 batches: one accumulated
 #    gradient pending) and after a full window.
@@ -286,6 +311,7 @@ for attempt in range(40):
 check(done and kills >= 5, f"the killed run completed after {kills} kills")
 if done:
     compare_runs(f"{kills} times kill -9 and resume", ref_kill, out, steps=30)
+    compare_tb(f"{kills} times kill -9 and resume", ref_kill, out)
     left = glob.glob(os.path.join(out, "checkpoints", ".*"))
     check(not left, f"no temporary directories left behind ({left})")
 
