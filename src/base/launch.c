@@ -24,6 +24,13 @@ int ct_launch_world_size(void) {
     return n >= 1 ? n : 1;
 }
 
+int ct_launch_by_launcher(void) {
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    for (const char *const *n = names; *n; n++)
+        if (getenv(*n)) return 1;
+    return 0;
+}
+
 int ct_launch_world_rank(void) {
     static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
     return env_count(names, 0);

@@ -14,5 +14,10 @@ int ct_launch_world_size(void);
 /* This process's rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK); 0
  * outside a launcher. */
 int ct_launch_world_rank(void);
+/* Whether a launcher started this process (any of the variables above is
+ * set), even for one rank: its output then goes through the launcher,
+ * which may hand the process a pseudo-terminal (Open MPI does) although
+ * nobody watches it as one. */
+int ct_launch_by_launcher(void);
 
 #endif

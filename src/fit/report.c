@@ -3,6 +3,7 @@
 #include "fit/report.h"
 
 #include "base/clock.h"
+#include "base/launch.h"
 #include "ctrial/cuda.h"
 #include "formats/tbevents.h"
 #include "metrics/metrics.h"
@@ -82,7 +83,10 @@ void ct_report_start(ct_context *ctx) {
     ctx->last_report_time = ctx->start_time;
     ctx->last_report_bt = ctx->batches_trained;
     ctx->last_report_records = ctx->records_trained;
-    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO);
+    /* A live line (redrawn with \r and escape codes) only for a person at a
+     * terminal: plain lines into a file or pipe, and under mpirun, which
+     * hands ranks a pseudo-terminal whatever its own output is. */
+    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO) && !ct_launch_by_launcher();
     ctx->last_tick = ctx->start_time;
 }
 

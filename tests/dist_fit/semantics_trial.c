@@ -21,7 +21,8 @@
  *   stop        rank 1 alone requests a stop in batch 3; validation every 4
  *   bare        train_batch calls ct_backward (refused under 2 ranks)
  *   backward    loss x (rank + 1), ct_ctx_backward_ex with gradient 2
- *   names       evaluate_batch on rank 1 alone drops a metric in batch 1 */
+ *   names       evaluate_batch on rank 1 alone drops a metric in batch 1
+ *   console     as metrics, with the console on (rank 0 prints) */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,8 +237,9 @@ int main(int argc, char **argv) {
         o.validation_period = ct_epochs(1);
         o.checkpoint_period = ct_epochs(1);
         o.reporting_period = ct_epochs(1);
-    } else if (mode("metrics")) {
+    } else if (mode("metrics") || mode("console")) {
         o.reporting_period = ct_batches(4);
+        o.quiet = !mode("console");
     } else if (mode("stop")) {
         o.max_length = ct_batches(12);
         o.validation_period = ct_batches(4);

@@ -18,6 +18,7 @@ under `mpirun -np 2`, each run with a timeout (a hang is a failure).
    refused at the optimizer step instead of letting the ranks diverge.
 7. evaluate_batch's metric names differing on one rank: an error on every
    rank, no hang.
+8. The console under mpirun is plain lines.
 
 Exits 77 (skipped) without mpirun.
 """
@@ -45,8 +46,9 @@ def check(ok, what):
         FAILURES.append(what)
 
 
-def run(name, mode, *args, expect=0):
-    """mpirun -np 2 semantics_trial MODE OUT [ARGS]; returns both ranks' JSON."""
+def run(name, mode, *args, expect=0, text_out=None):
+    """mpirun -np 2 semantics_trial MODE OUT [ARGS]; returns both ranks' JSON
+    (and, with text_out a list, appends the job's output to it)."""
     out = os.path.join(WORK, name)
     os.makedirs(out, exist_ok=True)
     cmd = [MPIRUN, "--allow-run-as-root", "-np", "2", TRIAL, mode, out, *args]
@@ -58,6 +60,8 @@ def run(name, mode, *args, expect=0):
         os.killpg(p.pid, signal.SIGKILL)
         text, _ = p.communicate()
         text += "\n[killed after 90 s: a hang]"
+    if text_out is not None:
+        text_out.append(text)
     ok = (p.returncode == 0) == (expect == 0)
     if not ok:
         print("$ " + " ".join(cmd) + "\n" + text[-3000:])
@@ -120,6 +124,14 @@ for r, res in enumerate((r0, r1)):
 r0, r1 = run("names", "names", expect=1)
 check("metric names must match" in (r1.get("error") or ""), f"names: rank 1's error {r1.get('error')!r}")
 check(r0.get("rc", 0) != 0 and "rank 1" in (r0.get("error") or ""), f"names: rank 0's error {r0.get('error')!r}")
+
+# 8. Under mpirun the console is plain lines (Open MPI hands ranks a
+# pseudo-terminal, which is no reason for a live line's \r and escapes).
+said = []
+run("console", "console", text_out=said)
+text = said[0] if said else ""
+check("\r" not in text and "\x1b" not in text and "validation at batch 8" in text,
+      f"console under mpirun: plain lines ({text[-300:]!r})")
 
 shutil.rmtree(WORK, ignore_errors=True)
 if FAILURES:
