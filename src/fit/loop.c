@@ -311,15 +311,24 @@ static int checkpoint_boundary(ct_context *ctx, ct_ckpt_why why) {
 
 /* The checkpoint policy after a validation: best (strictly better than the
  * best of the run, none yet counts as better), all, or none. */
+static void format_names(const ct_value *m, char *buf, size_t len); /* below, with validation */
+
 static int apply_policy(ct_context *ctx, const ct_value *metrics) {
     if (ctx->opts.checkpoint_policy == CT_CKPT_NONE) return CT_OK;
     if (ctx->opts.checkpoint_policy == CT_CKPT_ALL) return checkpoint_boundary(ctx, CT_WHY_POLICY);
     const char *name = ctx->opts.searcher_metric;
     const ct_value *v = ct_value_dict_get(metrics, name);
     double m;
-    if (!v || ct_value_get_float(v, &m) != 0)
-        return ct_set_error(CT_ETRIAL, "searcher metric '%s' is %s in the validation metrics (checkpoint policy best)",
-                            name, v ? "not a scalar" : "missing");
+    if (!v) { /* most likely misspelled in the config: name the ones there are */
+        char names[1024];
+        format_names(metrics, names, sizeof names);
+        return ct_set_error(CT_ECONFIG,
+                            "searcher.metric '%s' is not among the validation metrics %s (checkpoint policy best "
+                            "compares it)", name, names);
+    }
+    if (ct_value_get_float(v, &m) != 0)
+        return ct_set_error(CT_ETRIAL, "searcher metric '%s' is not a scalar in the validation metrics (checkpoint "
+                                       "policy best)", name);
     /* A NaN or infinite metric is never better (not even as the first). */
     bool better = isfinite(m) &&
                   (!ctx->has_best || (ctx->opts.smaller_is_better ? m < ctx->best_metric : m > ctx->best_metric));

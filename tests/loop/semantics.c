@@ -786,6 +786,17 @@ int main(void) {
     CHECK(ct_fit(&t, &o) == CT_ENAN);
     CHECK_ERR(CT_ENAN, "training loss is nan in batch 6 (batch_idx 5; the report after batch 8 averages nan)");
 
+    /* 13. A misspelled searcher metric is a config error naming the metrics
+     * there are. */
+    reset();
+    o = opts("semantics_metric", 16);
+    o.max_length = ct_batches(2);
+    o.checkpoint_policy = CT_CKPT_BEST;
+    o.searcher_metric = "validation_los";
+    CHECK(ct_fit(&t, &o) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "searcher.metric 'validation_los' is not among the validation metrics "
+                          "{validation_loss, b, batches, epochs}");
+
     CHECK(g_bad == 0);
     ct_value_free(g_hp);
     CHECK(ct_tensor_live_count() == 0);
