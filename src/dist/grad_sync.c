@@ -950,12 +950,11 @@ int ct_grad_sync_finish(ct_grad_sync *s) {
     return CT_OK;
 }
 
-const char *ct_grad_sync_stray(ct_grad_sync *s) {
-    if (!s || !s->stray[0]) return NULL;
-    static _Thread_local char name[256];
-    snprintf(name, sizeof name, "%s", s->stray);
+bool ct_grad_sync_stray(ct_grad_sync *s, char *name, size_t len) {
+    if (!s || !s->stray[0]) return false;
+    snprintf(name, len, "%s", s->stray);
     s->stray[0] = '\0';
-    return name;
+    return true;
 }
 
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {

@@ -95,11 +95,10 @@ void ct_grad_sync_after_backward(ct_grad_sync *s);
 int ct_grad_sync_finish(ct_grad_sync *s);
 
 /* A backward that arm did not announce (a bare ct_backward under mpirun)
- * gives gradients that are never averaged. Returns the name of the first
- * parameter such a backward reached since the last call (a thread-local
- * copy, valid until the next call on this thread) and forgets it, or NULL
- * when there was none. */
-const char *ct_grad_sync_stray(ct_grad_sync *s);
+ * gives gradients that are never averaged. Returns whether such a backward
+ * reached a parameter since the last call, and then copies the first one's
+ * name into `name` (len bytes) and forgets it. */
+bool ct_grad_sync_stray(ct_grad_sync *s, char *name, size_t len);
 
 typedef struct {
     uint64_t bytes;       /* bytes all-reduced so far (gradients and flags) */

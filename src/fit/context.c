@@ -334,8 +334,8 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
      * unless a backward ran outside it: stepping on those would let the
      * ranks' weights drift apart. */
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
-        const char *stray = ct_grad_sync_stray(ctx->syncs[i]);
-        if (stray)
+        char stray[256];
+        if (ct_grad_sync_stray(ctx->syncs[i], stray, sizeof stray))
             return ct_set_error(CT_ESTATE,
                                 "ct_ctx_step_optimizer: rank %d: parameter '%s' got its gradient from a backward "
                                 "outside ct_ctx_backward, which is not averaged across ranks; call "
