@@ -22,9 +22,13 @@ if(CTRIAL_HAVE_MPI)
   ct_py_test(dist_fit ${_df}/test_dist_fit.py $<TARGET_FILE:dist_trial>)
   set_tests_properties(dist_fit PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
   if(CTRIAL_SANITIZE)
-    # The ranks are sanitizer builds too: OpenMPI's own allocations live
-    # until exit (tests/dist/lsan.supp, as ct_mpi_test passes it).
-    set_property(TEST dist_fit APPEND PROPERTY ENVIRONMENT
-      "LSAN_OPTIONS=fast_unwind_on_malloc=0:print_suppressions=0:suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan.supp")
+    # The ranks are sanitizer builds too (every memory error still aborts
+    # them), but without the leak check at exit: in the 3-rank resume of a
+    # 2-rank checkpoint, LeakSanitizer's own tracer crashes after
+    # MPI_Finalize ("Tracer caught signal 11 ... LeakSanitizer has
+    # encountered a fatal error") in most runs, with nothing leaked. The
+    # multi-rank leak checks stay in the ct_mpi_test tests and
+    # dist_semantics.
+    set_property(TEST dist_fit APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=abort_on_error=1:detect_leaks=0")
   endif()
 endif()
