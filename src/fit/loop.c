@@ -207,10 +207,10 @@ static int agree_on_preemption(ct_context *ctx) {
  * stop request (ct_ctx_set_stop_requested, still standing) on any rank.
  * Sets *stop. */
 static int stop_at_boundary(ct_context *ctx, bool *stop) {
-    int rc = agree_on_preemption(ctx);
-    int64_t req = ctx->stop_requested;
-    if (rc == CT_OK && ctx->size > 1) rc = ct_dist_allreduce_i64(&req, 1, CT_DIST_MAX);
-    *stop = rc == CT_OK && (ctx->preempted || req != 0);
+    int64_t flags[2] = {ctx->preempted || g_stop_signal, ctx->stop_requested}; /* one all-reduce for both */
+    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64(flags, 2, CT_DIST_MAX);
+    if (rc == CT_OK) ctx->preempted = flags[0] != 0;
+    *stop = rc == CT_OK && (flags[0] != 0 || flags[1] != 0);
     return rc;
 }
 
