@@ -18,15 +18,16 @@ static int env_count(const char *const *names, int def) {
     return def;
 }
 
+/* The launchers' world-size variables, first set wins. */
+static const char *const size_names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+
 int ct_launch_world_size(void) {
-    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
-    int n = env_count(names, 1);
+    int n = env_count(size_names, 1);
     return n >= 1 ? n : 1;
 }
 
 int ct_launch_by_launcher(void) {
-    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
-    for (const char *const *n = names; *n; n++)
+    for (const char *const *n = size_names; *n; n++)
         if (getenv(*n)) return 1;
     return 0;
 }
