@@ -234,6 +234,58 @@ CT_API int ct_fit_stop_signal(void);
  * returns the process exit code (ct_exit_code). */
 CT_API int ct_main(int argc, char **argv, const ct_trial *trial);
 
+/* A program's own flag, parsed by ct_main_ex with ctrial's (in any order,
+ * "--name V" or "--name=V") and listed in --help under the program's
+ * flags. The value is written where `value` points when the flag is given;
+ * otherwise what is there stays (the default):
+ *
+ *     static const char *data_dir = "data";
+ *     static int64_t hidden = 128;
+ *     static bool augment = false;
+ *     static const ct_flag flags[] = {
+ *         {"--data-dir", CT_FLAG_STRING, &data_dir, "DIR", "where the CSV files are"},
+ *         {"--hidden", CT_FLAG_INT, &hidden, "N", "hidden units"},
+ *         {"--augment", CT_FLAG_BOOL, &augment, NULL, "random crops and flips"},
+ *     };
+ *     int main(int argc, char **argv) {
+ *         ct_main_params p = ct_main_default_params();
+ *         p.flags = flags;
+ *         p.num_flags = sizeof flags / sizeof *flags;
+ *         return ct_main_ex(argc, argv, &trial, &p);
+ *     }
+ *
+ * A value that does not parse as its type is a config error naming the flag
+ * (exit code 2). A name that does not start with "--", that repeats, or
+ * that is one of ctrial's flags is refused before anything is parsed (the
+ * message names it; exit code 2). */
+typedef enum {
+    CT_FLAG_BOOL,   /* bool *: a switch, true when given (takes no value) */
+    CT_FLAG_INT,    /* int64_t *: a decimal integer, sign allowed */
+    CT_FLAG_DOUBLE, /* double *: a number as strtod reads it in the "C" locale, finite */
+    CT_FLAG_STRING, /* const char **: points into argv */
+    CT_FLAG_TYPE_MAX_ENUM_ = 0x7fffffff
+} ct_flag_type;
+
+typedef struct {
+    const char *name; /* "--data-dir" */
+    ct_flag_type type;
+    void *value;      /* where the value goes (see ct_flag_type) */
+    const char *arg;  /* the value's name in --help ("DIR"); NULL: N, X or TEXT by type */
+    const char *help; /* one line for --help */
+} ct_flag;
+
+typedef struct {
+    const ct_flag *flags;    /* the program's own flags (NULL: none) */
+    size_t num_flags;
+    const char *description; /* a line under --help's usage line (NULL: none) */
+    void *user;              /* ct_fit_opts.user: ct_ctx_user_data in the trial (NULL) */
+} ct_main_params;
+
+CT_API ct_main_params ct_main_default_params(void);
+/* ct_main with the program's own flags, description and user pointer;
+ * ct_main(argc, argv, trial) is ct_main_ex with the default params. */
+CT_API int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_params *p);
+
 /* Process exit codes (docs/design.md, "Contracts"): a preempted run that
  * checkpointed exits 0. */
 enum {

@@ -28,7 +28,14 @@ static void report(int status, int world) {
         fprintf(stderr, "ctrial: %s: %s\n", ct_strerror(status), ct_last_error());
 }
 
-int ct_main(int argc, char **argv, const ct_trial *trial) {
+ct_main_params ct_main_default_params(void) {
+    ct_main_params p = {.flags = NULL, .num_flags = 0, .description = NULL, .user = NULL};
+    return p;
+}
+
+int ct_main(int argc, char **argv, const ct_trial *trial) { return ct_main_ex(argc, argv, trial, NULL); }
+
+int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_params *p) {
     int world = ct_launch_world_size();
     if (!trial) {
         ct_set_error(CT_EINVAL, "ct_main: trial is NULL");
@@ -36,7 +43,7 @@ int ct_main(int argc, char **argv, const ct_trial *trial) {
         return CT_EXIT_TRIAL;
     }
     ct_main_args args;
-    int rc = ct_main_parse(argc, argv, world, &args);
+    int rc = ct_main_parse_with(argc, argv, world, p, &args);
     if (rc) {
         /* Every rank parses the same flags and fails the same way: one line
          * is enough. Any failure here (also out of memory) is a config one:
@@ -46,7 +53,7 @@ int ct_main(int argc, char **argv, const ct_trial *trial) {
         return CT_EXIT_CONFIG;
     }
     if (args.help || args.version) {
-        if (ct_launch_world_rank() == 0 && args.help) ct_main_usage(stdout, argc > 0 && argv ? argv[0] : NULL);
+        if (ct_launch_world_rank() == 0 && args.help) ct_main_usage_with(stdout, argc > 0 && argv ? argv[0] : NULL, p);
         if (ct_launch_world_rank() == 0 && args.version) printf("ctrial %s\n", ct_version());
         ct_main_args_free(&args);
         return CT_EXIT_OK;

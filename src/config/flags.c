@@ -6,6 +6,7 @@
  * whatever their position: --config is applied first, the rest in order. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,16 +262,85 @@ static const flag_def flags[] = {
 };
 #define NUM_FLAGS (sizeof flags / sizeof *flags)
 
-void ct_main_usage(FILE *f, const char *prog) {
+/* ---- the program's own flags (ct_main_ex) ------------------------------------------- */
+
+static const char *type_arg(const ct_flag *u) {
+    if (u->arg) return u->arg;
+    return u->type == CT_FLAG_INT ? "N" : u->type == CT_FLAG_DOUBLE ? "X" : u->type == CT_FLAG_STRING ? "TEXT" : NULL;
+}
+
+static const flag_def *find_flag(const char *name, size_t len);
+
+/* The program's flags are well formed: names start with "--", none
+ * repeats or is ctrial's, every one has a known type and a value pointer.
+ * A mistake in the program, reported before any argument is read. */
+static int check_program_flags(const ct_main_params *p) {
+    if (!p || p->num_flags == 0) return 0;
+    if (!p->flags) return ct_set_error(CT_ECONFIG, "ct_main_ex: num_flags is %zu but flags is NULL", p->num_flags);
+    for (size_t i = 0; i < p->num_flags; i++) {
+        const ct_flag *u = &p->flags[i];
+        if (!u->name || strncmp(u->name, "--", 2) != 0 || !u->name[2] || strchr(u->name, '='))
+            return ct_set_error(CT_ECONFIG, "ct_main_ex: flag %zu's name '%s' must be --NAME (without '=')", i,
+                                u->name ? u->name : "(null)");
+        if (find_flag(u->name, strlen(u->name)) || strcmp(u->name, "-h") == 0)
+            return ct_set_error(CT_ECONFIG, "ct_main_ex: the program's flag %s is one of ctrial's flags", u->name);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(p->flags[j].name, u->name) == 0)
+                return ct_set_error(CT_ECONFIG, "ct_main_ex: the program's flag %s is given twice", u->name);
+        if ((unsigned)u->type > CT_FLAG_STRING)
+            return ct_set_error(CT_ECONFIG, "ct_main_ex: flag %s has an unknown type %d", u->name, (int)u->type);
+        if (!u->value) return ct_set_error(CT_ECONFIG, "ct_main_ex: flag %s has no value pointer", u->name);
+    }
+    return 0;
+}
+
+/* Writes a program flag's value (val is NULL for a switch). */
+static int set_program_flag(const ct_flag *u, const char *val) {
+    switch (u->type) {
+    case CT_FLAG_BOOL: *(bool *)u->value = true; return 0;
+    case CT_FLAG_STRING: *(const char **)u->value = val; return 0;
+    case CT_FLAG_INT: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        if (errno || end == val || *end)
+            return ct_set_error(CT_ECONFIG, "%s: expected an integer, got '%s'", u->name, val);
+        *(int64_t *)u->value = (int64_t)v;
+        return 0;
+    }
+    case CT_FLAG_DOUBLE: {
+        /* As a JSON number: the same in every locale, and never nan or inf. */
+        json_t *j = json_loads(val, JSON_DECODE_ANY, NULL);
+        bool ok = json_is_number(j);
+        if (ok) *(double *)u->value = json_number_value(j);
+        json_decref(j);
+        return ok ? 0 : ct_set_error(CT_ECONFIG, "%s: expected a number, got '%s'", u->name, val);
+    }
+    default: return ct_set_error(CT_ECONFIG, "%s: unknown flag type", u->name);
+    }
+}
+
+static void print_flag(FILE *f, const char *name, const char *arg, const char *help) {
+    char left[64];
+    snprintf(left, sizeof left, "%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    fprintf(f, "  %-34s %s\n", left, help ? help : "");
+}
+
+void ct_main_usage(FILE *f, const char *prog) { ct_main_usage_with(f, prog, NULL); }
+
+void ct_main_usage_with(FILE *f, const char *prog, const ct_main_params *p) {
     const char *base = prog && prog[0] ? strrchr(prog, '/') : NULL;
     base = base ? base + 1 : prog && prog[0] ? prog : "trial";
-    fprintf(f, "usage: %s [flags]\n\nTrains the trial, Determined-style. Flags:\n", base);
-    for (size_t i = 0; i < NUM_FLAGS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s%s%s", flags[i].name, flags[i].arg ? " " : "",
-                 flags[i].arg ? flags[i].arg : "");
-        fprintf(f, "  %-34s %s\n", left, flags[i].help);
+    fprintf(f, "usage: %s [flags]\n\n", base);
+    if (p && p->description) fprintf(f, "%s\n\n", p->description);
+    if (p && p->num_flags > 0 && p->flags) {
+        fprintf(f, "The program's flags:\n");
+        for (size_t i = 0; i < p->num_flags; i++)
+            print_flag(f, p->flags[i].name, type_arg(&p->flags[i]), p->flags[i].help);
+        fputc('\n', f);
     }
+    fprintf(f, "Trains the trial, Determined-style. Flags:\n");
+    for (size_t i = 0; i < NUM_FLAGS; i++) print_flag(f, flags[i].name, flags[i].arg, flags[i].help);
     fputs("\nA flag's value may also follow '=' (--seed=3).\n"
           "LEN: N or Nb (N batches), Ne (N epochs), Nr (N records, divided by\n"
           "  hyperparameters.global_batch_size), or batches:N, epochs:N, records:N.\n"
@@ -289,9 +359,11 @@ static const flag_def *find_flag(const char *name, size_t len) {
     return NULL;
 }
 
-/* Splits argv[*i] into its flag and value (from "=..." or the next
- * argument, which *i then skips). */
-static int next_flag(int argc, char **argv, int *i, const flag_def **def, const char **val) {
+/* Splits argv[*i] into its flag (one of ctrial's, *def, or the program's,
+ * *user) and its value (from "=..." or the next argument, which *i then
+ * skips; NULL for a switch). */
+static int next_flag(int argc, char **argv, int *i, const ct_main_params *p, const flag_def **def,
+                     const ct_flag **user, const char **val) {
     const char *a = argv[*i];
     if (strcmp(a, "-h") == 0) a = "--help";
     if (strncmp(a, "--", 2) != 0)
@@ -299,24 +371,33 @@ static int next_flag(int argc, char **argv, int *i, const flag_def **def, const 
     const char *eq = strchr(a, '=');
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     *def = find_flag(a, len);
-    if (!*def) return ct_set_error(CT_ECONFIG, "unknown flag '%.*s' (see --help)", (int)len, a);
-    if (!(*def)->arg) {
-        if (eq) return ct_set_error(CT_ECONFIG, "%s takes no value, got '%s'", (*def)->name, a);
+    *user = NULL;
+    for (size_t k = 0; !*def && p && k < p->num_flags; k++)
+        if (strlen(p->flags[k].name) == len && strncmp(p->flags[k].name, a, len) == 0) *user = &p->flags[k];
+    if (!*def && !*user) return ct_set_error(CT_ECONFIG, "unknown flag '%.*s' (see --help)", (int)len, a);
+    const char *name = *def ? (*def)->name : (*user)->name;
+    const char *arg = *def ? (*def)->arg : type_arg(*user);
+    if (!arg) {
+        if (eq) return ct_set_error(CT_ECONFIG, "%s takes no value, got '%s'", name, a);
         *val = NULL;
     } else if (eq) {
         *val = eq + 1;
     } else if (*i + 1 < argc && argv[*i + 1]) {
         *val = argv[++*i];
     } else {
-        return ct_set_error(CT_ECONFIG, "%s needs a value (%s)", (*def)->name, (*def)->arg);
+        return ct_set_error(CT_ECONFIG, "%s needs a value (%s)", name, arg);
     }
     return 0;
 }
 
 int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
+    return ct_main_parse_with(argc, argv, world_size, NULL, out);
+}
+
+int ct_main_parse_with(int argc, char **argv, int world_size, const ct_main_params *p, ct_main_args *out) {
     memset(out, 0, sizeof *out);
     int rc = ct_config_init(&out->cfg);
-    if (rc) return rc;
+    if (rc || (rc = check_program_flags(p))) return rc;
     for (int i = 1; i < argc; i++)
         if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
             out->help = true;
@@ -329,9 +410,10 @@ int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
     const char *config = NULL;
     for (int i = 1; i < argc; i++) {
         const flag_def *def;
+        const ct_flag *user;
         const char *val;
-        if ((rc = next_flag(argc, argv, &i, &def, &val))) return rc;
-        if (def->fn) continue;
+        if ((rc = next_flag(argc, argv, &i, p, &def, &user, &val))) return rc;
+        if (user || def->fn) continue;
         if (config) return ct_set_error(CT_ECONFIG, "--config: given twice");
         if (!val[0]) return ct_set_error(CT_ECONFIG, "--config: empty value");
         config = val;
@@ -341,11 +423,14 @@ int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
     bool warm_flag = false;
     for (int i = 1; i < argc; i++) {
         const flag_def *def;
+        const ct_flag *user;
         const char *val;
-        next_flag(argc, argv, &i, &def, &val); /* checked in pass 1 */
-        if (def->fn && (rc = def->fn(&out->cfg, def->name, val))) return rc;
-        warm_flag |= def->fn == f_warm_start;
+        next_flag(argc, argv, &i, p, &def, &user, &val); /* checked in pass 1 */
+        if (user && (rc = set_program_flag(user, val))) return rc;
+        if (def && def->fn && (rc = def->fn(&out->cfg, def->name, val))) return rc;
+        warm_flag |= def && def->fn == f_warm_start;
     }
+    if (p) out->cfg.fit.user = p->user;
     /* A warm start begins a new trial, a resume continues one. The config's
      * warm_start alone is not in the way: it applies to the experiment's
      * first run, and a later --resume continues from its checkpoints (the

@@ -24,10 +24,16 @@ typedef struct {
  * finishes the config for `world_size` ranks. On failure *out still needs
  * ct_main_args_free. With --help or --version nothing else is parsed. */
 int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out);
+/* The same with a program's own flags (p->flags; p may be NULL), which are
+ * checked first (names, types, clashes with ctrial's) and written through
+ * their value pointers as they are met. */
+int ct_main_parse_with(int argc, char **argv, int world_size, const ct_main_params *p, ct_main_args *out);
 void ct_main_args_free(ct_main_args *a);
 
-/* The --help text: every flag with a one-line description. */
+/* The --help text: every flag with a one-line description; with p, the
+ * program's description and flags too. */
 void ct_main_usage(FILE *f, const char *prog);
+void ct_main_usage_with(FILE *f, const char *prog, const ct_main_params *p);
 
 /* A flag's period or length: N, Nb, Ne, Nr, batches:N, epochs:N, records:N;
  * with allow_off also 0 / never; with allow_schedule batches:a,b,c and

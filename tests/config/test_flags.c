@@ -510,6 +510,117 @@ static void test_ct_main(void) {
     ct_clear_error();
 }
 
+/* ---- the program's own flags (ct_main_ex) ---------------------------------------------------- */
+
+static const char *data_dir = "data";
+static int64_t hidden = 128;
+static double dropout = 0.5;
+static bool augment = false;
+static const ct_flag program_flags[] = {
+    {"--data-dir", CT_FLAG_STRING, &data_dir, "DIR", "where the CSV files are"},
+    {"--hidden", CT_FLAG_INT, &hidden, NULL, "hidden units"},
+    {"--dropout", CT_FLAG_DOUBLE, &dropout, "P", "dropout probability"},
+    {"--augment", CT_FLAG_BOOL, &augment, NULL, "random crops and flips"},
+};
+
+/* ct_main_ex with program_flags (or `flags` when not NULL) and args; stderr
+ * and stdout captured. */
+static int run_main_ex(const ct_flag *flags, size_t n, const char **args, char **out, char **err) {
+    char *argv[64] = {"prog"};
+    int argc = 1;
+    for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
+    argv[argc] = NULL;
+    ct_main_params p = ct_main_default_params();
+    p.flags = flags ? flags : program_flags;
+    p.num_flags = flags ? n : sizeof program_flags / sizeof *program_flags;
+    p.description = "Trains an MLP on a CSV table.";
+    p.user = &hidden;
+    capture ce, co;
+    cap_start(&ce, stderr);
+    cap_start(&co, stdout);
+    int code = ct_main_ex(argc, argv, &stub_trial, &p);
+    *out = cap_end(&co, stdout);
+    *err = cap_end(&ce, stderr);
+    return code;
+}
+
+static void test_program_flags(void) {
+    char *out, *err;
+    /* Defaults stay when the flags are not given; the user pointer reaches ct_fit. */
+    fit_seen.calls = 0;
+    int code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_OK && fit_seen.calls == 1 && fit_seen.opts.user == &hidden);
+    CHECK(strcmp(data_dir, "data") == 0 && hidden == 128 && dropout == 0.5 && !augment);
+    free(out);
+    free(err);
+
+    /* Given, in both forms, mixed with ctrial's flags in any order. */
+    code = run_main_ex(NULL, 0,
+                       (const char *[]){"--hidden=-3", "--max-length", "5", "--data-dir", "/srv/csv", "--augment",
+                                        "--dropout", "1e-1", "--seed", "4", NULL},
+                       &out, &err);
+    CHECK(code == CT_EXIT_OK && fit_seen.calls == 2 && fit_seen.opts.seed == 4);
+    CHECK(strcmp(data_dir, "/srv/csv") == 0 && hidden == -3 && dropout == 0.1 && augment);
+    free(out);
+    free(err);
+
+    /* Bad values name the flag; exit 2 before ct_fit. */
+    static const struct {
+        const char *flag, *value, *want;
+    } bad[] = {{"--hidden", "12x", "--hidden: expected an integer, got '12x'"},
+               {"--hidden", "", "--hidden: expected an integer, got ''"},
+               {"--hidden", "99999999999999999999", "--hidden: expected an integer"},
+               {"--dropout", "nan", "--dropout: expected a number, got 'nan'"},
+               {"--dropout", "0,5", "--dropout: expected a number, got '0,5'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", bad[i].flag, bad[i].value, NULL}, &out,
+                           &err);
+        CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 2 && strstr(err, bad[i].want));
+        free(out);
+        free(err);
+    }
+    code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", "--augment=yes", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_CONFIG && strstr(err, "--augment takes no value"));
+    free(out);
+    free(err);
+    code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", "--data-dir", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_CONFIG && strstr(err, "--data-dir needs a value (DIR)"));
+    free(out);
+    free(err);
+
+    /* --help lists the description and the program's flags, then ctrial's. */
+    code = run_main_ex(NULL, 0, (const char *[]){"--help", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_OK && fit_seen.calls == 2);
+    CHECK(strstr(out, "usage: prog [flags]\n\nTrains an MLP on a CSV table.\n\nThe program's flags:\n"));
+    CHECK(strstr(out, "\n  --data-dir DIR ") && strstr(out, "\n  --hidden N ") && strstr(out, "\n  --dropout P ") &&
+          strstr(out, "\n  --augment ") && strstr(out, "random crops and flips\n"));
+    CHECK(strstr(out, "--augment") < strstr(out, "--config FILE"));
+    free(out);
+    free(err);
+
+    /* Mistakes in the table are refused before anything is parsed. */
+    static const struct {
+        ct_flag f;
+        const char *want;
+    } wrong[] = {{{"--seed", CT_FLAG_INT, &hidden, NULL, ""}, "the program's flag --seed is one of ctrial's flags"},
+                 {{"data-dir", CT_FLAG_STRING, &data_dir, NULL, ""}, "name 'data-dir' must be --NAME"},
+                 {{"--a=b", CT_FLAG_STRING, &data_dir, NULL, ""}, "name '--a=b' must be --NAME"},
+                 {{"--x", (ct_flag_type)9, &hidden, NULL, ""}, "flag --x has an unknown type 9"},
+                 {{"--x", CT_FLAG_INT, NULL, NULL, ""}, "flag --x has no value pointer"}};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        code = run_main_ex(&wrong[i].f, 1, (const char *[]){"--max-length", "5", NULL}, &out, &err);
+        CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 2 && strstr(err, wrong[i].want));
+        free(out);
+        free(err);
+    }
+    const ct_flag twice[] = {{"--x", CT_FLAG_BOOL, &augment, NULL, ""}, {"--x", CT_FLAG_BOOL, &augment, NULL, ""}};
+    code = run_main_ex(twice, 2, (const char *[]){"--max-length", "5", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_CONFIG && strstr(err, "the program's flag --x is given twice"));
+    free(out);
+    free(err);
+    ct_clear_error();
+}
+
 int main(void) {
     unsetenv("OMPI_COMM_WORLD_SIZE");
     unsetenv("PMI_SIZE");
@@ -521,6 +632,7 @@ int main(void) {
     test_help();
     test_exit_codes();
     test_ct_main();
+    test_program_flags();
     unlink(config_path);
     ct_value_free(fit_seen.hparams);
     return ct_test_result("config_flags");
