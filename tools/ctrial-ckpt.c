@@ -1,12 +1,29 @@
 /* tools/ctrial-ckpt.c — look inside checkpoints and PyTorch files.
  *
- *     ctrial-ckpt list   DIR|FILE.pth   metadata, then every key with its dtype and shape
+ *     ctrial-ckpt list   OUTPUT_DIR     a run's checkpoints, one a line, in training order
+ *     ctrial-ckpt list   CHECKPOINTS    the same for its checkpoints/ folder
+ *     ctrial-ckpt list   CKPT_DIR       metadata, then every key with its dtype and shape
+ *     ctrial-ckpt list   FILE.pth       every key with its dtype and shape
  *     ctrial-ckpt verify DIR            checks every file's size and CRC-32 (exit 0 if good)
  *     ctrial-ckpt latest CHECKPOINT_DIR prints the most recent committed checkpoint
  *
+ * Listing a run (docs/api/ckpt.md, "ctrial-ckpt"): two '#' lines (the
+ * folder and counts, then the column names), then per checkpoint
+ *
+ *     NAME  BATCHES  EPOCHS  METRIC  [best] [latest]
+ *
+ * with "-" for a value it lacks. A ckpt-* directory whose metadata.json
+ * cannot be read is listed as "damaged: <why>" (exit 1); a .tmp-* directory
+ * (a checkpoint being written, or one a crash left) as "uncommitted". Both
+ * come last, by name.
+ *
  * Exit codes: 0 good, 1 a bad or unreadable checkpoint, 2 bad usage. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -97,8 +114,233 @@ static int list_checkpoint(const char *dir) {
     return list_pth(file);
 }
 
+/* ---- listing a run's checkpoints ------------------------------------------------ */
+
+/* The writer builds a checkpoint as .tmp-<name> and renames it to <name>
+ * once metadata.json is in (src/ckpt/dir.c): under its final name a
+ * checkpoint is whole, so one without a readable metadata.json is damaged. */
+#define TMP_PREFIX ".tmp-"
+#define CKPT_PREFIX "ckpt-"
+#define PATH_LEN 4096
+
+typedef enum { COMMITTED, DAMAGED, UNCOMMITTED } row_state;
+
+typedef struct {
+    char name[256];
+    row_state state;
+    int64_t batches;  /* steps_completed; INT64_MAX when unknown, so those sort last */
+    double epochs;    /* NAN when unknown */
+    char metric[32];  /* as printed: "-" when not validated at this step */
+    char *error;      /* DAMAGED: why (owned) */
+} row;
+
+typedef struct {
+    row *at;
+    size_t n, cap;
+} rows;
+
+/* The run's searcher metric, as its latest checkpoint records it: the one
+ * retention and the checkpoint policy use. metric is "" when there is none. */
+typedef struct {
+    char metric[128];
+    bool smaller_is_better;
+} searcher;
+
+static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+static bool exists(const char *path, bool want_dir) {
+    struct stat st;
+    return stat(path, &st) == 0 && (!want_dir || S_ISDIR(st.st_mode));
+}
+
+/* dir/name into buf; false when it does not fit. */
+static bool join(char *buf, const char *dir, const char *name) {
+    return snprintf(buf, PATH_LEN, "%s/%s", dir, name) < PATH_LEN;
+}
+
+static void read_searcher(const char *latest, searcher *s) {
+    memset(s, 0, sizeof *s);
+    s->smaller_is_better = true;
+    ct_value *meta = latest[0] ? ct_ckpt_metadata(latest) : NULL;
+    const ct_value *ts = meta ? ct_value_dict_get(meta, "trial_state") : NULL;
+    const char *name = ts ? ct_value_get_str(ct_value_dict_get(ts, "searcher_metric")) : NULL;
+    if (name) snprintf(s->metric, sizeof s->metric, "%s", name);
+    if (ts) ct_value_get_bool(ct_value_dict_get(ts, "smaller_is_better"), &s->smaller_is_better);
+    ct_value_free(meta);
+}
+
+/* A new row at the end of t (a command line tool: out of memory ends it). */
+static row *add_row(rows *t, const char *name, row_state state) {
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 16;
+        t->at = realloc(t->at, t->cap * sizeof *t->at);
+        if (!t->at) {
+            fprintf(stderr, "ctrial-ckpt: out of memory\n");
+            exit(1);
+        }
+    }
+    row *r = &t->at[t->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->state = state;
+    r->batches = INT64_MAX;
+    r->epochs = NAN;
+    snprintf(r->metric, sizeof r->metric, "-");
+    return r;
+}
+
+static void fill_committed(row *r, const ct_value *meta, const searcher *s) {
+    ct_value_get_int(ct_value_dict_get(meta, "steps_completed"), &r->batches); /* ct_ckpt_metadata checked it */
+    ct_value_get_float(ct_value_dict_get(meta, "epochs_trained"), &r->epochs);
+    const ct_value *validated = ct_value_dict_get(meta, "validation_metrics");
+    const ct_value *v = s->metric[0] ? ct_value_dict_get(validated, s->metric) : NULL;
+    double value;
+    if (!v) return; /* not validated at this step */
+    /* ctrial writes a NaN or infinite metric as null */
+    if (ct_value_get_float(v, &value) == 0) snprintf(r->metric, sizeof r->metric, "%.6g", value);
+    else snprintf(r->metric, sizeof r->metric, "null");
+}
+
+/* One entry of the checkpoints folder. Files, foreign directories (no
+ * readable metadata.json and not named ckpt-*: ct_ckpt_latest skips them
+ * too) and .del-* ones (retention deleting them) give no row. */
+static void scan_entry(const char *folder, const char *name, const searcher *s, rows *t) {
+    char path[PATH_LEN];
+    if (!strcmp(name, ".") || !strcmp(name, "..") || strlen(name) >= sizeof t->at->name || !join(path, folder, name) ||
+        !exists(path, true))
+        return;
+    if (name[0] == '.') {
+        if (starts_with(name, TMP_PREFIX)) add_row(t, name, UNCOMMITTED);
+        return;
+    }
+    ct_value *meta = ct_ckpt_metadata(path);
+    if (meta) {
+        fill_committed(add_row(t, name, COMMITTED), meta, s);
+    } else if (starts_with(name, CKPT_PREFIX)) {
+        row *r = add_row(t, name, DAMAGED);
+        r->error = strdup(ct_last_error());
+    }
+    ct_value_free(meta);
+}
+
+static int scan(const char *folder, const searcher *s, rows *t) {
+    DIR *d = opendir(folder);
+    if (!d) {
+        fprintf(stderr, "ctrial-ckpt: cannot read %s: %s\n", folder, strerror(errno));
+        return 1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) scan_entry(folder, e->d_name, s, t);
+    closedir(d);
+    return 0;
+}
+
+/* Training order: batches trained, then name. Not the commit time (which
+ * ct_ckpt_latest goes by): a checkpoint copied in, or a clock that jumped,
+ * would put it out of order. */
+static int by_training_order(const void *a, const void *b) {
+    const row *x = a, *y = b;
+    if (x->batches != y->batches) return x->batches < y->batches ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static size_t count(const rows *t, row_state state) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) n += t->at[i].state == state;
+    return n;
+}
+
+/* ct_ckpt_latest's or ct_ckpt_best's answer (rc, the path found) as the bare
+ * name a mark goes on: "" when there is none (CT_ECHECKPOINT). Returns 1 on
+ * another error. */
+static int marked_name(int rc, const char *found, char *name, size_t len) {
+    name[0] = '\0';
+    if (rc != 0) return ct_last_code() == CT_ECHECKPOINT ? 0 : 1;
+    const char *slash = strrchr(found, '/');
+    snprintf(name, len, "%s", slash ? slash + 1 : found);
+    return 0;
+}
+
+static void print_row(const row *r, int name_w, int metric_w, bool best, bool latest) {
+    char batches[24] = "-", epochs[24] = "-", marks[16] = "";
+    if (r->state == COMMITTED) snprintf(batches, sizeof batches, "%lld", (long long)r->batches);
+    if (!isnan(r->epochs)) snprintf(epochs, sizeof epochs, "%.2f", r->epochs);
+    snprintf(marks, sizeof marks, "%s%s%s", best ? "best" : "", best && latest ? " " : "", latest ? "latest" : "");
+    printf("%-*s  %8s  %8s  %*s", name_w, r->name, batches, epochs, metric_w, r->metric);
+    if (r->state == DAMAGED) printf("  damaged: %s", r->error ? r->error : "metadata.json cannot be read");
+    else if (r->state == UNCOMMITTED) printf("  uncommitted");
+    else if (marks[0]) printf("  %s", marks);
+    putchar('\n');
+}
+
+/* Two '#' lines (the folder and counts, the column names), then the rows. */
+static void print_rows(const char *folder, const rows *t, const searcher *s, const char *latest, const char *best) {
+    printf("# %s: %zu committed, %zu damaged, %zu uncommitted; ", folder, count(t, COMMITTED), count(t, DAMAGED),
+           count(t, UNCOMMITTED));
+    if (s->metric[0])
+        printf("searcher metric %s, %s is better\n", s->metric, s->smaller_is_better ? "smaller" : "larger");
+    else
+        printf("no searcher metric\n");
+    const char *metric = s->metric[0] ? s->metric : "metric";
+    int name_w = (int)strlen("# checkpoint"), metric_w = (int)strlen(metric);
+    if (metric_w < 12) metric_w = 12; /* room for "%.6g" */
+    for (size_t i = 0; i < t->n; i++)
+        if ((int)strlen(t->at[i].name) > name_w) name_w = (int)strlen(t->at[i].name);
+    printf("# %-*s  %8s  %8s  %*s  %s\n", name_w - 2, "checkpoint", "batches", "epochs", metric_w, metric, "marks");
+    for (size_t i = 0; i < t->n; i++) {
+        bool committed = t->at[i].state == COMMITTED;
+        print_row(&t->at[i], name_w, metric_w, committed && strcmp(t->at[i].name, best) == 0,
+                  committed && strcmp(t->at[i].name, latest) == 0);
+    }
+}
+
+/* Every checkpoint in a checkpoints folder, one a line. latest and best
+ * are the library's answers (what --resume latest picks, what retention
+ * keeps and the run's summary names), not worked out again here. Exit 1
+ * when one is damaged (after listing the others). */
+static int list_run(const char *folder) {
+    char found[PATH_LEN], latest[256], best[256] = "";
+    if (marked_name(ct_ckpt_latest(folder, found, sizeof found), found, latest, sizeof latest)) return fail(folder);
+    searcher s;
+    read_searcher(latest[0] ? found : "", &s);
+    if (s.metric[0] && marked_name(ct_ckpt_best(folder, s.metric, s.smaller_is_better, found, sizeof found, NULL),
+                                   found, best, sizeof best))
+        return fail(folder);
+    rows t = {0};
+    int rc = scan(folder, &s, &t);
+    if (rc == 0) {
+        if (t.n) qsort(t.at, t.n, sizeof *t.at, by_training_order); /* t.at is NULL when empty */
+        print_rows(folder, &t, &s, latest, best);
+    }
+    for (size_t i = 0; i < t.n; i++) {
+        if (t.at[i].state == DAMAGED) {
+            fprintf(stderr, "ctrial-ckpt: damaged: %s\n", t.at[i].error ? t.at[i].error : t.at[i].name);
+            rc = 1;
+        }
+        free(t.at[i].error);
+    }
+    free(t.at);
+    return rc;
+}
+
+/* DIR is a checkpoint (metadata.json or state_dict.pth inside: today's
+ * listing of its keys), a run's output folder (checkpoints/ inside) or a
+ * checkpoints folder (anything else). */
+static int list_dir(const char *path) {
+    char dir[PATH_LEN], file[PATH_LEN];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        fprintf(stderr, "ctrial-ckpt: %s: path too long\n", path);
+        return 1;
+    }
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = '\0'; /* "out/" lists as "out" */
+    bool is_checkpoint = (join(file, dir, "metadata.json") && exists(file, false)) ||
+                         (join(file, dir, "state_dict.pth") && exists(file, false));
+    if (is_checkpoint) return list_checkpoint(path);
+    return list_run(join(file, dir, "checkpoints") && exists(file, true) ? file : dir);
+}
+
 static int usage(void) {
-    fprintf(stderr, "usage: ctrial-ckpt list DIR|FILE.pth\n"
+    fprintf(stderr, "usage: ctrial-ckpt list OUTPUT_DIR|CHECKPOINTS_DIR|CKPT_DIR|FILE.pth\n"
                     "       ctrial-ckpt verify DIR\n"
                     "       ctrial-ckpt latest CHECKPOINT_DIR\n");
     return 2;
@@ -113,7 +355,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "ctrial-ckpt: %s: no such file or directory\n", path);
             return 1;
         }
-        return S_ISDIR(st.st_mode) ? list_checkpoint(path) : list_pth(path);
+        return S_ISDIR(st.st_mode) ? list_dir(path) : list_pth(path);
     }
     if (strcmp(cmd, "verify") == 0) {
         if (ct_ckpt_verify(path) != 0) return fail("verify");

@@ -111,11 +111,22 @@ CT_API ct_value *ct_ckpt_metadata(const char *dir);
  * is written to buf. Returns 0, or CT_ECHECKPOINT when there is none (the
  * message says so), or another error. */
 CT_API int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len);
+/* The committed checkpoint in checkpoint_dir whose validation metric
+ * `metric` (metadata.json's validation_metrics) is best: the smallest when
+ * smaller_is_better, else the largest; NaN and infinities never count; of
+ * equal ones the most recent. Its path is written to buf and, when value is
+ * not NULL, its metric to *value. Returns 0, or CT_ECHECKPOINT when no
+ * checkpoint has a finite value of the metric, or another error. */
+CT_API int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,
+                        double *value);
 
 /* Determined's load_trial_from_checkpoint_path: builds the trial (init, or
  * build_model/optimizer in simple mode) on `device` with the checkpoint's
- * hparams (or `hparams` when not NULL), loads the models' state, puts them in
- * eval mode and returns a context to use them:
+ * hparams (or `hparams` when not NULL) and the experiment and data configs
+ * it was trained with (metadata.json's experiment_config or data_config:
+ * ct_ctx_experiment_config and ct_ctx_data_config in init read them), loads
+ * the models' state, puts them in eval mode and returns a context to use
+ * them:
  *
  *     ct_context *ctx = NULL;
  *     if (ct_load_trial_from_checkpoint("ckpts/ckpt-000100-1a2b3c4d", &trial, NULL, "cpu", &ctx))

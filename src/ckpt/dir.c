@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,7 +306,8 @@ static int list_checkpoints(const char *checkpoint_dir, const char *metric, list
         c->time = json_real_value(json_object_get(m, "time"));
         c->steps = json_integer_value(json_object_get(m, "steps_completed"));
         json_t *v = metric ? json_object_get(json_object_get(m, "validation_metrics"), metric) : NULL;
-        if (json_is_number(v)) {
+        /* A NaN or infinite metric is never the best (nor breaks the sort). */
+        if (json_is_number(v) && isfinite(json_number_value(v))) {
             c->has_metric = true;
             c->metric = json_number_value(v);
         }
@@ -353,7 +355,7 @@ int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len) {
     return rc;
 }
 
-/* ---- retention ------------------------------------------------------------------ */
+/* ---- the best, and retention ----------------------------------------------------- */
 
 static bool g_smaller; /* qsort has no context argument */
 
@@ -362,6 +364,26 @@ static int best_first(const void *a, const void *b) {
     if (x->has_metric != y->has_metric) return x->has_metric ? -1 : 1;
     if (x->metric != y->metric) return (x->metric < y->metric) == g_smaller ? -1 : 1;
     return newest_first(a, b);
+}
+
+int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,
+                 double *value) {
+    if (!checkpoint_dir || !metric || !buf) return ct_set_error(CT_EINVAL, "ct_ckpt_best: argument is NULL");
+    listed *all;
+    size_t n;
+    int rc = list_checkpoints(checkpoint_dir, metric, &all, &n);
+    if (rc != CT_OK) return rc;
+    g_smaller = smaller_is_better;
+    if (n > 0) qsort(all, n, sizeof *all, best_first);
+    if (n == 0 || !all[0].has_metric)
+        rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s has a finite validation metric '%s'", checkpoint_dir,
+                          metric);
+    else if (snprintf(buf, len, "%s/%s", checkpoint_dir, all[0].name) >= (int)len)
+        rc = ct_set_error(CT_EINVAL, "ct_ckpt_best: buffer of %zu bytes is too small", len);
+    else if (value)
+        *value = all[0].metric;
+    free(all);
+    return rc;
 }
 
 int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,

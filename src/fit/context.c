@@ -103,6 +103,7 @@ void ct_ctx_free(ct_context *ctx) {
     ct_value_free(ctx->workload);
     json_decref(ctx->resume_meta);
     ct_value_free(ctx->saved_hparams);
+    ct_value_free(ctx->saved_config);
     if (ctx->metrics_log) fclose(ctx->metrics_log);
     ct_tb_close(ctx->tb);
     ct_summary_close(ctx->summary);

@@ -103,6 +103,7 @@ struct ct_context {
     char resume_dir[4096];       /* the checkpoint this run resumes ("" none) */
     json_t *resume_meta;         /* its metadata.json */
     ct_value *saved_hparams;     /* hparams read from a checkpoint (owned) */
+    ct_value *saved_config;      /* the experiment (or data) config read from a checkpoint (owned) */
     int64_t resume_position;     /* the training loader's position in it */
     ct_ckpt_why why;             /* of the checkpoint being written */
 

@@ -1080,16 +1080,27 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     json_t *meta = rc == CT_OK ? ct_ckpt_read_metadata(dir) : NULL;
     if (!meta) return ct_last_code();
     ct_value *saved_hparams = ct_value_from_json(json_object_get(meta, "hparams"));
+    /* The experiment config, or ct_fit's own data config, it trained with. */
+    json_t *config_json = json_object_get(meta, "experiment_config");
+    json_t *data_json = config_json ? NULL : json_object_get(meta, "data_config");
+    ct_value *saved_config = config_json ? ct_value_from_json(config_json)
+                           : data_json   ? ct_value_from_json(data_json)
+                                         : NULL;
+    if ((config_json || data_json) && !saved_config) rc = ct_last_code();
     ct_fit_opts o = ct_fit_defaults();
     o.hparams = hparams ? hparams : saved_hparams;
+    o.experiment_config = config_json ? saved_config : NULL;
+    o.data = config_json ? ct_value_dict_get(saved_config, "data") : saved_config;
     o.device = device;
     o.quiet = true;
     o.seed = (uint64_t)json_integer_value(json_object_get(meta, "trial_seed"));
-    ct_context *ctx = ct_context_new(trial, &o);
-    if (!ctx) rc = ct_last_code();
+    ct_context *ctx = rc == CT_OK ? ct_context_new(trial, &o) : NULL;
+    if (!ctx && rc == CT_OK) rc = ct_last_code();
     if (rc == CT_OK) {
         ctx->saved_hparams = saved_hparams; /* o.hparams may point into it */
         saved_hparams = NULL;
+        ctx->saved_config = saved_config;  /* ctx->opts.experiment_config or .data */
+        saved_config = NULL;
         ctx->trial_seed = o.seed;
         snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", dir);
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
@@ -1100,6 +1111,7 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     if (rc == CT_OK) set_train_mode(ctx, false);
     json_decref(meta);
     ct_value_free(saved_hparams);
+    ct_value_free(saved_config);
     if (rc != CT_OK) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", ct_last_error());

@@ -194,13 +194,30 @@ json_t *ct_context_metadata(ct_context *ctx) {
         "smaller_is_better", ctx->opts.smaller_is_better, "searcher_metric", ctx->opts.searcher_metric,
         "aggregation_frequency", (json_int_t)ctx->aggregation_frequency, "world_size", ctx->size);
     json_object_set_new(trial_state, "reason", json_string(ct_context_why_name(ctx->why)));
-    return json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:I, s:o, s:o, s:o}", "steps_completed", (json_int_t)bt,
+    json_t *meta = json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:I, s:o, s:o, s:o}", "steps_completed", (json_int_t)bt,
                      "framework", framework, "format", CT_CKPT_FORMAT, "ctrial_version", ct_version(),
                      "batches_trained", (json_int_t)bt, "epochs_trained",
                      ctx->epoch_len > 0 ? (double)bt / (double)ctx->epoch_len : 0.0, "trial_seed",
                      (json_int_t)ctx->trial_seed, "hparams", ct_json_from_value(ctx->opts.hparams),
                      "validation_metrics", validated_now ? ct_json_from_value(ctx->last_validation) : json_object(),
                      "trial_state", trial_state);
+    /* The whole experiment config (as Determined's load_data.json keeps
+     * it), for ct_load_trial_from_checkpoint: a trial's init may read its
+     * data or model settings from it (ct_ctx_experiment_config,
+     * ct_ctx_data_config). */
+    const ct_value *config = ctx->opts.experiment_config;
+    if (meta && config && json_object_set_new(meta, "experiment_config", ct_json_from_value(config)) != 0) {
+        json_decref(meta);
+        return NULL;
+    }
+    /* ct_fit's own data config (ct_ctx_data_config), when no experiment
+     * config holds it. */
+    if (meta && !config && ctx->opts.data &&
+        json_object_set_new(meta, "data_config", ct_json_from_value(ctx->opts.data)) != 0) {
+        json_decref(meta);
+        return NULL;
+    }
+    return meta;
 }
 
 /* ---- restoring ------------------------------------------------------------------ */

@@ -2,6 +2,8 @@
  * the metadata and state it holds, and refusals that need a second trial
  * shape (a different count of models / optimizers / schedulers). */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +15,13 @@ typedef struct {
     ct_module *m[2];
     ct_optim *o[2];
     int n;
+    double scale; /* the data config's scale (ct_ctx_data_config), as a data setting (1) */
 } Tiny;
 
 static void *tiny_init(ct_context *ctx) {
     Tiny *t = calloc(1, sizeof *t);
     t->n = (int)ct_ctx_hparam_int(ctx, "models", 1);
+    if (ct_value_get_float(ct_value_dict_get(ct_ctx_data_config(ctx), "scale"), &t->scale) != 0) t->scale = 1;
     for (int i = 0; i < t->n; i++) {
         t->m[i] = ct_ctx_wrap_model(ctx, ct_nn_linear(1, 1, false));
         ct_sgd_opts o = ct_sgd_defaults();
@@ -71,9 +75,23 @@ static ct_value *hparams(int models, bool scheduler) {
     return h;
 }
 
+/* The experiment config a program's ct_main would pass: {"data": {"scale": 3.5}}. */
+static ct_value *experiment_config(void) {
+    ct_value *data = ct_value_dict(), *c = ct_value_dict();
+    ct_value_dict_set(data, "scale", ct_value_float(3.5));
+    ct_value_dict_set(c, "data", data);
+    return c;
+}
+
+/* Whether fit() passes only a data config, as a program of its own may,
+ * instead of ct_main's experiment config with the data config in it. */
+static bool g_data_only;
+
 static int fit(const char *out, int models, bool scheduler, const char *resume, int64_t batches) {
-    ct_value *h = hparams(models, scheduler);
+    ct_value *h = hparams(models, scheduler), *config = experiment_config();
     ct_fit_opts o = ct_fit_defaults();
+    o.experiment_config = g_data_only ? NULL : config;
+    o.data = ct_value_dict_get(config, "data");
     o.max_length = ct_batches(batches);
     o.validation_period = ct_batches(2);
     o.checkpoint_period = ct_batches(3);
@@ -84,7 +102,32 @@ static int fit(const char *out, int models, bool scheduler, const char *resume, 
     o.resume = resume;
     int rc = ct_fit(&tiny, &o);
     ct_value_free(h);
+    ct_value_free(config);
     return rc;
+}
+
+/* The smallest finite validation_loss over the committed checkpoints in
+ * dir, read from each metadata.json (independently of ct_ckpt_best). */
+static double min_validation_loss(const char *dir, char *which, size_t len) {
+    DIR *d = opendir(dir);
+    double best = INFINITY;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "ckpt-", 5) != 0) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ct_value *meta = ct_ckpt_metadata(path);
+        double v;
+        if (ct_value_get_float(ct_value_dict_get(ct_value_dict_get(meta, "validation_metrics"), "validation_loss"),
+                               &v) == 0 &&
+            v < best) {
+            best = v;
+            snprintf(which, len, "%s", path);
+        }
+        ct_value_free(meta);
+    }
+    if (d) closedir(d);
+    return best;
 }
 
 int main(void) {
@@ -106,6 +149,11 @@ int main(void) {
     CHECK(ct_value_dict_get(vm, "validation_loss") != NULL); /* validated at 6 */
     const ct_value *ts = ct_value_dict_get(meta, "trial_state");
     CHECK(strcmp(ct_value_get_str(ct_value_dict_get(ts, "reason")), "policy") == 0); /* validated at 6: best so far */
+    double scale = 0; /* the experiment config is kept */
+    CHECK_OK(ct_value_get_float(ct_value_dict_get(ct_value_dict_get(ct_value_dict_get(meta, "experiment_config"), "data"),
+                                                  "scale"),
+                                &scale));
+    CHECK(scale == 3.5);
     ct_value_free(meta);
 
     /* state_dict.pth: two models, two optimizers, one scheduler, rng. */
@@ -146,6 +194,10 @@ int main(void) {
     CHECK(ct_ctx_model(ctx, 1) != NULL && ct_ctx_model(ctx, 2) == NULL);
     CHECK(!ct_nn_is_training(ct_ctx_model(ctx, 0)));
     CHECK(((Tiny *)ct_ctx_self(ctx))->n == 2);
+    /* init read the experiment config the checkpoint was trained with. */
+    CHECK(((Tiny *)ct_ctx_self(ctx))->scale == 3.5);
+    CHECK(ct_value_equal(ct_ctx_experiment_config(ctx), (meta = experiment_config())));
+    ct_value_free(meta);
     snprintf(dir, sizeof dir, "%s/state_dict.pth", latest);
     CHECK_OK(ct_pth_load(dir, &state));
     ct_value *sd = ct_nn_state_dict(ct_ctx_model(ctx, 1));
@@ -153,6 +205,28 @@ int main(void) {
     ct_value_free(sd);
     ct_value_free(state);
     ct_ctx_free(ctx);
+
+    /* ct_fit with a data config and no experiment config: the checkpoint
+     * keeps the data config, and init reads it when loading. */
+    g_data_only = true;
+    CHECK_OK(fit("ckpt_api_data_only", 1, false, NULL, 3));
+    g_data_only = false;
+    CHECK_OK(ct_ckpt_latest("ckpt_api_data_only/checkpoints", dir, sizeof dir));
+    meta = ct_ckpt_metadata(dir);
+    CHECK(ct_value_dict_get(meta, "experiment_config") == NULL && ct_value_dict_get(meta, "data_config") != NULL);
+    ct_value_free(meta);
+    CHECK_OK(ct_load_trial_from_checkpoint(dir, &tiny, NULL, "cpu", &ctx));
+    CHECK(((Tiny *)ct_ctx_self(ctx))->scale == 3.5 && ct_ctx_experiment_config(ctx) == NULL);
+    ct_ctx_free(ctx);
+
+    /* The best checkpoint: the one whose validation_loss is the smallest. */
+    char best[4096], want[4200] = "";
+    double best_value = 0, want_value = min_validation_loss("ckpt_api_output/checkpoints", want, sizeof want);
+    CHECK(isfinite(want_value));
+    CHECK_OK(ct_ckpt_best("ckpt_api_output/checkpoints", "validation_loss", true, best, sizeof best, &best_value));
+    CHECK(strcmp(best, want) == 0 && best_value == want_value);
+    CHECK(ct_ckpt_best("ckpt_api_output/checkpoints", "accuracy", true, best, sizeof best, NULL) == CT_ECHECKPOINT);
+    CHECK_ERR(CT_ECHECKPOINT, "no checkpoint in ckpt_api_output/checkpoints has a finite validation metric 'accuracy'");
 
     /* No checkpoint directory: a clear error, not a crash. */
     CHECK(ct_ckpt_latest("ckpt_api_output/nothing_here", latest, sizeof latest) == CT_ECHECKPOINT);
