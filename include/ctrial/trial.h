@@ -203,7 +203,7 @@ typedef struct {
     bool stop_on_nan;              /* a non-finite training loss stops the trial (false) */
     const char *resume;            /* checkpoint dir or "latest" (NULL) */
     const char *device;            /* "cpu", "cuda:N" (NULL: cpu) */
-    int num_threads;               /* intra-op threads (0: libtorch's default) */
+    int num_threads;               /* intra-op threads per rank (0: OMP_NUM_THREADS if set, else the idle CPUs' share: docs/api/trial.md) */
     bool quiet;                    /* only errors on the console */
     const ct_value *hparams;       /* borrowed dict (NULL: none) */
     const ct_value *data;          /* borrowed data config (NULL) */

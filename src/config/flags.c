@@ -250,7 +250,7 @@ static const flag_def flags[] = {
     {"--test-mode", NULL, "train one batch, validate one batch, checkpoint and exit", f_test_mode},
     {"--seed", "N", "experiment seed (overrides reproducibility.experiment_seed)", f_seed},
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
-    {"--threads", "N", "intra-op CPU threads (default: libtorch's, the number of cores)", f_threads},
+    {"--threads", "N", "intra-op CPU threads per rank (default: this rank's share of the CPUs idle at start)", f_threads},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
     {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "
                             "(static shapes; optimizations.cuda_graphs)", f_cuda_graphs},

@@ -99,6 +99,23 @@ bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len) {
     }
 }
 
+/* How many multiples of `step` lie in (from, to]. */
+static int64_t multiples(int64_t from, int64_t to, int64_t step) { return to / step - from / step; }
+
+int64_t ct_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len) {
+    if (to <= from || p->unit == CT_NEVER || (p->unit == CT_EPOCHS && epoch_len <= 0)) return 0;
+    int64_t scale = p->unit == CT_EPOCHS ? epoch_len : 1; /* batches per unit */
+    if (p->num_points > 0) {
+        int64_t count = 0;
+        for (int i = 0; i < p->num_points; i++)
+            if (p->points[i] > from / scale && p->points[i] <= to / scale) count++;
+        return count;
+    }
+    if (p->n < 1) return multiples(from, to, scale);
+    /* Every n-th unit: multiples of n * scale batches (n alone when that would overflow, as no run gets there). */
+    return p->n > INT64_MAX / scale ? 0 : multiples(from, to, p->n * scale);
+}
+
 ct_fit_opts ct_fit_defaults(void) {
     ct_fit_opts o = {
         .max_length = ct_never(), /* required: ct_fit refuses CT_NEVER */

@@ -20,4 +20,9 @@ bool ct_period_in_batches(ct_period *p, int64_t global_batch_size);
  * while epoch_len is unknown (<= 0). */
 bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len);
 
+/* How many times p fires after batch counts in (from, to]: the n for which
+ * ct_period_fires(p, n, epoch_len) holds, counted without visiting them.
+ * 0 when to <= from. */
+int64_t ct_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len);
+
 #endif

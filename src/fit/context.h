@@ -54,6 +54,7 @@ struct ct_context {
     bool profile;
     ct_profiler_opts profiler_opts;
     ct_profiler *profiler;
+    char threads_from[96];       /* where the intra-op thread count came from (the summary says) */
     int64_t global_batch_size, per_slot_batch_size;
     int aggregation_frequency;
 
@@ -121,6 +122,11 @@ struct ct_context {
     struct ct_summary_writer *summary; /* the trial's own writer (ct_ctx_tensorboard_writer), rank 0 */
     double start_time, last_report_time;
     int64_t last_report_bt, last_report_records;
+    /* The ETA is measured from the first training report: the time, the
+     * batches trained (-1 before it), the validations' seconds and count. */
+    double eta_since, eta_since_val_secs;
+    int64_t eta_since_bt, eta_since_vals;
+    int64_t validations_run;     /* by this run */
     bool live;                   /* stdout is a terminal: a live progress line */
     bool live_drawn;             /* the live line is on screen (no newline yet) */
     double last_tick;

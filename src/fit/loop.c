@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 
+#include "base/cpus.h"
 #include "base/files.h"
 #include "ckpt/ckpt.h"
 #include "config/period.h"
@@ -494,6 +495,7 @@ static int validate(ct_context *ctx) {
     double t0 = ct_clock_monotonic();
     int rc = run_validation(ctx);
     ct_time_add(ctx, CT_TIME_VALIDATION, t0);
+    ctx->validations_run++;
     return rc;
 }
 
@@ -920,6 +922,29 @@ static int load_resume_state(ct_context *ctx, bool models_only) {
     return rc;
 }
 
+/* Intra-op threads: num_threads (--threads), else OMP_NUM_THREADS (which
+ * libtorch has applied), else the default of base/cpus.h: this rank's share
+ * of the CPUs left idle by other programs. The summary says which. */
+static int choose_threads(ct_context *ctx) {
+    int n = ctx->opts.num_threads;
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (n > 0) {
+        snprintf(ctx->threads_from, sizeof ctx->threads_from, "num_threads");
+    } else if (env && *env) {
+        snprintf(ctx->threads_from, sizeof ctx->threads_from, "OMP_NUM_THREADS");
+        return CT_OK;
+    } else {
+        double idle = -1;
+        n = ct_cpus_default_threads(ct_dist_local_size(), &idle);
+        if (idle >= 0)
+            snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %.1f of %d CPUs idle, %d rank%s here",
+                     idle, ct_cpus_online(), ct_dist_local_size(), ct_dist_local_size() == 1 ? "" : "s");
+        else
+            snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %d usable CPUs", ct_cpus_usable());
+    }
+    return ct_set_num_threads(n) < 0 ? ct_last_code() : CT_OK;
+}
+
 /* Setting up, in Determined's order: the trial (init), its callbacks,
  * on_trial_startup, the training loader; then (setup_epochs) the epoch
  * length every rank shares; then (setup_rest) the validation loader, the
@@ -931,7 +956,7 @@ static int setup_trial(ct_context *ctx) {
     /* "cuda" without an index under mpirun: each local rank takes its own GPU. */
     if (ctx->device.type == CT_CUDA && ctx->opts.device && !strchr(ctx->opts.device, ':'))
         ctx->device.index = ctx->local_rank;
-    if (ctx->opts.num_threads > 0 && ct_set_num_threads(ctx->opts.num_threads) < 0) return ct_last_code();
+    if (choose_threads(ctx) != CT_OK) return ct_last_code();
     ctx->trial_seed = ctx->opts.seed;
     ctx->global_batch_size = ctx->opts.global_batch_size;
     if (ctx->global_batch_size <= 0 && ctx->opts.hparams) {
@@ -1047,6 +1072,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx));
     if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
     if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
+    if (rc == CT_OK) ct_report_setup(ctx);
     if (rc == CT_OK) rc = train(ctx);
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
     ctx->profiler = NULL;

@@ -4,10 +4,12 @@
 
 #include "base/clock.h"
 #include "base/launch.h"
+#include "ctrial/ctrial.h" /* ct_version, ckpt.h */
 #include "ctrial/cuda.h"
 #include "formats/tbevents.h"
 #include "metrics/metrics.h"
 #include "base/value_json.h"
+#include "config/period.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -83,6 +85,7 @@ void ct_report_start(ct_context *ctx) {
     ctx->last_report_time = ctx->start_time;
     ctx->last_report_bt = ctx->batches_trained;
     ctx->last_report_records = ctx->records_trained;
+    ctx->eta_since_bt = -1;
     /* A live line (redrawn with \r and escape codes) only for a person at a
      * terminal: plain lines into a file or pipe, and under mpirun, which
      * hands ranks a pseudo-terminal whatever its own output is. */
@@ -189,19 +192,65 @@ static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
     }
 }
 
+/* "42s", "3m07s", "2h05m" (or "?" when unknown); the characters written. */
+static int format_duration(double secs, bool known, char *buf, size_t len) {
+    if (!known || !isfinite(secs)) return snprintf(buf, len, "?");
+    long s = lround(fmax(secs, 0.0));
+    if (s < 60) return snprintf(buf, len, "%lds", s);
+    if (s < 3600) return snprintf(buf, len, "%ldm%02lds", s / 60, s % 60);
+    return snprintf(buf, len, "%ldh%02ldm", s / 3600, s % 3600 / 60);
+}
+
+/* Validations still to come after batch bt: those the period fires at up
+ * to max_length (one at bt itself if it has not run yet: a report comes
+ * before the validation of its boundary), and the one at the end unless the
+ * period fires there. */
+static int64_t validations_left(const ct_context *ctx) {
+    const ct_period *p = &ctx->opts.validation_period;
+    int64_t bt = ctx->batches_trained, end = ctx->max_length_batches;
+    int64_t n = ct_period_count(p, bt, end, ctx->epoch_len);
+    if (ct_period_fires(p, bt, ctx->epoch_len) && ctx->last_validation_bt != bt) n++;
+    if (end > bt && !ct_period_fires(p, end, ctx->epoch_len)) n++;
+    return n;
+}
+
+/* Seconds to the end: the batches left at the training rate, plus the
+ * validations left at the average validation's length. Both are measured
+ * since the first training report, which leaves out the start (first
+ * batches, lazy set-up); the training rate takes in everything but
+ * validations (checkpoints, data) at the share they have. Before that
+ * report: the batches left at the interval's rate. < 0: unknown. */
+static double eta_seconds(const ct_context *ctx, double now, double interval_rate) {
+    int64_t left = ctx->max_length_batches - ctx->batches_trained;
+    int64_t batches = ctx->batches_trained - ctx->eta_since_bt;
+    double val_secs = ctx->time_total[CT_TIME_VALIDATION] - ctx->eta_since_val_secs;
+    double train_secs = now - ctx->eta_since - val_secs;
+    if (ctx->eta_since_bt < 0 || batches <= 0 || train_secs <= 0)
+        return interval_rate > 0 ? (double)left / interval_rate : -1;
+    int64_t vals = ctx->validations_run - ctx->eta_since_vals;
+    double per_val = vals > 0 ? val_secs / (double)vals
+                   : ctx->validations_run > 0 ? ctx->time_total[CT_TIME_VALIDATION] / (double)ctx->validations_run
+                   : 0;
+    return (double)left * train_secs / (double)batches + (double)validations_left(ctx) * per_val;
+}
+
 /* "[200/1000  20.0%] epoch 1.33  35.2 batches/s  2253 records/s  ETA 23s"
- * (+ "  gpu 1.2/3.4 GiB" on a GPU: allocated now / peak) */
+ * (+ "  gpu 1.2/3.4 GiB" on a GPU: allocated now / peak). The rates are
+ * since the last report. Between reports the records trained are counted
+ * by this rank and scaled by the ranks (they are summed across ranks at
+ * each report). */
 static void format_progress(ct_context *ctx, double now, char *buf, size_t len) {
     double dt = now - ctx->last_report_time;
     int64_t batches = ctx->batches_trained - ctx->last_report_bt;
-    int64_t records = ctx->records_trained - ctx->last_report_records;
+    int64_t records = ctx->records_trained + ctx->records_pending * ctx->size - ctx->last_report_records;
     int64_t total = ctx->max_length_batches;
     double rate = dt > 0 ? (double)batches / dt : 0;
-    double eta = rate > 0 ? (double)(total - ctx->batches_trained) / rate : 0;
-    int n = snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA %.0fs",
+    double eta = eta_seconds(ctx, now, rate);
+    int n = snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA ",
                      (long long)ctx->batches_trained, (long long)total,
                      total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
-                     dt > 0 ? (double)records / dt : 0.0, eta);
+                     dt > 0 ? (double)records / dt : 0.0);
+    if (n > 0 && (size_t)n < len) n += format_duration(eta, eta >= 0, buf + n, len - (size_t)n);
     int64_t mem = 0, peak = 0;
     if (n > 0 && (size_t)n < len && gpu_memory(ctx, &mem, &peak))
         snprintf(buf + n, len - (size_t)n, "  gpu %.2f/%.2f GiB", (double)mem / (1 << 30), (double)peak / (1 << 30));
@@ -245,6 +294,12 @@ static void print_training(ct_context *ctx, const ct_value *metrics) {
     ctx->last_report_time = now;
     ctx->last_report_bt = ctx->batches_trained;
     ctx->last_report_records = ctx->records_trained;
+    if (ctx->eta_since_bt < 0) {
+        ctx->eta_since = now;
+        ctx->eta_since_bt = ctx->batches_trained;
+        ctx->eta_since_val_secs = ctx->time_total[CT_TIME_VALIDATION];
+        ctx->eta_since_vals = ctx->validations_run;
+    }
 }
 
 static int report(ct_context *ctx, const char *group, ct_value *metrics) {
@@ -310,12 +365,103 @@ void ct_report_checkpoint(ct_context *ctx, const char *reason) {
     print_line(ctx, line);
 }
 
+/* "every 2 epochs", "every 100 batches", "at batches 10, 20, 30", "never". */
+static void format_period(const ct_period *p, char *buf, size_t len) {
+    const char *unit = p->unit == CT_EPOCHS ? "epoch" : "batch";
+    if (p->unit == CT_NEVER) {
+        snprintf(buf, len, "never");
+    } else if (p->num_points > 0) {
+        int n = snprintf(buf, len, "at %s %lld", p->unit == CT_EPOCHS ? "epochs" : "batches", (long long)p->points[0]);
+        for (int i = 1; i < p->num_points && n > 0 && (size_t)n < len; i++)
+            n += snprintf(buf + n, len - (size_t)n, ",%lld", (long long)p->points[i]);
+    } else if (p->n == 1) {
+        snprintf(buf, len, "every %s", unit);
+    } else {
+        snprintf(buf, len, "every %lld %s%s", (long long)p->n, unit, p->unit == CT_EPOCHS ? "s" : "es");
+    }
+}
+
+/* Parameters of every wrapped model (each tensor once per model). */
+static int64_t count_parameters(const ct_context *ctx) {
+    int64_t total = 0;
+    for (size_t m = 0; m < ctx->n_models; m++) {
+        size_t n = 0;
+        ct_tensor *const *params = ct_nn_parameters(ctx->models[m], &n);
+        for (size_t i = 0; params && i < n; i++) total += ct_numel(params[i]);
+    }
+    return total;
+}
+
+/* Records of a loader, for the summary: "60000 records", or "an iterable
+ * loader" when it has no length. */
+static void format_records(const ct_loader *l, char *buf, size_t len) {
+    int64_t n = l ? ct_loader_num_samples(l) : -1;
+    if (n >= 0) snprintf(buf, len, "%lld records", (long long)n);
+    else snprintf(buf, len, "an iterable loader");
+}
+
+void ct_report_setup(ct_context *ctx) {
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
+    char dev[32], line[4608];
+    ct_device_format(ctx->device, dev, sizeof dev);
+    int64_t params = count_parameters(ctx);
+    snprintf(line, sizeof line, "ctrial %s: trial %s on %s, %d intra-op thread%s per rank (%s), %d rank%s; %zu model%s, "
+                                "%lld parameter%s",
+             ct_version(), ctx->trial->name ? ctx->trial->name : "(unnamed)", dev, ct_get_num_threads(),
+             ct_get_num_threads() == 1 ? "" : "s", ctx->threads_from, ctx->size, ctx->size == 1 ? "" : "s", ctx->n_models,
+             ctx->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
+    print_line(ctx, line);
+    char train[64], val[64], epoch[96];
+    format_records(ctx->train_loader, train, sizeof train);
+    format_records(ctx->val_loader, val, sizeof val);
+    if (ctx->epoch_len > 0)
+        snprintf(epoch, sizeof epoch, "%lld batches per epoch", (long long)ctx->epoch_len);
+    else
+        snprintf(epoch, sizeof epoch, "epochs of unknown length");
+    snprintf(line, sizeof line, "data: training %s%s, %s (global batch size %lld); validation %s", train,
+             ctx->size > 1 ? " (rank 0's share)" : "", epoch, (long long)ctx->global_batch_size, val);
+    print_line(ctx, line);
+    char vp[128], cp[128];
+    format_period(&ctx->opts.validation_period, vp, sizeof vp);
+    format_period(&ctx->opts.checkpoint_period, cp, sizeof cp);
+    snprintf(line, sizeof line, "plan: %lld batches (%.2f epochs); validation %s, checkpoint %s; output in %s",
+             (long long)ctx->max_length_batches,
+             ctx->epoch_len > 0 ? (double)ctx->max_length_batches / (double)ctx->epoch_len : 0.0, vp, cp,
+             ctx->opts.output_dir);
+    print_line(ctx, line);
+    if (ctx->resume_dir[0]) {
+        snprintf(line, sizeof line, "resumed from %s after batch %lld (epoch %.2f)", ctx->resume_dir,
+                 (long long)ctx->initial_batch, epochs_of(ctx));
+        print_line(ctx, line);
+    }
+}
+
 void ct_report_preempted(ct_context *ctx, int sig) {
     if (ctx->rank != 0) return;
     char line[4608];
     snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s",
              sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)ctx->batches_trained,
              ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
+    print_line(ctx, line);
+}
+
+/* The last line: where the best and the latest checkpoints are (of the
+ * run's checkpoint directory, earlier runs' resumed checkpoints included). */
+static void print_checkpoints(ct_context *ctx) {
+    char latest[4096], best[4096], line[8400];
+    if (ct_ckpt_latest(ctx->checkpoint_dir, latest, sizeof latest) != CT_OK) {
+        ct_clear_error();
+        snprintf(line, sizeof line, "checkpoints: none in %s", ctx->checkpoint_dir);
+        print_line(ctx, line);
+        return;
+    }
+    double value = 0;
+    int n = snprintf(line, sizeof line, "checkpoints: latest %s", latest);
+    if (ct_ckpt_best(ctx->checkpoint_dir, ctx->opts.searcher_metric, ctx->opts.smaller_is_better, best, sizeof best,
+                     &value) == CT_OK)
+        snprintf(line + n, sizeof line - (size_t)n, "; best %s (%s %.6g)", best, ctx->opts.searcher_metric, value);
+    else
+        ct_clear_error();
     print_line(ctx, line);
 }
 
@@ -334,4 +480,5 @@ void ct_report_summary(ct_context *ctx) {
     format_shares(&t, shares, sizeof shares);
     snprintf(tline, sizeof tline, "time: %s", shares);
     print_line(ctx, tline);
+    print_checkpoints(ctx);
 }

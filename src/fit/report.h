@@ -29,6 +29,13 @@ void ct_report_checkpoint(ct_context *ctx, const char *reason);
 /* After every batch: redraws the live progress line on a terminal (at most
  * four times a second; a clock read otherwise). */
 void ct_report_tick(ct_context *ctx);
+/* The start-up summary, once set up (resumed state restored): version,
+ * trial, device, threads, ranks, models and parameters; the datasets,
+ * batches per epoch, global batch size; the length, periods and output;
+ * the checkpoint and batch a resume continues from. Rank 0, not quiet. */
+void ct_report_setup(ct_context *ctx);
+/* The end: batches, time, the best metric, where the time went, and the
+ * paths of the latest and the best checkpoint. */
 void ct_report_summary(ct_context *ctx);
 /* "stopped by SIGTERM after batch N; ..." (rank 0, also when quiet). */
 void ct_report_preempted(ct_context *ctx, int signal);

@@ -7,3 +7,9 @@ ct_c_test(loop_reducer_workloads ${CMAKE_CURRENT_LIST_DIR}/reducer_workloads.c)
 ct_mpi_test(loop_reducer_workloads_np2 2 loop_reducer_workloads)
 # Determined's semantics that ctrial once differed from (issue 15), one process.
 ct_c_test(loop_semantics ${CMAKE_CURRENT_LIST_DIR}/semantics.c)
+# The console (issue 16): the start-up summary, plain lines off a terminal,
+# the checkpoints' last line, the ETA against the real remaining time, the
+# live line on a pseudo-terminal; console_trial.c is a user's program with
+# flags of its own (ct_main_ex).
+ct_c_program(console_trial ${CMAKE_CURRENT_LIST_DIR}/console_trial.c)
+ct_py_test(loop_console ${CMAKE_CURRENT_LIST_DIR}/test_console.py $<TARGET_FILE:console_trial>)

@@ -1,0 +1,25 @@
+/* src/base/cpus.h — the CPUs a run may use, and the intra-op thread count
+ * ct_fit picks when the user names none. Internal to ctrial. */
+#ifndef CTRIAL_BASE_CPUS_H
+#define CTRIAL_BASE_CPUS_H
+
+/* CPUs this process may run on (its affinity mask: taskset, a launcher's
+ * binding); the online CPUs when the mask cannot be read. >= 1. */
+int ct_cpus_usable(void);
+/* CPUs online on the machine. >= 1. */
+int ct_cpus_online(void);
+/* How many CPUs' worth of time the whole machine left idle during the next
+ * `seconds` (two readings of /proc/stat, the process sleeping between
+ * them); -1 when it cannot be measured (no /proc/stat). */
+double ct_cpus_idle(double seconds);
+
+/* The default intra-op thread count for one of `local_ranks` processes on
+ * this host: its share of the CPUs (the affinity mask when a launcher or
+ * taskset bound it, else the online CPUs divided among the host's ranks),
+ * but no more than its share of the CPUs idle now, measured over 0.1 s:
+ * threads on CPUs other programs keep busy make every parallel region wait
+ * for the slowest (10x slower on a loaded machine; bench/threads). >= 1.
+ * *idle is the idle CPUs measured (-1: unknown). */
+int ct_cpus_default_threads(int local_ranks, double *idle);
+
+#endif
