@@ -1,14 +1,18 @@
 /* libFuzzer target: the CSV parser (formats/csv.h) on arbitrary text. The
- * first byte picks the options, so one corpus covers them all:
- *   bit 0     header line
- *   bit 1     '\t' instead of ','
- *   bits 2-3  label column: none, 0, 1, 2
- *   bits 4-6  features dtype: float32 float64 int64 int32 uint8 bool float16 bfloat16
- *   bit 7     delimiter 0 with the name "fuzz.tsv" (chosen by extension)
+ * first two bytes pick the options, so one corpus covers them all:
+ *   byte 0 bit 0     header line
+ *          bit 1     '\t' instead of ','
+ *          bits 2-3  label column: none, 0, 1, 2
+ *          bits 4-6  features dtype: float32 float64 int64 int32 uint8 bool float16 bfloat16
+ *          bit 7     delimiter 0 with the name "fuzz.tsv" (chosen by extension)
+ *   byte 1 bit 0     finite_only
+ *          bits 1-2  num_classes: 0 (unchecked), 1, 2, 3
  * A failed parse is a format or argument error; an empty parse is an error,
  * never an empty table. A table that parses must be what the options asked
- * for (labels exactly when there is a label column, integer values within
- * the dtype's range), and tables of up to 64 rows are printed (doubles with
+ * for (labels exactly when there is a label column, and within
+ * [0, num_classes) when that is set; integer values within the dtype's
+ * range; with finite_only, no NaN or inf, float32's values finite as
+ * float32 too), and tables of up to 64 rows are printed (doubles with
  * %.17g) and parsed again, giving the same table bit for bit: nothing is
  * lost or invented between text and numbers. Built by fuzz/CMakeLists.txt,
  * run by fuzz/run.sh. */
@@ -79,20 +83,34 @@ static void round_trip(const ct_csv_table *t, const ct_csv_opts *o, char delim) 
     free(text);
 }
 
+/* The options' own checks held: labels in [0, num_classes) when it is set,
+ * and no non-finite feature with finite_only. */
+static int checks_hold(const ct_csv_table *t, const ct_csv_opts *o) {
+    for (int64_t r = 0; o->num_classes > 0 && r < t->rows; r++)
+        if (t->labels[r] < 0 || t->labels[r] >= o->num_classes) return 0;
+    if (!o->finite_only || t->values_dtype != CT_F64) return 1;
+    const double *v = t->values;
+    for (int64_t i = 0; i < t->rows * t->cols; i++)
+        if (!isfinite(v[i]) || (t->dtype == CT_F32 && !isfinite((float)v[i]))) return 0;
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size < 1) return 0;
-    uint8_t sel = data[0];
+    if (size < 2) return 0;
+    uint8_t sel = data[0], sel2 = data[1];
     ct_csv_opts o = {.header = sel & 1,
                      .delimiter = (sel & 2) ? '\t' : ',',
                      .label_column = ((sel >> 2) & 3) - 1,
-                     .dtype = dtypes[(sel >> 4) & 7]};
+                     .dtype = dtypes[(sel >> 4) & 7],
+                     .finite_only = sel2 & 1,
+                     .num_classes = (sel2 >> 1) & 3};
     const char *name = "fuzz.csv";
     if (sel & 0x80) {
         o.delimiter = 0;
         name = "fuzz.tsv";
     }
     ct_csv_table t;
-    if (ct_csv_table_parse((const char *)data + 1, size - 1, name, &o, &t)) {
+    if (ct_csv_table_parse((const char *)data + 2, size - 2, name, &o, &t)) {
         int code = ct_last_code();
         if (code != CT_EFORMAT && code != CT_EINVAL) abort();
         if (t.values || t.labels || t.rows) abort(); /* a failed parse leaves nothing to free */
@@ -111,6 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (t.values_dtype != CT_F64) {
         abort();
     }
+    if (!checks_hold(&t, &o)) abort();
     if (t.rows <= 64) round_trip(&t, &o, o.delimiter ? o.delimiter : '\t'); /* 0: the name says .tsv */
     ct_csv_table_free(&t);
     return 0;

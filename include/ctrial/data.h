@@ -138,12 +138,25 @@ CT_API ct_dataset *ct_dataset_records(const char *path, const ct_records_opts *o
  * library never calls setlocale); integer dtypes and labels take integral
  * values only. Blanks around values are allowed, empty fields are not; lines
  * end in "\n" or "\r\n"; blank lines are skipped; the header line is
- * skipped unread; every row has the same number of columns. */
+ * skipped unread; every row has the same number of columns.
+ *
+ * Non-finite features ("nan", "inf", "-Infinity", a number beyond double
+ * such as "1e999", one beyond a narrower float dtype such as "1e39" for
+ * float32) become NaN and +-inf in the tensor unless finite_only is set;
+ * then each is a CT_EFORMAT error: "f.csv:3:2: 'nan' is not finite",
+ * "f.csv:4:1: '1e39' is out of range for float32". Labels are not checked
+ * against a class count unless num_classes is set, so a negative label
+ * (cross_entropy's ignore_index, -100) passes; with num_classes > 0 every
+ * label must be in [0, num_classes): "f.csv:5:3: '7' is out of range [0, 2)
+ * for num_classes 2". */
 typedef struct {
-    char delimiter;     /* ',' or '\t'; 0: '\t' for *.tsv, else ',' */
-    bool header;        /* the first line names the columns (false) */
-    int label_column;   /* column holding an integer class label; -1: none (-1) */
-    ct_dtype dtype;     /* features' dtype (CT_F32) */
+    char delimiter;      /* ',' or '\t'; 0: '\t' for *.tsv, else ',' */
+    bool header;         /* the first line names the columns (false) */
+    int label_column;    /* column holding an integer class label; -1: none (-1) */
+    ct_dtype dtype;      /* features' dtype (CT_F32) */
+    bool finite_only;    /* refuse features that are, or narrow to, NaN or +-inf (false) */
+    int64_t num_classes; /* > 0: labels must be in [0, num_classes), and label_column
+                          * must be set; 0: labels unchecked (0) */
 } ct_csv_opts;
 
 CT_API ct_csv_opts ct_csv_defaults(void);

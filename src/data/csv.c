@@ -16,7 +16,8 @@
 #include "formats/csv.h"
 
 ct_csv_opts ct_csv_defaults(void) {
-    ct_csv_opts o = {.delimiter = 0, .header = false, .label_column = -1, .dtype = CT_F32};
+    ct_csv_opts o = {.delimiter = 0, .header = false, .label_column = -1, .dtype = CT_F32,
+                     .finite_only = false, .num_classes = 0};
     return o;
 }
 

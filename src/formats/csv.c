@@ -5,7 +5,8 @@
  * strtoll need one) and parsed into a growing array of values, and of labels.
  * Messages name the text, line and column ("train.csv:7:3: 'x' is not a
  * number"); data/csv.c passes them on unchanged, and tests/datasets checks
- * their texts.
+ * their texts. Every message about a value goes through bad_value, so they
+ * all read alike.
  */
 #define _POSIX_C_SOURCE 200809L /* newlocale, uselocale, strcasecmp */
 
@@ -15,6 +16,7 @@
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,8 @@ typedef struct {
     const char *name;
     char delim;
     int label_column;
+    int64_t num_classes; /* > 0: labels must be in [0, num_classes) */
+    bool finite_only;  /* refuse features that are, or narrow to, NaN or +-inf */
     bool int_features; /* features parsed as integers (integer or bool dtype) */
     ct_dtype dtype;
     int64_t line;      /* 1-based number of the line being parsed */
@@ -77,15 +81,56 @@ static bool is_blank(char c, char delim) { return c == ' ' || (c == '\t' && deli
 
 /* ---- one value ------------------------------------------------------------ */
 
-static int bad_value(const csv_parser *p, int64_t col, const char *what) {
+/* "name:line:col: 'cell' what": the cell's text (cut at 40 characters),
+ * then what is wrong with it, formatted from fmt. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int bad_value(const csv_parser *p, int64_t col, const char *fmt, ...) {
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     return ct_set_error(CT_EFORMAT, "%s:%" PRId64 ":%" PRId64 ": '%.40s%s' %s", p->name, p->line,
                         col + 1, p->scratch, strlen(p->scratch) > 40 ? "..." : "", what);
 }
 
+static int out_of_range(const csv_parser *p, int64_t col) {
+    return bad_value(p, col, "is out of range for %s", ct_dtype_name(p->dtype));
+}
+
+/* Leaves errno as strtod left it: ERANGE tells an overflowing "1e999" from
+ * a spelled "inf". */
 static int parse_double(const csv_parser *p, int64_t col, double *out) {
     char *end;
+    errno = 0;
     *out = strtod(p->scratch, &end);
     if (end == p->scratch || *end) return bad_value(p, col, "is not a number");
+    return 0;
+}
+
+/* Whether libtorch, narrowing the finite double v to the floating dtype d,
+ * makes it +-inf. It rounds the double to float (to nearest, ties to even),
+ * and float16 and bfloat16 from that float, so a value overflows from half
+ * an ulp above the dtype's largest finite value, as reached through float
+ * (double rounding included: checked against torch 2.11's .to()). */
+static bool narrows_to_inf(ct_dtype d, double v) {
+    if (d == CT_F64) return false;
+    if (fabs(v) >= 0x1.ffffffp127) return true; /* FLT_MAX + half an ulp */
+    float f = fabsf((float)v);
+    return (d == CT_F16 && f >= 65520.0f) || (d == CT_BF16 && f >= 0x1.ffp127f);
+}
+
+/* A floating feature. With finite_only, whatever would put NaN or +-inf in
+ * the tensor is refused: the spellings strtod takes ("nan", "-inf",
+ * "infinity"), a number beyond double ("1e999") and one beyond the dtype
+ * once narrowed ("1e39" for float32). Underflow to 0 is no error. */
+static int parse_real(const csv_parser *p, int64_t col, double *out) {
+    if (parse_double(p, col, out)) return ct_last_code();
+    if (!p->finite_only) return 0;
+    if (isnan(*out) || (isinf(*out) && errno != ERANGE)) return bad_value(p, col, "is not finite");
+    if (isinf(*out) || narrows_to_inf(p->dtype, *out)) return out_of_range(p, col);
     return 0;
 }
 
@@ -99,17 +144,13 @@ static int parse_int(const csv_parser *p, int64_t col, int64_t lo, int64_t hi, c
     if (end == p->scratch || *end || errno) {
         double d;
         if (parse_double(p, col, &d)) return ct_last_code();
-        if (d != floor(d)) return bad_value(p, col, what);
+        if (d != floor(d)) return bad_value(p, col, "%s", what);
         /* 2^63 is exactly representable; anything at or beyond it is not an int64. */
         if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
             return bad_value(p, col, "is out of range");
         v = (long long)d;
     }
-    if (v < lo || v > hi) {
-        char range[80];
-        snprintf(range, sizeof range, "is out of range for %s", ct_dtype_name(p->dtype));
-        return bad_value(p, col, range);
-    }
+    if (v < lo || v > hi) return out_of_range(p, col);
     *out = v;
     return 0;
 }
@@ -132,14 +173,22 @@ static int take_field(csv_parser *p, const char *s, const char *e, int64_t col) 
     return 0;
 }
 
+/* A label. Without num_classes any int64 passes, negative ones included:
+ * cross_entropy takes -100 (its ignore_index) for "no label". With it, the
+ * labels the loss would refuse batches later are refused here, by line. */
+static int store_label(csv_parser *p, int64_t col) {
+    int64_t v;
+    if (parse_int(p, col, INT64_MIN, INT64_MAX, "is not an integer label", &v))
+        return ct_last_code();
+    if (p->num_classes > 0 && (v < 0 || v >= p->num_classes))
+        return bad_value(p, col, "is out of range [0, %" PRId64 ") for num_classes %" PRId64,
+                         p->num_classes, p->num_classes);
+    p->labels[p->rows] = v;
+    return 0;
+}
+
 static int store_value(csv_parser *p, int64_t col) {
-    if (col == p->label_column) {
-        int64_t v;
-        if (parse_int(p, col, INT64_MIN, INT64_MAX, "is not an integer label", &v))
-            return ct_last_code();
-        p->labels[p->rows] = v;
-        return 0;
-    }
+    if (col == p->label_column) return store_label(p, col);
     if (grow(&p->vals, &p->vcap, p->nvals + 1, 8, p->name)) return ct_last_code();
     if (p->int_features) {
         int64_t lo, hi, v;
@@ -148,7 +197,7 @@ static int store_value(csv_parser *p, int64_t col) {
         ((int64_t *)p->vals)[p->nvals++] = v;
     } else {
         double v;
-        if (parse_double(p, col, &v)) return ct_last_code();
+        if (parse_real(p, col, &v)) return ct_last_code();
         ((double *)p->vals)[p->nvals++] = v;
     }
     return 0;
@@ -236,13 +285,22 @@ static int check_opts(const ct_csv_opts *o, const char *name, char *delim) {
                             o->label_column);
     if ((int)o->dtype < (int)CT_F32 || (int)o->dtype > (int)CT_I16)
         return ct_set_error(CT_EDTYPE, "%s: dtype %d is not a dtype", name, (int)o->dtype);
+    if (o->num_classes < 0)
+        return ct_set_error(CT_EINVAL, "%s: num_classes is %" PRId64 "; must be > 0, or 0: unchecked",
+                            name, o->num_classes);
+    /* A class count with nothing to check is a mistake in the options. */
+    if (o->num_classes > 0 && o->label_column < 0)
+        return ct_set_error(CT_EINVAL,
+                            "%s: num_classes is %" PRId64 ", but label_column is -1: no labels to check",
+                            name, o->num_classes);
     return 0;
 }
 
 int ct_csv_table_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o,
                        ct_csv_table *out) {
     *out = (ct_csv_table){0};
-    csv_parser p = {.name = name, .label_column = o->label_column, .dtype = o->dtype,
+    csv_parser p = {.name = name, .label_column = o->label_column, .num_classes = o->num_classes,
+                    .finite_only = o->finite_only, .dtype = o->dtype,
                     .int_features = is_int_dtype(o->dtype), .ncols = -1};
     if (check_opts(o, name, &p.delim)) return ct_last_code();
     locale_t c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);

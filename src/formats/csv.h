@@ -12,7 +12,9 @@
  * "inf", "nan", hex floats), blanks around them allowed, empty fields not;
  * lines ending in "\n" or "\r\n"; blank lines skipped; a UTF-8 byte order
  * mark ignored; the header line, when there is one, skipped unread; every
- * row with the same number of columns.
+ * row with the same number of columns. The options' checks are made here
+ * too: finite_only (no feature that is, or narrows to, NaN or +-inf) and
+ * num_classes (labels in [0, num_classes)).
  *
  * Values stay wide: integer and bool dtypes as int64 (checked against the
  * dtype's range), the floating dtypes as double, which the caller narrows
@@ -47,11 +49,12 @@ typedef struct {
  * .tsv.gz, else ','). `name` (not NULL) names the text in messages, with
  * the line and column of a bad value. Returns 0 with *out filled (its
  * buffers are NEW: free them with ct_csv_table_free), or an error with *out
- * zeroed: CT_EINVAL (bad delimiter or label_column, a label column beyond
- * the first row), CT_EDTYPE (o->dtype is no dtype), CT_EFORMAT (a value
- * that is no number or out of the dtype's range, an empty value, a NUL
- * byte, a row of another length, no data rows) or CT_ENOMEM. Borrows text,
- * name and o. */
+ * zeroed: CT_EINVAL (bad delimiter, label_column or num_classes, a label
+ * column beyond the first row), CT_EDTYPE (o->dtype is no dtype),
+ * CT_EFORMAT (a value that is no number or out of the dtype's range, a
+ * non-finite feature with finite_only, a label outside [0, num_classes), an
+ * empty value, a NUL byte, a row of another length, no data rows) or
+ * CT_ENOMEM. Borrows text, name and o. */
 int ct_csv_table_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o,
                        ct_csv_table *out);
 

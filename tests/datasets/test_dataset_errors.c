@@ -310,6 +310,7 @@ static ct_csv_opts csv(bool header, int label) {
 static void test_csv(void) {
     ct_csv_opts o = csv(false, -1);
     CHECK(o.delimiter == 0 && !o.header && o.label_column == -1 && o.dtype == CT_F32);
+    CHECK(!o.finite_only && o.num_classes == 0);
     CHECK(ct_dataset_csv(text_file("ragged.csv", "1,2,3\n4,5,6\n7,8\n"), &o) == NULL);
     CHECK_ERR(CT_EFORMAT, "ragged.csv:3: 2 columns, but line 1 has 3");
     CHECK(ct_dataset_csv(text_file("long.csv", "1,2\n4,5,6\n"), &o) == NULL);
@@ -384,6 +385,199 @@ static void test_csv(void) {
     ct_dataset_free(d);
 }
 
+/* Feature `col` of sample `row` (the tuple's first element with a label
+ * column), widened by ct_item; false when any step fails. */
+static bool csv_feature(ct_dataset *d, int64_t row, int64_t col, double *out) {
+    ct_value *s = ct_dataset_get(d, row);
+    ct_tensor *f = NULL;
+    if (s) f = ct_value_kind_of(s) == CT_VALUE_TENSOR ? ct_batch_tensor(s) : ct_batch_at(s, 0);
+    ct_tensor *x = f ? ct_select(f, 0, col) : NULL;
+    bool ok = x && ct_item(x, out) == 0;
+    ct_tensor_free(x);
+    ct_value_free(s);
+    return ok;
+}
+
+static bool csv_label(ct_dataset *d, int64_t row, int64_t *out) {
+    ct_value *s = ct_dataset_get(d, row);
+    ct_tensor *y = s ? ct_batch_at(s, 1) : NULL;
+    bool ok = y && ct_item_int(y, out) == 0;
+    ct_value_free(s);
+    return ok;
+}
+
+/* The same text through both entry points, ct_csv_parse on the buffer and
+ * ct_dataset_csv on a file of that name: NULL and the same error, or two
+ * datasets; returns the file's, after checking the buffer's is as long. */
+static ct_dataset *csv_both(const char *name, const char *text, const ct_csv_opts *o) {
+    ct_dataset *from_text = ct_csv_parse(text, strlen(text), name, o);
+    char text_error[512];
+    snprintf(text_error, sizeof text_error, "%s", ct_last_error());
+    int text_code = ct_last_code();
+    ct_clear_error();
+    ct_dataset *from_file = ct_dataset_csv(text_file(name, text), o);
+    CHECK((from_text == NULL) == (from_file == NULL));
+    if (from_file) {
+        CHECK(from_text && ct_dataset_len(from_text) == ct_dataset_len(from_file));
+    } else {
+        /* The file's message names its path, which ends with the buffer's name. */
+        CHECK(text_code == ct_last_code() && strstr(ct_last_error(), text_error) != NULL);
+    }
+    ct_dataset_free(from_text);
+    return from_file;
+}
+
+/* finite_only: each spelling strtod takes for NaN or +-inf, and numbers
+ * beyond double, are refused naming the file, line, column and cell; without
+ * it they are read as NaN and +-inf. */
+static void test_csv_finite(void) {
+    static const struct {
+        const char *cell;
+        double value; /* read without finite_only */
+        const char *why;
+    } cells[] = {
+        {"nan", NAN, "is not finite"},           {"NaN", NAN, "is not finite"},
+        {"-nan", NAN, "is not finite"},          {"nan(0x7)", NAN, "is not finite"},
+        {"inf", INFINITY, "is not finite"},      {"+Inf", INFINITY, "is not finite"},
+        {"-inf", -INFINITY, "is not finite"},    {"infinity", INFINITY, "is not finite"},
+        {"-INFINITY", -INFINITY, "is not finite"}, {" inf ", INFINITY, "is not finite"},
+        {"1e999", INFINITY, "is out of range for float64"},
+        {"-1e999", -INFINITY, "is out of range for float64"},
+        {"0x1p2000", INFINITY, "is out of range for float64"},
+    };
+    for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) {
+        char text[64], want[128];
+        /* Line 3, column 1: the blank line counts. */
+        snprintf(text, sizeof text, "1,2\n\n%s,4\n", cells[i].cell);
+        ct_csv_opts o = csv(false, -1);
+        o.dtype = CT_F64;
+        ct_dataset *d = csv_both("finite.csv", text, &o);
+        double v = 0;
+        CHECK(d && csv_feature(d, 1, 0, &v));
+        CHECK(isnan(cells[i].value) ? isnan(v) : v == cells[i].value);
+        ct_dataset_free(d);
+
+        o.finite_only = true;
+        CHECK(csv_both("finite.csv", text, &o) == NULL);
+        const char *trimmed = cells[i].cell[0] == ' ' ? "inf" : cells[i].cell;
+        snprintf(want, sizeof want, "finite.csv:3:1: '%s' %s", trimmed, cells[i].why);
+        CHECK_ERR(CT_EFORMAT, want);
+    }
+    /* Finite cells, an underflow to 0 among them, pass. */
+    ct_csv_opts o = csv(false, -1);
+    o.finite_only = true;
+    o.dtype = CT_F64;
+    ct_dataset *d = csv_both("fine.csv", "1e-400,-2.5,1e308\n", &o);
+    double v[3] = {1, 0, 0};
+    CHECK(d && csv_feature(d, 0, 0, &v[0]) && csv_feature(d, 0, 1, &v[1]) &&
+          csv_feature(d, 0, 2, &v[2]));
+    CHECK(v[0] == 0 && v[1] == -2.5 && v[2] == 1e308);
+    ct_dataset_free(d);
+    /* Labels and integer dtypes never hold NaN: finite_only changes nothing. */
+    o = csv(false, 1);
+    o.finite_only = true;
+    CHECK(csv_both("labnan.csv", "1,nan\n", &o) == NULL);
+    CHECK_ERR(CT_EFORMAT, "labnan.csv:1:2: 'nan' is not an integer label");
+    o = csv(false, -1);
+    o.finite_only = true;
+    o.dtype = CT_I32;
+    CHECK(csv_both("intinf.csv", "1,inf\n", &o) == NULL);
+    CHECK_ERR(CT_EFORMAT, "intinf.csv:1:2: 'inf' is out of range");
+}
+
+/* Narrowing: a finite double that the dtype's tensor would hold as +-inf is
+ * refused with finite_only, and only such a value: each cell is read
+ * without the option too, and the tensor holds inf exactly when the option
+ * refuses it. Float16 and bfloat16 go through float (double rounding). */
+static void test_csv_narrowing(void) {
+    static const struct {
+        ct_dtype dtype;
+        const char *cell;
+        bool refused;
+    } cells[] = {
+        {CT_F32, "3.4028234663852886e38", false}, /* FLT_MAX */
+        {CT_F32, "3.4028235677973362e38", false}, /* just below FLT_MAX + half an ulp */
+        {CT_F32, "3.4028235677973366e38", true},  /* the tie, to even: inf */
+        {CT_F32, "1e39", true},
+        {CT_F32, "-1e39", true},
+        {CT_F32, "1e999", true}, /* beyond double too: the same message */
+        {CT_F16, "65504", false},
+        {CT_F16, "65519.99", false},
+        {CT_F16, "65519.999999046326", true}, /* float rounds it to 65520 */
+        {CT_F16, "65520", true},
+        {CT_F16, "-65520", true},
+        {CT_BF16, "3.3895313892515355e38", false}, /* bfloat16's largest */
+        {CT_BF16, "0x1.fefffcp127", false},
+        {CT_BF16, "0x1.feffffffffp127", true}, /* float rounds it to the tie */
+        {CT_BF16, "0x1.ffp127", true},
+        {CT_F64, "1e39", false},
+        {CT_F64, "-1.7976931348623157e308", false},
+    };
+    for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) {
+        char text[64], want[128];
+        snprintf(text, sizeof text, "0,1\n2,%s\n", cells[i].cell);
+        ct_csv_opts o = csv(false, -1);
+        o.dtype = cells[i].dtype;
+        ct_dataset *d = csv_both("narrow.csv", text, &o);
+        double v = 0;
+        CHECK(d && csv_feature(d, 1, 1, &v) && (isinf(v) != 0) == cells[i].refused);
+        if (cells[i].refused) CHECK((v < 0) == (cells[i].cell[0] == '-'));
+        ct_dataset_free(d);
+
+        o.finite_only = true;
+        d = csv_both("narrow.csv", text, &o);
+        if (cells[i].refused) {
+            CHECK(d == NULL);
+            snprintf(want, sizeof want, "narrow.csv:2:2: '%s' is out of range for %s",
+                     cells[i].cell, ct_dtype_name(cells[i].dtype));
+            CHECK_ERR(CT_EFORMAT, want);
+        } else {
+            CHECK(d && csv_feature(d, 1, 1, &v) && isfinite(v));
+            ct_dataset_free(d);
+        }
+    }
+}
+
+/* num_classes: labels outside [0, num_classes) are refused at load, naming
+ * the line, the label column and the value; 0 checks nothing. */
+static void test_csv_labels(void) {
+    ct_csv_opts o = csv(false, 1);
+    o.num_classes = 2;
+    ct_dataset *d = csv_both("lab.csv", "0.5,1\n0.25,0\n-1,1.0\n", &o);
+    int64_t y[3] = {-1, -1, -1};
+    CHECK(d && csv_label(d, 0, &y[0]) && csv_label(d, 1, &y[1]) && csv_label(d, 2, &y[2]));
+    CHECK(y[0] == 1 && y[1] == 0 && y[2] == 1);
+    ct_dataset_free(d);
+    CHECK(csv_both("lab.csv", "0.5,1\n0.25,7\n", &o) == NULL);
+    CHECK_ERR(CT_EFORMAT, "lab.csv:2:2: '7' is out of range [0, 2) for num_classes 2");
+    CHECK(csv_both("lab.csv", "0.5,2\n", &o) == NULL);
+    CHECK_ERR(CT_EFORMAT, "lab.csv:1:2: '2' is out of range [0, 2) for num_classes 2");
+    CHECK(csv_both("lab.csv", "0.5,1\n0.5,-1\n", &o) == NULL);
+    CHECK_ERR(CT_EFORMAT, "lab.csv:2:2: '-1' is out of range [0, 2) for num_classes 2");
+    CHECK(csv_both("lab.csv", "0.5,-100\n", &o) == NULL); /* ignore_index too */
+    CHECK_ERR(CT_EFORMAT, "lab.csv:1:2: '-100' is out of range [0, 2) for num_classes 2");
+    /* The label column first, after a header and a blank line: line 4. */
+    o = csv(true, 0);
+    o.num_classes = 3;
+    CHECK(csv_both("lab0.csv", "y,x\n\n2,0.5\n3e0,0.5\n", &o) == NULL);
+    CHECK_ERR(CT_EFORMAT, "lab0.csv:4:1: '3e0' is out of range [0, 3) for num_classes 3");
+
+    /* num_classes 0: any int64 label, negative ones included (ignore_index). */
+    o = csv(false, 1);
+    d = csv_both("lab.csv", "0.5,7\n0.25,-100\n", &o);
+    CHECK(d && csv_label(d, 0, &y[0]) && csv_label(d, 1, &y[1]));
+    CHECK(y[0] == 7 && y[1] == -100);
+    ct_dataset_free(d);
+
+    o.num_classes = -1;
+    CHECK(csv_both("lab.csv", "0.5,1\n", &o) == NULL);
+    CHECK_ERR(CT_EINVAL, "lab.csv: num_classes is -1; must be > 0, or 0: unchecked");
+    o = csv(false, -1);
+    o.num_classes = 2;
+    CHECK(csv_both("lab.csv", "0.5,1\n", &o) == NULL);
+    CHECK_ERR(CT_EINVAL, "lab.csv: num_classes is 2, but label_column is -1: no labels to check");
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/ct_dataset_errors_XXXXXX");
     if (!mkdtemp(dir)) return 2;
@@ -393,6 +587,9 @@ int main(void) {
     test_mnist();
     test_records();
     test_csv();
+    test_csv_finite();
+    test_csv_narrowing();
+    test_csv_labels();
     CHECK(ct_tensor_live_count() == live);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
