@@ -216,13 +216,17 @@ static int stop_at_boundary(ct_context *ctx, bool *stop) {
 }
 
 /* Rank 0's parameters and buffers on every rank (Determined broadcasts
- * them at the start so every rank begins identical). */
-static int broadcast_models(ct_context *ctx) {
+ * them at the start so every rank begins identical); with buffers_only,
+ * what the optimizer does not keep equal: the buffers (BatchNorm's running
+ * statistics, which each rank updates from its own shard) and frozen
+ * parameters. */
+static int broadcast_models(ct_context *ctx, bool buffers_only) {
     if (ctx->size == 1) return CT_OK;
     for (size_t m = 0; m < ctx->n_models; m++)
         for (size_t i = 0; i < ct_nn_state_size(ctx->models[m]); i++) {
             const char *name = NULL;
             ct_tensor *t = ct_nn_state_at(ctx->models[m], i, &name);
+            if (buffers_only && ct_requires_grad(t)) continue;
             if (ct_dist_broadcast(t, 0) != CT_OK)
                 return ct_set_error(ct_last_code(), "broadcasting model %zu '%s': %s", m, name, ct_last_error());
         }
@@ -448,7 +452,13 @@ static ct_value *evaluate_full(ct_context *ctx) {
  * the reduced metrics; on_validation_end. */
 static int run_validation(ct_context *ctx) {
     ct_reducers_reset(ctx->reducers, ctx->n_reducers);
-    int rc = CT_OK;
+    /* Every rank validates with rank 0's buffers, the ones a checkpoint
+     * saves (DistributedDataParallel's broadcast_buffers, here before the
+     * forwards that read running statistics): the reported metrics are the
+     * checkpointed model's, and a resumed run validates as an
+     * uninterrupted one. */
+    int rc = broadcast_models(ctx, true);
+    if (rc != CT_OK) return rc;
     bool batches = ctx->trial->evaluate_batch != NULL;
     CALL_HOOKS0(rc, ctx, on_validation_start);
     if (batches) CALL_HOOKS0(rc, ctx, on_validation_epoch_start);
@@ -1069,7 +1079,7 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     tune_malloc(o->tune_malloc);
     ct_report_start(ctx);
     rc = setup(ctx);
-    if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx));
+    if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx, false));
     if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
     if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
     if (rc == CT_OK) ct_report_setup(ctx);

@@ -32,3 +32,16 @@ if(CTRIAL_HAVE_MPI)
     set_property(TEST dist_fit APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=abort_on_error=1:detect_leaks=0")
   endif()
 endif()
+# BatchNorm's running statistics under 2 ranks with shards of different
+# scale (issue 17): every reported validation metric is the checkpointed
+# model's, evaluated in PyTorch, and a resumed run validates as the
+# uninterrupted one does.
+ct_c_program(bn_trial ${_df}/bn_trial.c)
+if(CTRIAL_HAVE_MPI)
+  ct_py_test(dist_batchnorm ${_df}/test_bn.py $<TARGET_FILE:bn_trial>)
+  set_tests_properties(dist_batchnorm PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  if(CTRIAL_SANITIZE)
+    set_property(TEST dist_batchnorm APPEND PROPERTY ENVIRONMENT
+      "LSAN_OPTIONS=fast_unwind_on_malloc=0:print_suppressions=0:suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan.supp")
+  endif()
+endif()
