@@ -257,7 +257,8 @@ static int marked_name(int rc, const char *found, char *name, size_t len) {
     name[0] = '\0';
     if (rc != 0) return ct_last_code() == CT_ECHECKPOINT ? 0 : 1;
     const char *slash = strrchr(found, '/');
-    snprintf(name, len, "%s", slash ? slash + 1 : found);
+    int n = snprintf(name, len, "%s", slash ? slash + 1 : found);
+    if (n < 0 || (size_t)n >= len) name[0] = '\0'; /* longer than any listed name: marks none */
     return 0;
 }
 
