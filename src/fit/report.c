@@ -326,8 +326,10 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
         if (!(ctx->tb = ct_tb_open(ctx->opts.output_dir, ""))) return ct_last_code();
         /* A resumed run: TensorBoard drops what the interrupted run logged
          * after the checkpoint (steps above its batch), as metrics.jsonl
-         * was cut back. */
-        if (ctx->resume_dir[0] && ct_tb_add_session_start(ctx->tb, ctx->initial_batch + 1, 0) != CT_OK)
+         * was cut back; also a --resume latest that found no checkpoint,
+         * which starts the interrupted run over from batch 0. */
+        bool resumed = ctx->resume_dir[0] || (ctx->opts.resume && ctx->opts.resume[0]);
+        if (resumed && ct_tb_add_session_start(ctx->tb, ctx->initial_batch + 1, 0) != CT_OK)
             return ct_last_code();
     }
     if (ctx->tb && ctx->tensorboard) {
