@@ -811,6 +811,11 @@ at::Tensor load_tensor(const at::Tensor &param, const ct_value *v, bool is_step,
     }
     if (is_step) {
         if (t.numel() != 1) fail(CT_ESHAPE, name + " must hold one value, got " + ct::describe(t));
+        // The bias corrections read it: a NaN or negative count would turn
+        // every later step's update into NaN or nonsense.
+        const double count = t.reshape({}).item<double>();
+        if (!std::isfinite(count) || count < 0)
+            fail(CT_EFORMAT, name + " is " + std::to_string(count) + ", expected a finite step count >= 0");
         auto opt = at::TensorOptions().dtype(at::kFloat).device(fused ? param.device() : at::Device(at::kCPU));
         return t.reshape({}).to(opt, false, true);
     }
@@ -819,6 +824,30 @@ at::Tensor load_tensor(const at::Tensor &param, const ct_value *v, bool is_step,
                             shape_str(param.sizes()));
     at::ScalarType dtype = param.is_floating_point() ? param.scalar_type() : t.scalar_type();
     return t.to(param.device(), dtype, false, true);
+}
+
+// The state keys a parameter's entry must hold once it has any (Python
+// makes them together and reads them at every step; a missing one fails
+// the next step there, and here would restart that buffer at zero). The others are optional: SGD's momentum
+// buffer (made from the gradient when absent), Adam's max_exp_avg_sq and
+// RMSprop's momentum_buffer and grad_avg (made when their option is on).
+std::vector<const char *> required_slots(Kind k) {
+    switch (k) {
+    case Kind::SGD: return {};
+    case Kind::Adam:
+    case Kind::AdamW: return {"step", "exp_avg", "exp_avg_sq"};
+    case Kind::RMSprop: return {"step", "square_avg"};
+    case Kind::Adagrad: return {"step", "sum"};
+    }
+    return {};
+}
+
+// "step, exp_avg and exp_avg_sq" for messages.
+std::string listed(const std::vector<const char *> &names) {
+    std::string out;
+    for (size_t i = 0; i < names.size(); ++i)
+        out += std::string(i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    return out;
 }
 
 }  // namespace
@@ -870,6 +899,7 @@ extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
         std::vector<State> state(o->params.size());
         std::vector<size_t> order;
         const std::vector<StateSlot> slots = slots_of(o->kind);
+        const std::vector<const char *> required = required_slots(o->kind);
         for (size_t e = 0; e < ct_value_len(saved_state); ++e) {
             const char *skey = nullptr;
             int64_t id = 0;
@@ -895,6 +925,17 @@ extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
                 const bool is_step = std::strcmp(key, "step") == 0;
                 s.*(slot->field) = load_tensor(o->params[i], v, is_step, id_fused[id],
                                                where + "['" + key + "']");
+            }
+            // An empty entry is a parameter not stepped yet (it starts
+            // afresh); one with anything in it must hold all it needs.
+            if (ct_value_len(entry) == 0) continue;
+            for (const char *name : required) {
+                const StateSlot *slot = nullptr;
+                for (const StateSlot &sl : slots)
+                    if (std::strcmp(sl.name, name) == 0) slot = &sl;
+                if (slot && !(s.*(slot->field)).defined())
+                    fail(CT_EFORMAT, where + " has no '" + name + "' (" + kind_name(o->kind) + " keeps " +
+                                         listed(required) + " for each parameter it has stepped)");
             }
         }
 

@@ -4,8 +4,8 @@
  *     ctrial-ckpt list   CHECKPOINTS    the same for its checkpoints/ folder
  *     ctrial-ckpt list   CKPT_DIR       metadata, then every key with its dtype and shape
  *     ctrial-ckpt list   FILE.pth       every key with its dtype and shape
- *     ctrial-ckpt verify DIR            checks every file's size and CRC-32 (exit 0 if good)
- *     ctrial-ckpt latest CHECKPOINT_DIR prints the most recent committed checkpoint
+ *     ctrial-ckpt verify DIR            checks metadata.json's and every file's CRC-32 (exit 0 if good)
+ *     ctrial-ckpt latest CHECKPOINT_DIR prints the latest committed checkpoint (commit order)
  *
  * Listing a run (docs/api/ckpt.md, "ctrial-ckpt"): two '#' lines (the
  * folder and counts, then the column names), then per checkpoint
@@ -13,9 +13,11 @@
  *     NAME  BATCHES  EPOCHS  METRIC  [best] [latest]
  *
  * with "-" for a value it lacks. A ckpt-* directory whose metadata.json
- * cannot be read is listed as "damaged: <why>" (exit 1); a .tmp-* directory
- * (a checkpoint being written, or one a crash left) as "uncommitted". Both
- * come last, by name.
+ * is missing, unreadable or invalid (its CRC-32 included) is listed as
+ * "damaged: <why>" (exit 1); a .tmp-* directory (a checkpoint being
+ * written, or one a crash left) as "uncommitted". Both come last, by name.
+ * When a damaged one may be the latest, no line is marked latest and
+ * stderr says why (as --resume latest refuses it).
  *
  * Exit codes: 0 good, 1 a bad or unreadable checkpoint, 2 bad usage. */
 #define _POSIX_C_SOURCE 200809L
@@ -235,9 +237,9 @@ static int scan(const char *folder, const searcher *s, rows *t) {
     return 0;
 }
 
-/* Training order: batches trained, then name. Not the commit time (which
- * ct_ckpt_latest goes by): a checkpoint copied in, or a clock that jumped,
- * would put it out of order. */
+/* Training order: batches trained, then name. (ct_ckpt_latest goes by
+ * commit order, metadata.json's commit_sequence: after a resume from an
+ * earlier checkpoint the latest need not be the last line.) */
 static int by_training_order(const void *a, const void *b) {
     const row *x = a, *y = b;
     if (x->batches != y->batches) return x->batches < y->batches ? -1 : 1;
@@ -300,8 +302,10 @@ static void print_rows(const char *folder, const rows *t, const searcher *s, con
  * keeps and the run's summary names), not worked out again here. Exit 1
  * when one is damaged (after listing the others). */
 static int list_run(const char *folder) {
-    char found[PATH_LEN], latest[256], best[256] = "";
-    if (marked_name(ct_ckpt_latest(folder, found, sizeof found), found, latest, sizeof latest)) return fail(folder);
+    char found[PATH_LEN], latest[256], best[256] = "", no_latest[4096] = "";
+    int latest_rc = ct_ckpt_latest(folder, found, sizeof found);
+    if (latest_rc != 0) snprintf(no_latest, sizeof no_latest, "%s", ct_last_error());
+    if (marked_name(latest_rc, found, latest, sizeof latest)) return fail(folder);
     searcher s;
     read_searcher(latest[0] ? found : "", &s);
     if (s.metric[0] && marked_name(ct_ckpt_best(folder, s.metric, s.smaller_is_better, found, sizeof found, NULL),
@@ -320,6 +324,8 @@ static int list_run(const char *folder) {
         }
         free(t.at[i].error);
     }
+    /* Not "none yet": a damaged checkpoint may be the latest. */
+    if (!latest[0] && count(&t, DAMAGED)) fprintf(stderr, "ctrial-ckpt: no latest: %s\n", no_latest);
     free(t.at);
     return rc;
 }

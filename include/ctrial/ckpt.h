@@ -88,33 +88,43 @@ CT_API int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_pa
  * CRC-32 is checked. Anything else (other
  * Python classes, complex or quantized tensors, ints beyond 64 bits, a
  * damaged archive) is refused with CT_EFORMAT naming what was found; *out
- * is then NULL. */
+ * is then NULL. A path that is not a regular file (a FIFO, a device, a
+ * directory) is refused with CT_EIO "ct_pth_load: PATH: not a regular file
+ * (a FIFO)" before anything is read. */
 CT_API int ct_pth_load(const char *path, ct_value **out);
 
-/* Size and CRC-32 of the file at path (streamed). Returns a status. */
+/* Size and CRC-32 of the regular file at path (streamed; anything else is
+ * CT_EIO "not a regular file"). Returns a status. */
 CT_API int ct_file_checksum(const char *path, ct_file_sum *out);
 
 /* ==== Part 2: checkpoint directories ======================================== */
 
-/* Checks a checkpoint directory: metadata.json parses and has what ctrial
- * writes, every file it lists exists with that size and CRC-32.
- * Returns 0, or CT_ECHECKPOINT (CT_EIO) naming the directory and the
- * problem. */
+/* Checks a checkpoint directory: metadata.json is a regular file, parses,
+ * its own CRC-32 (metadata_crc32) matches and it has what ctrial writes;
+ * every file it lists is a regular file with that size and CRC-32 (a FIFO
+ * or a device is refused, never read). Returns 0, or CT_ECHECKPOINT naming
+ * the directory and the problem. */
 CT_API int ct_ckpt_verify(const char *dir);
 
 /* The checkpoint's metadata.json as a NEW ct_value dict (numbers as ints or
  * floats, objects as dicts, arrays as lists), or NULL + error. */
 CT_API ct_value *ct_ckpt_metadata(const char *dir);
 
-/* The most recently committed checkpoint in checkpoint_dir (by commit time
- * in metadata.json; unfinished temporary directories are ignored): its path
- * is written to buf. Returns 0, or CT_ECHECKPOINT when there is none (the
- * message says so), or another error. */
+/* The latest committed checkpoint in checkpoint_dir, in commit order
+ * (metadata.json's commit_sequence, then steps_completed, then the name;
+ * never the clock; checkpoints of earlier versions, without a sequence,
+ * come before the others), what --resume latest resumes: its path is
+ * written to buf. Unfinished temporary directories are ignored. A damaged
+ * ckpt-* directory (metadata.json missing, unreadable or invalid) whose
+ * name does not say it trained less than that one may itself be the
+ * latest: CT_ECHECKPOINT naming it and the latest intact checkpoint.
+ * Returns 0, or CT_ECHECKPOINT when there is none ("no checkpoint in DIR")
+ * or a damaged one may be the latest, or another error. */
 CT_API int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len);
 /* The committed checkpoint in checkpoint_dir whose validation metric
  * `metric` (metadata.json's validation_metrics) is best: the smallest when
  * smaller_is_better, else the largest; NaN and infinities never count; of
- * equal ones the most recent. Its path is written to buf and, when value is
+ * equal ones the latest in commit order. Its path is written to buf and, when value is
  * not NULL, its metric to *value. Returns 0, or CT_ECHECKPOINT when no
  * checkpoint has a finite value of the metric, or another error. */
 CT_API int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,

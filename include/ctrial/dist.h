@@ -68,6 +68,18 @@ CT_API void ct_dist_finalize(void);
  * mpirun, exit otherwise), after printing `why` prefixed by the rank. */
 CT_API void ct_dist_abort(int exit_code, const char *why);
 
+/* The collective timeout: a rank that has waited this many seconds in one
+ * of ctrial's collectives (the calls below, gradient averaging on the CPU,
+ * the loop's agreements) ends the job (exit code 5, CT_EXIT_DIST) with a
+ * line naming the ranks that did not arrive and the collective, as
+ * torch.distributed's `timeout` does. 30 minutes by default (PyTorch's
+ * default for its CPU backend), or the environment's CTRIAL_DIST_TIMEOUT
+ * (seconds) read by ct_dist_init; ct_fit_opts.dist_timeout sets it for one
+ * ct_fit. 0 or infinity: no timeout. Process-wide. ct_dist_set_timeout
+ * returns CT_EINVAL for a negative or NaN value. */
+CT_API int ct_dist_set_timeout(double seconds);
+CT_API double ct_dist_timeout(void); /* seconds; 0: none */
+
 CT_API int ct_dist_rank(void);       /* 0 .. size-1 (0 before init) */
 CT_API int ct_dist_size(void);       /* ranks in the job (1 before init) */
 CT_API int ct_dist_local_rank(void); /* rank among this host's ranks */

@@ -192,6 +192,9 @@ typedef struct {
     int64_t global_batch_size;     /* 0: from hparams' global_batch_size */
     int aggregation_frequency;     /* 1 */
     int64_t bucket_cap_mb;         /* gradient all-reduce bucket size under mpirun (25) */
+    double dist_timeout;           /* seconds a rank waits in a collective before the job ends
+                                    * naming the ranks that did not arrive (0: CTRIAL_DIST_TIMEOUT,
+                                    * else 30 minutes; INFINITY: no timeout); see dist.h */
     bool cuda_graphs;              /* capture the training step in a CUDA graph, replay it (false) */
     int cuda_graph_warmup;         /* eager batches before the capture, >= 1 (3) */
     bool tune_malloc;              /* glibc's heap thresholds set for training, process-wide (true) */
@@ -224,14 +227,20 @@ CT_API ct_fit_opts ct_fit_defaults(void);
  * code with ct_last_error() saying why. */
 CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
 
-/* The signal (SIGTERM or SIGINT) that stopped the last ct_fit on this
- * thread's process, or 0: a program that owns its main can tell a
- * preempted run (it checkpointed and returned 0) from a finished one. */
+/* The stop signal (SIGTERM or SIGINT) of the last ct_fit in this process,
+ * or 0: the one that stopped training (agreed across ranks: every rank
+ * returns the same, whichever rank got it), or one that came after
+ * training had ended. A program that owns its main tells a preempted run
+ * (it checkpointed, or stopped before training with nothing to save, and
+ * returned 0) from a finished one. */
 CT_API int ct_fit_stop_signal(void);
 
 /* The standard program: parses flags and the JSON experiment config
  * (--help lists them), runs ct_fit, prints a one-line cause on failure and
- * returns the process exit code (ct_exit_code). */
+ * returns the process exit code (ct_exit_code). It catches SIGTERM and
+ * SIGINT from its first line until the process exits: one before ct_fit
+ * stops the run before training (exit code 0, nothing to save), one after
+ * it is recorded rather than fatal (docs/api/trial.md, "Stop signals"). */
 CT_API int ct_main(int argc, char **argv, const ct_trial *trial);
 
 /* A program's own flag, parsed by ct_main_ex with ctrial's (in any order,

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +47,88 @@ int ct_make_dirs(const char *path, const char *what) {
     return rc;
 }
 
+/* ---- regular files only ------------------------------------------------------ */
+
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISDIR(m)  ? "a directory" : S_ISSOCK(m) ? "a socket" : "of an unknown kind";
+}
+
+/* "WHO: PATH: ..." or "PATH: ..." */
+static int file_error(int code, const char *who, const char *path, const char *what, const char *detail) {
+    return ct_set_error(code, "%s%s%s: %s (%s)", who ? who : "", who ? ": " : "", path, what, detail);
+}
+
+int ct_check_regular(const char *path, const char *who) {
+    struct stat st;
+    if (stat(path, &st) != 0) return file_error(CT_EIO, who, path, "cannot open", strerror(errno));
+    if (!S_ISREG(st.st_mode)) return file_error(CT_EIO, who, path, "not a regular file", file_kind(st.st_mode));
+    return 0;
+}
+
+int ct_open_regular(const char *path, const char *who) {
+    /* stat first: a device is never opened (opening one may do something),
+     * and O_NONBLOCK keeps a FIFO that turns up in between from blocking
+     * open(2); fstat then checks what was opened. */
+    int rc = ct_check_regular(path, who);
+    if (rc) return rc;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return file_error(CT_EIO, who, path, "cannot open", strerror(errno));
+    int flags;
+    if (fstat(fd, &st) != 0) rc = file_error(CT_EIO, who, path, "cannot stat", strerror(errno));
+    else if (!S_ISREG(st.st_mode)) rc = file_error(CT_EIO, who, path, "not a regular file", file_kind(st.st_mode));
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        rc = file_error(CT_EIO, who, path, "cannot open", strerror(errno));
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int ct_read_file_raw(const char *path, size_t max_bytes, char **data, size_t *size) {
+    int fd = ct_open_regular(path, NULL);
+    if (fd < 0) return fd;
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? 0 : ct_set_error(CT_EIO, "%s: cannot stat (%s)", path, strerror(errno));
+    if (rc == 0 && (uint64_t)st.st_size > max_bytes)
+        rc = ct_set_error(CT_EFORMAT, "%s: larger than %zu bytes (%lld)", path, max_bytes, (long long)st.st_size);
+    /* Read to the end, not to st_size: the file may have changed since. */
+    size_t cap = rc == 0 ? (size_t)st.st_size + 1 : 0, len = 0;
+    char *buf = rc == 0 ? malloc(cap) : NULL;
+    if (rc == 0 && !buf) rc = ct_set_error(CT_ENOMEM, "%s: out of host memory", path);
+    while (rc == 0) {
+        if (len + 1 == cap) {
+            if (len >= max_bytes) {
+                rc = ct_set_error(CT_EFORMAT, "%s: larger than %zu bytes", path, max_bytes);
+                break;
+            }
+            char *p = realloc(buf, cap * 2);
+            if (!p) {
+                rc = ct_set_error(CT_ENOMEM, "%s: out of host memory", path);
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + len, cap - 1 - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) rc = ct_set_error(CT_EIO, "%s: read failed (%s)", path, strerror(errno));
+        if (got <= 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *data = buf;
+    *size = len;
+    return 0;
+}
+
 /* ---- whole files, plain or gzip --------------------------------------------- */
 
 static int gz_fail(gzFile f, const char *path) {
@@ -58,12 +141,14 @@ static int gz_fail(gzFile f, const char *path) {
 }
 
 int ct_read_file(const char *path, unsigned char **data, size_t *size) {
-    errno = 0;
+    int fd = ct_open_regular(path, NULL);
+    if (fd < 0) return fd;
     /* gzread passes a file without a gzip header through unchanged. */
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return ct_set_error(CT_EIO, "%s: cannot open (%s)", path,
-                            errno ? strerror(errno) : "out of memory");
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ct_set_error(CT_ENOMEM, "%s: cannot open (out of memory)", path);
+    }
     size_t cap = 1 << 16, len = 0;
     unsigned char *buf = malloc(cap);
     int rc = buf ? 0 : ct_set_error(CT_ENOMEM, "%s: out of host memory", path);
@@ -103,8 +188,8 @@ int ct_read_file(const char *path, unsigned char **data, size_t *size) {
 
 int ct_file_checksum(const char *path, ct_file_sum *out) {
     if (!path || !out) return ct_set_error(CT_EINVAL, "ct_file_checksum: %s is NULL", !path ? "path" : "out");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error(CT_EIO, "ct_file_checksum: %s: cannot open (%s)", path, strerror(errno));
+    int fd = ct_open_regular(path, "ct_file_checksum");
+    if (fd < 0) return fd;
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     enum { CHUNK = 4 << 20 };
     unsigned char *buf = malloc(CHUNK);

@@ -13,9 +13,27 @@
  * text"). Returns a status. */
 int ct_make_dirs(const char *path, const char *what);
 
+/* Opens path for reading, refusing what is not a regular file (a FIFO, a
+ * device such as /dev/zero or a link to one, a directory, a socket) before
+ * reading anything and without blocking on it: a FIFO without a writer
+ * would block open(2), and a device or a FIFO never ends a read. `who`
+ * starts the message (NULL: none): CT_EIO "WHO: PATH: not a regular file (a
+ * FIFO)"; CT_EIO "WHO: PATH: cannot open (errno's text)". Returns the file
+ * descriptor (O_CLOEXEC, blocking) or a negative code. */
+int ct_open_regular(const char *path, const char *who);
+/* The same check without opening: 0 when path is a regular file (or a link
+ * to one), else the same CT_EIO. */
+int ct_check_regular(const char *path, const char *who);
+
+/* Reads a whole regular file (ct_open_regular) as it is, no gzip, into a
+ * malloc'd buffer with a '\0' after its `*size` bytes; more than max_bytes
+ * is CT_EFORMAT "PATH: larger than N bytes". 0 or a code naming the file;
+ * on success the caller frees *data. */
+int ct_read_file_raw(const char *path, size_t max_bytes, char **data, size_t *size);
+
 /* Reads a whole file into a malloc'd buffer (gzip-compressed files are
- * decompressed; plain files are read unchanged). 0, or CT_EIO / CT_EFORMAT /
- * CT_ENOMEM naming the file. On success the caller frees *data. */
+ * decompressed; plain files are read unchanged). Only a regular file is read
+ * (ct_open_regular). 0, or CT_EIO / CT_EFORMAT / CT_ENOMEM naming the file. On success the caller frees *data. */
 int ct_read_file(const char *path, unsigned char **data, size_t *size);
 
 #endif

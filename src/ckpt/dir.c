@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "ckpt/ckpt.h"
 
 #include "base/clock.h"
+#include "base/crc32.h"
 #include "base/files.h"
 #include "base/value_json.h"
 
@@ -135,16 +137,65 @@ static int write_synced(const char *path, const char *text) {
     return rc;
 }
 
+/* The place of the 8 hex digits of metadata_crc32 in a metadata.json's
+ * text: the last "metadata_crc32" key (ctrial writes it last, at the top
+ * level), its colon and its string. NULL when there is none. */
+static char *crc_digits(char *text, size_t len) {
+    static const char key[] = "\"" CT_CKPT_CRC_KEY "\"";
+    char *found = NULL; /* text holds no NUL before its end (JSON: jansson refuses one) */
+    for (char *p = text; (p = strstr(p, key)); p += sizeof key - 1) found = p;
+    if (!found) return NULL;
+    char *p = found + sizeof key - 1, *end = text + len;
+    while (p < end && strchr(" \t\r\n", *p)) p++;
+    if (p == end || *p++ != ':') return NULL;
+    while (p < end && strchr(" \t\r\n", *p)) p++;
+    if (end - p < 10 || p[0] != '"' || p[9] != '"') return NULL;
+    return p + 1;
+}
+
+/* CRC-32 of metadata.json's text with its 8 digits read as "00000000". */
+static uint32_t metadata_crc(char *text, size_t len, char *digits) {
+    char saved[8];
+    memcpy(saved, digits, 8);
+    memset(digits, '0', 8);
+    uint32_t crc = ct_crc32(0, text, len);
+    memcpy(digits, saved, 8);
+    return crc;
+}
+
+/* One more than the highest commit_sequence of the committed checkpoints in
+ * checkpoint_dir (1 for the first; checkpoints of earlier versions, without
+ * one, count as 0). */
+static int next_sequence(const char *checkpoint_dir, int64_t *seq);
+
 int ct_ckpt_commit(ct_ckpt_writer *w, json_t *metadata) {
     if (!metadata) return ct_set_error(CT_ENOMEM, "out of memory building checkpoint metadata");
+    int64_t seq = 0;
+    int rc = next_sequence(w->parent, &seq);
+    if (rc != CT_OK) {
+        json_decref(metadata);
+        return rc;
+    }
     json_object_set(metadata, "files", w->files);
-    json_object_set_new(metadata, "time", json_real(ct_clock_wall()));
+    json_object_set_new(metadata, CT_CKPT_SEQ_KEY, json_integer((json_int_t)seq));
+    json_object_set_new(metadata, "time", json_real(ct_clock_wall())); /* for people: nothing orders by it */
+    json_object_del(metadata, CT_CKPT_CRC_KEY);
+    json_object_set_new(metadata, CT_CKPT_CRC_KEY, json_string("00000000")); /* last: sealed below */
     char *text = json_dumps(metadata, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     json_decref(metadata);
     if (!text) return ct_set_error(CT_ENOMEM, "cannot format %s", CT_CKPT_METADATA_FILE);
+    size_t len = strlen(text);
+    char *digits = crc_digits(text, len);
+    if (!digits) {
+        free(text);
+        return ct_set_error(CT_EFORMAT, "cannot seal %s: no %s in it", CT_CKPT_METADATA_FILE, CT_CKPT_CRC_KEY);
+    }
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", (unsigned)metadata_crc(text, len, digits));
+    memcpy(digits, hex, 8);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->tmp, CT_CKPT_METADATA_FILE);
-    int rc = write_synced(path, text);
+    rc = write_synced(path, text);
     free(text);
     if (rc == CT_OK) rc = sync_dir(w->tmp);
     if (rc == CT_OK && rename(w->tmp, w->final) != 0) rc = io_error("cannot rename to", w->final);
@@ -174,48 +225,130 @@ void ct_ckpt_remove_leftovers(const char *checkpoint_dir) {
 
 /* ---- reading and verifying ---------------------------------------------------- */
 
-static json_t *bad(const char *dir, const char *fmt, const char *detail) {
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, detail);
-    ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, msg);
+/* A checkpoint directory's name, "ckpt-<steps>-<tag>": its steps, or
+ * INT64_MAX when the name does not say (then it may be anything). */
+static int64_t steps_of_name(const char *name) {
+    if (strncmp(name, CT_CKPT_PREFIX, strlen(CT_CKPT_PREFIX)) != 0) return INT64_MAX;
+    const char *p = name + strlen(CT_CKPT_PREFIX);
+    int64_t steps = 0;
+    if (*p < '0' || *p > '9') return INT64_MAX;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (steps > (INT64_MAX - 9) / 10) return INT64_MAX;
+        steps = steps * 10 + (*p - '0');
+    }
+    return *p == '-' ? steps : INT64_MAX;
+}
+
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* The top-level keys ctrial needs, with their types (JSON_REAL stands for
+ * any number: an integer or a real). commit_sequence and metadata_crc32 are checked apart: checkpoints
+ * of earlier versions have neither. */
+static const struct {
+    const char *key;
+    json_type type;
+    const char *type_name;
+} needed[] = {
+    {"steps_completed", JSON_INTEGER, "an integer"}, {"framework", JSON_STRING, "a string"},
+    {"format", JSON_STRING, "a string"},             {"files", JSON_OBJECT, "an object"},
+    {"trial_state", JSON_OBJECT, "an object"},       {"time", JSON_REAL, "a number"},
+};
+
+/* dir's metadata.json, read, sealed and checked: NEW json, and its commit
+ * sequence in *seq (0: written before ctrial recorded one). NULL when
+ * damaged, with why (without the directory) in `why`. */
+static json_t *load_metadata(const char *dir, int64_t *seq, char *why, size_t why_len) {
+#define DAMAGED(...) do { snprintf(why, why_len, __VA_ARGS__); goto damaged; } while (0)
+    char path[4200];
+    char *text = NULL;
+    size_t len = 0;
+    json_t *m = NULL;
+    struct stat st;
+    *seq = 0;
+    if (snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_METADATA_FILE) >= (int)sizeof path)
+        DAMAGED("its path is too long");
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) DAMAGED("not a directory");
+    if (stat(path, &st) != 0 && errno == ENOENT) DAMAGED("%s is missing", CT_CKPT_METADATA_FILE);
+    /* A regular file only: a FIFO would block, a device never end. */
+    if (ct_read_file_raw(path, CT_CKPT_METADATA_MAX, &text, &len) != CT_OK) {
+        const char *msg = ct_last_error();
+        size_t n = strlen(path);
+        DAMAGED("%s%s", CT_CKPT_METADATA_FILE, strncmp(msg, path, n) == 0 ? msg + n : msg);
+    }
+    if (len == 0) DAMAGED("%s is empty", CT_CKPT_METADATA_FILE);
+    json_error_t err;
+    if (!(m = json_loadb(text, len, 0, &err)))
+        DAMAGED("%s is not valid JSON: %s (line %d, column %d)", CT_CKPT_METADATA_FILE, err.text, err.line,
+                err.column);
+    if (!json_is_object(m)) DAMAGED("%s is %s, not a JSON object", CT_CKPT_METADATA_FILE, json_type_name(m));
+    /* The seal: CRC-32 of the file's bytes with its own 8 digits as zeros. */
+    json_t *crc = json_object_get(m, CT_CKPT_CRC_KEY), *sequence = json_object_get(m, CT_CKPT_SEQ_KEY);
+    if (crc || sequence) {
+        if (!crc) DAMAGED("%s lacks '%s' (it has '%s')", CT_CKPT_METADATA_FILE, CT_CKPT_CRC_KEY, CT_CKPT_SEQ_KEY);
+        const char *want = json_string_value(crc);
+        char *digits = crc_digits(text, len);
+        if (!want || strlen(want) != 8 || strspn(want, "0123456789abcdef") != 8)
+            DAMAGED("%s: '%s' is not 8 hex digits", CT_CKPT_METADATA_FILE, CT_CKPT_CRC_KEY);
+        if (!digits || memcmp(digits, want, 8) != 0)
+            DAMAGED("%s: '%s' is not its last key", CT_CKPT_METADATA_FILE, CT_CKPT_CRC_KEY);
+        char got[9];
+        snprintf(got, sizeof got, "%08x", (unsigned)metadata_crc(text, len, digits));
+        if (strcmp(got, want) != 0)
+            DAMAGED("%s has CRC-32 %s, its %s says %s (the file is damaged or was edited)", CT_CKPT_METADATA_FILE,
+                    got, CT_CKPT_CRC_KEY, want);
+        if (!sequence) DAMAGED("%s lacks '%s'", CT_CKPT_METADATA_FILE, CT_CKPT_SEQ_KEY);
+        if (!json_is_integer(sequence))
+            DAMAGED("%s: '%s' is %s, not an integer", CT_CKPT_METADATA_FILE, CT_CKPT_SEQ_KEY,
+                    json_type_name(sequence));
+        if (json_integer_value(sequence) < 1)
+            DAMAGED("%s: '%s' is %lld, not 1 or more", CT_CKPT_METADATA_FILE, CT_CKPT_SEQ_KEY,
+                    (long long)json_integer_value(sequence));
+        *seq = json_integer_value(sequence);
+    }
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        json_t *v = json_object_get(m, needed[i].key);
+        if (!v) DAMAGED("%s lacks '%s'", CT_CKPT_METADATA_FILE, needed[i].key);
+        bool ok = needed[i].type == JSON_REAL ? json_is_number(v) : json_typeof(v) == needed[i].type;
+        if (!ok)
+            DAMAGED("%s: '%s' is %s, not %s", CT_CKPT_METADATA_FILE, needed[i].key, json_type_name(v),
+                    needed[i].type_name);
+    }
+    if (json_integer_value(json_object_get(m, "steps_completed")) < 0)
+        DAMAGED("%s: 'steps_completed' is negative", CT_CKPT_METADATA_FILE);
+    const char *format = json_string_value(json_object_get(m, "format"));
+    if (strcmp(format, CT_CKPT_FORMAT) != 0)
+        DAMAGED("%s: format is '%s', not '%s'", CT_CKPT_METADATA_FILE, format, CT_CKPT_FORMAT);
+    if (!json_object_get(json_object_get(m, "files"), CT_CKPT_STATE_FILE))
+        DAMAGED("%s does not list %s", CT_CKPT_METADATA_FILE, CT_CKPT_STATE_FILE);
+    free(text);
+    return m;
+damaged:
+    free(text);
+    json_decref(m);
+    *seq = 0;
     return NULL;
+#undef DAMAGED
 }
 
 json_t *ct_ckpt_read_metadata(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_METADATA_FILE);
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return bad(dir, "%s", "not a directory");
-    json_error_t err;
-    json_t *m = json_load_file(path, 0, &err);
-    if (!m) {
-        char detail[400];
-        snprintf(detail, sizeof detail, "%s: %s (line %d)", CT_CKPT_METADATA_FILE, err.text, err.line);
-        return bad(dir, "%s", detail);
-    }
-    static const struct { const char *key; json_type type; } need[] = {
-        {"steps_completed", JSON_INTEGER}, {"framework", JSON_STRING}, {"format", JSON_STRING},
-        {"files", JSON_OBJECT},            {"trial_state", JSON_OBJECT}, {"time", JSON_REAL},
-    };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
-        json_t *v = json_object_get(m, need[i].key);
-        if (!v || json_typeof(v) != need[i].type) {
-            json_decref(m);
-            return bad(dir, "metadata.json lacks '%s' (or it has the wrong type)", need[i].key);
-        }
-    }
-    if (strcmp(json_string_value(json_object_get(m, "format")), CT_CKPT_FORMAT) != 0) {
-        json_decref(m);
-        return bad(dir, "metadata.json: format is '%s', not 'pickle'", json_string_value(json_object_get(m, "format")));
-    }
-    if (!json_object_get(json_object_get(m, "files"), CT_CKPT_STATE_FILE)) {
-        json_decref(m);
-        return bad(dir, "metadata.json does not list %s", CT_CKPT_STATE_FILE);
-    }
+    char why[1024];
+    int64_t seq;
+    json_t *m = load_metadata(dir, &seq, why, sizeof why);
+    if (!m) ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, why);
     return m;
 }
 
-/* Every file metadata.json lists exists with its size and CRC-32. */
+/* Every file metadata.json lists is a regular file with its size and CRC-32. */
 static int verify_files(const char *dir, json_t *files) {
     const char *name;
     json_t *entry;
@@ -227,6 +360,10 @@ static int verify_files(const char *dir, json_t *files) {
         snprintf(path, sizeof path, "%s/%s", dir, name);
         struct stat st;
         if (stat(path, &st) != 0) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s is missing", dir, name);
+        /* Before its size: a FIFO or a device has none, and reading one
+         * would block or never end. */
+        if (ct_check_regular(path, NULL) != CT_OK)
+            return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
         if ((json_int_t)st.st_size != json_integer_value(size))
             return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s has %lld bytes, metadata.json says %lld", dir, name,
                                 (long long)st.st_size, (long long)json_integer_value(size));
@@ -264,46 +401,80 @@ ct_value *ct_ckpt_metadata(const char *dir) {
 
 /* ---- listing ------------------------------------------------------------------- */
 
+/* A committed checkpoint (metadata.json readable, sealed and complete), or,
+ * with `damaged`, a ckpt-* directory whose metadata.json is not. */
 typedef struct {
     char name[256];
-    double time;
-    int64_t steps;
+    int64_t seq;   /* commit_sequence; 0 for an earlier version's checkpoint */
+    int64_t steps; /* steps_completed; for a damaged one what its name says (INT64_MAX: nothing) */
     bool has_metric;
     double metric;
+    char *damaged; /* why (owned), NULL when intact */
 } listed;
 
-/* Committed checkpoints in checkpoint_dir (readable metadata.json). */
-static int list_checkpoints(const char *checkpoint_dir, const char *metric, listed **out, size_t *n) {
-    *out = NULL;
-    *n = 0;
+typedef struct {
+    listed *at;
+    size_t n, cap;
+} listing;
+
+static void free_listing(listing *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->at[i].damaged);
+    free(l->at);
+    memset(l, 0, sizeof *l);
+}
+
+static listed *add_listed(listing *l, const char *name) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        listed *grown = realloc(l->at, cap * sizeof *grown);
+        if (!grown) return NULL;
+        l->at = grown;
+        l->cap = cap;
+    }
+    listed *c = &l->at[l->n++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return c;
+}
+
+/* The checkpoints in checkpoint_dir: committed ones into `intact`, and,
+ * when `damaged` is not NULL, ckpt-* directories whose metadata.json is
+ * missing, unreadable or invalid into it. Other directories without a
+ * readable metadata.json (not checkpoints), files, and the .tmp-* and
+ * .del-* directories of a write or a deletion are left out. A folder that
+ * does not exist holds none. */
+static int list_checkpoints(const char *checkpoint_dir, const char *metric, listing *intact, listing *damaged) {
+    memset(intact, 0, sizeof *intact);
+    if (damaged) memset(damaged, 0, sizeof *damaged);
     DIR *d = opendir(checkpoint_dir);
     if (!d) return errno == ENOENT ? CT_OK : io_error("cannot read", checkpoint_dir);
-    size_t cap = 0;
+    int rc = CT_OK;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while (rc == CT_OK && (e = readdir(d))) {
         if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof((listed *)0)->name) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", checkpoint_dir, e->d_name);
-        char code_msg[2048];
-        snprintf(code_msg, sizeof code_msg, "%s", ct_last_error());
-        int code = ct_last_code();
-        json_t *m = ct_ckpt_read_metadata(path);
-        ct_set_error(code, "%s", code_msg); /* a foreign directory is not an error here */
-        if (!m) continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            listed *grown = realloc(*out, cap * sizeof **out);
-            if (!grown) {
-                json_decref(m);
-                closedir(d);
-                return ct_set_error(CT_ENOMEM, "out of memory listing %s", checkpoint_dir);
+        char path[4096], why[1024];
+        if (snprintf(path, sizeof path, "%s/%s", checkpoint_dir, e->d_name) >= (int)sizeof path) continue;
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        int64_t seq;
+        json_t *m = load_metadata(path, &seq, why, sizeof why);
+        if (!m) {
+            if (!damaged || strncmp(e->d_name, CT_CKPT_PREFIX, strlen(CT_CKPT_PREFIX)) != 0) continue;
+            listed *c = add_listed(damaged, e->d_name);
+            if (!c || !(c->damaged = strdup(why))) {
+                rc = ct_set_error(CT_ENOMEM, "out of memory listing %s", checkpoint_dir);
+                break;
             }
-            *out = grown;
+            c->steps = steps_of_name(e->d_name);
+            continue;
         }
-        listed *c = &(*out)[(*n)++];
-        memset(c, 0, sizeof *c);
-        snprintf(c->name, sizeof c->name, "%s", e->d_name);
-        c->time = json_real_value(json_object_get(m, "time"));
+        listed *c = add_listed(intact, e->d_name);
+        if (!c) {
+            json_decref(m);
+            rc = ct_set_error(CT_ENOMEM, "out of memory listing %s", checkpoint_dir);
+            break;
+        }
+        c->seq = seq;
         c->steps = json_integer_value(json_object_get(m, "steps_completed"));
         json_t *v = metric ? json_object_get(json_object_get(m, "validation_metrics"), metric) : NULL;
         /* A NaN or infinite metric is never the best (nor breaks the sort). */
@@ -314,45 +485,160 @@ static int list_checkpoints(const char *checkpoint_dir, const char *metric, list
         json_decref(m);
     }
     closedir(d);
+    if (rc != CT_OK) {
+        free_listing(intact);
+        if (damaged) free_listing(damaged);
+    }
+    return rc;
+}
+
+/* Commit order, newest first: the commit sequence (checkpoints of earlier
+ * versions, without one, before every other), then the steps trained, then
+ * the name. Never the clock: one that steps back would make an older
+ * checkpoint the latest. */
+static int newest_first(const void *a, const void *b) {
+    const listed *x = a, *y = b;
+    if (x->seq != y->seq) return x->seq > y->seq ? -1 : 1;
+    if (x->steps != y->steps) return x->steps > y->steps ? -1 : 1;
+    return -strcmp(x->name, y->name);
+}
+
+static int next_sequence(const char *checkpoint_dir, int64_t *seq) {
+    listing all;
+    int rc = list_checkpoints(checkpoint_dir, NULL, &all, NULL);
+    if (rc != CT_OK) return rc;
+    int64_t top = 0;
+    for (size_t i = 0; i < all.n; i++)
+        if (all.at[i].seq > top) top = all.at[i].seq;
+    free_listing(&all);
+    *seq = top + 1;
     return CT_OK;
 }
 
 int ct_ckpt_count(const char *checkpoint_dir, size_t *n) {
-    listed *all;
-    int rc = list_checkpoints(checkpoint_dir, NULL, &all, n);
-    free(all);
+    listing all, damaged;
+    int rc = list_checkpoints(checkpoint_dir, NULL, &all, &damaged);
+    *n = all.n + damaged.n;
+    free_listing(&all);
+    free_listing(&damaged);
     return rc;
 }
 
 int ct_ckpt_remove_all(const char *checkpoint_dir) {
-    listed *all;
-    size_t n;
-    int rc = list_checkpoints(checkpoint_dir, NULL, &all, &n);
-    for (size_t i = 0; rc == CT_OK && i < n; i++) delete_checkpoint(checkpoint_dir, all[i].name);
-    free(all);
+    listing all, damaged;
+    int rc = list_checkpoints(checkpoint_dir, NULL, &all, &damaged);
+    for (size_t i = 0; rc == CT_OK && i < all.n; i++) delete_checkpoint(checkpoint_dir, all.at[i].name);
+    for (size_t i = 0; rc == CT_OK && i < damaged.n; i++) delete_checkpoint(checkpoint_dir, damaged.at[i].name);
+    free_listing(&all);
+    free_listing(&damaged);
     return rc;
 }
 
-static int newest_first(const void *a, const void *b) {
-    const listed *x = a, *y = b;
-    if (x->time != y->time) return x->time > y->time ? -1 : 1;
-    return x->steps > y->steps ? -1 : x->steps < y->steps;
+/* ---- the latest ----------------------------------------------------------------- */
+
+/* Appends to buf (of len bytes, NUL-terminated), cutting what does not fit. */
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void append(char *buf, size_t len, const char *fmt, ...) {
+    size_t at = strlen(buf);
+    if (at + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + at, len - at, fmt, ap);
+    va_end(ap);
+}
+
+int ct_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, ct_ckpt_scan *scan) {
+    ct_ckpt_scan ignored;
+    if (!scan) scan = &ignored;
+    memset(scan, 0, sizeof *scan);
+    if (!checkpoint_dir || !buf) return ct_set_error(CT_EINVAL, "ct_ckpt_latest: argument is NULL");
+    if (len) buf[0] = '\0';
+    listing all, damaged;
+    int rc = list_checkpoints(checkpoint_dir, NULL, &all, &damaged);
+    if (rc != CT_OK) return rc;
+    scan->intact = all.n;
+    scan->damaged = damaged.n;
+    if (all.n) qsort(all.at, all.n, sizeof *all.at, newest_first);
+    /* A damaged checkpoint may be the latest unless its name says it trained
+     * less than the latest intact one: the furthest-looking of those. */
+    const listed *latest = all.n ? &all.at[0] : NULL, *blocking = NULL;
+    for (size_t i = 0; i < damaged.n; i++) {
+        const listed *d = &damaged.at[i];
+        if (latest && d->steps < latest->steps) {
+            append(scan->skipped, sizeof scan->skipped, "%s%s/%s (%s)", scan->skipped[0] ? "; " : "", checkpoint_dir,
+                   d->name, d->damaged);
+            continue;
+        }
+        if (!blocking || d->steps > blocking->steps || (d->steps == blocking->steps && strcmp(d->name, blocking->name) > 0))
+            blocking = d;
+    }
+    if (all.n == 0 && damaged.n == 0) {
+        scan->empty = true;
+        rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s", checkpoint_dir);
+    } else if (blocking && latest) {
+        char steps[32] = "an unknown number of";
+        if (blocking->steps != INT64_MAX) snprintf(steps, sizeof steps, "%lld", (long long)blocking->steps);
+        rc = ct_set_error(CT_ECHECKPOINT,
+                          "checkpoint %s/%s is damaged (%s) and may be the latest (its name says %s batches; the "
+                          "latest intact checkpoint, %s/%s, has %lld): --resume latest does not fall back to an "
+                          "older checkpoint by itself. Move the damaged one out of %s and resume again, or resume "
+                          "the intact one with --resume %s/%s",
+                          checkpoint_dir, blocking->name, blocking->damaged, steps, checkpoint_dir, latest->name,
+                          (long long)latest->steps, checkpoint_dir, checkpoint_dir, latest->name);
+    } else if (blocking) {
+        rc = ct_set_error(CT_ECHECKPOINT,
+                          "checkpoint %s/%s is damaged (%s), and %s holds no intact checkpoint%s: --resume latest "
+                          "does not start from the beginning by itself. Move the damaged checkpoints out of %s, or "
+                          "start the run over with --overwrite instead of --resume",
+                          checkpoint_dir, blocking->name, blocking->damaged, checkpoint_dir,
+                          damaged.n > 1 ? " (the other ckpt-* directories are damaged too)" : "", checkpoint_dir);
+    } else if (snprintf(buf, len, "%s/%s", checkpoint_dir, latest->name) >= (int)len) {
+        rc = ct_set_error(CT_EINVAL, "ct_ckpt_latest: buffer of %zu bytes is too small", len);
+        buf[0] = '\0';
+    }
+    free_listing(&all);
+    free_listing(&damaged);
+    return rc;
 }
 
 int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len) {
-    if (!checkpoint_dir || !buf) return ct_set_error(CT_EINVAL, "ct_ckpt_latest: argument is NULL");
-    listed *all;
-    size_t n;
-    int rc = list_checkpoints(checkpoint_dir, NULL, &all, &n);
-    if (rc != CT_OK) return rc;
-    if (n == 0) rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s", checkpoint_dir);
-    else {
-        qsort(all, n, sizeof *all, newest_first);
-        if (snprintf(buf, len, "%s/%s", checkpoint_dir, all[0].name) >= (int)len)
-            rc = ct_set_error(CT_EINVAL, "ct_ckpt_latest: buffer of %zu bytes is too small", len);
+    return ct_ckpt_find_latest(checkpoint_dir, buf, len, NULL);
+}
+
+int ct_ckpt_verify_latest(const char *checkpoint_dir, const char *path) {
+    if (ct_ckpt_verify(path) == CT_OK) return CT_OK;
+    char why[2048];
+    snprintf(why, sizeof why, "%s", ct_last_error());
+    /* Name the latest older checkpoint that verifies: each is read in turn,
+     * newest first (only on this failure path). */
+    listing all;
+    if (list_checkpoints(checkpoint_dir, NULL, &all, NULL) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "%s", why);
+    if (all.n) qsort(all.at, all.n, sizeof *all.at, newest_first);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char alternative[4096] = "";
+    bool past = false;
+    for (size_t i = 0; i < all.n && !alternative[0]; i++) {
+        if (!past) {
+            past = strcmp(all.at[i].name, base) == 0;
+            continue;
+        }
+        char candidate[4096];
+        if (snprintf(candidate, sizeof candidate, "%s/%s", checkpoint_dir, all.at[i].name) >= (int)sizeof candidate)
+            continue;
+        if (ct_ckpt_verify(candidate) == CT_OK) snprintf(alternative, sizeof alternative, "%s", candidate);
     }
-    free(all);
-    return rc;
+    free_listing(&all);
+    if (alternative[0])
+        return ct_set_error(CT_ECHECKPOINT,
+                            "%s: --resume latest does not fall back to an older checkpoint by itself. Move the damaged "
+                            "one out of %s and resume again, or resume the latest intact one with --resume %s",
+                            why, checkpoint_dir, alternative);
+    return ct_set_error(CT_ECHECKPOINT,
+                        "%s, and no older checkpoint in %s is intact: --resume latest does not start from the "
+                        "beginning by itself. Move the damaged checkpoints out of %s, or start the run over with "
+                        "--overwrite instead of --resume",
+                        why, checkpoint_dir, checkpoint_dir);
 }
 
 /* ---- the best, and retention ----------------------------------------------------- */
@@ -369,32 +655,35 @@ static int best_first(const void *a, const void *b) {
 int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,
                  double *value) {
     if (!checkpoint_dir || !metric || !buf) return ct_set_error(CT_EINVAL, "ct_ckpt_best: argument is NULL");
-    listed *all;
-    size_t n;
-    int rc = list_checkpoints(checkpoint_dir, metric, &all, &n);
+    listing all;
+    int rc = list_checkpoints(checkpoint_dir, metric, &all, NULL);
     if (rc != CT_OK) return rc;
     g_smaller = smaller_is_better;
-    if (n > 0) qsort(all, n, sizeof *all, best_first);
-    if (n == 0 || !all[0].has_metric)
+    if (all.n > 0) qsort(all.at, all.n, sizeof *all.at, best_first);
+    if (all.n == 0 || !all.at[0].has_metric)
         rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s has a finite validation metric '%s'", checkpoint_dir,
                           metric);
-    else if (snprintf(buf, len, "%s/%s", checkpoint_dir, all[0].name) >= (int)len)
+    else if (snprintf(buf, len, "%s/%s", checkpoint_dir, all.at[0].name) >= (int)len)
         rc = ct_set_error(CT_EINVAL, "ct_ckpt_best: buffer of %zu bytes is too small", len);
     else if (value)
-        *value = all[0].metric;
-    free(all);
+        *value = all.at[0].metric;
+    free_listing(&all);
     return rc;
 }
 
 int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
                   bool smaller_is_better, const char *protect) {
-    listed *all;
-    size_t n;
-    int rc = list_checkpoints(checkpoint_dir, metric, &all, &n);
-    if (rc != CT_OK || n == 0) return rc;
+    listing l;
+    int rc = list_checkpoints(checkpoint_dir, metric, &l, NULL); /* damaged ones are never deleted */
+    if (rc != CT_OK || l.n == 0) {
+        free_listing(&l);
+        return rc;
+    }
+    size_t n = l.n;
+    listed *all = l.at;
     bool *keep = calloc(n, sizeof *keep);
     if (!keep) {
-        free(all);
+        free_listing(&l);
         return ct_set_error(CT_ENOMEM, "out of memory pruning %s", checkpoint_dir);
     }
     qsort(all, n, sizeof *all, newest_first);
@@ -415,6 +704,6 @@ int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, co
             if (!keep[i]) delete_checkpoint(checkpoint_dir, all[i].name);
     }
     free(keep);
-    free(all);
+    free_listing(&l);
     return by_best ? CT_OK : ct_set_error(CT_ENOMEM, "out of memory pruning %s", checkpoint_dir);
 }

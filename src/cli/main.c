@@ -4,6 +4,7 @@
 
 #include "base/launch.h"
 #include "config/flags.h"
+#include "fit/stop.h"
 #include "ctrial/ctrial.h"
 #include "ctrial/dist.h"
 
@@ -36,6 +37,12 @@ ct_main_params ct_main_default_params(void) {
 int ct_main(int argc, char **argv, const ct_trial *trial) { return ct_main_ex(argc, argv, trial, NULL); }
 
 int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_params *p) {
+    /* ct_main owns the process: SIGTERM and SIGINT are caught from here
+     * until it exits (fit/stop.h). One before ct_fit (MPI's start, the
+     * flags) stops the run before training, with nothing to save; one after
+     * it (a repeated SIGTERM while the process ends) cannot turn a clean
+     * stop into death by signal. */
+    ct_fit_catch_stop_signals_until_exit();
     int world = ct_launch_world_size();
     if (!trial) {
         ct_set_error(CT_EINVAL, "ct_main: trial is NULL");
@@ -72,7 +79,8 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
     /* Preempted under mpirun: if mpirun itself was signalled it is shutting
      * down (and kills the ranks a second later), so MPI_Finalize may never
      * return. The checkpoint is committed; MPI ends at exit (atexit), after
-     * the caller of ct_main has had its turn. */
+     * the caller of ct_main has had its turn. (Every rank knows the signal,
+     * whichever rank got it: ct_fit_stop_signal is agreed.) */
     if (!(rc == CT_OK && ct_fit_stop_signal() && ct_dist_is_distributed())) ct_dist_finalize();
     return ct_exit_code(rc);
 }

@@ -296,10 +296,12 @@ static ct_value *to_value(loader *L, const char *path, json_t *j, bool hparam_sp
 }
 
 /* global_batch_size must be a positive integer: Determined divides it by
- * the number of ranks to get each rank's batch. */
+ * the number of ranks to get each rank's batch. At most
+ * CT_GLOBAL_BATCH_SIZE_MAX: a loader sizes its index lists by it. */
 static bool gbs_ok(const ct_value *v) {
     int64_t n = 0;
-    return ct_value_kind_of(v) == CT_VALUE_INT && ct_value_get_int(v, &n) == 0 && n >= 1;
+    return ct_value_kind_of(v) == CT_VALUE_INT && ct_value_get_int(v, &n) == 0 && n >= 1 &&
+           n <= CT_GLOBAL_BATCH_SIZE_MAX;
 }
 
 static void describe(const ct_value *v, char *buf, size_t n) {
@@ -311,6 +313,20 @@ static void describe(const ct_value *v, char *buf, size_t n) {
     case CT_VALUE_STR: snprintf(buf, n, "'%s'", ct_value_get_str(v)); break;
     default: snprintf(buf, n, "a %s", ct_value_kind_name(ct_value_kind_of(v))); break;
     }
+}
+
+/* What is wrong with a global_batch_size that is not gbs_ok, for messages:
+ * "must be a positive integer, got 'x'" or "is N, at most M (...)". */
+static void gbs_wrong(const ct_value *v, char *buf, size_t n) {
+    int64_t i = 0;
+    if (ct_value_kind_of(v) == CT_VALUE_INT && ct_value_get_int(v, &i) == 0 && i > CT_GLOBAL_BATCH_SIZE_MAX) {
+        snprintf(buf, n, "is %lld, at most %lld (a batch of more records than any machine holds)", (long long)i,
+                 (long long)CT_GLOBAL_BATCH_SIZE_MAX);
+        return;
+    }
+    char got[64];
+    describe(v, got, sizeof got);
+    snprintf(buf, n, "must be a positive integer, got %s", got);
 }
 
 static int on_hyperparameters(loader *L, const char *path, json_t *v) {
@@ -332,10 +348,10 @@ static int on_hyperparameters(loader *L, const char *path, json_t *v) {
     }
     const ct_value *gbs = ct_value_dict_get(hp, "global_batch_size");
     if (gbs && !gbs_ok(gbs)) {
-        char got[64];
-        describe(gbs, got, sizeof got);
+        char got[160];
+        gbs_wrong(gbs, got, sizeof got);
         ct_value_free(hp);
-        return fail(L, "'%s.global_batch_size' must be a positive integer, got %s", path, got);
+        return fail(L, "'%s.global_batch_size' %s", path, got);
     }
     ct_value_free(L->c->hparams);
     L->c->hparams = hp;
@@ -517,9 +533,10 @@ static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
 
 /* ---- the rest ---------------------------------------------------------------------- */
 
+/* Determined's experiment seeds are 0 to 2^31 - 1. */
 static int on_experiment_seed(loader *L, const char *path, json_t *v) {
     int64_t seed = 0;
-    if (get_int(L, path, v, 0, INT64_MAX, &seed)) return CT_ECONFIG;
+    if (get_int(L, path, v, 0, CT_SEED_MAX, &seed)) return CT_ECONFIG;
     L->c->fit.seed = (uint64_t)seed;
     return 0;
 }
@@ -748,10 +765,9 @@ int ct_config_set_hparam(ct_config *c, const char *assignment) {
     const ct_value *gbs = ct_value_dict_get(c->hparams, "global_batch_size");
     if (strncmp(full, "global_batch_size", 17) == 0 && (full[17] == '\0' || full[17] == '.') &&
         !gbs_ok(gbs)) {
-        char got[64];
-        describe(gbs, got, sizeof got);
-        return ct_set_error(CT_ECONFIG, "--hparam %s: global_batch_size must be a positive "
-                                        "integer, got %s", full, got);
+        char got[160];
+        gbs_wrong(gbs, got, sizeof got);
+        return ct_set_error(CT_ECONFIG, "--hparam %s: global_batch_size %s", full, got);
     }
     return 0;
 }
@@ -771,9 +787,11 @@ int ct_config_finish(ct_config *c, int world_size) {
     const ct_value *gbs = ct_value_dict_get(c->hparams, "global_batch_size");
     int64_t n = 0;
     if (gbs) {
-        if (!gbs_ok(gbs) || ct_value_get_int(gbs, &n))
-            return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size must be a "
-                                            "positive integer");
+        if (!gbs_ok(gbs) || ct_value_get_int(gbs, &n)) {
+            char got[160];
+            gbs_wrong(gbs, got, sizeof got);
+            return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size %s", got);
+        }
         /* Each rank trains global_batch_size / world_size records a batch. */
         if (n < world_size)
             return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size is %lld, smaller "

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config/flags.h"
+#include "config/period.h"
 
 /* ---- value syntax ------------------------------------------------------------ */
 
@@ -169,9 +170,15 @@ static int f_warm_start(ct_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.warm_start, flag, val);
 }
 
+/* Determined's experiment seeds are 0 to 2^31 - 1. */
 static int f_seed(ct_config *c, const char *flag, const char *val) {
-    if (!parse_u64(val, &c->fit.seed))
+    uint64_t seed;
+    if (!parse_u64(val, &seed))
         return ct_set_error(CT_ECONFIG, "%s: expected an integer >= 0, got '%s'", flag, val);
+    if (seed > (uint64_t)CT_SEED_MAX)
+        return ct_set_error(CT_ECONFIG, "%s: %s is out of range: experiment seeds are 0 to %lld, as Determined's",
+                            flag, val, (long long)CT_SEED_MAX);
+    c->fit.seed = seed;
     return 0;
 }
 
@@ -248,7 +255,7 @@ static const flag_def flags[] = {
                             "checkpoint DIR (ctrial's or Determined's), at batch 0 (overrides "
                             "warm_start)", f_warm_start},
     {"--test-mode", NULL, "train one batch, validate one batch, checkpoint and exit", f_test_mode},
-    {"--seed", "N", "experiment seed (overrides reproducibility.experiment_seed)", f_seed},
+    {"--seed", "N", "experiment seed, 0 to 2147483647 (overrides reproducibility.experiment_seed)", f_seed},
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
     {"--threads", "N", "intra-op CPU threads per rank (default: this rank's share of the CPUs idle at start)", f_threads},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
@@ -359,6 +366,21 @@ static const flag_def *find_flag(const char *name, size_t len) {
     return NULL;
 }
 
+/* Whether argument a is a flag this parser knows (ctrial's, -h, or the
+ * program's; "--name=value" counts by its name): after a flag that takes a
+ * value, such an argument is the next flag, not the value. A value that
+ * merely starts with "--" is still a value. */
+static bool is_flag(const char *a, const ct_main_params *p) {
+    if (strcmp(a, "-h") == 0) return true;
+    if (strncmp(a, "--", 2) != 0) return false;
+    const char *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    if (find_flag(a, len)) return true;
+    for (size_t k = 0; p && k < p->num_flags; k++)
+        if (p->flags[k].name && strlen(p->flags[k].name) == len && strncmp(p->flags[k].name, a, len) == 0) return true;
+    return false;
+}
+
 /* Splits argv[*i] into its flag (one of ctrial's, *def, or the program's,
  * *user) and its value (from "=..." or the next argument, which *i then
  * skips; NULL for a switch). */
@@ -382,8 +404,12 @@ static int next_flag(int argc, char **argv, int *i, const ct_main_params *p, con
         *val = NULL;
     } else if (eq) {
         *val = eq + 1;
-    } else if (*i + 1 < argc && argv[*i + 1]) {
+    } else if (*i + 1 < argc && argv[*i + 1] && !is_flag(argv[*i + 1], p)) {
         *val = argv[++*i];
+    } else if (*i + 1 < argc && argv[*i + 1]) {
+        /* "--max-length --output X": the next argument is a flag, not a value. */
+        return ct_set_error(CT_ECONFIG, "%s needs a value (%s); the next argument, %s, is a flag", name, arg,
+                            argv[*i + 1]);
     } else {
         return ct_set_error(CT_ECONFIG, "%s needs a value (%s)", name, arg);
     }

@@ -8,6 +8,12 @@
 
 #include "ctrial/trial.h"
 
+/* The largest global batch size: a batch of more records than any machine
+ * holds (2^40), refused before a loader sizes its index lists by it. */
+#define CT_GLOBAL_BATCH_SIZE_MAX (INT64_C(1) << 40)
+/* The largest experiment seed: Determined's are 0 to 2^31 - 1. */
+#define CT_SEED_MAX INT64_C(2147483647)
+
 /* Determined's records -> batches: a period in records becomes
  * Batch(max(records / global_batch_size, 1)); one in other units is left
  * alone. Returns false, leaving *p as it was, for records without a global

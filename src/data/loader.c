@@ -157,10 +157,11 @@ static int64_t rank_share(const ct_loader_opts *o, int64_t num_samples) {
     return num_samples / o->world_size + (num_samples % o->world_size > o->rank);
 }
 
-/* len(DataLoader) on this rank. */
+/* len(DataLoader) on this rank (rounded up without share + batch_size - 1,
+ * which overflows for a batch_size near INT64_MAX). */
 static int64_t batches_per_pass(const ct_loader_opts *o, int64_t num_samples) {
     int64_t share = rank_share(o, num_samples);
-    return o->drop_last ? share / o->batch_size : (share + o->batch_size - 1) / o->batch_size;
+    return share / o->batch_size + (!o->drop_last && share % o->batch_size != 0);
 }
 
 /* Determined's chain, positioned after `skip` batches. New sampler or NULL
@@ -800,6 +801,12 @@ static int allocate(ct_loader *l) {
     l->nslots = l->o.num_workers == 0     ? 1
                 : l->o.prefetch_batches > 0 ? l->o.prefetch_batches
                                             : 2 * l->o.num_workers;
+    /* One list of m indices per slot, and one to throw draws away. */
+    if (m < 1 || (uint64_t)m > SIZE_MAX / sizeof(int64_t) / ((size_t)l->nslots + 1))
+        return ct_set_error(CT_ENOMEM,
+                            "ct_loader_new: a batch of up to %" PRId64 " indices, %d at a time, is more than this "
+                            "machine can address (batch_size too large)",
+                            m, l->nslots + 1);
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
     l->scratch = malloc((size_t)m * sizeof *l->scratch);
     l->threads = calloc((size_t)(l->o.num_workers ? l->o.num_workers : 1), sizeof *l->threads);

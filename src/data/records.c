@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/files.h"
 #include "data/dataset.h"
 
 typedef struct {
@@ -86,8 +87,8 @@ static int check_opts(const ct_records_opts *o, const char *path, records_ds *ds
 /* Maps the file and checks that it holds a whole number of records. */
 static int map_file(const char *path, records_ds *ds) {
     const char *fn = "ct_dataset_records";
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error(CT_EIO, "%s: %s: cannot open (%s)", fn, path, strerror(errno));
+    int fd = ct_open_regular(path, fn); /* a FIFO would block open(2) */
+    if (fd < 0) return fd;
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) != 0)

@@ -248,6 +248,15 @@ ct_sampler *ct_sampler_batch(ct_sampler *inner, int64_t batch_size, bool drop_la
         ct_set_error(CT_EINVAL, "ct_sampler_batch: batch_size must be positive, got %lld", (long long)batch_size);
         return NULL;
     }
+    /* An item holds batch_size of the inner's items: its index count must
+     * be an int64_t. */
+    if (inner->max_item > 0 && batch_size > INT64_MAX / inner->max_item) {
+        ct_set_error(CT_EINVAL, "ct_sampler_batch: batch_size %lld of items of up to %lld indices is more indices "
+                                "than an int64_t counts",
+                     (long long)batch_size, (long long)inner->max_item);
+        ct_sampler_free(inner);
+        return NULL;
+    }
     Batch *q = sampler_alloc(sizeof *q, __func__);
     if (!q) {
         ct_sampler_free(inner);

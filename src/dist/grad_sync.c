@@ -106,6 +106,7 @@
 #include "ctrial/error.h"
 #include "ctrial/tensor.h"
 #include "dist/nccl_comm.h"
+#include "dist/watch.h"
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
@@ -571,6 +572,10 @@ static void write_back(ct_grad_sync *s, int bi) {
 static void complete(ct_grad_sync *s) {
     s->in_finish = true;
     s->t_finish = ct_clock_monotonic();
+    /* A rank that never comes (stuck, dead) ends the job after the
+     * collective timeout, named (watch.h); nothing else changes here. */
+    ct_dist_watch w;
+    ct_dist_watch_begin(&w, "the gradient all-reduce");
     while (s->next_launch < s->nbuckets) launch(s, s->next_launch++);
     for (bool running = true; running;) {
         running = false;
@@ -584,7 +589,9 @@ static void complete(ct_grad_sync *s) {
                 b->written = true;
             }
         }
+        if (running) ct_dist_watch_poll(&w);
     }
+    ct_dist_watch_end(&w);
     s->in_finish = false;
     for (size_t i = 0; i < s->nparams; i++) {
         s->params[i].ready = false;

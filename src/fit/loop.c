@@ -29,6 +29,8 @@
 #include "fit/warm_start.h"
 #include "dist/agree.h"
 #include "dist/grad_sync.h"
+#include "dist/watch.h"
+#include "fit/stop.h"
 #include "fit/graph_step.h"
 #include "ctrial/dist.h"
 #include "data/loader.h"
@@ -66,31 +68,92 @@ static int hook_failed(const ct_callback *cb, const char *hook) {
 
 /* ---- preemption -------------------------------------------------------------- */
 
-/* SIGTERM / SIGINT during ct_fit become a stop request (Determined's
- * preemption): the batch finishes, the loop checkpoints and returns 0. */
-static volatile sig_atomic_t g_stop_signal;
+/* SIGTERM / SIGINT become a stop request (Determined's preemption): the
+ * batch finishes, the loop checkpoints and returns 0; before training
+ * starts, ct_fit returns 0 at once with nothing to save. The handler only
+ * records the signal; the loop reads it after each batch, and every rank
+ * agrees on it (the largest signal number any rank got), so every rank
+ * stops after the same batch and says the same, whichever rank got it.
+ *
+ * Who catches them when. ct_fit catches them while it runs. ct_main
+ * catches them from its first line until the process exits
+ * (ct_fit_catch_stop_signals_until_exit): a signal before ct_fit (during
+ * MPI's start, flag parsing) stops the run before training, and one after
+ * ct_fit returned (a repeated SIGTERM while the program ends) is recorded
+ * instead of killing the process with 143 after its clean stop. A bare
+ * ct_fit gives the program's own handlers back when it returns; where the
+ * program had the default action (terminate) and a stop signal came during
+ * the fit, the handler stays, for the same reason: the process was asked
+ * to end, and a repeated signal while it does must not turn a clean stop
+ * into 143. */
+static volatile sig_atomic_t g_stop_signal; /* caught and not yet taken by a ct_fit (0: none) */
+static int g_agreed_signal;                 /* the signal this ct_fit stops on, the same on every rank */
+static int g_fit_signal;                    /* what ct_fit_stop_signal answers */
 
 static void on_stop_signal(int sig) { g_stop_signal = sig; }
 
-int ct_fit_stop_signal(void) { return g_stop_signal; }
+int ct_fit_stop_signal(void) { return g_fit_signal; }
+
+static bool catching(int sig) {
+    struct sigaction cur;
+    return sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == on_stop_signal;
+}
+
+/* SA_RESTART: a read or write the signal lands in goes on instead of
+ * failing with EINTR (the loop looks at the signal after the batch). */
+static void install_handler(int sig, struct sigaction *old) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, old);
+}
+
+void ct_fit_catch_stop_signals_until_exit(void) {
+    if (!catching(SIGTERM)) install_handler(SIGTERM, NULL);
+    if (!catching(SIGINT)) install_handler(SIGINT, NULL);
+}
 
 typedef struct {
     struct sigaction term, intr;
 } saved_signals;
 
+/* At ct_fit's start. A signal caught before, while the handler was already
+ * ours (ct_main's, or kept by an earlier ct_fit), stands: it stops this run
+ * before training. */
 static void catch_stop_signals(saved_signals *saved) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    g_stop_signal = 0;
-    sigaction(SIGTERM, &sa, &saved->term);
-    sigaction(SIGINT, &sa, &saved->intr);
+    if (!catching(SIGTERM) || !catching(SIGINT)) g_stop_signal = 0;
+    install_handler(SIGTERM, &saved->term);
+    install_handler(SIGINT, &saved->intr);
+    g_agreed_signal = 0;
+    g_fit_signal = 0;
 }
 
+/* At ct_fit's end: the signal that stopped it, or one that came after
+ * training had ended, is taken (ct_fit_stop_signal); the program's own
+ * handlers (or SIG_IGN) come back, and the default action too unless such
+ * a signal came. */
 static void restore_signals(const saved_signals *saved) {
-    sigaction(SIGTERM, &saved->term, NULL);
-    sigaction(SIGINT, &saved->intr, NULL);
+    g_fit_signal = g_agreed_signal ? g_agreed_signal : g_stop_signal;
+    g_stop_signal = 0;
+    bool asked_to_end = g_fit_signal != 0;
+    if (!(asked_to_end && saved->term.sa_handler == SIG_DFL && !(saved->term.sa_flags & SA_SIGINFO)))
+        sigaction(SIGTERM, &saved->term, NULL);
+    if (!(asked_to_end && saved->intr.sa_handler == SIG_DFL && !(saved->intr.sa_flags & SA_SIGINFO)))
+        sigaction(SIGINT, &saved->intr, NULL);
+}
+
+/* The stop signal caught on any rank, the same on every rank: sets
+ * ctx->preempted and g_agreed_signal when there is one. Collective. */
+static int agree_on_preemption(ct_context *ctx) {
+    int64_t sig = g_agreed_signal ? g_agreed_signal : g_stop_signal;
+    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64_as(&sig, 1, CT_DIST_MAX, "the agreement on a stop signal");
+    if (rc == CT_OK && sig) {
+        ctx->preempted = true;
+        g_agreed_signal = (int)sig;
+    }
+    return rc;
 }
 
 /* ---- the heap ---------------------------------------------------------------- */
@@ -161,6 +224,9 @@ static int check_opts(const ct_fit_opts *o) {
         return ct_set_error(CT_ECONFIG, "unknown checkpoint policy %d", pol);
     if (o->checkpoint_policy == CT_CKPT_BEST && (!o->searcher_metric || !o->searcher_metric[0]))
         return ct_set_error(CT_ECONFIG, "checkpoint_policy best needs searcher.metric");
+    if (o->seed > (uint64_t)CT_SEED_MAX)
+        return ct_set_error(CT_ECONFIG, "seed %llu is out of range: experiment seeds are 0 to %lld, as Determined's",
+                            (unsigned long long)o->seed, (long long)CT_SEED_MAX);
     return CT_OK;
 }
 
@@ -195,22 +261,18 @@ static void detach_metrics(ct_value *metrics) {
 
 /* ---- ranks agreeing ------------------------------------------------------------- */
 
-/* A stop signal (SIGTERM, SIGINT: a preemption) on any rank stops every
- * rank after the same batch; checked after every batch. */
-static int agree_on_preemption(ct_context *ctx) {
-    int64_t stop = ctx->preempted || g_stop_signal;
-    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64(&stop, 1, CT_DIST_MAX);
-    if (rc == CT_OK) ctx->preempted = stop != 0;
-    return rc;
-}
-
 /* Determined's _stop_requested() after each boundary: a preemption or a
  * stop request (ct_ctx_set_stop_requested, still standing) on any rank.
  * Sets *stop. */
 static int stop_at_boundary(ct_context *ctx, bool *stop) {
-    int64_t flags[2] = {ctx->preempted || g_stop_signal, ctx->stop_requested}; /* one all-reduce for both */
-    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64(flags, 2, CT_DIST_MAX);
-    if (rc == CT_OK) ctx->preempted = flags[0] != 0;
+    /* One all-reduce for both: the signal (agreed as agree_on_preemption
+     * does) and the request. */
+    int64_t flags[2] = {g_agreed_signal ? g_agreed_signal : g_stop_signal, ctx->stop_requested};
+    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64_as(flags, 2, CT_DIST_MAX, "the agreement on stopping");
+    if (rc == CT_OK && flags[0]) {
+        ctx->preempted = true;
+        g_agreed_signal = (int)flags[0];
+    }
     *stop = rc == CT_OK && (flags[0] != 0 || flags[1] != 0);
     return rc;
 }
@@ -806,7 +868,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
 static int exit_training(ct_context *ctx) {
     int rc = CT_OK;
     if (ctx->exit_requested != 2) rc = checkpoint_boundary(ctx, CT_WHY_STOP);
-    if (rc == CT_OK && g_stop_signal) ct_report_preempted(ctx, g_stop_signal);
+    if (rc == CT_OK && g_agreed_signal) ct_report_preempted(ctx, g_agreed_signal);
     return rc;
 }
 
@@ -898,18 +960,27 @@ static int find_resume(ct_context *ctx) {
         snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s/checkpoints", o->output_dir);
     if (ctx->rank == 0) ct_ckpt_remove_leftovers(ctx->checkpoint_dir);
     if (!o->resume || !o->resume[0]) return CT_OK;
-    if (strcmp(o->resume, "latest") == 0) {
-        if (ct_ckpt_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir) != CT_OK) {
-            if (ct_last_code() != CT_ECHECKPOINT) return ct_last_code();
+    bool latest = strcmp(o->resume, "latest") == 0;
+    if (latest) {
+        /* The latest in commit order. Only a folder without any checkpoint
+         * starts from the beginning; a damaged one that may be the latest
+         * is refused (CT_ECHECKPOINT naming it and the latest intact one),
+         * never passed over silently. */
+        ct_ckpt_scan scan;
+        if (ct_ckpt_find_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir, &scan) != CT_OK) {
+            ctx->resume_dir[0] = '\0';
+            if (ct_last_code() != CT_ECHECKPOINT || !scan.empty) return ct_last_code();
             if (!o->quiet && ctx->rank == 0)
                 printf("no checkpoint in %s yet: starting from the beginning\n", ctx->checkpoint_dir);
-            ctx->resume_dir[0] = '\0';
             return CT_OK;
         }
+        if (scan.skipped[0] && ctx->rank == 0)
+            fprintf(stderr, "ctrial: warning: --resume latest passes over damaged checkpoints that trained less than "
+                            "%s: %s\n", ctx->resume_dir, scan.skipped);
     } else if (snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", o->resume) >= (int)sizeof ctx->resume_dir) {
         return ct_set_error(CT_ECONFIG, "--resume: path too long");
     }
-    int rc = ct_ckpt_verify(ctx->resume_dir);
+    int rc = latest ? ct_ckpt_verify_latest(ctx->checkpoint_dir, ctx->resume_dir) : ct_ckpt_verify(ctx->resume_dir);
     if (rc == CT_OK) ctx->resume_meta = ct_ckpt_read_metadata(ctx->resume_dir);
     if (rc == CT_OK && !ctx->resume_meta) rc = ct_last_code();
     if (rc == CT_OK) rc = ct_context_restore_position(ctx, ctx->resume_meta, ctx->resume_dir);
@@ -955,6 +1026,33 @@ static int choose_threads(ct_context *ctx) {
     return ct_set_num_threads(n) < 0 ? ct_last_code() : CT_OK;
 }
 
+/* The global batch size: ct_fit_opts.global_batch_size, else
+ * hparams["global_batch_size"]. Required, as Determined requires it: each
+ * rank's batch is a share of it, and periods in records are divided by it. */
+static int choose_global_batch_size(ct_context *ctx) {
+    int64_t g = ctx->opts.global_batch_size;
+    const char *from = "ct_fit_opts.global_batch_size";
+    if (g == 0) {
+        const ct_value *h = ctx->opts.hparams ? ct_value_dict_get(ctx->opts.hparams, "global_batch_size") : NULL;
+        if (!h)
+            return ct_set_error(CT_ECONFIG, "global_batch_size is not set: give hyperparameters.global_batch_size "
+                                            "(in the config, or --hparam global_batch_size=N; for ct_fit, "
+                                            "ct_fit_opts.global_batch_size or its hparams)");
+        from = "hyperparameters.global_batch_size";
+        if (ct_value_get_int(h, &g) != 0)
+            return ct_set_error(CT_ECONFIG, "%s is a %s, expected a positive integer", from,
+                                ct_value_kind_name(ct_value_kind_of(h)));
+    }
+    if (g < 1 || g > CT_GLOBAL_BATCH_SIZE_MAX)
+        return ct_set_error(CT_ECONFIG, "%s is %lld, expected a positive integer (at most %lld)", from, (long long)g,
+                            (long long)CT_GLOBAL_BATCH_SIZE_MAX);
+    if (g < ctx->size)
+        return ct_set_error(CT_ECONFIG, "global_batch_size %lld is smaller than the number of ranks %d", (long long)g,
+                            ctx->size);
+    ctx->global_batch_size = g;
+    return CT_OK;
+}
+
 /* Setting up, in Determined's order: the trial (init), its callbacks,
  * on_trial_startup, the training loader; then (setup_epochs) the epoch
  * length every rank shares; then (setup_rest) the validation loader, the
@@ -968,16 +1066,10 @@ static int setup_trial(ct_context *ctx) {
         ctx->device.index = ctx->local_rank;
     if (choose_threads(ctx) != CT_OK) return ct_last_code();
     ctx->trial_seed = ctx->opts.seed;
-    ctx->global_batch_size = ctx->opts.global_batch_size;
-    if (ctx->global_batch_size <= 0 && ctx->opts.hparams) {
-        int64_t g;
-        if (ct_value_get_int(ct_value_dict_get(ctx->opts.hparams, "global_batch_size"), &g) == 0) ctx->global_batch_size = g;
-    }
-    if (ctx->global_batch_size > 0 && ctx->global_batch_size < ctx->size)
-        return ct_set_error(CT_ECONFIG, "global_batch_size %lld is smaller than the number of ranks %d",
-                            (long long)ctx->global_batch_size, ctx->size);
+    int rc = choose_global_batch_size(ctx);
+    if (rc != CT_OK) return rc;
     ctx->per_slot_batch_size = ctx->global_batch_size / ctx->size;
-    int rc = records_to_batches(ctx, &ctx->opts.max_length, "max_length");
+    rc = records_to_batches(ctx, &ctx->opts.max_length, "max_length");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.validation_period, "validation period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
@@ -998,7 +1090,9 @@ static int setup_trial(ct_context *ctx) {
                                        "only as exact as its iterator is deterministic: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
     if (ctx->auto_to_device) rc = ct_loader_use_device(ctx->train_loader, ctx->device);
-    if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, ctx->resume_position);
+    /* At the chain's start for now: a resumed run's position is checked
+     * against max_length first (setup_epochs), then the loader moves there. */
+    if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, 0);
     if (rc == CT_OK) ctx->epoch_len = ct_loader_len(ctx->train_loader);
     return rc == CT_OK ? ct_context_hparam_failure(ctx) : rc;
 }
@@ -1024,10 +1118,19 @@ static int setup_epochs(ct_context *ctx) {
             return ct_set_error(CT_ECONFIG, "%s is in epochs, but the training loader has no length (an iterable "
                                             "loader): give it in batches or records", in_epochs);
         ctx->max_length_batches = m->n;
-        return CT_OK;
+    } else if (m->unit == CT_EPOCHS && m->n > INT64_MAX / ctx->epoch_len) {
+        return ct_set_error(CT_ECONFIG,
+                            "max_length is %lld epochs of %lld batches: more than %lld batches, the most ctrial "
+                            "counts", (long long)m->n, (long long)ctx->epoch_len, (long long)INT64_MAX);
+    } else {
+        ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
     }
-    ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
-    return CT_OK;
+    /* A resumed run: its position checked against this run, then the
+     * training loader moved there. */
+    rc = ct_context_check_position(ctx);
+    if (rc == CT_OK && ctx->resume_position > 0)
+        rc = ct_loader_set_position(ctx->train_loader, ctx->resume_position);
+    return rc;
 }
 
 static int setup_rest(ct_context *ctx) {
@@ -1076,14 +1179,32 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     ctx->local_rank = ct_dist_local_rank();
     saved_signals saved;
     catch_stop_signals(&saved);
+    /* The collective timeout for this fit (0: as it is: CTRIAL_DIST_TIMEOUT
+     * or the default), and what the loop is at for its message. */
+    double timeout_before = ct_dist_timeout();
+    if (o->dist_timeout != 0 && ct_dist_set_timeout(o->dist_timeout) != CT_OK)
+        rc = ct_set_error(CT_ECONFIG, "ct_fit_opts.dist_timeout is %g: expected seconds, a number >= 0 (0: "
+                          "CTRIAL_DIST_TIMEOUT or 30 minutes; infinity: none)", o->dist_timeout);
+    ct_dist_watch_progress(&ctx->batches_trained);
     tune_malloc(o->tune_malloc);
     ct_report_start(ctx);
-    rc = setup(ctx);
-    if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx, false));
-    if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
-    if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
-    if (rc == CT_OK) ct_report_setup(ctx);
-    if (rc == CT_OK) rc = train(ctx);
+    /* A stop signal before training (caught by ct_main since its start, or
+     * during the set-up) stops the run there: nothing to save, and a resume
+     * goes on from where the run was. Agreed before the set-up and again
+     * after it. */
+    bool set_up = false;
+    if (rc == CT_OK) rc = agree_on_preemption(ctx);
+    if (rc == CT_OK && !ctx->preempted) {
+        set_up = true;
+        rc = setup(ctx);
+        if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx, false));
+        if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
+        if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
+        if (rc == CT_OK) ct_report_setup(ctx);
+        if (rc == CT_OK) rc = agree_on_preemption(ctx);
+    }
+    if (rc == CT_OK && ctx->preempted) ct_report_stopped_before_training(ctx, g_agreed_signal);
+    else if (rc == CT_OK) rc = train(ctx);
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
     ctx->profiler = NULL;
     /* Shutdown hooks run in reverse, also after a failure; the first
@@ -1093,12 +1214,15 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
         if (cb->on_trial_shutdown && cb->on_trial_shutdown(cb->self, ctx) != 0 && rc == CT_OK)
             rc = hook_failed(cb, "on_trial_shutdown");
     }
-    if (rc == CT_OK) ct_report_summary(ctx);
+    /* The last lines say whether training ran to its end, and if not, why. */
+    if (rc == CT_OK && set_up) ct_report_summary(ctx, g_agreed_signal);
     char saved_msg[2048];
     snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
     ct_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
     ctx->graph = NULL;
+    ct_dist_watch_progress(NULL);
     ct_ctx_free(ctx);
+    ct_dist_set_timeout(timeout_before);
     restore_signals(&saved);
     if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);
     return rc;

@@ -9,6 +9,7 @@
 #include "formats/tbevents.h"
 #include "metrics/metrics.h"
 #include "base/value_json.h"
+#include "ckpt/ckpt.h" /* ct_ckpt_find_latest */
 #include "config/period.h"
 
 #include <dirent.h>
@@ -438,12 +439,30 @@ void ct_report_setup(ct_context *ctx) {
     }
 }
 
+static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
 void ct_report_preempted(ct_context *ctx, int sig) {
     if (ctx->rank != 0) return;
     char line[4608];
-    snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s",
-             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)ctx->batches_trained,
-             ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
+    snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s", signal_name(sig),
+             (long long)ctx->batches_trained, ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
+    print_line(ctx, line);
+}
+
+void ct_report_stopped_before_training(ct_context *ctx, int sig) {
+    if (ctx->rank != 0) return;
+    /* The checkpoint the run resumed (after the set-up), else the --resume
+     * it was given, else latest: none yet starts from the beginning. */
+    const char *resume = ctx->resume_dir[0]                     ? ctx->resume_dir
+                       : ctx->opts.resume && ctx->opts.resume[0] ? ctx->opts.resume
+                                                                  : "latest";
+    char line[4608];
+    if (ctx->batches_trained > 0)
+        snprintf(line, sizeof line, "stopped by %s before training (at batch %lld, as resumed): nothing new to save; "
+                 "resume with --resume %s", signal_name(sig), (long long)ctx->batches_trained, resume);
+    else
+        snprintf(line, sizeof line, "stopped by %s before training: nothing to save; resume with --resume %s",
+                 signal_name(sig), resume);
     print_line(ctx, line);
 }
 
@@ -451,9 +470,12 @@ void ct_report_preempted(ct_context *ctx, int sig) {
  * run's checkpoint directory, earlier runs' resumed checkpoints included). */
 static void print_checkpoints(ct_context *ctx) {
     char latest[4096], best[4096], line[8400];
-    if (ct_ckpt_latest(ctx->checkpoint_dir, latest, sizeof latest) != CT_OK) {
+    ct_ckpt_scan scan;
+    if (ct_ckpt_find_latest(ctx->checkpoint_dir, latest, sizeof latest, &scan) != CT_OK) {
+        /* None yet, or a damaged one that may be the latest (named). */
+        if (scan.empty) snprintf(line, sizeof line, "checkpoints: none in %s", ctx->checkpoint_dir);
+        else snprintf(line, sizeof line, "checkpoints: no latest: %s", ct_last_error());
         ct_clear_error();
-        snprintf(line, sizeof line, "checkpoints: none in %s", ctx->checkpoint_dir);
         print_line(ctx, line);
         return;
     }
@@ -467,12 +489,17 @@ static void print_checkpoints(ct_context *ctx) {
     print_line(ctx, line);
 }
 
-void ct_report_summary(ct_context *ctx) {
+void ct_report_summary(ct_context *ctx, int sig) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     double secs = ct_clock_monotonic() - ctx->start_time;
     char line[1024];
-    int n = snprintf(line, sizeof line, "done: %lld batches (%.2f epochs) in %.1f s", (long long)ctx->batches_trained,
-                     epochs_of(ctx), secs);
+    bool finished = !sig && (ctx->batches_trained >= ctx->max_length_batches || ctx->opts.test_mode);
+    const char *why = sig ? signal_name(sig) : ctx->exit_requested ? "ct_ctx_should_exit" : "a stop request";
+    int n = finished ? snprintf(line, sizeof line, "done: %lld batches (%.2f epochs) in %.1f s",
+                                (long long)ctx->batches_trained, epochs_of(ctx), secs)
+                     : snprintf(line, sizeof line, "stopped after %lld of %lld batches (%.2f epochs) in %.1f s (%s)",
+                                (long long)ctx->batches_trained, (long long)ctx->max_length_batches, epochs_of(ctx),
+                                secs, why);
     if (ctx->has_best && n > 0 && (size_t)n < sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, "; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
     if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "; output in %s", ctx->opts.output_dir);

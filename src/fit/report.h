@@ -34,10 +34,17 @@ void ct_report_tick(ct_context *ctx);
  * batches per epoch, global batch size; the length, periods and output;
  * the checkpoint and batch a resume continues from. Rank 0, not quiet. */
 void ct_report_setup(ct_context *ctx);
-/* The end: batches, time, the best metric, where the time went, and the
- * paths of the latest and the best checkpoint. */
-void ct_report_summary(ct_context *ctx);
-/* "stopped by SIGTERM after batch N; ..." (rank 0, also when quiet). */
+/* The end: "done: N batches" when training ran to max_length, else
+ * "stopped after N of M batches (why)" (`signal`: the stop signal agreed
+ * across ranks, else a stop request or ct_ctx_should_exit); time, the best
+ * metric, where the time went, the paths of the latest and the best
+ * checkpoint. */
+void ct_report_summary(ct_context *ctx, int signal);
+/* "stopped by SIGTERM after batch N; resume with --resume CKPT" (rank 0,
+ * also when quiet). */
 void ct_report_preempted(ct_context *ctx, int signal);
+/* "stopped by SIGTERM before training: nothing to save; resume with
+ * --resume ..." (rank 0, also when quiet). */
+void ct_report_stopped_before_training(ct_context *ctx, int signal);
 
 #endif

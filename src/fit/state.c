@@ -14,9 +14,11 @@
  * Determined's keys, so a resumed run continues exactly where this one was. */
 #include "fit/state.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/value_json.h"
@@ -287,6 +289,20 @@ static bool same_shape(const ct_tensor *a, const ct_tensor *b) {
 
 static int restore_gradients(ct_context *ctx, const ct_value *state, const char *dir) {
     const ct_value *saved = ct_value_dict_get(state, "accumulated_gradients");
+    /* A checkpoint inside an aggregation window holds the window's
+     * gradients; one at its end holds none (ct_context_state). */
+    int64_t bt = ctx->batches_trained;
+    bool mid_window = !ct_context_is_step_batch(ctx, bt - 1);
+    if (mid_window && !saved)
+        return mismatch(dir,
+                        "state_dict.pth has no accumulated_gradients, but batches_trained %lld is inside an "
+                        "aggregation window of %d batches (the gradients of its last %lld batches are missing)",
+                        (long long)bt, ctx->aggregation_frequency, (long long)(bt % ctx->aggregation_frequency));
+    if (!mid_window && saved)
+        return mismatch(dir,
+                        "state_dict.pth has accumulated_gradients, but batches_trained %lld ends an aggregation "
+                        "window of %d batches (where the optimizers have stepped and nothing is accumulated)",
+                        (long long)bt, ctx->aggregation_frequency);
     if (!saved) return CT_OK;
     if (ct_value_kind_of(saved) != CT_VALUE_LIST || ct_value_len(saved) != ctx->n_models)
         return mismatch(dir, "accumulated_gradients does not hold one dict per model");
@@ -348,9 +364,16 @@ static int restore_pending(ct_context *ctx, const ct_value *state, const char *d
     if (!pending) return CT_OK;
     int64_t world = 0;
     const ct_value *ranks = ct_value_dict_get(pending, "ranks");
-    if (ct_value_get_int(ct_value_dict_get(pending, "world_size"), &world) != 0 || !ranks ||
-        ct_value_len(ranks) != (size_t)world)
+    if (ct_value_get_int(ct_value_dict_get(pending, "world_size"), &world) != 0 || world < 1 || !ranks ||
+        ct_value_kind_of(ranks) != CT_VALUE_LIST || ct_value_len(ranks) != (size_t)world)
         return mismatch(dir, "state_dict.pth: pending_training_metrics is malformed");
+    /* Written with the checkpoint, on its ranks. */
+    json_t *ts = json_object_get(ctx->resume_meta, "trial_state");
+    if (ctx->resume_meta && json_integer_value(json_object_get(ts, "world_size")) != world)
+        return mismatch(dir,
+                        "state_dict.pth: pending_training_metrics holds %lld ranks' metrics, but metadata.json's "
+                        "trial_state.world_size is %lld",
+                        (long long)world, (long long)json_integer_value(json_object_get(ts, "world_size")));
     if (world != ctx->size) {
         if (ctx->rank == 0 && !ctx->opts.quiet)
             fprintf(stderr, "ctrial: warning: the checkpoint holds the training metrics of %zu unreported batches from "
@@ -364,7 +387,8 @@ static int restore_pending(ct_context *ctx, const ct_value *state, const char *d
     const ct_value *batches = ct_value_dict_get(mine, "batches");
     int64_t records = 0;
     if (!batches || ct_value_kind_of(batches) != CT_VALUE_LIST ||
-        ct_value_get_int(ct_value_dict_get(mine, "records"), &records) != 0)
+        ct_value_get_int(ct_value_dict_get(mine, "records"), &records) != 0 || records < 0 ||
+        (int64_t)ct_value_len(batches) > ctx->batches_trained)
         return mismatch(dir, "state_dict.pth: pending_training_metrics of rank %d is malformed", ctx->rank);
     ct_value_free(ctx->workload);
     ctx->workload = ct_value_copy(batches, false);
@@ -381,33 +405,135 @@ int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char 
     return rc == CT_OK ? restore_rng(state, dir) : rc;
 }
 
-/* trial_state[key] as an integer, or an error. */
-static int state_int(const json_t *ts, const char *key, int64_t *out, const char *dir) {
+/* ---- the loop's position (metadata.json's trial_state) ------------------------------ */
+
+/* A field's value for messages: its JSON text (cut short), or "missing". */
+static void shown(const json_t *v, char *buf, size_t len) {
+    char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!text) {
+        snprintf(buf, len, "%s", v ? "unprintable" : "missing");
+        return;
+    }
+    if (strlen(text) > 80) snprintf(buf, len, "%.77s...", text);
+    else snprintf(buf, len, "%s", text);
+    free(text);
+}
+
+/* metadata.json's `where`.key is v, which is not `expected`: CT_ECHECKPOINT
+ * naming the checkpoint, the field, its value and what was expected. */
+static int bad_field(const char *dir, const char *where, const char *key, const json_t *v, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int bad_field(const char *dir, const char *where, const char *key, const json_t *v, const char *fmt, ...) {
+    char value[96], expected[1024];
+    shown(v, value, sizeof value);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(expected, sizeof expected, fmt, ap);
+    va_end(ap);
+    return mismatch(dir, "metadata.json: %s%s is %s, expected %s", where, key, value, expected);
+}
+
+/* trial_state.key as an integer in [min, max]; `what` says what is
+ * expected when it is not. */
+static int state_int(const json_t *ts, const char *key, int64_t min, int64_t max, const char *what, int64_t *out,
+                     const char *dir) {
     json_t *v = json_object_get(ts, key);
-    if (!json_is_integer(v)) return mismatch(dir, "metadata.json: trial_state.%s is missing or not an integer", key);
-    *out = json_integer_value(v);
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+        return bad_field(dir, "trial_state.", key, v, "%s", what);
+    *out = (int64_t)json_integer_value(v);
     return CT_OK;
 }
 
+/* "'validation_loss' (smaller is better)" for messages. */
+static void describe_metric(const char *metric, bool smaller, char *buf, size_t len) {
+    snprintf(buf, len, "'%s' (%s is better)", metric, smaller ? "smaller" : "larger");
+}
+
+/* The fields that need nothing but the checkpoint and the run's options:
+ * each field's type and range, the fields against each other, and what a
+ * resume needs to be the same run (global batch size, aggregation, seed,
+ * searcher metric). The ones that need the training loader (epoch length,
+ * max_length) are ct_context_check_position's. */
 int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir) {
     const json_t *ts = json_object_get(metadata, "trial_state");
-    int64_t bt = 0, records = 0, last_val = 0, position = 0, gbs = 0, agg = 0;
-    int rc = state_int(ts, "batches_trained", &bt, dir);
-    if (rc == CT_OK) rc = state_int(ts, "records_trained", &records, dir);
-    if (rc == CT_OK) rc = state_int(ts, "last_validation_batches", &last_val, dir);
-    if (rc == CT_OK) rc = state_int(ts, "loader_position", &position, dir);
-    if (rc == CT_OK) rc = state_int(ts, "global_batch_size", &gbs, dir);
-    if (rc == CT_OK) rc = state_int(ts, "aggregation_frequency", &agg, dir);
+    if (!json_is_object(ts)) return bad_field(dir, "", "trial_state", ts, "an object");
+    int64_t bt = 0, records = 0, epoch_len = 0, last_val = 0, last_ckpt = 0, position = 0, gbs = 0, agg = 0,
+            world = 0;
+    char what[256];
+    int rc = state_int(ts, "batches_trained", 0, INT64_MAX, "an integer >= 0", &bt, dir);
+    if (rc == CT_OK)
+        rc = state_int(ts, "records_trained", 0, bt > 0 ? INT64_MAX : 0,
+                       bt > 0 ? "an integer >= 0" : "0 (batches_trained is 0)", &records, dir);
+    if (rc == CT_OK)
+        rc = state_int(ts, "epoch_len", -1, INT64_MAX, "a number of batches >= 1 (or -1: a loader without a length)",
+                       &epoch_len, dir);
+    if (rc == CT_OK && epoch_len == 0)
+        rc = bad_field(dir, "trial_state.", "epoch_len", json_object_get(ts, "epoch_len"),
+                       "a number of batches >= 1 (or -1: a loader without a length)");
+    snprintf(what, sizeof what, "-1 (none) or a batch count from 0 to batches_trained (%lld)", (long long)bt);
+    if (rc == CT_OK) rc = state_int(ts, "last_validation_batches", -1, bt, what, &last_val, dir);
+    snprintf(what, sizeof what, "%lld (batches_trained: a checkpoint is written at the batch it has trained)",
+             (long long)bt);
+    if (rc == CT_OK) rc = state_int(ts, "last_checkpoint_batches", bt, bt, what, &last_ckpt, dir);
+    snprintf(what, sizeof what, "%lld (batches_trained: the training loader hands out one batch per batch trained)",
+             (long long)bt);
+    if (rc == CT_OK) rc = state_int(ts, "loader_position", bt, bt, what, &position, dir);
+    if (rc == CT_OK) rc = state_int(ts, "global_batch_size", 1, INT64_MAX, "a positive integer", &gbs, dir);
+    if (rc == CT_OK) rc = state_int(ts, "aggregation_frequency", 1, INT_MAX, "a positive integer", &agg, dir);
+    if (rc == CT_OK) rc = state_int(ts, "world_size", 1, INT_MAX, "a number of ranks >= 1", &world, dir);
     if (rc != CT_OK) return rc;
-    if (bt < 0 || records < 0 || position < 0 || last_val < -1 || last_val > bt)
-        return mismatch(dir, "metadata.json: trial_state holds impossible positions");
+    json_t *best = json_object_get(ts, "best_metric");
+    if (!json_is_null(best) && !(json_is_number(best) && isfinite(json_number_value(best))))
+        return bad_field(dir, "trial_state.", "best_metric", best, "a finite number or null (no best yet)");
+    json_t *metric = json_object_get(ts, "searcher_metric");
+    if (!json_is_null(metric) && !json_is_string(metric))
+        return bad_field(dir, "trial_state.", "searcher_metric", metric, "a metric name (a string) or null");
+    if (json_is_number(best) && !json_is_string(metric))
+        return bad_field(dir, "trial_state.", "searcher_metric", metric,
+                         "the name of the metric whose best_metric is %g (a string)", json_number_value(best));
+    json_t *smaller = json_object_get(ts, "smaller_is_better");
+    if (!json_is_boolean(smaller)) return bad_field(dir, "trial_state.", "smaller_is_better", smaller, "true or false");
+    json_t *reason = json_object_get(ts, "reason");
+    const char *why = json_string_value(reason);
+    bool known_why = false;
+    for (int w = CT_WHY_PERIOD; why && w <= CT_WHY_STOP; w++) known_why |= strcmp(why, ct_context_why_name(w)) == 0;
+    if (!known_why) return bad_field(dir, "trial_state.", "reason", reason, "\"period\", \"policy\", \"end\" or \"stop\"");
+    /* The top-level counts are the same position. */
+    static const char *const counts[] = {"steps_completed", "batches_trained"};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        json_t *n = json_object_get(metadata, counts[i]);
+        if (n && (!json_is_integer(n) || json_integer_value(n) != bt))
+            return bad_field(dir, "", counts[i], n, "%lld (trial_state.batches_trained)", (long long)bt);
+    }
+    json_t *seed = json_object_get(metadata, "trial_seed");
+    if (!json_is_integer(seed) || json_integer_value(seed) < 0)
+        return bad_field(dir, "", "trial_seed", seed, "an integer >= 0");
+
+    /* What makes the resumed run the same run. */
     if (gbs != ctx->global_batch_size)
         return mismatch(dir, "it was trained with global_batch_size %lld, this run has %lld (resuming needs the same)",
                         (long long)gbs, (long long)ctx->global_batch_size);
     if (agg != ctx->aggregation_frequency)
         return mismatch(dir, "it was trained with aggregation_frequency %lld, this run has %d (resuming needs the same)",
                         (long long)agg, ctx->aggregation_frequency);
-    json_t *best = json_object_get(ts, "best_metric");
+    if ((uint64_t)json_integer_value(seed) != ctx->trial_seed)
+        return mismatch(dir,
+                        "it was trained with trial_seed %lld, this run has seed %llu (resuming needs the same: the "
+                        "data order and the loader position follow from it)",
+                        (long long)json_integer_value(seed), (unsigned long long)ctx->trial_seed);
+    const char *run_metric = ctx->opts.searcher_metric;
+    bool saved_smaller = json_is_true(smaller);
+    if (json_is_string(metric) && run_metric && run_metric[0] &&
+        (strcmp(json_string_value(metric), run_metric) != 0 || saved_smaller != ctx->opts.smaller_is_better)) {
+        char was[300], now[300];
+        describe_metric(json_string_value(metric), saved_smaller, was, sizeof was);
+        describe_metric(run_metric, ctx->opts.smaller_is_better, now, sizeof now);
+        return mismatch(dir,
+                        "it chose its best checkpoints by searcher metric %s, this run by %s (resuming needs the "
+                        "same; --warm-start starts a new trial from it)",
+                        was, now);
+    }
     ctx->has_best = json_is_number(best);
     ctx->best_metric = ctx->has_best ? json_number_value(best) : 0.0;
     ctx->batches_trained = ctx->initial_batch = bt;
@@ -415,7 +541,33 @@ int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const c
     ctx->last_report_bt = bt; /* throughput counts this run's batches */
     ctx->last_report_records = records;
     ctx->last_validation_bt = last_val;
-    ctx->last_checkpoint_bt = bt;
+    ctx->last_checkpoint_bt = last_ckpt;
     ctx->resume_position = position;
+    return CT_OK;
+}
+
+/* Once the training loader is built and max_length is in batches
+ * (setup_epochs), before the loader moves to the checkpoint's position:
+ * the position must lie within this run's max_length (a run never trains
+ * past it, and moving the loader there costs time in proportion), and on
+ * as many ranks as the checkpoint's the epoch must be as long (else the
+ * data or its batching changed and the position names other records; on
+ * another number of ranks the shares, and so the length, may differ). */
+int ct_context_check_position(ct_context *ctx) {
+    if (!ctx->resume_dir[0] || !ctx->resume_meta) return CT_OK;
+    const char *dir = ctx->resume_dir;
+    const json_t *ts = json_object_get(ctx->resume_meta, "trial_state");
+    int64_t bt = ctx->initial_batch;
+    if (bt > ctx->max_length_batches)
+        return bad_field(dir, "trial_state.", "batches_trained", json_object_get(ts, "batches_trained"),
+                         "at most this run's max_length, %lld batches (a run never trains past it: resuming this "
+                         "checkpoint needs a max_length of at least %lld batches)",
+                         (long long)ctx->max_length_batches, (long long)bt);
+    json_t *len = json_object_get(ts, "epoch_len"), *world = json_object_get(ts, "world_size");
+    if (json_integer_value(world) == ctx->size && json_integer_value(len) != ctx->epoch_len)
+        return bad_field(dir, "trial_state.", "epoch_len", len,
+                         "%lld, the batches per epoch of this run's training loader on %d rank%s (the data or its "
+                         "batching changed since the checkpoint: its loader position would name other records)",
+                         (long long)ctx->epoch_len, ctx->size, ctx->size == 1 ? "" : "s");
     return CT_OK;
 }

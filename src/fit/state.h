@@ -28,7 +28,15 @@ int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char 
  * grad scaler when both ctx and state have one. Not the position, RNG,
  * callbacks or accumulated gradients. CT_ECHECKPOINT naming the mismatch. */
 int ct_context_restore_trained(ct_context *ctx, const ct_value *state, const char *dir);
-/* Restores the loop's position and decisions from metadata's trial_state. */
+/* Restores the loop's position and decisions from metadata's trial_state,
+ * after checking every field: its type and range, the fields against each
+ * other, and what must be the run's own (global batch size, aggregation
+ * frequency, seed, searcher metric). CT_ECHECKPOINT naming the checkpoint,
+ * the field, its value and what was expected. */
 int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir);
+/* The restored position against what needs the training loader: once
+ * epoch_len and max_length_batches are known, before the loader moves to
+ * the position. CT_OK when the run resumes nothing. */
+int ct_context_check_position(ct_context *ctx);
 
 #endif

@@ -206,6 +206,9 @@ static void report(const ct_context *ctx, const ct_value *state, const char *whe
 static int verify_if_ctrial(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_METADATA_FILE);
+    struct stat st; /* a FIFO would block json_load_file, a device never end */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return fail(dir, "%s is not a regular file", CT_CKPT_METADATA_FILE);
     json_t *meta = json_load_file(path, 0, NULL);
     bool ctrial = json_is_object(json_object_get(meta, "files"));
     json_decref(meta);

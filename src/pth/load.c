@@ -32,6 +32,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/files.h"
+
 enum {
     CHUNK = 2 << 20,          /* bytes per read job: its CRC runs while it is in cache */
     SCRATCH = 1 << 20,        /* buffer of CRC-only reads */
@@ -329,12 +331,13 @@ int ct_pth_load_with(const char *path, const ct_pth_tensors *tensors, ct_value *
     if (!out) return ct_set_error(CT_EINVAL, "ct_pth_load: out is NULL");
     *out = NULL;
     if (!path) return ct_set_error(CT_EINVAL, "ct_pth_load: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error(CT_EIO, "ct_pth_load: %s: cannot open (%s)", path, strerror(errno));
+    /* A regular file only, refused before it is opened for reading: a FIFO
+     * would block open(2) and a device never ends. */
+    int fd = ct_open_regular(path, "ct_pth_load");
+    if (fd < 0) return fd;
     struct stat sb;
     int rc = 0;
     if (fstat(fd, &sb) != 0) rc = ct_set_error(CT_EIO, "ct_pth_load: %s: cannot stat (%s)", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) rc = ct_set_error(CT_EIO, "ct_pth_load: %s: not a regular file", path);
     if (!rc) {
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         ct_pth_src src = {.name = path, .fd = fd, .size = (uint64_t)sb.st_size};

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 
 TRIAL, CKPT_TOOL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="ckpt_tool_")
@@ -57,11 +58,18 @@ def metadata(folder):
 
 
 def edit(folder, name, change):
+    """Changes a metadata.json and seals it again as ctrial does: its last key
+    metadata_crc32 is the CRC-32 of the file's bytes with those 8 digits read
+    as zeros (unsealed, the checkpoint would be listed as damaged)."""
     path = os.path.join(folder, name, "metadata.json")
     meta = json.load(open(path))
     change(meta)
-    with open(path, "w") as f:
-        json.dump(meta, f)
+    meta.pop("metadata_crc32")
+    meta["metadata_crc32"] = "00000000"
+    data = json.dumps(meta, indent=2).encode()
+    crc = zlib.crc32(data)
+    with open(path, "wb") as f:
+        f.write(data.replace(b'"metadata_crc32": "00000000"', f'"metadata_crc32": "{crc:08x}"'.encode()))
 
 
 def marked(rows, mark):
@@ -69,13 +77,13 @@ def marked(rows, mark):
 
 
 def expected_best(metas, larger_is_better=False):
-    """The checkpoint with the best finite searcher metric, the most recent
-    (by commit time) of equals; None when none has one."""
+    """The checkpoint with the best finite searcher metric, the latest (in
+    commit order: commit_sequence) of equals; None when none has one."""
     found = []
     for name, meta in metas.items():
         v = meta["validation_metrics"].get(meta["trial_state"]["searcher_metric"])
         if isinstance(v, (int, float)) and math.isfinite(v):
-            found.append((-v if larger_is_better else v, -meta["time"], name))
+            found.append((-v if larger_is_better else v, -meta["commit_sequence"], name))
     return min(found)[2] if found else None
 
 

@@ -66,13 +66,13 @@ def run(out, *args, cfg=None, expect=0, env=None):
 
 def checkpoints(out):
     """Committed checkpoints of an output dir: {steps: path} (the latest
-    commit per step)."""
+    commit per step, by commit_sequence)."""
     found = {}
     for d in sorted(glob.glob(os.path.join(out, "checkpoints", "ckpt-*"))):
         meta = json.load(open(os.path.join(d, "metadata.json")))
         prev = found.get(meta["steps_completed"])
-        if prev is None or meta["time"] > prev[0]:
-            found[meta["steps_completed"]] = (meta["time"], d)
+        if prev is None or meta["commit_sequence"] > prev[0]:
+            found[meta["steps_completed"]] = (meta["commit_sequence"], d)
     return {k: v[1] for k, v in found.items()}
 
 

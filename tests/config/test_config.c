@@ -256,6 +256,16 @@ static void test_minimal_config(void) {
     CHECK(c.fit.checkpoint_policy == CT_CKPT_NONE);
     CHECK(strcmp(c.fit.checkpoint_dir, "ckpts") == 0);
     ct_config_free(&c);
+
+    /* The largest seed (Determined's 2^31 - 1) and global batch size (2^40). */
+    CHECK_OK(ct_config_init(&c));
+    CHECK_OK(ct_config_load_string(
+        &c, "{\"hyperparameters\": {\"global_batch_size\": 1099511627776},"
+            " \"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"reproducibility\": {\"experiment_seed\": 2147483647}}", NULL));
+    CHECK_OK(ct_config_finish(&c, 1));
+    CHECK(c.fit.seed == 2147483647 && c.fit.global_batch_size == (int64_t)1 << 40);
+    ct_config_free(&c);
 }
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -347,6 +357,11 @@ static void test_errors(void) {
          "'checkpoint_storage.save_trial_latest' must be a non-negative integer, got -1");
     FAIL("{" ML ", \"reproducibility\": {\"experiment_seed\": -1}}",
          "'reproducibility.experiment_seed' must be a non-negative integer, got -1");
+    /* Determined's experiment seeds are 0 to 2^31 - 1 (issue 17) */
+    FAIL("{" ML ", \"reproducibility\": {\"experiment_seed\": 2147483648}}",
+         "exp.json: 'reproducibility.experiment_seed' is 2147483648, at most 2147483647");
+    FAIL("{" ML ", \"reproducibility\": {\"experiment_seed\": 9223372036854775807}}",
+         "'reproducibility.experiment_seed' is 9223372036854775807, at most 2147483647");
     FAIL("{" ML ", \"scheduling_unit\": 0}", "'scheduling_unit' must be a positive integer, got 0");
     FAIL("{" ML ", \"records_per_epoch\": -1}", "'records_per_epoch' must be a non-negative");
     FAIL("{" ML ", \"resources\": {\"slots_per_trial\": 0}}",
@@ -387,6 +402,12 @@ static void test_errors(void) {
          "'hyperparameters.global_batch_size' must be a positive integer, got '64'");
     FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": {\"type\": \"const\", \"val\": -3}}}",
          "'hyperparameters.global_batch_size' must be a positive integer, got -3");
+    /* more records a batch than a loader can index (issue 17) */
+    FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": 9223372036854775807}}",
+         "exp.json: 'hyperparameters.global_batch_size' is 9223372036854775807, at most 1099511627776 (a batch of "
+         "more records than any machine holds)");
+    FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": 1099511627777}}",
+         "'hyperparameters.global_batch_size' is 1099511627777, at most 1099511627776");
     FAIL("{" ML ", \"hyperparameters\": {\"opt\": {\"lr\": {\"type\": \"log\", \"minval\": -4}}}}",
          "'hyperparameters.opt.lr' has type 'log', which needs a searcher that samples");
     FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"const\"}}}",

@@ -214,12 +214,12 @@ static void test_flag_forms(void) {
 
     /* A later flag wins; --hparam global_batch_size overrides the config's
      * before records are converted. */
-    CHECK_OK(parse(&a, 1, (const char *[]){"--seed", "1", "--seed=18446744073709551615",
+    CHECK_OK(parse(&a, 1, (const char *[]){"--seed", "1", "--seed=2147483647",
                                             "--checkpoint-policy", "best", "--checkpoint-policy=all",
                                             "--device", "cpu", "--device=cuda", "--config",
                                             config_path, "--hparam", "global_batch_size=32",
                                             "--checkpoint-period", "records:320", NULL}));
-    CHECK(a.cfg.fit.seed == UINT64_MAX);
+    CHECK(a.cfg.fit.seed == 2147483647); /* Determined's largest */
     CHECK(a.cfg.fit.checkpoint_policy == CT_CKPT_ALL);
     CHECK(strcmp(a.cfg.fit.device, "cuda") == 0);
     CHECK(a.cfg.fit.global_batch_size == 32);
@@ -227,7 +227,7 @@ static void test_flag_forms(void) {
     /* config values no flag touched */
     CHECK(a.cfg.fit.max_length.unit == CT_BATCHES && a.cfg.fit.max_length.n == 1000);
     CHECK(a.cfg.fit.validation_period.unit == CT_BATCHES && a.cfg.fit.validation_period.n == 100);
-    CHECK(a.cfg.fit.seed == UINT64_MAX); /* the flag, not the config's 7 */
+    CHECK(a.cfg.fit.seed == 2147483647); /* the flag, not the config's 7 */
     ct_main_args_free(&a);
 
     /* Without flags, the config as is. */
@@ -265,6 +265,26 @@ static void test_bad_flags(void) {
     FAIL("--seed: expected an integer >= 0, got '12x'", "--max-length", "1", "--seed", "12x");
     FAIL("--seed: expected an integer >= 0, got '18446744073709551616'", "--max-length", "1",
          "--seed", "18446744073709551616");
+    /* Determined's experiment seeds are 0 to 2^31 - 1 (issue 17): above
+     * is a config error, not a failure once the loader shuffles. */
+    FAIL("--seed: 2147483648 is out of range: experiment seeds are 0 to 2147483647, as Determined's",
+         "--max-length", "1", "--seed", "2147483648");
+    FAIL("--seed: 4294967296 is out of range", "--max-length", "1", "--seed", "4294967296");
+    FAIL("--seed: 18446744073709551615 is out of range", "--max-length", "1", "--seed=18446744073709551615");
+    /* A flag where a value belongs is the next flag, not the value (issue 17). */
+    FAIL("--max-length needs a value (LEN); the next argument, --output, is a flag", "--max-length", "--output",
+         "X");
+    FAIL("--max-length needs a value (LEN); the next argument, --output=X, is a flag", "--max-length",
+         "--output=X");
+    FAIL("--output needs a value (DIR); the next argument, --quiet, is a flag", "--max-length", "1", "--output",
+         "--quiet");
+    FAIL("--seed needs a value (N); the next argument, --hparam, is a flag", "--max-length", "1", "--seed",
+         "--hparam", "a=1");
+    /* global_batch_size beyond what a loader can index (issue 17) */
+    FAIL("--hparam global_batch_size: global_batch_size is 9223372036854775807, at most 1099511627776",
+         "--max-length", "1", "--hparam", "global_batch_size=9223372036854775807");
+    FAIL("--hparam global_batch_size: global_batch_size is 1099511627777, at most 1099511627776",
+         "--max-length", "1", "--hparam", "global_batch_size=1099511627777");
     FAIL("--device: expected cpu, cuda or cuda:N, got 'gpu'", "--max-length", "1", "--device", "gpu");
     FAIL("--device: expected cpu, cuda or cuda:N, got 'cuda:x'", "--max-length", "1", "--device",
          "cuda:x");
@@ -587,6 +607,19 @@ static void test_program_flags(void) {
     CHECK(code == CT_EXIT_CONFIG && strstr(err, "--data-dir needs a value (DIR)"));
     free(out);
     free(err);
+    /* A known flag where a value belongs, the program's or ctrial's, is the
+     * next flag (issue 17); what only looks like one is a value. */
+    code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", "--data-dir", "--augment", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 2 &&
+          strstr(err, "--data-dir needs a value (DIR); the next argument, --augment, is a flag"));
+    free(out);
+    free(err);
+    code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "--output", "X", NULL}, &out, &err);
+    CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 2 &&
+          strstr(err, "--max-length needs a value (LEN); the next argument, --output, is a flag") &&
+          !strstr(err, "unexpected argument"));
+    free(out);
+    free(err);
 
     /* --help lists the description and the program's flags, then ctrial's. */
     code = run_main_ex(NULL, 0, (const char *[]){"--help", NULL}, &out, &err);
@@ -616,6 +649,13 @@ static void test_program_flags(void) {
     const ct_flag twice[] = {{"--x", CT_FLAG_BOOL, &augment, NULL, ""}, {"--x", CT_FLAG_BOOL, &augment, NULL, ""}};
     code = run_main_ex(twice, 2, (const char *[]){"--max-length", "5", NULL}, &out, &err);
     CHECK(code == CT_EXIT_CONFIG && strstr(err, "the program's flag --x is given twice"));
+    free(out);
+    free(err);
+    /* A value that starts with "--" but is no flag is still a value. */
+    code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", "--data-dir", "--srv", "--output", "--o", NULL},
+                       &out, &err);
+    CHECK(code == CT_EXIT_OK && fit_seen.calls == 3 && strcmp(data_dir, "--srv") == 0 &&
+          strcmp(fit_seen.output_dir, "--o") == 0);
     free(out);
     free(err);
     ct_clear_error();

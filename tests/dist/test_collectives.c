@@ -5,8 +5,15 @@
  * float32/float64/int64, raw-byte broadcast, int64 allreduce, gather of
  * different lengths per rank (one rank sends nothing) on two roots, barrier,
  * and the refusals — AVG on integer and bool tensors among them, refused on
- * every rank before anything is sent, so the next collective pairs up. */
+ * every rank before anything is sent, so the next collective pairs up.
+ * Also (issue 17): broadcast from every root (the binomial tree), an
+ * all-reduce and a broadcast of 12 MB (more than one 4 MiB chunk) whose
+ * result has the same bits on every rank, the collective timeout's API,
+ * and a rank that arrives 0.5 s late within a 5 s timeout (no abort). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <ctrial/config.h>
 
@@ -33,7 +40,7 @@ static ct_tensor *rank_values(ct_dtype dtype) {
 }
 
 static void test_broadcast(ct_dtype dtype) {
-    for (int root = 0; root < P; root += P > 1 ? P - 1 : 1) {
+    for (int root = 0; root < P; root++) {
         ct_tensor *t = rank_values(dtype);
         CHECK_OK(ct_dist_broadcast(t, root));
         CHECK_NEAR(at(t, 0), root + 1, 0);
@@ -188,6 +195,65 @@ static void test_refusals(void) {
     ct_tensor_free(t);
 }
 
+/* 3M float32 values (12 MB): rank r offers i * (r + 1) / 1024 at i. The
+ * sum over ranks is i * P(P+1)/2 / 1024; every rank must hold the same
+ * bits (the loop keeps weights equal by it). A broadcast of the same size
+ * from the last rank too. */
+static void test_large(void) {
+    enum { N = 3 << 20 };
+    float *v = malloc((size_t)N * sizeof *v);
+    CHECK(v != NULL);
+    if (!v) return;
+    for (int64_t i = 0; i < N; i++) v[i] = (float)i * (float)(R + 1) / 1024.0f;
+    ct_tensor *t = ct_from_data(v, CT_SHAPE(N), CT_F32);
+    CHECK_OK(ct_dist_allreduce(t, CT_DIST_SUM));
+    CHECK_OK(ct_read(t, v, (size_t)N * sizeof *v));
+    double k = P * (P + 1) / 2.0 / 1024.0, worst = 0;
+    uint64_t sum = 0;
+    for (int64_t i = 0; i < N; i++) {
+        double want = (double)i * k;
+        worst = fmax(worst, fabs(v[i] - want) / fmax(1.0, want));
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        sum = sum * 31 + bits;
+    }
+    CHECK(worst < 1e-6);
+    int64_t lo = (int64_t)(sum >> 1), hi = lo; /* the same bits everywhere: MIN == MAX */
+    CHECK_OK(ct_dist_allreduce_i64(&lo, 1, CT_DIST_MIN));
+    CHECK_OK(ct_dist_allreduce_i64(&hi, 1, CT_DIST_MAX));
+    CHECK(lo == hi);
+    for (int64_t i = 0; i < N; i++) v[i] = (float)(R * 7 + (int)(i % 13));
+    ct_tensor *b = ct_from_data(v, CT_SHAPE(N), CT_F32);
+    CHECK_OK(ct_dist_broadcast(b, P - 1));
+    CHECK_OK(ct_read(b, v, (size_t)N * sizeof *v));
+    int bad = 0;
+    for (int64_t i = 0; i < N; i++) bad += v[i] != (float)((P - 1) * 7 + (int)(i % 13));
+    CHECK(bad == 0);
+    ct_tensor_free(t);
+    ct_tensor_free(b);
+    free(v);
+}
+
+/* The timeout's API; a rank 0.5 s late is within a 5 s timeout. */
+static void test_timeout(void) {
+    const char *env = getenv("CTRIAL_DIST_TIMEOUT");
+    double before = ct_dist_timeout();
+    if (!env || !*env) CHECK_NEAR(before, 1800, 0); /* the default: 30 minutes */
+    CHECK(ct_dist_set_timeout(-1) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "ct_dist_set_timeout");
+    CHECK(ct_dist_set_timeout(NAN) == CT_EINVAL);
+    CHECK_NEAR(ct_dist_timeout(), before, 0); /* a refused value changes nothing */
+    CHECK_OK(ct_dist_set_timeout(INFINITY));
+    CHECK_NEAR(ct_dist_timeout(), 0, 0);
+    CHECK_OK(ct_dist_set_timeout(5));
+    CHECK_NEAR(ct_dist_timeout(), 5, 0);
+    if (R == P - 1) nanosleep(&(struct timespec){0, 500000000}, NULL);
+    int64_t v = R;
+    CHECK_OK(ct_dist_allreduce_i64(&v, 1, CT_DIST_MAX));
+    CHECK(v == P - 1);
+    CHECK_OK(ct_dist_set_timeout(before));
+}
+
 int main(void) {
     if (ct_dist_init() != 0) {
         fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
@@ -212,6 +278,8 @@ int main(void) {
     test_gather();
     test_avg_refused();
     test_refusals();
+    test_large();
+    test_timeout();
     CHECK_OK(ct_dist_barrier());
 
     char name[64];

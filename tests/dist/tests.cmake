@@ -9,6 +9,8 @@ ct_c_test(dist_collectives ${_dist}/test_collectives.c)
 ct_mpi_test(dist_collectives_np1 1 dist_collectives)
 ct_mpi_test(dist_collectives_np2 2 dist_collectives)
 ct_mpi_test(dist_collectives_np3 3 dist_collectives)
+# 5 ranks: ctrial's all-reduce folds the fifth into a power of two (issue 17).
+ct_mpi_test(dist_collectives_np5 5 dist_collectives)
 
 # grad_sync.c reaches NCCL through nccl_comm.c for CUDA buckets.
 ct_c_test(dist_grad_sync ${_dist}/test_grad_sync.c MODULES dist)

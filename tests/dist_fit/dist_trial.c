@@ -22,16 +22,25 @@
  *   rank<r>_end.json    at on_trial_shutdown: the state ("end"), batches
  *   full_eval_rank<r>.json  evaluate_full_dataset's call (--full-eval)
  *   exit_rank<r>        ct_main's exit code, when the process got that far
+ *   stop_signal_rank<r> ct_fit_stop_signal() after ct_main returned
  *
  * Hyperparameters: model ("mlp"), hidden (16), lr (0.01; onevar 0.001),
  * skew (true), val_n (60, at most 76), stop_at (-1: ct_ctx_request_stop
  * after that batch index), sleep_ms (0 per training batch), crash_rank (-1),
  * crash_at (-1), crash_how ("abort" | "exit": _exit(3) | "error": train_batch
- * fails).
+ * fails), stuck_rank (-1), stuck_at (-1), stuck_s (60: seconds that rank sleeps
+ * in that batch), stuck_where ("backward": before its backward, so the others
+ * wait in the gradient all-reduce | "step": after its optimizer step, so they
+ * wait in the agreement after the batch), sigterm_init_rank (-1: that rank
+ * raises SIGTERM in init, a signal during the set-up).
+ *
+ * Environment: DIST_FIT_SIGNAL_AFTER_MAIN=1 raises SIGTERM in main right after
+ * ct_main returned (a repeated signal while the program exits).
  *
  *   dist_trial [--full-eval] FLAGS...   (--full-eval: evaluate_full_dataset
  *                                        instead of evaluate_batch) */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +58,8 @@ typedef struct {
     ct_reducer *ids;
     bool onevar;
     int rank;
-    int64_t stop_at, sleep_ms, crash_rank, crash_at, val_n;
-    const char *crash_how;
+    int64_t stop_at, sleep_ms, crash_rank, crash_at, val_n, stuck_rank, stuck_at, stuck_s;
+    const char *crash_how, *stuck_where;
     const char *phase; /* "training" or "validation": what the reducer reduces */
     ct_tensor *x, *y; /* all records (owned) */
     char *init_state; /* JSON of the state after init (before any broadcast) */
@@ -237,6 +246,11 @@ static void *trial_init(ct_context *ctx) {
     t->crash_at = ct_ctx_hparam_int(ctx, "crash_at", -1);
     t->crash_how = ct_ctx_hparam_str(ctx, "crash_how", "abort");
     t->val_n = ct_ctx_hparam_int(ctx, "val_n", 60);
+    t->stuck_rank = ct_ctx_hparam_int(ctx, "stuck_rank", -1);
+    t->stuck_at = ct_ctx_hparam_int(ctx, "stuck_at", -1);
+    t->stuck_s = ct_ctx_hparam_int(ctx, "stuck_s", 60);
+    t->stuck_where = ct_ctx_hparam_str(ctx, "stuck_where", "backward");
+    if (ct_ctx_hparam_int(ctx, "sigterm_init_rank", -1) == t->rank) raise(SIGTERM);
     if (ct_last_code() != CT_OK) goto fail;
     if (t->val_n < 1 || t->val_n > N_VAL_MAX) {
         ct_set_error(CT_ECONFIG, "val_n must be 1..%d", N_VAL_MAX);
@@ -288,9 +302,19 @@ static ct_tensor *loss_of(Trial *t, const ct_value *batch, ct_reduction how) {
     return ct_cross_entropy_ex(out, ct_batch_at(batch, 1), &o);
 }
 
+/* A rank stuck in the trial's code (stuck_rank, stuck_at, stuck_s) where
+ * stuck_where says. */
+static void maybe_stuck(const Trial *t, int64_t batch_idx, const char *where) {
+    if (t->rank != t->stuck_rank || batch_idx != t->stuck_at || strcmp(t->stuck_where, where) != 0) return;
+    struct timespec left = {t->stuck_s, 0};
+    while (nanosleep(&left, &left) != 0) { /* a signal: sleep on */
+    }
+}
+
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {
     Trial *t = self;
+    maybe_stuck(t, batch_idx, "backward");
     if (t->rank == t->crash_rank && batch_idx == t->crash_at) {
         /* No message of its own: the job's output must name the rank by itself. */
         if (strcmp(t->crash_how, "exit") == 0) _exit(3);
@@ -307,6 +331,7 @@ static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch,
     if (!loss || ct_ctx_backward(ctx, loss) != 0 || ct_ctx_step_optimizer(ctx, t->opt, NULL, NULL) != 0)
         return NULL;
     if (batch_idx == t->stop_at) ct_ctx_request_stop(ctx);
+    maybe_stuck(t, batch_idx, "step");
     return ct_value_tensor(ct_keep(ct_alias(loss)));
 }
 
@@ -429,10 +454,17 @@ int main(int argc, char **argv) {
     bool full = argc > 1 && strcmp(argv[1], "--full-eval") == 0;
     if (full) argv[1] = argv[0];
     int rc = full ? ct_main(argc - 1, argv + 1, &full_trial) : ct_main(argc, argv, &batch_trial);
+    const char *again = getenv("DIST_FIT_SIGNAL_AFTER_MAIN");
+    if (again && strcmp(again, "1") == 0) raise(SIGTERM);
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
     FILE *f = open_out("exit_rank%d", r ? atoi(r) : 0, "w");
     if (f) {
         fprintf(f, "%d\n", rc);
+        fclose(f);
+    }
+    f = open_out("stop_signal_rank%d", r ? atoi(r) : 0, "w");
+    if (f) {
+        fprintf(f, "%d\n", ct_fit_stop_signal());
         fclose(f);
     }
     return rc;

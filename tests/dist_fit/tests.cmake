@@ -45,3 +45,31 @@ if(CTRIAL_HAVE_MPI)
       "LSAN_OPTIONS=fast_unwind_on_malloc=0:print_suppressions=0:suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan.supp")
   endif()
 endif()
+# Stop signals around a bare ct_fit, one process (issue 17, item 6): the
+# program's handlers given back, the default action kept away after a
+# preemption, ct_fit_opts.dist_timeout.
+ct_c_test(fit_signals ${_df}/fit_signals.c)
+# Stop signals and stuck ranks (issue 17, items 5, 6, 8): SIGTERM on rank 1
+# alone, a second SIGTERM while the process ends, SIGTERM before training
+# (test_signals.py); a rank stuck past the collective timeout ends the job
+# with exit 5 naming it (test_timeout.py). One process and mpirun -np 2/3,
+# every run under a timeout.
+if(CTRIAL_HAVE_MPI)
+  # SIGTERM raised inside MPI_Init_thread (LD_PRELOAD; not with the
+  # sanitizers, whose runtime must be the first library loaded).
+  add_library(dist_signal_preload MODULE ${_df}/signal_preload.c)
+  target_link_libraries(dist_signal_preload PRIVATE ${CMAKE_DL_LIBS})
+  set(_preload $<TARGET_FILE:dist_signal_preload>)
+  if(CTRIAL_SANITIZE)
+    set(_preload "")
+  endif()
+  ct_py_test(dist_signals ${_df}/test_signals.py $<TARGET_FILE:dist_trial> "${_preload}")
+  set_tests_properties(dist_signals PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+  ct_py_test(dist_timeout ${_df}/test_timeout.py $<TARGET_FILE:dist_trial>)
+  set_tests_properties(dist_timeout PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+  if(CTRIAL_SANITIZE)
+    # As dist_fit: the ranks keep every memory check but LeakSanitizer's
+    # exit check, whose tracer crashes after MPI_Finalize.
+    set_property(TEST dist_signals dist_timeout APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=abort_on_error=1:detect_leaks=0")
+  endif()
+endif()

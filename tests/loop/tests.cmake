@@ -13,3 +13,8 @@ ct_c_test(loop_semantics ${CMAKE_CURRENT_LIST_DIR}/semantics.c)
 # flags of its own (ct_main_ex).
 ct_c_program(console_trial ${CMAKE_CURRENT_LIST_DIR}/console_trial.c)
 ct_py_test(loop_console ${CMAKE_CURRENT_LIST_DIR}/test_console.py $<TARGET_FILE:console_trial>)
+# ct_fit's options past their limits (issue 17): no or an absurd global
+# batch size, a seed beyond Determined's range, max_length in epochs past
+# 2^63 batches are CT_ECONFIG before anything trains; a batch size near
+# INT64_MAX is a named error in the loader and the samplers.
+ct_c_test(loop_fit_limits ${CMAKE_CURRENT_LIST_DIR}/fit_limits.c)

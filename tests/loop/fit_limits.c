@@ -1,0 +1,197 @@
+/* tests/loop/fit_limits.c — ct_fit's options at and past their limits
+ * (issue 17): a missing or absurd global batch size, a seed beyond
+ * Determined's range and a max_length in epochs whose batch count does not
+ * fit in 64 bits are CT_ECONFIG before anything trains (they used to fail
+ * with CT_EINVAL in the loader, or wrap to "0 batches" and return 0); a
+ * batch size near INT64_MAX reaches the loader and the samplers as a named
+ * error, not an overflow. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "ct_test.h"
+
+/* ---- a small trial: y = 2x over 12 records -------------------------------------------- */
+
+typedef struct {
+    ct_module *lin;
+    ct_optim *opt;
+} Trial;
+
+static int64_t g_batches; /* train_batch calls */
+
+static void *init(ct_context *ctx) {
+    Trial *t = calloc(1, sizeof *t);
+    t->lin = ct_ctx_wrap_model(ctx, ct_nn_linear(1, 1, false));
+    ct_sgd_opts o = ct_sgd_defaults();
+    o.lr = 0.01;
+    t->opt = t->lin ? ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->lin, &o)) : NULL;
+    if (!t->opt) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static ct_tensor *mse(Trial *t, const ct_value *batch) {
+    ct_tensor *d = ct_sub(ct_nn_forward(t->lin, ct_batch_at(batch, 0)), ct_batch_at(batch, 1));
+    return ct_mean(ct_mul(d, d));
+}
+
+static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                             int64_t batch_idx) {
+    g_batches++;
+    ct_tensor *loss = mse(self, batch);
+    if (ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, ((Trial *)self)->opt, NULL, NULL)) return NULL;
+    return ct_value_tensor(loss);
+}
+
+static ct_value *evaluate_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t batch_idx) {
+    ct_value *m = ct_value_dict();
+    ct_value_dict_set(m, "validation_loss", ct_value_tensor(ct_keep(mse(self, batch))));
+    return m;
+}
+
+static ct_loader *loader(void *self, ct_context *ctx) {
+    float x[12], y[12];
+    for (int i = 0; i < 12; i++) {
+        x[i] = (float)i / 12.0f;
+        y[i] = 2.0f * x[i];
+    }
+    ct_loader_opts o = ct_loader_defaults();
+    o.batch_size = ct_ctx_per_slot_batch_size(ctx);
+    o.shuffle = true;
+    o.seed = ct_ctx_trial_seed(ctx);
+    ct_tensor *xs = ct_from_data(x, CT_SHAPE(12, 1), CT_F32), *ys = ct_from_data(y, CT_SHAPE(12, 1), CT_F32);
+    ct_loader *l = ct_loader_new(ct_dataset_tensors(2, (ct_tensor *[]){xs, ys}), &o);
+    ct_tensor_free(xs);
+    ct_tensor_free(ys);
+    return l;
+}
+
+static const ct_trial trial = {
+    .name = "limits", .init = init, .destroy = free,
+    .build_training_data_loader = loader, .build_validation_data_loader = loader,
+    .train_batch = train_batch, .evaluate_batch = evaluate_batch,
+};
+
+static ct_fit_opts opts(void) {
+    ct_fit_opts o = ct_fit_defaults();
+    o.global_batch_size = 4; /* 3 batches an epoch */
+    o.max_length = ct_batches(3);
+    o.checkpoint_policy = CT_CKPT_NONE;
+    o.quiet = true;
+    o.tensorboard = false;
+    o.output_dir = "fit_limits_output";
+    o.overwrite = true;
+    return o;
+}
+
+/* ct_fit(o) fails with CT_ECONFIG naming `needle`, having trained nothing. */
+static void refused(int line, ct_fit_opts o, const char *needle) {
+    g_batches = 0;
+    int rc = ct_fit(&trial, &o);
+    ct_test_checks++;
+    if (rc != CT_ECONFIG || ct_last_code() != CT_ECONFIG || !strstr(ct_last_error(), needle) || g_batches != 0) {
+        ct_test_failures++;
+        fprintf(stderr, "%s:%d: expected CT_ECONFIG with \"%s\" and no batch, got %s (%d batches): \"%s\"\n",
+                __FILE__, line, needle, ct_strerror(rc), (int)g_batches, ct_last_error());
+    }
+    ct_clear_error();
+}
+
+static void test_fit_options(void) {
+    ct_fit_opts o = opts();
+    g_batches = 0;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_batches == 3);
+
+    /* No global batch size: the loader's batch size 0 failed (CT_EINVAL,
+     * exit 1); Determined requires one. */
+    o = opts();
+    o.global_batch_size = 0;
+    refused(__LINE__, o, "global_batch_size is not set");
+    ct_value *hp = ct_value_dict();
+    ct_value_dict_set(hp, "global_batch_size", ct_value_str("16"));
+    o.hparams = hp;
+    refused(__LINE__, o, "hyperparameters.global_batch_size is a str, expected a positive integer");
+    ct_value_dict_set(hp, "global_batch_size", ct_value_int(4));
+    g_batches = 0;
+    CHECK_OK(ct_fit(&trial, &o)); /* from the hparams */
+    CHECK(g_batches == 3);
+    ct_value_free(hp);
+
+    /* A batch of 2^63 - 1 records overflowed in the loader. */
+    o = opts();
+    o.global_batch_size = INT64_MAX;
+    refused(__LINE__, o,
+            "ct_fit_opts.global_batch_size is 9223372036854775807, expected a positive integer (at most "
+            "1099511627776)");
+    o.global_batch_size = -4;
+    refused(__LINE__, o, "ct_fit_opts.global_batch_size is -4, expected a positive integer");
+
+    /* Seeds: Determined's are 0 to 2^31 - 1; 2^32 failed in the shuffle. */
+    o = opts();
+    o.seed = (uint64_t)1 << 32;
+    refused(__LINE__, o, "seed 4294967296 is out of range: experiment seeds are 0 to 2147483647, as Determined's");
+    o.seed = UINT64_MAX;
+    refused(__LINE__, o, "seed 18446744073709551615 is out of range");
+    o.seed = 2147483647;
+    g_batches = 0;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_batches == 3);
+
+    /* max_length in epochs x 3 batches an epoch past INT64_MAX wrapped
+     * negative: "done" after 0 batches, a checkpoint, 0. */
+    o = opts();
+    o.max_length = ct_epochs((int64_t)1 << 62);
+    refused(__LINE__, o,
+            "max_length is 4611686018427387904 epochs of 3 batches: more than 9223372036854775807 batches, the "
+            "most ctrial counts");
+    o.max_length = ct_epochs(INT64_MAX / 3 + 1);
+    refused(__LINE__, o, "max_length is 3074457345618258603 epochs of 3 batches");
+}
+
+/* ---- the loader and the samplers ------------------------------------------------------ */
+
+static void test_loader_limits(void) {
+    float x[10] = {0};
+    ct_tensor *xs = ct_from_data(x, CT_SHAPE(10, 1), CT_F32);
+    /* batch_size near INT64_MAX: its index lists cannot be allocated; said
+     * so (len(DataLoader) rounded up used to overflow first). */
+    for (int drop = 0; drop < 2; drop++) {
+        ct_loader_opts o = ct_loader_defaults();
+        o.batch_size = INT64_MAX;
+        o.drop_last = drop;
+        ct_loader *l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), &o);
+        CHECK(l == NULL);
+        CHECK_ERR(CT_ENOMEM, "ct_loader_new: a batch of up to 9223372036854775807 indices, 2 at a time, is more "
+                             "than this machine can address (batch_size too large)");
+        ct_loader_free(l);
+    }
+    /* A batch bigger than the data set is one short batch a pass. */
+    ct_loader_opts o = ct_loader_defaults();
+    o.batch_size = 1 << 20;
+    ct_loader *l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), &o);
+    CHECK(l && ct_loader_len(l) == 1);
+    ct_loader_free(l);
+    o.drop_last = true;
+    l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), &o);
+    CHECK(l && ct_loader_len(l) == 0);
+    ct_loader_free(l);
+    ct_tensor_free(xs);
+
+    /* Batches of batches: the index count of an item must be an int64_t. */
+    ct_sampler *s = ct_sampler_batch(ct_sampler_batch(ct_sampler_sequential(10), 4, false), INT64_MAX / 2, false);
+    CHECK(s == NULL);
+    CHECK_ERR(CT_EINVAL, "ct_sampler_batch: batch_size 4611686018427387903 of items of up to 4 indices is more "
+                         "indices than an int64_t counts");
+    s = ct_sampler_batch(ct_sampler_batch(ct_sampler_sequential(10), 4, false), INT64_MAX / 4, false);
+    CHECK(s && ct_sampler_max_item(s) == INT64_MAX / 4 * 4 && ct_sampler_len(s) == 1);
+    ct_sampler_free(s);
+}
+
+int main(void) {
+    test_fit_options();
+    test_loader_limits();
+    return ct_test_result("loop_fit_limits");
+}
