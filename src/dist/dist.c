@@ -575,7 +575,7 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
     for (int r = 0, at = 0; rc == CT_OK && r < p; at += (int)counts[r], r++) {
         lens[r] = (size_t)counts[r];
         if (r == root) {
-            memcpy((char *)*out + at, buf, n);
+            if (n > 0) memcpy((char *)*out + at, buf, n); /* buf may be NULL when empty */
             continue;
         }
         int err = MPI_Irecv((char *)*out + at, (int)counts[r], MPI_BYTE, r, TAG_GATHER, coll_comm, &q[r]);
