@@ -534,7 +534,7 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
     if (g.size == 1) {
         *out = malloc(n ? n : 1);
         if (!*out) return ct_set_error(CT_ENOMEM, "out of memory");
-        memcpy(*out, buf, n);
+        if (n > 0) memcpy(*out, buf, n);
         lens[0] = n;
         return CT_OK;
     }
@@ -619,7 +619,7 @@ int ct_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *
 int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t *lens) {
     *out = malloc(n ? n : 1);
     if (!*out) return ct_set_error(CT_ENOMEM, "out of memory");
-    memcpy(*out, buf, n);
+    if (n > 0) memcpy(*out, buf, n);
     lens[0] = n;
     return CT_OK;
 }
