@@ -387,11 +387,7 @@ static void format_period(const ct_period *p, char *buf, size_t len) {
 /* Parameters of every wrapped model (each tensor once per model). */
 static int64_t count_parameters(const ct_context *ctx) {
     int64_t total = 0;
-    for (size_t m = 0; m < ctx->n_models; m++) {
-        size_t n = 0;
-        ct_tensor *const *params = ct_nn_parameters(ctx->models[m], &n);
-        for (size_t i = 0; params && i < n; i++) total += ct_numel(params[i]);
-    }
+    for (size_t m = 0; m < ctx->n_models; m++) total += ct_nn_num_param_elements(ctx->models[m]);
     return total;
 }
 
