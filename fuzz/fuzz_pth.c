@@ -1,9 +1,12 @@
 /* libFuzzer target: the loader of ct_pth_load (ct_pth_load_buffer_with, on
- * memory) on arbitrary bytes, then the saver on what it loaded, with
+ * memory, and ct_pth_load_with on the same bytes in a file) on arbitrary
+ * bytes, then the saver on what it loaded, with
  * modules pth and base alone: no libtorch. Its tensors are plain records
  * (record_tensors.h). Beyond "no crash, no leak, no undefined behaviour",
  * it checks that
  *  - bad bytes are always CT_EFORMAT with no value out;
+ *  - loading from a file gives what loading from memory gives: the same
+ *    error, or an equal value whose tensors share storages alike;
  *  - every view the engine makes lies inside its storage, and every range
  *    it reads of a storage too;
  *  - the engine drops every reference it takes: once the values are freed,
@@ -95,13 +98,41 @@ static void check_storages(const ct_value *v, const ct_value *again, const made_
 
 /* ---- the target --------------------------------------------------------------------- */
 
+/* The same bytes through ct_pth_load's file path (ct_pth_load_with: a
+ * regular file read with pread, large entries on several threads): the
+ * same outcome, the same error or an equal value. */
+static void check_file_path(const uint8_t *data, size_t size, int rc, const ct_value *v) {
+    char path[64], first[512];
+    snprintf(path, sizeof path, "/tmp/fuzz_pth_in_%ld.pth", (long)getpid());
+    snprintf(first, sizeof first, "%s", rc ? ct_last_error() : "");
+    FILE *f = fopen(path, "wb");
+    if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) abort();
+    ct_value *w = NULL;
+    int frc = ct_pth_load_with(path, &record_tensors, &w);
+    unlink(path);
+    if (frc != rc) abort();
+    if (frc) {
+        /* The message names the file instead of the buffer; past the name it is the same. */
+        const char *a = strstr(first, "fuzz.pth"), *b = strstr(ct_last_error(), path);
+        if (!a || !b || strcmp(a + strlen("fuzz.pth"), b + strlen(path)) != 0) abort();
+        ct_clear_error();
+        return;
+    }
+    if (!ct_value_equal(v, w)) abort();
+    record_check_sharing(v, w);
+    ct_value_free(w);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_value *v = (ct_value *)&v;
     if (ct_pth_load_buffer_with(data, size, "fuzz.pth", &record_tensors, &v) != 0) {
         if (ct_last_code() != CT_EFORMAT || v || record_live_storages) abort(); /* bad bytes are a format error, always */
+        check_file_path(data, size, CT_EFORMAT, NULL);
+        if (record_live_storages) abort();
         ct_clear_error();
         return 0;
     }
+    check_file_path(data, size, 0, v);
     ct_pth_src src = {.name = "fuzz.pth", .fd = -1, .mem = data, .size = size};
     ct_pth_zip z;
     if (ct_pth_zip_open(&src, &z)) abort(); /* it loaded */

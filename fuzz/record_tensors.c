@@ -143,13 +143,17 @@ const ct_pth_tensors record_tensors = {
     .storage_read = storage_read,
 };
 
-/* a and b are equal; their tensors share storages alike: pairing each
- * storage of a with the storage of b in the same place never pairs one
- * with two. */
-void record_check_sharing(const ct_value *a, const ct_value *b) {
+/* Pairs each storage of a with the storage of b in the same place
+ * (aborting when one would pair with two), or with unpair clears the
+ * pairs again. */
+static void pair_storages(const ct_value *a, const ct_value *b, bool unpair) {
     switch (ct_value_kind_of(a)) {
     case CT_VALUE_TENSOR: {
         storage *sa = record_tensor_of(a)->st, *sb = record_tensor_of(b)->st;
+        if (unpair) {
+            sa->partner = sb->partner = NULL;
+            return;
+        }
         if (!sa->partner && !sb->partner) sa->partner = sb, sb->partner = sa;
         if (sa->partner != sb || sb->partner != sa) abort();
         return;
@@ -161,11 +165,16 @@ void record_check_sharing(const ct_value *a, const ct_value *b) {
             const char *skey;
             int64_t ikey;
             if (ct_value_kind_of(a) == CT_VALUE_DICT)
-                record_check_sharing(ct_value_dict_at(a, i, &skey, &ikey), ct_value_dict_at(b, i, &skey, &ikey));
+                pair_storages(ct_value_dict_at(a, i, &skey, &ikey), ct_value_dict_at(b, i, &skey, &ikey), unpair);
             else
-                record_check_sharing(ct_value_list_get(a, i), ct_value_list_get(b, i));
+                pair_storages(ct_value_list_get(a, i), ct_value_list_get(b, i), unpair);
         }
         return;
     default: return;
     }
+}
+
+void record_check_sharing(const ct_value *a, const ct_value *b) {
+    pair_storages(a, b, false);
+    pair_storages(a, b, true);
 }

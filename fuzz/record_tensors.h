@@ -49,7 +49,8 @@ void record_storage_release(void *storage);
 ct_tensor *record_tensor_of(const ct_value *leaf);
 /* a and b are equal; their tensors share storages alike: pairing each
  * storage of a with the storage of b in the same place never pairs one
- * with two (aborts otherwise; uses the storages' partner fields). */
+ * with two (aborts otherwise). The storages' partner fields are clear
+ * again after the check, so any value can be checked again. */
 void record_check_sharing(const ct_value *a, const ct_value *b);
 
 #endif
