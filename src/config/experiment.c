@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/files.h"
 #include "base/value_json.h"
 #include "config/period.h"
 
@@ -684,11 +685,15 @@ int ct_config_load_string(ct_config *c, const char *json, const char *label) {
 int ct_config_load_file(ct_config *c, const char *path) {
     int rc = check_load(c, path, "file");
     if (rc) return rc;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_set_error(CT_ECONFIG, "%s: cannot open: %s", path, strerror(errno));
+    /* A regular file only (a FIFO would block, /dev/zero never end), of a
+     * size a config can have; the read's message names the file. */
+    char *text = NULL;
+    size_t len = 0;
+    if (ct_read_file_raw(path, CT_CONFIG_FILE_MAX, &text, &len) != CT_OK)
+        return ct_set_error(CT_ECONFIG, "%s", ct_last_error());
     json_error_t err;
-    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
-    fclose(f);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
     if (!root) return ct_set_error(CT_ECONFIG, "%s:%d:%d: %s", path, err.line, err.column, err.text);
     rc = load_json(c, root, path);
     json_decref(root);

@@ -53,8 +53,14 @@ int ct_config_init(ct_config *c);
 /* Frees what *c owns (accepts NULL and a failed init). */
 void ct_config_free(ct_config *c);
 
+/* The largest config file read (a config is a few KB; this is no limit a
+ * real one meets, and keeps a wrong path from filling memory). */
+#define CT_CONFIG_FILE_MAX (64u << 20)
+
 /* Loads an experiment config over the defaults; the file's path (or
- * `label`, for a string) prefixes every message. Loading twice is refused. */
+ * `label`, for a string) prefixes every message. Only a regular file is
+ * read (a FIFO or a device is CT_ECONFIG naming it). Loading twice is
+ * refused. */
 int ct_config_load_file(ct_config *c, const char *path);
 int ct_config_load_string(ct_config *c, const char *json, const char *label);
 

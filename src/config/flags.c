@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,19 @@ static int f_threads(ct_config *c, const char *flag, const char *val) {
     return 0;
 }
 
+/* Seconds, finite and >= 0; 0 and "never" mean no timeout (ct_fit_opts
+ * takes INFINITY for that: its 0 is "the default"). */
+static int f_dist_timeout(ct_config *c, const char *flag, const char *val) {
+    char *end;
+    errno = 0;
+    double s = strcmp(val, "never") == 0 ? 0.0 : strtod(val, &end);
+    if (strcmp(val, "never") != 0 && (errno || end == val || *end || !isfinite(s) || s < 0))
+        return ct_set_error(CT_ECONFIG, "%s: expected seconds, a number >= 0 (0 or never: no timeout), got '%s'",
+                            flag, val);
+    c->fit.dist_timeout = s == 0.0 ? INFINITY : s;
+    return 0;
+}
+
 static int f_test_mode(ct_config *c, const char *flag, const char *val) {
     c->fit.test_mode = true;
     return 0;
@@ -258,6 +272,9 @@ static const flag_def flags[] = {
     {"--seed", "N", "experiment seed, 0 to 2147483647 (overrides reproducibility.experiment_seed)", f_seed},
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
     {"--threads", "N", "intra-op CPU threads per rank (default: this rank's share of the CPUs idle at start)", f_threads},
+    {"--dist-timeout", "SECONDS", "under mpirun, end the job naming the ranks that do not reach a collective "
+                                  "within SECONDS (default 1800, or CTRIAL_DIST_TIMEOUT; 0 or never: wait forever)",
+     f_dist_timeout},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
     {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "
                             "(static shapes; optimizations.cuda_graphs)", f_cuda_graphs},

@@ -4,6 +4,7 @@
  * constructors and ct_fit_defaults. Run under ASan too (failure paths free). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/experiment.h"
@@ -217,7 +218,24 @@ static void test_full_config(void) {
 
     CHECK_OK(ct_config_init(&c));
     CHECK(ct_config_load_file(&c, "/nonexistent/ct.json") == CT_ECONFIG);
-    CHECK_ERR(CT_ECONFIG, "/nonexistent/ct.json: cannot open: No such file");
+    CHECK_ERR(CT_ECONFIG, "/nonexistent/ct.json: cannot open (No such file");
+    ct_config_free(&c);
+
+    /* What is not a regular file is refused before it is read: a FIFO would
+     * block until a writer came, /dev/zero never end. */
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/ct_config_fifo_%d.json", (int)getpid());
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_OK(ct_config_init(&c));
+    CHECK(ct_config_load_file(&c, fifo) == CT_ECONFIG);
+    CHECK(strstr(ct_last_error(), fifo) != NULL);
+    CHECK_ERR(CT_ECONFIG, "not a regular file (a FIFO)");
+    ct_config_free(&c);
+    unlink(fifo);
+    CHECK_OK(ct_config_init(&c));
+    CHECK(ct_config_load_file(&c, "/dev/zero") == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "/dev/zero: not a regular file");
     ct_config_free(&c);
 }
 

@@ -120,7 +120,8 @@ static void test_every_flag(void) {
         "--hparam", "new.deep.key=1e-3", "--hparam", "text=not json {",
         "--validation-period=batches:30,10,20", "--checkpoint-period", "never",
         "--checkpoint-policy", "none", "--output", "out1", "--resume", "latest", "--test-mode",
-        "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--no-tensorboard", "--quiet", NULL});
+        "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--no-tensorboard", "--quiet",
+        "--dist-timeout", "2.5", NULL});
     CHECK_OK(rc);
     CHECK(!a.help);
     const ct_fit_opts *o = &a.cfg.fit;
@@ -139,6 +140,7 @@ static void test_every_flag(void) {
                  "acc") == 0);
     CHECK(o->seed == 42);
     CHECK(strcmp(o->device, "cuda:1") == 0);
+    CHECK(o->dist_timeout == 2.5);
     /* from the config, untouched by flags */
     CHECK(strcmp(o->searcher_metric, "acc") == 0);
     CHECK(o->global_batch_size == 64);
@@ -230,6 +232,21 @@ static void test_flag_forms(void) {
     CHECK(a.cfg.fit.seed == 2147483647); /* the flag, not the config's 7 */
     ct_main_args_free(&a);
 
+    /* --dist-timeout: seconds; 0 and never are no timeout (INFINITY: the
+     * options' 0 means the default); without it, the default (0). */
+    static const struct {
+        const char *arg;
+        double want;
+    } timeouts[] = {{"0.5", 0.5}, {"600", 600}, {"1e3", 1000}, {"0", INFINITY}, {"never", INFINITY}};
+    for (size_t i = 0; i < sizeof timeouts / sizeof *timeouts; i++) {
+        CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", "--dist-timeout", timeouts[i].arg, NULL}));
+        CHECK(a.cfg.fit.dist_timeout == timeouts[i].want);
+        ct_main_args_free(&a);
+    }
+    CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", NULL}));
+    CHECK(a.cfg.fit.dist_timeout == 0);
+    ct_main_args_free(&a);
+
     /* Without flags, the config as is. */
     CHECK_OK(parse(&a, 1, (const char *[]){"--config", config_path, NULL}));
     CHECK(a.cfg.fit.seed == 7 && a.cfg.fit.checkpoint_policy == CT_CKPT_BEST);
@@ -259,6 +276,12 @@ static void test_bad_flags(void) {
          "--max-length", "1", "--checkpoint-period", "batches:0,5");
     FAIL("--checkpoint-period: expected N", "--max-length", "1", "--checkpoint-period",
          "batches:1,,2");
+    FAIL("--dist-timeout: expected seconds, a number >= 0 (0 or never: no timeout), got '-1'", "--max-length", "1",
+         "--dist-timeout", "-1");
+    FAIL("--dist-timeout: expected seconds", "--max-length", "1", "--dist-timeout", "inf");
+    FAIL("--dist-timeout: expected seconds", "--max-length", "1", "--dist-timeout", "nan");
+    FAIL("--dist-timeout: expected seconds", "--max-length", "1", "--dist-timeout", "30s");
+    FAIL("--dist-timeout needs a value (SECONDS)", "--max-length", "1", "--dist-timeout");
     FAIL("--checkpoint-policy: expected best, all or none, got 'sometimes'", "--max-length", "1",
          "--checkpoint-policy", "sometimes");
     FAIL("--seed: expected an integer >= 0, got '-1'", "--max-length", "1", "--seed", "-1");
@@ -367,7 +390,7 @@ static void test_help(void) {
         "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
         "--checkpoint-period PERIOD", "--checkpoint-policy best|all|none", "--output DIR",
         "--resume PATH|latest", "--overwrite", "--warm-start DIR", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
-        "--threads N", "--stop-on-nan", "--cuda-graphs", "--no-tensorboard", "--quiet", "--version", "--help"};
+        "--threads N", "--dist-timeout SECONDS", "--stop-on-nan", "--cuda-graphs", "--no-tensorboard", "--quiet", "--version", "--help"};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
