@@ -27,20 +27,15 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, run_cmd  # noqa: E402
+
 TRIAL, CKPT_TOOL, SHIFT_SO = sys.argv[1], sys.argv[2], sys.argv[3]
 WORK = tempfile.mkdtemp(prefix="ckpt_clock_")
-FAILURES = []
 DAY = 86400
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
 
 
 def config(path, **over):
@@ -74,7 +69,7 @@ def run(out, *args, shift=0, cfg=CFG, expect=0):
         # An ASan build wants its runtime first; the shim does not use it.
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
     cmd = [TRIAL, "--config", cfg, "--output", out, "--threads", "1", *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    p = run_cmd(cmd, 300, env=env)
     if p.returncode != expect:
         print(" ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:])
     check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {' '.join(args)} (clock {shift:+d} s)")
@@ -107,13 +102,12 @@ def lines(out):
 
 
 def tool_latest(out):
-    p = subprocess.run([CKPT_TOOL, "latest", os.path.join(out, "checkpoints")], capture_output=True, text=True,
-                       timeout=120)
+    p = run_cmd([CKPT_TOOL, "latest", os.path.join(out, "checkpoints")], 120)
     return p.returncode, os.path.basename(p.stdout.strip())
 
 
 def listed_latest(out):
-    p = subprocess.run([CKPT_TOOL, "list", out], capture_output=True, text=True, timeout=120)
+    p = run_cmd([CKPT_TOOL, "list", out], 120)
     rows = [line.split() for line in p.stdout.splitlines() if not line.startswith("#")]
     return p.returncode, [r[0] for r in rows if "latest" in r[4:]]
 

@@ -35,20 +35,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, run_cmd  # noqa: E402
+
 TRIAL, CKPT_TOOL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="ckpt_damaged_")
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
 
 
 CFG = os.path.join(WORK, "cfg.json")
@@ -62,7 +57,7 @@ with open(CFG, "w") as f:
 
 def run(out, *args, expect=0):
     cmd = [TRIAL, "--config", CFG, "--output", out, "--threads", "1", *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    p = run_cmd(cmd, 300)
     if p.returncode != expect:
         print(" ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:])
     check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {' '.join(args)}")
@@ -70,7 +65,7 @@ def run(out, *args, expect=0):
 
 
 def tool(*args):
-    return subprocess.run([CKPT_TOOL, *args], capture_output=True, text=True, timeout=120)
+    return run_cmd([CKPT_TOOL, *args], 120)
 
 
 def sealed(data):

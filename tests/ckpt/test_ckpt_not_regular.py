@@ -21,25 +21,17 @@ import sys
 import tempfile
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, run_cmd  # noqa: E402
+
 TRIAL, CKPT_TOOL, READ_DATA = sys.argv[1], sys.argv[2], sys.argv[3]
 WORK = tempfile.mkdtemp(prefix="ckpt_not_regular_")
-FAILURES = []
 HANG = 120  # seconds: far beyond any refusal, only there to stop a hang
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
 
 
 def call(cmd):
     """(exit code, stdout, stderr); exit code None when it hung."""
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG, stdin=subprocess.DEVNULL)
-        return p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired:
-        return None, "", f"(hung: killed after {HANG} s)"
+    return run_cmd(cmd, HANG, stdin=subprocess.DEVNULL)
 
 
 CFG = os.path.join(WORK, "cfg.json")

@@ -22,15 +22,11 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, run_cmd  # noqa: E402
+
 TRIAL, CKPT_TOOL = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="ckpt_resume_")
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
 
 
 def config(path, **over):
@@ -57,7 +53,7 @@ def config(path, **over):
 def run(out, *args, cfg=None, expect=0, env=None):
     cmd = [TRIAL, "--config", cfg or config(os.path.join(WORK, "base.json")), "--output", out, "--threads", "1",
            *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = run_cmd(cmd, None, env=env)
     if p.returncode != expect:
         print(" ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:])
     check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {' '.join(args)}")

@@ -17,23 +17,18 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import zlib
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, run_cmd  # noqa: E402
+
 TRIAL = sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="ckpt_tamper_")
-FAILURES = []
 TIMEOUT = 120  # seconds per run; every case here takes one or two
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
 
 
 def config(name, **over):
@@ -63,12 +58,7 @@ BASE = config("base")
 def run(out, *args, cfg=BASE):
     """Runs the trial; (exit code, stdout, stderr), or (None, ...) when it
     did not end within TIMEOUT (killed)."""
-    cmd = [TRIAL, "--config", cfg, "--output", out, "--threads", "1", *args]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
-        return p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        return None, e.stdout or "", e.stderr or ""
+    return run_cmd([TRIAL, "--config", cfg, "--output", out, "--threads", "1", *args], TIMEOUT)
 
 
 def expect(what, result, code, *needles):

@@ -22,28 +22,18 @@ Exits 77 (skipped) without mpirun.
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd  # noqa: E402
+
 TRIAL = os.path.abspath(sys.argv[1])
-MPIRUN = shutil.which("mpirun")
-if MPIRUN is None:
-    print("skipped: no mpirun on PATH")
-    sys.exit(77)
+need_mpirun()
 
 WORK = tempfile.mkdtemp(prefix="bn_")
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-
 
 CONFIG = os.path.join(WORK, "bn.json")
 with open(CONFIG, "w") as f:  # keep every checkpoint, to evaluate each
@@ -52,19 +42,12 @@ with open(CONFIG, "w") as f:  # keep every checkpoint, to evaluate each
 
 def run(name, *args):
     out = os.path.join(WORK, name)
-    cmd = [MPIRUN, "--allow-run-as-root", "-np", "2", TRIAL, "--config", CONFIG, "--output", out, "--threads", "1",
-           "--hparam", "global_batch_size=8", "--validation-period", "5", "--checkpoint-period", "5",
-           "--checkpoint-policy", "none", *args]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True)
-    try:
-        text, _ = p.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text, _ = p.communicate()
-        text += "\n[killed after 90 s]"
-    check(p.returncode == 0, f"{name}: exit code {p.returncode}")
-    if p.returncode != 0:
+    cmd = mpirun_cmd(2, [TRIAL, "--config", CONFIG, "--output", out, "--threads", "1",
+                         "--hparam", "global_batch_size=8", "--validation-period", "5", "--checkpoint-period", "5",
+                         "--checkpoint-policy", "none", *args], oversubscribe=False)
+    code, text, _ = run_cmd(cmd, 90, env=dict(os.environ, OMP_NUM_THREADS="1"), merge=True)
+    check(code == 0, f"{name}: exit code {code}")
+    if code != 0:
         print(text)
     return out
 

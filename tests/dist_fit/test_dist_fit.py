@@ -38,31 +38,22 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, spawn, wait_or_kill  # noqa: E402
+
 TRIAL = os.path.abspath(sys.argv[1])
-MPIRUN = shutil.which("mpirun")
-if MPIRUN is None:
-    print("skipped: no mpirun on PATH")
-    sys.exit(77)
+MPIRUN = need_mpirun()
 
 WORK = tempfile.mkdtemp(prefix="dist_fit_")
-FAILURES = []
 T0 = time.time()
 TOL = 1e-5
 N_VAL = 60
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-    return ok
 
 
 def config(name, max_len=50, val=25, ckpt=25, gbs=12, agg=1):
@@ -85,9 +76,8 @@ BASE = config("base")
 
 
 def command(out, np, args, full_eval=False, cfg=BASE):
-    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np)] if np else []
-    cmd += [TRIAL] + (["--full-eval"] if full_eval else [])
-    return cmd + ["--config", cfg, "--output", out, "--threads", "1", *args]
+    cmd = [TRIAL] + (["--full-eval"] if full_eval else [])
+    return mpirun_cmd(np, cmd + ["--config", cfg, "--output", out, "--threads", "1", *args])
 
 
 def environ(out):
@@ -101,20 +91,13 @@ def run(name, np, *args, full_eval=False, cfg=BASE, expect=0, out=None):
     os.makedirs(out, exist_ok=True)
     cmd = command(out, np, args, full_eval, cfg)
     t = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ(out),
-                         start_new_session=True)
-    try:
-        text, _ = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text, _ = p.communicate()
-        text += "\n[killed after 60 s]"
+    code, text, _ = run_cmd(cmd, 60, env=environ(out), merge=True)
     took = time.time() - t
-    if expect is not None and p.returncode != expect:
+    if expect is not None and code != expect:
         print("$ " + " ".join(cmd) + "\n" + text[-4000:])
     if expect is not None:
-        check(p.returncode == expect, f"{name}: exit code {p.returncode} (want {expect}) in {took:.1f} s")
-    return p.returncode, text, took, out
+        check(code == expect, f"{name}: exit code {code} (want {expect}) in {took:.1f} s")
+    return code, text, took, out
 
 
 def load_json(path):
@@ -429,8 +412,7 @@ def preempt(name, np, target):
     out = os.path.join(WORK, name)
     os.makedirs(out)
     cmd = command(out, np, ["--hparam", "sleep_ms=30"], cfg=long_cfg)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environ(out),
-                         start_new_session=True)
+    p = spawn(cmd, environ(out), merge=True)
     deadline = time.time() + 30
     while time.time() < deadline and len(rank_files(out, "start")) < np and p.poll() is None:
         time.sleep(0.02)
@@ -442,28 +424,24 @@ def preempt(name, np, target):
         for pid in pids:
             os.kill(pid, signal.SIGTERM)
     t = time.time()
-    try:
-        text, _ = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text, _ = p.communicate()
+    code, text, _ = wait_or_kill(p, 60)
     took = time.time() - t
     ck = checkpoints(out)
     exits = {}
     for f in glob.glob(os.path.join(out, "exit_rank*")):
         exits[int(re.search(r"rank(\d+)", f).group(1))] = int(open(f).read())
     ranks_ok = exits == {r: 0 for r in range(np)}
-    print(text[-1500:] if p.returncode != 0 or len(ck) != 1 or not ranks_ok else "", end="")
+    print(text[-1500:] if code != 0 or len(ck) != 1 or not ranks_ok else "", end="")
     check(ranks_ok, f"{name}: SIGTERM to {target}: every rank's ct_main returned 0 ({exits}) within {took:.1f} s")
     if target == "ranks":
-        check(p.returncode == 0, f"{name}: mpirun exits 0 ({p.returncode})")
+        check(code == 0, f"{name}: mpirun exits 0 ({code})")
     else:
         # Open MPI's mpirun, signalled itself, forwards SIGTERM to the ranks
         # (SIGKILL 1 s later: odls_base_sigkill_timeout) and exits 1 however
         # the ranks exit -- also for ranks that only catch SIGTERM and exit 0.
         # Its code says nothing about ctrial; the ranks' own codes do.
-        check(p.returncode == 0 or (p.returncode == 1 and ranks_ok),
-              f"{name}: mpirun exits 0, or 1 as Open MPI does when signalled ({p.returncode})")
+        check(code == 0 or (code == 1 and ranks_ok),
+              f"{name}: mpirun exits 0, or 1 as Open MPI does when signalled ({code})")
     check(len(ck) == 1 and 0 < min(ck) < 200, f"{name}: one checkpoint, mid-run ({sorted(ck)})")
     check("--resume" in text, f"{name}: says how to resume")
     return ck

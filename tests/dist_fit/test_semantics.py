@@ -25,25 +25,16 @@ Exits 77 (skipped) without mpirun.
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd  # noqa: E402
+
 TRIAL = os.path.abspath(sys.argv[1])
-MPIRUN = shutil.which("mpirun")
-if MPIRUN is None:
-    print("skipped: no mpirun on PATH")
-    sys.exit(77)
+need_mpirun()
 
 WORK = tempfile.mkdtemp(prefix="semantics_")
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
 
 
 def run(name, mode, *args, expect=0, text_out=None):
@@ -51,21 +42,14 @@ def run(name, mode, *args, expect=0, text_out=None):
     (and, with text_out a list, appends the job's output to it)."""
     out = os.path.join(WORK, name)
     os.makedirs(out, exist_ok=True)
-    cmd = [MPIRUN, "--allow-run-as-root", "-np", "2", TRIAL, mode, out, *args]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True)
-    try:
-        text, _ = p.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text, _ = p.communicate()
-        text += "\n[killed after 90 s: a hang]"
+    cmd = mpirun_cmd(2, [TRIAL, mode, out, *args], oversubscribe=False)
+    code, text, _ = run_cmd(cmd, 90, env=dict(os.environ, OMP_NUM_THREADS="1"), merge=True)
     if text_out is not None:
         text_out.append(text)
-    ok = (p.returncode == 0) == (expect == 0)
+    ok = (code == 0) == (expect == 0)
     if not ok:
         print("$ " + " ".join(cmd) + "\n" + text[-3000:])
-    check(ok, f"{name}: exit code {p.returncode} ({'0' if expect == 0 else 'non-zero'} wanted)")
+    check(ok, f"{name}: exit code {code} ({'0' if expect == 0 else 'non-zero'} wanted)")
     ranks = []
     for r in range(2):
         try:

@@ -33,31 +33,22 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, spawn, wait_or_kill  # noqa: E402
+
 TRIAL = os.path.abspath(sys.argv[1])
 PRELOAD = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
-MPIRUN = shutil.which("mpirun")
-if MPIRUN is None:
-    print("skipped: no mpirun on PATH")
-    sys.exit(77)
+MPIRUN = need_mpirun()
 
 WORK = tempfile.mkdtemp(prefix="dist_signals_")
-FAILURES = []
 T0 = time.time()
 LIMIT = 120  # seconds for any one run: far beyond what one takes
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-    return ok
 
 
 def config(name, max_len):
@@ -80,26 +71,19 @@ SHORT = config("short", 10)
 
 
 def command(out, np, args, cfg):
-    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np)] if np else []
-    return cmd + [TRIAL, "--config", cfg, "--output", out, "--threads", "1", *args]
+    return mpirun_cmd(np, [TRIAL, "--config", cfg, "--output", out, "--threads", "1", *args])
 
 
 def start(out, np, args=(), cfg=LONG, env=None):
     os.makedirs(out, exist_ok=True)
     e = dict(os.environ, OMP_NUM_THREADS="1", DIST_FIT_OUT=out, **(env or {}))
-    return subprocess.Popen(command(out, np, args, cfg), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=e, start_new_session=True)
+    return spawn(command(out, np, args, cfg), e, merge=True)
 
 
 def finish(p):
-    """(exit code, output); a run past LIMIT is killed and fails."""
-    try:
-        text, _ = p.communicate(timeout=LIMIT)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text, _ = p.communicate()
-        text += f"\n[killed after {LIMIT} s: a hang]"
-    return p.returncode, text
+    """(exit code, output); a run past LIMIT is killed and fails (exit code None)."""
+    code, text, _ = wait_or_kill(p, LIMIT)
+    return code, text
 
 
 def run(out, np, args=(), cfg=LONG, env=None):

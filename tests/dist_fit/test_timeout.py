@@ -22,36 +22,25 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd  # noqa: E402
+
 TRIAL = os.path.abspath(sys.argv[1])
-MPIRUN = shutil.which("mpirun")
-if MPIRUN is None:
-    print("skipped: no mpirun on PATH")
-    sys.exit(77)
+MPIRUN = need_mpirun()
 
 WORK = tempfile.mkdtemp(prefix="dist_timeout_")
-FAILURES = []
 T0 = time.time()
 TIMEOUT = 3  # seconds, the collective timeout under test
 # A stuck run must end within the timeout, the grace period for answers (1
 # s) and mpirun's teardown; 30 s is far more, and far less than the 60 s the
 # stuck rank sleeps (the bound shows it ended, not that it was fast).
 BOUND = 30
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-    return ok
-
 
 CFG = os.path.join(WORK, "cfg.json")
 with open(CFG, "w") as f:
@@ -68,19 +57,11 @@ with open(CFG, "w") as f:
 def run(name, np, args=(), timeout=str(TIMEOUT), limit=120):
     out = os.path.join(WORK, name)
     os.makedirs(out)
-    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(np), TRIAL, "--config", CFG, "--output", out,
-           "--threads", "1", *args]
+    cmd = mpirun_cmd(np, [TRIAL, "--config", CFG, "--output", out, "--threads", "1", *args])
     env = dict(os.environ, OMP_NUM_THREADS="1", DIST_FIT_OUT=out, CTRIAL_DIST_TIMEOUT=timeout)
     t = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                         start_new_session=True)
-    try:
-        text, _ = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        text, _ = p.communicate()
-        text += f"\n[killed after {limit} s: a hang]"
-    return p.returncode, text, time.time() - t, out
+    code, text, _ = run_cmd(cmd, limit, env=env, merge=True)
+    return code, text, time.time() - t, out
 
 
 def stuck(np, rank, where):
