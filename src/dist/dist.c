@@ -207,7 +207,7 @@ static void timed_out(ct_dist_watch *w, double now) {
             appendf(why, sizeof why, &n, "; rank %d waits in another collective: %s (its #%lld, for %.1f s)", r,
                     ans[r].what, (long long)ans[r].seq, ans[r].waited);
     if (!n_missing && !n_other) appendf(why, sizeof why, &n, "; every rank waits in it, so MPI itself is stuck");
-    appendf(why, sizeof why, &n, ". The timeout is %g s (CTRIAL_DIST_TIMEOUT, ct_fit_opts.dist_timeout or "
+    appendf(why, sizeof why, &n, ". The timeout is %g s (--dist-timeout, CTRIAL_DIST_TIMEOUT, ct_fit_opts.dist_timeout or "
             "ct_dist_set_timeout; default %d s)", g_timeout, CT_DIST_DEFAULT_TIMEOUT);
     free(ans);
     free(reqs);

@@ -3,6 +3,7 @@
 #include "fit/report.h"
 
 #include "base/clock.h"
+#include "base/files.h"
 #include "base/launch.h"
 #include "ctrial/ctrial.h" /* ct_version, ckpt.h */
 #include "ctrial/cuda.h"
@@ -19,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,6 +148,9 @@ int ct_report_open(ct_context *ctx) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
     bool resumed = ctx->resume_dir[0] != '\0';
+    /* A FIFO or a device in its place would block or never end. */
+    struct stat st;
+    if (stat(path, &st) == 0 && ct_check_regular(path, NULL) != CT_OK) return ct_last_code();
     if (resumed && keep_log_until(path, ctx->batches_trained) != CT_OK) return ct_last_code();
     ctx->metrics_log = fopen(path, resumed ? "a" : "w");
     if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);

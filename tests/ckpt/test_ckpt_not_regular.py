@@ -2,9 +2,10 @@
 
 A FIFO blocks open(2) until a writer comes, and a FIFO or a device such as
 /dev/zero never ends a read: as a checkpoint's state_dict.pth or
-metadata.json, as a .pth to list, or as a data file (IDX, CSV, records,
-.pth), each made `ctrial-ckpt verify`, `--resume`, `--warm-start` or the
-data loading hang.
+metadata.json, as a .pth to list, as a data file (IDX, CSV, records, .pth),
+as the experiment config, or as the metrics.jsonl a resumed run continues,
+each made `ctrial-ckpt verify`, `--resume`, `--warm-start`, the data
+loading or ct_main hang.
 Each must end at once with an error naming the path and "not a regular
 file". Every command runs under a timeout, so that a hang fails the test
 instead of hanging it (the timeout is no measurement: a refusal takes
@@ -147,6 +148,21 @@ check(rc == 1 and f"{zero}: not a regular file (a character device)" in err, f"/
 rc, _, err = trial(os.path.join(WORK, "data_fifo"), "--hparam", f"data={fifo}")
 check(rc not in (0, None) and f"{fifo}: not a regular file (a FIFO)" in err,
       f"a trial whose data file is a FIFO fails, naming it ({rc}): {err.strip()[-300:]}")
+
+# The experiment config as a FIFO or /dev/zero: a config error (exit 2)
+# naming it, before anything trains.
+for path, kind in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
+    rc, _, err = call([TRIAL, "--config", path, "--output", os.path.join(WORK, "cfg_fifo")])
+    check(rc == 2 and f"{path}: not a regular file ({kind})" in err,
+          f"--config {kind} exits 2 naming it ({rc}): {err.strip()[-300:]}")
+
+# metrics.jsonl a FIFO where a resumed run continues it: refused, naming it.
+out, ckpt = copy("metrics_fifo")
+os.remove(os.path.join(out, "metrics.jsonl"))
+os.mkfifo(os.path.join(out, "metrics.jsonl"))
+rc, _, err = trial(out, "--resume", "latest")
+check(rc not in (0, None) and "metrics.jsonl: not a regular file (a FIFO)" in err,
+      f"metrics.jsonl a FIFO: --resume latest fails naming it ({rc}): {err.strip()[-300:]}")
 
 if FAILURES:
     print(f"{len(FAILURES)} failure(s); work dir kept: {WORK}")

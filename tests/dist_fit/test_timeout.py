@@ -95,7 +95,7 @@ for np, rank, where, collective in ((2, 1, "backward", "the gradient all-reduce"
               "batches trained)")
         check(re.search(rf"; rank {rank} did not arrive: no answer within 1 s", msg) is not None,
               f"{name}: names rank {rank} as the one that did not arrive")
-        check(f"The timeout is {TIMEOUT} s (CTRIAL_DIST_TIMEOUT" in msg, f"{name}: says what the timeout is and "
+        check(f"The timeout is {TIMEOUT} s (--dist-timeout, CTRIAL_DIST_TIMEOUT" in msg, f"{name}: says what the timeout is and "
               "where it is set")
         others = [r for r in range(np) if r not in (rank, reporter)]
         check(all(not re.search(rf"\brank {r}\b did not arrive", msg) for r in others),
