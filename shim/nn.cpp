@@ -70,6 +70,7 @@ struct ct_module {
     Kind kind = Kind::User;
     Config cfg;
     ct_forward_fn forward = nullptr;
+    ct_forward_value_fn forward_value = nullptr; // a value module (ct_nn_module_value)
     void *user = nullptr;
     void (*user_free)(void *) = nullptr;
     std::vector<Slot> params, buffers;
@@ -556,6 +557,20 @@ extern "C" ct_module *ct_nn_module(const char *type_name, ct_forward_fn forward,
     }
 }
 
+extern "C" ct_module *ct_nn_module_value(const char *type_name, ct_forward_value_fn forward, void *user,
+                                         void (*user_free)(void *user)) {
+    try {
+        ct_module *m = new_module(type_name && *type_name ? type_name : "Module", Kind::User);
+        m->forward_value = forward;
+        m->user = user;
+        m->user_free = user_free;
+        return m;
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
 extern "C" void *ct_nn_user(const ct_module *m) { return m ? m->user : nullptr; }
 
 // Shared by add_parameter / add_buffer: takes ownership of t on success and
@@ -826,6 +841,122 @@ extern "C" ct_module *ct_nn_sequential_append(ct_module *seq, ct_module *m) {
 // using modules
 // ============================================================================
 
+namespace {
+
+// A value module's forward(args, kwargs) with the checks every call makes:
+// a NEW value, or NULL with an error naming the module.
+ct_value *call_forward_value(ct_module *m, const ct_value *args, const ct_value *kwargs) {
+    ct_value *y = m->forward_value(m, args, kwargs);
+    if (!y && !ct::error_pending())
+        ct::fail(CT_ETRIAL, "ct_nn_call", "forward of " + where(m) + " returned NULL without setting an error");
+    return y;
+}
+
+// ct_nn_forward(m, x) on a value module: forward((x,), {}) must give a tensor.
+ct_tensor *forward_value_as_tensor(ct_module *m, const ct_tensor *x) {
+    ct_value *args = ct_value_tuple(), *kwargs = ct_value_dict();
+    ct_value *y = nullptr;
+    ct_tensor *out = nullptr;
+    if (args && kwargs && ct_value_list_append(args, ct_value_tensor(ct_alias(x))) == CT_OK)
+        y = call_forward_value(m, args, kwargs);
+    else if (!ct::error_pending())
+        ct::fail(CT_ENOMEM, "ct_nn_forward", "out of host memory");
+    if (y && ct_value_kind_of(y) == CT_VALUE_TENSOR) out = ct_alias(ct_value_get_tensor(y));
+    else if (y)
+        ct::fail(CT_EINVAL, "ct_nn_forward",
+                 "forward of " + where(m) + " returned a " + ct_value_kind_name(ct_value_kind_of(y)) + ", not a tensor: use ct_nn_call");
+    ct_value_free(y);
+    ct_value_free(args);
+    ct_value_free(kwargs);
+    return out;
+}
+
+// The first NULL or freed tensor leaf in v, as tensor inputs are checked.
+bool check_leaves(const ct_value *v, const char *fn) {
+    switch (ct_value_kind_of(v)) {
+    case CT_VALUE_TENSOR: return ct::check(ct_value_get_tensor(v), fn, "a tensor in args");
+    case CT_VALUE_LIST:
+    case CT_VALUE_TUPLE:
+        for (size_t i = 0; i < ct_value_len(v); i++)
+            if (!check_leaves(ct_value_list_get(v, i), fn)) return false;
+        return true;
+    case CT_VALUE_DICT:
+        for (size_t i = 0; i < ct_value_len(v); i++) {
+            const char *sk;
+            int64_t ik;
+            if (!check_leaves(ct_value_dict_at(v, i, &sk, &ik), fn)) return false;
+        }
+        return true;
+    default: return true;
+    }
+}
+
+ct_value *call_module(ct_module *m, const ct_value *args, const ct_value *kwargs);
+
+// A Sequential: the first child gets args and kwargs, each next one the
+// result before it as its one argument.
+ct_value *call_sequential(ct_module *m, const ct_value *args, const ct_value *kwargs) {
+    if (m->children.empty()) {
+        if (ct_value_len(args) == 1 && ct_value_len(kwargs) == 0) return ct_value_copy(ct_value_list_get(args, 0), false);
+        ct::fail(CT_EINVAL, "ct_nn_call", "an empty " + where(m) + " takes one argument");
+        return nullptr;
+    }
+    ct_value *y = call_module(m->children[0].m, args, kwargs);
+    for (size_t i = 1; y && i < m->children.size(); i++) {
+        ct_value *one = ct_value_tuple(), *none = ct_value_dict();
+        ct_value *next = nullptr;
+        if (one && none && ct_value_list_append(one, y) == CT_OK) {
+            y = nullptr; // the tuple owns it now
+            next = call_module(m->children[i].m, one, none);
+        } else if (!ct::error_pending()) {
+            ct::fail(CT_ENOMEM, "ct_nn_call", "out of host memory");
+        }
+        ct_value_free(y);
+        ct_value_free(one);
+        ct_value_free(none);
+        y = next;
+    }
+    return y;
+}
+
+ct_value *call_module(ct_module *m, const ct_value *args, const ct_value *kwargs) {
+    if (m->kind == Kind::Sequential) return call_sequential(m, args, kwargs);
+    if (m->kind == Kind::User && m->forward_value) return call_forward_value(m, args, kwargs);
+    // A tensor module: one tensor, no keywords.
+    const ct_value *x = ct_value_len(args) == 1 ? ct_value_list_get(args, 0) : nullptr;
+    if (!x || ct_value_kind_of(x) != CT_VALUE_TENSOR || ct_value_len(kwargs) != 0) {
+        ct::fail(CT_EINVAL, "ct_nn_call",
+                 where(m) + " takes one tensor and no keyword arguments (its forward is on a tensor); got " +
+                     std::to_string(ct_value_len(args)) + " argument(s) and " + std::to_string(ct_value_len(kwargs)) +
+                     " keyword(s)");
+        return nullptr;
+    }
+    ct_tensor *y = ct_nn_forward(m, ct_value_get_tensor(x));
+    return y ? ct_value_tensor(y) : nullptr;
+}
+
+}  // namespace
+
+extern "C" ct_value *ct_nn_call(ct_module *m, const ct_value *args, const ct_value *kwargs) {
+    if (!check_module(m, __func__, "m")) return nullptr;
+    if (args && ct_value_kind_of(args) != CT_VALUE_TUPLE && ct_value_kind_of(args) != CT_VALUE_LIST) {
+        ct::fail(CT_EINVAL, __func__, std::string("args is a ") + ct_value_kind_name(ct_value_kind_of(args)) + ", not a tuple or list");
+        return nullptr;
+    }
+    if (kwargs && ct_value_kind_of(kwargs) != CT_VALUE_DICT) {
+        ct::fail(CT_EINVAL, __func__, std::string("kwargs is a ") + ct_value_kind_name(ct_value_kind_of(kwargs)) + ", not a dict");
+        return nullptr;
+    }
+    if ((args && !check_leaves(args, __func__)) || (kwargs && !check_leaves(kwargs, __func__))) return nullptr;
+    ct_value *no_args = args ? nullptr : ct_value_tuple(), *no_kwargs = kwargs ? nullptr : ct_value_dict();
+    ct_value *y = nullptr;
+    if ((args || no_args) && (kwargs || no_kwargs)) y = call_module(m, args ? args : no_args, kwargs ? kwargs : no_kwargs);
+    else ct::fail(CT_ENOMEM, __func__, "out of host memory");
+    ct_value_free(no_args);
+    ct_value_free(no_kwargs);
+    return y;
+}
+
 extern "C" ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x) {
     if (!check_module(m, __func__, "m")) return nullptr;
     CT_IN(x);
@@ -842,6 +973,7 @@ extern "C" ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x) {
         if (h == x) return ct::op(__func__, [&] { return x->t; });  // empty Sequential: a new handle
         return const_cast<ct_tensor *>(h);
     }
+    if (m->kind == Kind::User && m->forward_value) return forward_value_as_tensor(m, x);
     if (m->kind == Kind::User) {
         if (!m->forward) {
             ct::fail(CT_ENOTSUP, __func__, where(m) + " has no forward (it is a container)");

@@ -1,6 +1,8 @@
 /*
  * ctrial/nn.h — modules: named parameters, buffers and children, built-in
- * layers, and user modules whose forward is a C function.
+ * layers, and user modules whose forward is a C function: on one tensor
+ * (ct_nn_module, ct_nn_forward), or on value trees in and out, like
+ * Python's forward(*args, **kwargs) (ct_nn_module_value, ct_nn_call).
  *
  * A module mirrors torch.nn.Module: it owns parameters (tensors with grad),
  * buffers (running statistics) and child modules, each under a name, and its
@@ -44,6 +46,13 @@ typedef struct ct_module ct_module;
 /* forward(self, x) returns a new tensor, or NULL with an error set. */
 typedef ct_tensor *(*ct_forward_fn)(ct_module *self, const ct_tensor *x);
 
+/* Python's forward(self, *args, **kwargs) over value trees (value.h): args
+ * is a tuple of the positional arguments, kwargs a dict of the keyword ones
+ * (both borrowed, never NULL, possibly empty). Returns a NEW value — a
+ * tensor leaf, a tuple, a dict of losses, None — or NULL with an error set.
+ * Tensors in args are borrowed: use them, or ct_alias one to keep it. */
+typedef ct_value *(*ct_forward_value_fn)(ct_module *self, const ct_value *args, const ct_value *kwargs);
+
 /* ---- building modules -------------------------------------------------- */
 
 /* A user module. type_name is shown in messages ("Net"); forward may be NULL
@@ -51,6 +60,13 @@ typedef ct_tensor *(*ct_forward_fn)(ct_module *self, const ct_tensor *x);
  * NULL). Returns a new module; on failure user_free is never called. */
 CT_API ct_module *ct_nn_module(const char *type_name, ct_forward_fn forward, void *user,
                                void (*user_free)(void *user));
+/* A user module whose forward takes and returns value trees: several
+ * inputs, keyword arguments, None, tuples or dicts out (an LSTM's
+ * (out, (h, c)), attention's masks, a detector's loss dict). Called with
+ * ct_nn_call; ct_nn_forward(m, x) calls it with the single argument x and
+ * needs a tensor back. Otherwise as ct_nn_module. */
+CT_API ct_module *ct_nn_module_value(const char *type_name, ct_forward_value_fn forward, void *user,
+                                     void (*user_free)(void *user));
 /* The user pointer given at creation (borrowed). */
 CT_API void *ct_nn_user(const ct_module *m);
 
@@ -115,8 +131,18 @@ CT_API ct_module *ct_nn_sequential_append(ct_module *seq, ct_module *m);
 
 /* ---- using modules ----------------------------------------------------- */
 
-/* m(x): a new tensor (in the current scope), or NULL. NULL-propagating. */
+/* m(x): a new tensor (in the current scope), or NULL. NULL-propagating.
+ * On a value module (ct_nn_module_value), m(x) whose result must be a
+ * tensor (CT_EINVAL otherwise: use ct_nn_call). */
 CT_API ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x);
+/* m(*args, **kwargs) on any module: args a tuple or list of the positional
+ * arguments, kwargs a dict of the keyword ones (either may be NULL: none);
+ * both borrowed. Returns a NEW value, or NULL + error (NULL-propagating: a
+ * NULL module keeps the first failure's message). A module with a tensor forward (built-in layers, ct_nn_module)
+ * takes one tensor and no keywords and returns a tensor leaf; a Sequential
+ * calls its first child with args and kwargs and each next child with the
+ * result before it, as Python's does. */
+CT_API ct_value *ct_nn_call(ct_module *m, const ct_value *args, const ct_value *kwargs);
 /* "Linear", "Sequential", or the user type name. */
 CT_API const char *ct_nn_type(const ct_module *m);
 /* Child by name or dotted path ("features.0"); borrowed; NULL + error if none. */

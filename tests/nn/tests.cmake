@@ -12,3 +12,4 @@ ct_c_program(nn_forward_dump ${_nn}/nn_forward_dump.c)
 ct_py_test(nn_forward_parity ${_nn}/test_forward_parity.py $<TARGET_FILE:nn_forward_dump>)
 
 ct_c_test(nn_module ${_nn}/test_module.c)
+ct_c_test(nn_module_value ${_nn}/test_module_value.c)
