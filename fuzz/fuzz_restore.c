@@ -109,7 +109,7 @@ static ct_loader *loader(void *self, ct_context *ctx) {
     Trial *t = self;
     ct_loader_opts o = ct_loader_defaults();
     o.batch_size = ct_ctx_per_slot_batch_size(ctx);
-    return ct_loader_new(ct_dataset_tensors(2, (ct_tensor *[]){ct_alias(t->x), ct_alias(t->y)}), &o);
+    return ct_loader_new(ct_dataset_tensors(2, (ct_tensor *[]){t->x, t->y}), &o);
 }
 
 static const ct_trial trial = {
