@@ -4,7 +4,8 @@
  *     #include <ctrial/ctrial.h>
  *
  * Areas, one header each: error.h (status codes, messages), tensor.h
- * (tensors, ops, autograd, scopes), nn.h (modules and layers), optim.h
+ * (tensors, ops, autograd, scopes), ops.h (every registered operator by
+ * name, through libtorch's dispatcher), nn.h (modules and layers), optim.h
  * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
  * (datasets, samplers, loaders), trial.h (trials, the context, ct_fit and
  * ct_main), metrics.h (reducers), callback.h (callbacks), ckpt.h (PyTorch's
@@ -28,6 +29,7 @@
 #include "error.h"
 #include "metrics.h"
 #include "nn.h"
+#include "ops.h"
 #include "optim.h"
 #include "profiler.h"
 #include "sched.h"

@@ -9,3 +9,8 @@ ct_c_program(ops_parity_prog
   ${_ops}/cases_nn.c
   ${_ops}/cases_autograd.c)
 ct_py_test(ops_parity ${_ops}/parity.py $<TARGET_FILE:ops_parity_prog>)
+
+# Every registered operator by name (ctrial/ops.h): dispatch_cases.json's
+# calls from C against the same calls through torch.ops.
+ct_c_program(dispatch_dump ${_ops}/dispatch_dump.c)
+ct_py_test(ops_dispatch ${_ops}/test_dispatch.py $<TARGET_FILE:dispatch_dump>)
