@@ -32,20 +32,25 @@ if [ ! -x "$py" ]; then
   python3 -m venv "$venv"
 fi
 # tensorboard: tests/tbevents reads ctrial's event files back with its readers.
+# torchvision (the release built against TORCH_VERSION, without its
+# dependencies so that torch stays as pinned): tests/ops calls its operators
+# from C and compares them with Python's.
 TENSORBOARD_VERSION=2.21.0
+TORCHVISION_VERSION=0.26.0
 have=$("$py" - <<PY 2>/dev/null || true
 import importlib.metadata as m
 try:
-    print(m.version("torch"), m.version("numpy"), m.version("tensorboard"))
+    print(m.version("torch"), m.version("numpy"), m.version("tensorboard"), m.version("torchvision"))
 except Exception:
     pass
 PY
 )
 case "$have" in
-  "$TORCH_VERSION"*" "*" $TENSORBOARD_VERSION") ;;
+  "$TORCH_VERSION"*" "*" $TENSORBOARD_VERSION $TORCHVISION_VERSION"*) ;;
   *)
-    echo "setup: installing torch==$TORCH_VERSION, numpy and tensorboard into $venv (large download, once)"
+    echo "setup: installing torch==$TORCH_VERSION, numpy, tensorboard and torchvision into $venv (large download, once)"
     "$py" -m pip install -q --upgrade pip
     "$py" -m pip install -q "torch==$TORCH_VERSION" "$NUMPY_SPEC" "tensorboard==$TENSORBOARD_VERSION"
+    "$py" -m pip install -q --no-deps "torchvision==$TORCHVISION_VERSION"
     ;;
 esac

@@ -14,3 +14,10 @@ ct_py_test(ops_parity ${_ops}/parity.py $<TARGET_FILE:ops_parity_prog>)
 # calls from C against the same calls through torch.ops.
 ct_c_program(dispatch_dump ${_ops}/dispatch_dump.c)
 ct_py_test(ops_dispatch ${_ops}/test_dispatch.py $<TARGET_FILE:dispatch_dump>)
+
+# torchvision's operators from C, once its library is loaded (skipped,
+# saying why, when the venv has no torchvision).
+ct_c_program(torchvision_ops ${_ops}/torchvision_ops.c)
+target_link_libraries(torchvision_ops PRIVATE ${CMAKE_DL_LIBS})
+ct_py_test(ops_torchvision ${_ops}/test_torchvision.py $<TARGET_FILE:torchvision_ops>)
+set_tests_properties(ops_torchvision PROPERTIES SKIP_RETURN_CODE 77)
