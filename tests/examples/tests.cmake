@@ -1,6 +1,9 @@
 # The examples, run as a user runs them: through ct_main with their JSON
 # configs, from the source tree, writing into the build tree; the checks read
 # metrics.jsonl (check_example.py says what each check asserts).
+if(NOT CTRIAL_BUILD_EXAMPLES)
+  return() # -DCTRIAL_BUILD_EXAMPLES=OFF: there are no example programs to run
+endif()
 set(_check ${CMAKE_CURRENT_LIST_DIR}/check_example.py)
 
 # OneVar: every reported number is the fixture's; the last validation after
