@@ -13,8 +13,10 @@
 #include <ATen/native/ForeachUtils.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -32,6 +34,11 @@ namespace {
 enum class Kind {
     User, Linear, Conv1d, Conv2d, BatchNorm1d, BatchNorm2d, LayerNorm, Embedding, Dropout,
     ReLU, GELU, SiLU, Tanh, Sigmoid, Flatten, MaxPool2d, Sequential,
+    // the single-call layers after ct_nn_max_pool2d in nn.h
+    Conv3d, ConvTranspose1d, ConvTranspose2d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+    AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, Upsample,
+    Dropout1d, Dropout2d, Identity, Softmax, LogSoftmax, LeakyReLU, ELU, Mish, Hardswish, PReLU,
+    EmbeddingBag,
 };
 
 struct Slot {
@@ -54,6 +61,16 @@ struct Config {
     bool affine = true, track = true;    // norms
     int64_t padding_idx = -1;            // Embedding
     int start_dim = 1, end_dim = -1;     // Flatten
+    int64_t output_padding = 0;          // ConvTranspose
+    int64_t groups_norm = 1;             // GroupNorm's num_groups
+    // LayerNorm's normalized_shape; the output size of the adaptive pools
+    // and of Upsample (empty: Upsample uses scale)
+    std::vector<int64_t> sizes;
+    double scale = 0;                    // Upsample's scale_factor (0: None)
+    std::string mode;                    // Upsample, EmbeddingBag
+    bool align_corners = false;          // Upsample
+    int dim = -1;                        // Softmax, LogSoftmax
+    double slope = 0;                    // LeakyReLU's negative_slope, ELU's alpha
 };
 
 // A flattened view of a subtree: dotted names and handles in Python's order.
@@ -105,11 +122,37 @@ std::string shape_str(const at::Tensor &t) {
     return s + "]";
 }
 
+std::string torch_size(const at::Tensor &t) { return "torch.Size(" + shape_str(t) + ")"; }
+
 std::string fmt_double(double v) {
     char buf[64];
     snprintf(buf, sizeof buf, "%g", v);
     return buf;
 }
+
+// repr(float) in Python: the shortest text that reads back as v, with ".0"
+// on integral values ("2.0", "0.01", "1e-05").
+std::string py_float(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    for (int prec = 1; prec <= 17; ++prec) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    std::string s(buf);
+    if (s.find_first_of(".en") == std::string::npos) s += ".0";
+    return s;
+}
+
+// "(4, 5)", "(4,)": a Python tuple of ints.
+std::string py_tuple(const std::vector<int64_t> &v) {
+    std::string s = "(";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + (v.size() == 1 ? ",)" : ")");
+}
+
+const char *py_bool(bool b) { return b ? "True" : "False"; }
 
 // Python-like repr of a module (for messages).
 std::string repr(const ct_module *m) {
@@ -121,12 +164,46 @@ std::string repr(const ct_module *m) {
                ", bias=" + (m->bias ? "True" : "False") + ")";
     case Kind::Conv1d:
     case Kind::Conv2d:
+    case Kind::Conv3d:
         return m->type + "(" + n(c.in) + ", " + n(c.out) + ", kernel_size=" + n(c.kernel) +
                ", stride=" + n(c.stride) + ", padding=" + n(c.padding) + ")";
+    case Kind::ConvTranspose1d:
+    case Kind::ConvTranspose2d:
+        return m->type + "(" + n(c.in) + ", " + n(c.out) + ", kernel_size=" + n(c.kernel) +
+               ", stride=" + n(c.stride) + ", padding=" + n(c.padding) +
+               (c.output_padding ? ", output_padding=" + n(c.output_padding) : std::string()) + ")";
     case Kind::BatchNorm1d:
     case Kind::BatchNorm2d:
-    case Kind::LayerNorm:
         return m->type + "(" + n(c.in) + ", eps=" + fmt_double(c.eps) + ")";
+    case Kind::LayerNorm:
+        if (c.sizes.size() == 1) return m->type + "(" + n(c.in) + ", eps=" + fmt_double(c.eps) + ")";
+        return "LayerNorm(" + py_tuple(c.sizes) + ", eps=" + fmt_double(c.eps) +
+               ", elementwise_affine=" + py_bool(c.affine) + ")";
+    case Kind::GroupNorm:
+        return "GroupNorm(" + n(c.groups_norm) + ", " + n(c.in) + ", eps=" + fmt_double(c.eps) +
+               ", affine=" + py_bool(c.affine) + ")";
+    case Kind::InstanceNorm1d:
+    case Kind::InstanceNorm2d:
+        return m->type + "(" + n(c.in) + ", eps=" + fmt_double(c.eps) + ", momentum=" +
+               (std::isnan(c.momentum) ? std::string("None") : fmt_double(c.momentum)) +
+               ", affine=" + py_bool(c.affine) + ", track_running_stats=" + py_bool(c.track) + ")";
+    case Kind::AvgPool1d:
+    case Kind::AvgPool2d:
+        return m->type + "(kernel_size=" + n(c.kernel) + ", stride=" + n(c.stride) + ", padding=" + n(c.padding) + ")";
+    case Kind::AdaptiveAvgPool1d: return "AdaptiveAvgPool1d(output_size=" + n(c.sizes[0]) + ")";
+    case Kind::AdaptiveAvgPool2d:
+    case Kind::AdaptiveMaxPool2d: return m->type + "(output_size=" + py_tuple(c.sizes) + ")";
+    case Kind::Upsample:
+        return "Upsample(" + (c.sizes.empty() ? "scale_factor=" + py_float(c.scale) : "size=" + py_tuple(c.sizes)) +
+               ", mode='" + c.mode + "')";
+    case Kind::Dropout1d:
+    case Kind::Dropout2d: return m->type + "(p=" + fmt_double(c.p) + ")";
+    case Kind::Softmax:
+    case Kind::LogSoftmax: return m->type + "(dim=" + std::to_string(c.dim) + ")";
+    case Kind::LeakyReLU: return "LeakyReLU(negative_slope=" + py_float(c.slope) + ")";
+    case Kind::ELU: return "ELU(alpha=" + py_float(c.slope) + ")";
+    case Kind::PReLU: return "PReLU(num_parameters=" + n(c.in) + ")";
+    case Kind::EmbeddingBag: return "EmbeddingBag(" + n(c.in) + ", " + n(c.out) + ", mode='" + c.mode + "')";
     case Kind::Embedding: return "Embedding(" + n(c.in) + ", " + n(c.out) + ")";
     case Kind::Dropout: return "Dropout(p=" + fmt_double(c.p) + ")";
     case Kind::MaxPool2d: return "MaxPool2d(kernel_size=" + n(c.kernel) + ")";
@@ -339,10 +416,28 @@ void check_positive(int64_t v, const char *what) {
     if (v <= 0) throw Failure{CT_EINVAL, std::string(what) + " must be > 0, got " + std::to_string(v)};
 }
 
-// nn.Conv1d / nn.Conv2d: weight [out, in/groups, k(, k)], then reset_parameters().
-ct_module *conv(const char *fn, const char *type, Kind kind, int64_t in, int64_t out, int64_t k,
-                const ct_conv_opts *opts, int spatial) {
+// The settings of a convolution, from ct_conv_opts or ct_conv_transpose_opts.
+struct ConvArgs {
+    int64_t stride, padding, dilation, groups, output_padding;
+    bool bias;
+};
+
+ConvArgs conv_args(const ct_conv_opts *opts) {
     ct_conv_opts o = opts ? *opts : ct_conv_defaults();
+    return ConvArgs{o.stride, o.padding, o.dilation, o.groups, 0, o.bias};
+}
+
+ConvArgs conv_args(const ct_conv_transpose_opts *opts) {
+    ct_conv_transpose_opts o = opts ? *opts : ct_conv_transpose_defaults();
+    return ConvArgs{o.stride, o.padding, o.dilation, o.groups, o.output_padding, o.bias};
+}
+
+// nn.Conv{1,2,3}d / nn.ConvTranspose{1,2}d (_ConvNd.__init__, then
+// reset_parameters()): weight [out, in/groups, k...], or [in, out/groups, k...]
+// when transposed; both drawn by kaiming_uniform_(a=sqrt(5)) with the fan-in
+// of weight dim 1, as Python computes it, then the bias from U(+-1/sqrt(fan_in)).
+ct_module *conv(const char *fn, const char *type, Kind kind, int64_t in, int64_t out, int64_t k,
+                const ConvArgs &o, int spatial, bool transposed) {
     return build(fn, type, kind, [&](ct_module *m) {
         check_nonneg(in, "in_channels");
         check_nonneg(out, "out_channels");
@@ -353,6 +448,16 @@ ct_module *conv(const char *fn, const char *type, Kind kind, int64_t in, int64_t
         if (o.groups <= 0) throw Failure{CT_EINVAL, "groups must be a positive integer"};
         if (in % o.groups != 0) throw Failure{CT_EINVAL, "in_channels must be divisible by groups"};
         if (out % o.groups != 0) throw Failure{CT_EINVAL, "out_channels must be divisible by groups"};
+        if (transposed) {
+            // ATen refuses this at the first forward; it can never work, so
+            // it is refused here, in ATen's words.
+            check_nonneg(o.output_padding, "output_padding");
+            if (!(o.output_padding < o.stride || o.output_padding < o.dilation))
+                throw Failure{CT_EINVAL, "output padding must be smaller than either stride or dilation, but got "
+                                         "output_padding=" + std::to_string(o.output_padding) +
+                                             ", stride=" + std::to_string(o.stride) +
+                                             ", dilation=" + std::to_string(o.dilation)};
+        }
         m->cfg.in = in;
         m->cfg.out = out;
         m->cfg.kernel = k;
@@ -360,7 +465,9 @@ ct_module *conv(const char *fn, const char *type, Kind kind, int64_t in, int64_t
         m->cfg.padding = o.padding;
         m->cfg.dilation = o.dilation;
         m->cfg.groups = o.groups;
-        std::vector<int64_t> shape{out, in / o.groups};
+        m->cfg.output_padding = transposed ? o.output_padding : 0;
+        std::vector<int64_t> shape = transposed ? std::vector<int64_t>{in, out / o.groups}
+                                                : std::vector<int64_t>{out, in / o.groups};
         for (int i = 0; i < spatial; ++i) shape.push_back(k);
         at::Tensor w = at::empty(shape, at::kFloat);
         at::Tensor b = o.bias ? at::empty({out}, at::kFloat) : at::Tensor();
@@ -437,6 +544,164 @@ at::Tensor batchnorm_forward(ct_module *m, const at::Tensor &x) {
                           use_batch_stats, factor, c.eps, at::globalContext().userEnabledCuDNN());
 }
 
+// _InstanceNorm.forward: the input check, the no-batch case (unsqueeze(0),
+// then squeeze(0)) and F.instance_norm with use_input_stats = training or
+// not track_running_stats. num_batches_tracked is never counted (Python's
+// InstanceNorm doesn't), and momentum None is passed as 0.0.
+at::Tensor instancenorm_forward(ct_module *m, const at::Tensor &x) {
+    const Config &c = m->cfg;
+    const int64_t no_batch = m->kind == Kind::InstanceNorm1d ? 2 : 3;
+    if (x.dim() != no_batch && x.dim() != no_batch + 1)
+        throw Failure{CT_ESHAPE, "expected " + std::to_string(no_batch) + "D or " + std::to_string(no_batch + 1) +
+                                     "D input (got " + std::to_string(x.dim()) + "D input)"};
+    const int64_t feature_dim = x.dim() - no_batch;
+    // Without affine, Python only warns about a mismatch (num_features is unused).
+    if (c.affine && x.size(feature_dim) != c.in)
+        throw Failure{CT_ESHAPE, "expected input's size at dim=" + std::to_string(feature_dim) +
+                                     " to match num_features (" + std::to_string(c.in) +
+                                     "), but got: " + std::to_string(x.size(feature_dim)) + "."};
+    const bool batched = x.dim() != no_batch;
+    const at::Tensor in = batched ? x : x.unsqueeze(0);
+    const bool use_input_stats = m->training || !c.track;
+    if (use_input_stats) {  // F.instance_norm's _verify_spatial_size
+        int64_t spatial = 1;
+        for (int64_t d = 2; d < in.dim(); ++d) spatial *= in.size(d);
+        if (spatial == 1)
+            throw Failure{CT_ESHAPE,
+                          "Expected more than 1 spatial element when training, got input size " + torch_size(in)};
+    }
+    at::Tensor y = at::instance_norm(in, opt(m->weight), opt(m->bias), opt(m->running_mean), opt(m->running_var),
+                                     use_input_stats, std::isnan(c.momentum) ? 0.0 : c.momentum, c.eps,
+                                     at::globalContext().userEnabledCuDNN());
+    return batched ? y : y.squeeze(0);
+}
+
+// F.group_norm: its two checks, then torch.group_norm.
+at::Tensor groupnorm_forward(ct_module *m, const at::Tensor &x) {
+    const Config &c = m->cfg;
+    if (x.dim() < 2)
+        throw Failure{CT_ESHAPE,
+                      "Expected at least 2 dimensions for input tensor but received " + std::to_string(x.dim())};
+    // _verify_batch_size([N * C // G, G] + spatial)
+    std::vector<int64_t> size{x.size(0) * x.size(1) / c.groups_norm, c.groups_norm};
+    int64_t per_channel = size[0];
+    for (int64_t d = 2; d < x.dim(); ++d) {
+        size.push_back(x.size(d));
+        per_channel *= x.size(d);
+    }
+    if (per_channel == 1) {
+        std::string s = "[";
+        for (size_t i = 0; i < size.size(); ++i) s += (i ? ", " : "") + std::to_string(size[i]);
+        throw Failure{CT_ESHAPE, "Expected more than 1 value per channel when training, got input size " + s + "]"};
+    }
+    return at::group_norm(x, c.groups_norm, opt(m->weight), opt(m->bias), c.eps,
+                          at::globalContext().userEnabledCuDNN());
+}
+
+// nn.Upsample.forward = F.interpolate(x, size, scale_factor, mode,
+// align_corners, recompute_scale_factor=None): the same checks and the same
+// ATen call for each (input rank, mode) pair. A scale factor goes to ATen as
+// scale_factors (ATen computes the size and uses the scale itself), except
+// for "area", which Python turns into an output size first. Python's
+// deterministic-CUDA decomposition of (bi/tri)linear is not reproduced.
+at::Tensor upsample_forward(ct_module *m, const at::Tensor &x) {
+    const Config &c = m->cfg;
+    const int64_t dim = x.dim() - 2;
+    std::optional<std::vector<int64_t>> out;
+    std::optional<std::vector<double>> scales;
+    if (!c.sizes.empty()) {
+        if (static_cast<int64_t>(c.sizes.size()) != dim) {
+            std::string in = "[";
+            for (int64_t d = 2; d < x.dim(); ++d) in += (d > 2 ? ", " : "") + std::to_string(x.size(d));
+            throw Failure{CT_ESHAPE, "Input and output must have the same number of spatial dimensions, but got "
+                                     "input with spatial dimensions of " + in + "] and output size of " +
+                                         py_tuple(c.sizes) + ". Please provide input tensor in (N, C, d1, d2, "
+                                         "...,dK) format and output size in (o1, o2, ...,oK) format."};
+        }
+        out = c.sizes;
+    } else {
+        scales = std::vector<double>(static_cast<size_t>(std::max<int64_t>(dim, 0)), c.scale);
+    }
+    const std::string &mode = c.mode;
+    if (mode == "area" && !out) {
+        std::vector<int64_t> sz;
+        for (int64_t i = 0; i < dim; ++i)  // _sym_int(size * scale): truncation
+            sz.push_back(static_cast<int64_t>(static_cast<double>(x.size(i + 2)) * c.scale));
+        out = sz;
+        scales.reset();
+    }
+    at::OptionalIntArrayRef osz = out ? at::OptionalIntArrayRef(*out) : at::OptionalIntArrayRef();
+    std::optional<at::ArrayRef<double>> sf;
+    if (scales) sf = at::ArrayRef<double>(*scales);
+    const bool ac = c.align_corners;
+    if (mode == "nearest") {
+        if (dim == 1) return at::upsample_nearest1d(x, osz, sf);
+        if (dim == 2) return at::upsample_nearest2d(x, osz, sf);
+        if (dim == 3) return at::upsample_nearest3d(x, osz, sf);
+    } else if (mode == "nearest-exact") {
+        if (dim == 1) return at::_upsample_nearest_exact1d(x, osz, sf);
+        if (dim == 2) return at::_upsample_nearest_exact2d(x, osz, sf);
+        if (dim == 3) return at::_upsample_nearest_exact3d(x, osz, sf);
+    } else if (mode == "area") {
+        if (dim == 1) return at::adaptive_avg_pool1d(x, *out);
+        if (dim == 2) return at::adaptive_avg_pool2d(x, *out);
+        if (dim == 3) return at::adaptive_avg_pool3d(x, *out);
+    } else if (dim == 1 && mode == "linear") {
+        return at::upsample_linear1d(x, osz, ac, sf);
+    } else if (dim == 2 && mode == "bilinear") {
+        return at::upsample_bilinear2d(x, osz, ac, sf);
+    } else if (dim == 3 && mode == "trilinear") {
+        return at::upsample_trilinear3d(x, osz, ac, sf);
+    } else if (dim == 2 && mode == "bicubic") {
+        return at::upsample_bicubic2d(x, osz, ac, sf);
+    }
+    // Python's messages for a rank that doesn't fit the mode.
+    const bool lin = mode == "linear", bil = mode == "bilinear", tri = mode == "trilinear";
+    if ((dim == 1 && (bil || tri)) || (dim == 2 && (lin || tri)) || (dim == 3 && (lin || bil)))
+        throw Failure{CT_ESHAPE, "Got " + std::to_string(x.dim()) + "D input, but " + mode + " mode needs " +
+                                     (lin ? "3D" : bil ? "4D" : "5D") + " input"};
+    throw Failure{CT_ESHAPE, "Input Error: Only 3D, 4D and 5D input Tensors supported (got " + std::to_string(x.dim()) +
+                                 "D) for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                 "nearest-exact (got " + mode + ")"};
+}
+
+// F.embedding_bag(input, weight, offsets, max_norm=None, norm_type=2,
+// scale_grad_by_freq=False, mode, sparse=False, per_sample_weights,
+// include_last_offset=False, padding_idx=None): Python's checks in its
+// order, the 2-D input made into bags of equal length, then
+// torch.embedding_bag. offsets and per_sample_weights may be undefined.
+at::Tensor embedding_bag_forward(ct_module *m, const at::Tensor &input, at::Tensor offsets, at::Tensor psw) {
+    const Config &c = m->cfg;
+    if (psw.defined() && !input.sizes().equals(psw.sizes()))
+        throw Failure{CT_ESHAPE, "embedding_bag: If per_sample_weights (" + torch_size(psw) +
+                                     ") is not None, then it must have the same shape as the input (" +
+                                     torch_size(input) + ")"};
+    at::Tensor flat = input;
+    if (input.dim() == 2) {
+        if (offsets.defined())
+            throw Failure{CT_EINVAL, "if input is 2D, then offsets has to be None, as input is treated is a "
+                                     "mini-batch of fixed length sequences. However, found offsets of type "
+                                     "<class 'torch.Tensor'>"};
+        offsets = at::arange(0, input.numel(), input.size(1), input.options());
+        flat = input.reshape(-1);
+        if (psw.defined()) psw = psw.reshape(-1);
+    } else if (input.dim() == 1) {
+        if (!offsets.defined()) throw Failure{CT_EINVAL, "offsets has to be a 1D Tensor but got None"};
+        if (offsets.dim() != 1) throw Failure{CT_ESHAPE, "offsets has to be a 1D Tensor"};
+    } else {
+        throw Failure{CT_ESHAPE,
+                      "input has to be 1D or 2D Tensor, but got Tensor of dimension " + std::to_string(input.dim())};
+    }
+    const int64_t mode = c.mode == "sum" ? 0 : c.mode == "mean" ? 1 : 2;
+    if (psw.defined() && mode != 0)
+        throw Failure{CT_ENOTSUP, "embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  "supported for mode='sum' (got mode='" + c.mode + "'). Please open a feature "
+                                  "request on GitHub."};
+    std::optional<at::Tensor> w;
+    if (psw.defined()) w = psw;
+    return std::get<0>(at::embedding_bag(m->weight->t, flat, offsets, false, mode, false, w, false, std::nullopt));
+}
+
 at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
     const Config &c = m->cfg;
     switch (m->kind) {
@@ -451,11 +716,9 @@ at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
     }
     case Kind::BatchNorm1d:
     case Kind::BatchNorm2d: return batchnorm_forward(m, x);
-    case Kind::LayerNorm: {
-        int64_t shape[1] = {c.in};
-        return at::layer_norm(x, shape, opt(m->weight), opt(m->bias), c.eps,
+    case Kind::LayerNorm:
+        return at::layer_norm(x, c.sizes, opt(m->weight), opt(m->bias), c.eps,
                               at::globalContext().userEnabledCuDNN());
-    }
     case Kind::Embedding: return at::embedding(m->weight->t, x, c.padding_idx, false, false);
     case Kind::Dropout: return at::dropout(x, c.p, m->training);
     case Kind::ReLU: return at::relu(x);
@@ -469,6 +732,57 @@ at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
         int64_t d[2] = {1, 1};
         return at::max_pool2d(x, k, s, p, d, false);
     }
+    case Kind::Conv3d: {
+        int64_t s[3] = {c.stride, c.stride, c.stride}, p[3] = {c.padding, c.padding, c.padding};
+        int64_t d[3] = {c.dilation, c.dilation, c.dilation};
+        return at::conv3d(x, m->weight->t, opt(m->bias), s, p, d, c.groups);
+    }
+    case Kind::ConvTranspose1d: {
+        int64_t s[1] = {c.stride}, p[1] = {c.padding}, op[1] = {c.output_padding}, d[1] = {c.dilation};
+        return at::conv_transpose1d(x, m->weight->t, opt(m->bias), s, p, op, c.groups, d);
+    }
+    case Kind::ConvTranspose2d: {
+        int64_t s[2] = {c.stride, c.stride}, p[2] = {c.padding, c.padding};
+        int64_t op[2] = {c.output_padding, c.output_padding}, d[2] = {c.dilation, c.dilation};
+        return at::conv_transpose2d(x, m->weight->t, opt(m->bias), s, p, op, c.groups, d);
+    }
+    case Kind::GroupNorm: return groupnorm_forward(m, x);
+    case Kind::InstanceNorm1d:
+    case Kind::InstanceNorm2d: return instancenorm_forward(m, x);
+    case Kind::AvgPool1d: {
+        int64_t k[1] = {c.kernel}, s[1] = {c.stride}, p[1] = {c.padding};
+        return at::avg_pool1d(x, k, s, p, false, true);
+    }
+    case Kind::AvgPool2d: {
+        int64_t k[2] = {c.kernel, c.kernel}, s[2] = {c.stride, c.stride}, p[2] = {c.padding, c.padding};
+        return at::avg_pool2d(x, k, s, p, false, true, std::nullopt);
+    }
+    case Kind::AdaptiveAvgPool1d: return at::adaptive_avg_pool1d(x, c.sizes);
+    case Kind::AdaptiveAvgPool2d: return at::adaptive_avg_pool2d(x, c.sizes);
+    case Kind::AdaptiveMaxPool2d: return std::get<0>(at::adaptive_max_pool2d(x, c.sizes));
+    case Kind::Upsample: return upsample_forward(m, x);
+    case Kind::Dropout1d: {
+        // F.dropout1d: 2-D or 3-D; an unbatched input gets a batch dim of 1.
+        if (x.dim() != 2 && x.dim() != 3)
+            throw Failure{CT_ESHAPE, "dropout1d: Expected 2D or 3D input, but received a " + std::to_string(x.dim()) +
+                                         "D input. Note that dropout1d exists to provide channel-wise dropout on "
+                                         "inputs with 1 spatial dimension, a channel dimension, and an optional "
+                                         "batch dimension (i.e. 2D or 3D inputs)."};
+        if (x.dim() == 3) return at::feature_dropout(x, c.p, m->training);
+        return at::feature_dropout(x.unsqueeze(0), c.p, m->training).squeeze(0);
+    }
+    // F.dropout2d: feature_dropout on the input as it is (Python only warns
+    // about inputs that are not 3-D or 4-D, and reads a 3-D one as (N, C, L)).
+    case Kind::Dropout2d: return at::feature_dropout(x, c.p, m->training);
+    case Kind::Identity: return x;
+    case Kind::Softmax: return at::softmax(x, c.dim, std::nullopt);
+    case Kind::LogSoftmax: return at::log_softmax(x, c.dim, std::nullopt);
+    case Kind::LeakyReLU: return at::leaky_relu(x, c.slope);
+    case Kind::ELU: return at::elu(x, c.slope);
+    case Kind::Mish: return at::mish(x);
+    case Kind::Hardswish: return at::hardswish(x);
+    case Kind::PReLU: return at::prelu(x, m->weight->t);
+    case Kind::EmbeddingBag: return embedding_bag_forward(m, x, at::Tensor(), at::Tensor());
     case Kind::User:
     case Kind::Sequential: break;
     }
@@ -477,7 +791,6 @@ at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
 
 // ---- state dict helpers -------------------------------------------------------------------
 
-std::string torch_size(const at::Tensor &t) { return "torch.Size(" + shape_str(t) + ")"; }
 
 std::string quoted_list(const std::vector<std::string> &names) {
     std::string s;
@@ -701,12 +1014,12 @@ extern "C" ct_conv_opts ct_conv_defaults(void) {
 
 extern "C" ct_module *ct_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel,
                                    const ct_conv_opts *opts) {
-    return conv(__func__, "Conv1d", Kind::Conv1d, in_channels, out_channels, kernel, opts, 1);
+    return conv(__func__, "Conv1d", Kind::Conv1d, in_channels, out_channels, kernel, conv_args(opts), 1, false);
 }
 
 extern "C" ct_module *ct_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel,
                                    const ct_conv_opts *opts) {
-    return conv(__func__, "Conv2d", Kind::Conv2d, in_channels, out_channels, kernel, opts, 2);
+    return conv(__func__, "Conv2d", Kind::Conv2d, in_channels, out_channels, kernel, conv_args(opts), 2, false);
 }
 
 extern "C" ct_norm_opts ct_norm_defaults(void) {
@@ -731,6 +1044,7 @@ extern "C" ct_module *ct_nn_layernorm(int64_t normalized, const ct_norm_opts *op
     return build(__func__, "LayerNorm", Kind::LayerNorm, [&](ct_module *m) {
         check_nonneg(normalized, "normalized_shape");
         m->cfg.in = normalized;
+        m->cfg.sizes = {normalized};
         m->cfg.eps = o.eps;
         m->cfg.affine = o.affine;
         if (o.affine) {  // elementwise_affine=True, bias=True
@@ -788,6 +1102,252 @@ extern "C" ct_module *ct_nn_max_pool2d(int64_t kernel, int64_t stride, int64_t p
         m->cfg.kernel = kernel;
         m->cfg.stride = stride == 0 ? kernel : stride;  // stride=None
         m->cfg.padding = padding;
+    });
+}
+
+// ---- more convolutions --------------------------------------------------------------
+
+extern "C" ct_module *ct_nn_conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                   const ct_conv_opts *opts) {
+    return conv(__func__, "Conv3d", Kind::Conv3d, in_channels, out_channels, kernel, conv_args(opts), 3, false);
+}
+
+extern "C" ct_conv_transpose_opts ct_conv_transpose_defaults(void) {
+    ct_conv_transpose_opts o;
+    o.stride = 1;
+    o.padding = 0;
+    o.output_padding = 0;
+    o.groups = 1;
+    o.dilation = 1;
+    o.bias = true;
+    return o;
+}
+
+extern "C" ct_module *ct_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                             const ct_conv_transpose_opts *opts) {
+    return conv(__func__, "ConvTranspose1d", Kind::ConvTranspose1d, in_channels, out_channels, kernel,
+                conv_args(opts), 1, true);
+}
+
+extern "C" ct_module *ct_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                             const ct_conv_transpose_opts *opts) {
+    return conv(__func__, "ConvTranspose2d", Kind::ConvTranspose2d, in_channels, out_channels, kernel,
+                conv_args(opts), 2, true);
+}
+
+// ---- more normalisations ---------------------------------------------------------------
+
+extern "C" ct_module *ct_nn_groupnorm(int64_t num_groups, int64_t num_channels, const ct_norm_opts *opts) {
+    ct_norm_opts o = opts ? *opts : ct_norm_defaults();
+    return build(__func__, "GroupNorm", Kind::GroupNorm, [&](ct_module *m) {
+        check_positive(num_groups, "num_groups");
+        check_nonneg(num_channels, "num_channels");
+        if (num_channels % num_groups != 0)
+            throw Failure{CT_EINVAL, "num_channels (" + std::to_string(num_channels) +
+                                         ") must be divisible by num_groups (" + std::to_string(num_groups) + ")"};
+        m->cfg.in = num_channels;
+        m->cfg.groups_norm = num_groups;
+        m->cfg.eps = o.eps;
+        m->cfg.affine = o.affine;
+        if (o.affine) {  // reset_parameters(): ones_, zeros_
+            m->weight = own_param(m, "weight", at::ones({num_channels}, at::kFloat));
+            m->bias = own_param(m, "bias", at::zeros({num_channels}, at::kFloat));
+        }
+    });
+}
+
+// nn.InstanceNorm{1,2}d: _NormBase with PyTorch's InstanceNorm defaults
+// (affine and track_running_stats false) when opts is NULL.
+static ct_module *instancenorm(const char *fn, const char *type, Kind kind, int64_t num_features,
+                               const ct_norm_opts *opts) {
+    ct_norm_opts o = ct_norm_defaults();
+    o.affine = false;
+    o.track_running_stats = false;
+    if (opts) o = *opts;
+    return batchnorm(fn, type, kind, num_features, &o);
+}
+
+extern "C" ct_module *ct_nn_instancenorm1d(int64_t num_features, const ct_norm_opts *opts) {
+    return instancenorm(__func__, "InstanceNorm1d", Kind::InstanceNorm1d, num_features, opts);
+}
+
+extern "C" ct_module *ct_nn_instancenorm2d(int64_t num_features, const ct_norm_opts *opts) {
+    return instancenorm(__func__, "InstanceNorm2d", Kind::InstanceNorm2d, num_features, opts);
+}
+
+extern "C" ct_module *ct_nn_layernorm_nd(int ndims, const int64_t *normalized_shape, const ct_norm_opts *opts) {
+    ct_norm_opts o = opts ? *opts : ct_norm_defaults();
+    return build(__func__, "LayerNorm", Kind::LayerNorm, [&](ct_module *m) {
+        if (ndims < 1)
+            throw Failure{CT_EINVAL, "Expected normalized_shape to be at least 1-dimensional, i.e., containing at "
+                                     "least one element, but got ndims=" + std::to_string(ndims)};
+        if (!normalized_shape) throw Failure{CT_EINVAL, "argument 'normalized_shape' is NULL"};
+        std::vector<int64_t> shape(normalized_shape, normalized_shape + ndims);
+        for (int64_t v : shape) check_nonneg(v, "normalized_shape");
+        m->cfg.in = shape.back();
+        m->cfg.sizes = shape;
+        m->cfg.eps = o.eps;
+        m->cfg.affine = o.affine;
+        if (o.affine) {  // elementwise_affine=True, bias=True
+            m->weight = own_param(m, "weight", at::ones(shape, at::kFloat));
+            m->bias = own_param(m, "bias", at::zeros(shape, at::kFloat));
+        }
+    });
+}
+
+// ---- pooling -------------------------------------------------------------------------------
+
+static ct_module *avg_pool(const char *fn, const char *type, Kind kind, int64_t kernel, int64_t stride,
+                           int64_t padding) {
+    return build(fn, type, kind, [&](ct_module *m) {
+        check_positive(kernel, "kernel_size");
+        check_nonneg(stride, "stride");
+        check_nonneg(padding, "padding");
+        if (padding * 2 > kernel)  // ATen's check, made at construction
+            throw Failure{CT_EINVAL, "pad should be at most half of effective kernel size, but got pad=" +
+                                         std::to_string(padding) + ", kernel_size=" + std::to_string(kernel)};
+        m->cfg.kernel = kernel;
+        m->cfg.stride = stride == 0 ? kernel : stride;  // stride=None
+        m->cfg.padding = padding;
+    });
+}
+
+extern "C" ct_module *ct_nn_avg_pool1d(int64_t kernel, int64_t stride, int64_t padding) {
+    return avg_pool(__func__, "AvgPool1d", Kind::AvgPool1d, kernel, stride, padding);
+}
+
+extern "C" ct_module *ct_nn_avg_pool2d(int64_t kernel, int64_t stride, int64_t padding) {
+    return avg_pool(__func__, "AvgPool2d", Kind::AvgPool2d, kernel, stride, padding);
+}
+
+static ct_module *adaptive_pool(const char *fn, const char *type, Kind kind, std::vector<int64_t> sizes) {
+    return build(fn, type, kind, [&](ct_module *m) {
+        for (int64_t v : sizes) check_nonneg(v, "output_size");
+        m->cfg.sizes = std::move(sizes);
+    });
+}
+
+extern "C" ct_module *ct_nn_adaptive_avg_pool1d(int64_t output_size) {
+    return adaptive_pool(__func__, "AdaptiveAvgPool1d", Kind::AdaptiveAvgPool1d, {output_size});
+}
+
+extern "C" ct_module *ct_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w) {
+    return adaptive_pool(__func__, "AdaptiveAvgPool2d", Kind::AdaptiveAvgPool2d, {out_h, out_w});
+}
+
+extern "C" ct_module *ct_nn_adaptive_max_pool2d(int64_t out_h, int64_t out_w) {
+    return adaptive_pool(__func__, "AdaptiveMaxPool2d", Kind::AdaptiveMaxPool2d, {out_h, out_w});
+}
+
+// ---- upsampling ----------------------------------------------------------------------------
+
+extern "C" ct_upsample_opts ct_upsample_defaults(void) {
+    ct_upsample_opts o;
+    o.ndims = 0;
+    o.size[0] = o.size[1] = o.size[2] = 0;
+    o.scale_factor = 0;
+    o.mode = "nearest";
+    o.align_corners = false;
+    return o;
+}
+
+// What F.interpolate checks on its arguments is checked here, once; what
+// depends on the input (its rank) is checked by each forward. Besides nn.h's
+// modes, Python's "nearest-exact" and "area" are accepted.
+extern "C" ct_module *ct_nn_upsample(const ct_upsample_opts *opts) {
+    ct_upsample_opts o = opts ? *opts : ct_upsample_defaults();
+    return build(__func__, "Upsample", Kind::Upsample, [&](ct_module *m) {
+        std::string mode = o.mode ? o.mode : "nearest";
+        static const char *const kModes[] = {"nearest", "linear", "bilinear", "bicubic", "trilinear",
+                                             "nearest-exact", "area"};
+        bool known = false;
+        for (const char *k : kModes) known = known || mode == k;
+        if (!known)
+            throw Failure{CT_EINVAL, "unknown mode '" + mode + "' (expected one of nearest | linear | bilinear | "
+                                     "bicubic | trilinear | area | nearest-exact)"};
+        if (o.ndims < 0 || o.ndims > 3)
+            throw Failure{CT_EINVAL, "ndims must be 0 (scale_factor) or 1 to 3 (size), got " + std::to_string(o.ndims)};
+        if (std::isnan(o.scale_factor) || o.scale_factor < 0 || std::isinf(o.scale_factor))
+            throw Failure{CT_EINVAL, "scale_factor must be a positive finite number (0: use size), got " +
+                                         fmt_double(o.scale_factor)};
+        if (o.ndims > 0 && o.scale_factor > 0)
+            throw Failure{CT_EINVAL, "only one of size or scale_factor should be defined"};
+        if (o.ndims == 0 && o.scale_factor == 0)
+            throw Failure{CT_EINVAL, "either size or scale_factor should be defined"};
+        for (int i = 0; i < o.ndims; ++i) check_nonneg(o.size[i], "size");
+        if (o.align_corners && (mode == "nearest" || mode == "area" || mode == "nearest-exact"))
+            throw Failure{CT_EINVAL, "align_corners option can only be set with the interpolating modes: "
+                                     "linear | bilinear | bicubic | trilinear"};
+        m->cfg.sizes.assign(o.size, o.size + o.ndims);
+        m->cfg.scale = o.scale_factor;
+        m->cfg.mode = mode;
+        m->cfg.align_corners = o.align_corners;
+    });
+}
+
+// ---- more stateless layers -------------------------------------------------------------
+
+static ct_module *dropout_nd(const char *fn, const char *type, Kind kind, double p) {
+    return build(fn, type, kind, [&](ct_module *m) {
+        if (!(p >= 0 && p <= 1))
+            throw Failure{CT_EINVAL, "dropout probability has to be between 0 and 1, but got " + fmt_double(p)};
+        m->cfg.p = p;
+    });
+}
+
+extern "C" ct_module *ct_nn_dropout1d(double p) { return dropout_nd(__func__, "Dropout1d", Kind::Dropout1d, p); }
+extern "C" ct_module *ct_nn_dropout2d(double p) { return dropout_nd(__func__, "Dropout2d", Kind::Dropout2d, p); }
+extern "C" ct_module *ct_nn_identity(void) { return stateless(__func__, "Identity", Kind::Identity); }
+extern "C" ct_module *ct_nn_mish(void) { return stateless(__func__, "Mish", Kind::Mish); }
+extern "C" ct_module *ct_nn_hardswish(void) { return stateless(__func__, "Hardswish", Kind::Hardswish); }
+
+extern "C" ct_module *ct_nn_softmax(int dim) {
+    return build(__func__, "Softmax", Kind::Softmax, [&](ct_module *m) { m->cfg.dim = dim; });
+}
+
+extern "C" ct_module *ct_nn_log_softmax(int dim) {
+    return build(__func__, "LogSoftmax", Kind::LogSoftmax, [&](ct_module *m) { m->cfg.dim = dim; });
+}
+
+extern "C" ct_module *ct_nn_leaky_relu(double negative_slope) {
+    return build(__func__, "LeakyReLU", Kind::LeakyReLU, [&](ct_module *m) { m->cfg.slope = negative_slope; });
+}
+
+extern "C" ct_module *ct_nn_elu(double alpha) {
+    return build(__func__, "ELU", Kind::ELU, [&](ct_module *m) { m->cfg.slope = alpha; });
+}
+
+extern "C" ct_module *ct_nn_prelu(int64_t num_parameters, double init) {
+    return build(__func__, "PReLU", Kind::PReLU, [&](ct_module *m) {
+        check_nonneg(num_parameters, "num_parameters");
+        m->cfg.in = num_parameters;
+        // torch.empty(num_parameters), then init.constant_(weight, init): no draw.
+        m->weight = own_param(m, "weight", at::full({num_parameters}, init, at::kFloat));
+    });
+}
+
+// ---- EmbeddingBag --------------------------------------------------------------------------
+//
+// A built-in kind whose forward takes more than a tensor: ct_nn_forward(m, x)
+// is forward(x) (a 2-D input: bags of equal length), and ct_nn_call binds
+// (input, offsets=None, per_sample_weights=None) from args and kwargs as
+// Python does (see call_embedding_bag). It is not a ct_nn_module_value: it
+// has no user forward, and stays a built-in layer for repr, to() and the rest.
+
+extern "C" ct_module *ct_nn_embedding_bag(int64_t num_embeddings, int64_t embedding_dim, const char *mode) {
+    return build(__func__, "EmbeddingBag", Kind::EmbeddingBag, [&](ct_module *m) {
+        check_nonneg(num_embeddings, "num_embeddings");
+        check_nonneg(embedding_dim, "embedding_dim");
+        std::string md = mode ? mode : "mean";  // NULL: PyTorch's default
+        if (md != "sum" && md != "mean" && md != "max")
+            throw Failure{CT_EINVAL, "mode has to be one of sum, mean or max (got '" + md + "')"};
+        m->cfg.in = num_embeddings;
+        m->cfg.out = embedding_dim;
+        m->cfg.mode = md;
+        // reset_parameters(): init.normal_(weight); no padding_idx.
+        at::Tensor w = at::empty({num_embeddings, embedding_dim}, at::kFloat);
+        w.normal_(0.0, 1.0);
+        m->weight = own_param(m, "weight", w);
     });
 }
 
@@ -919,9 +1479,59 @@ ct_value *call_sequential(ct_module *m, const ct_value *args, const ct_value *kw
     return y;
 }
 
+// EmbeddingBag's forward(input, offsets=None, per_sample_weights=None) on
+// value trees: Python's binding of positional and keyword arguments (None
+// is an absent tensor), then the same forward as ct_nn_forward's.
+ct_value *call_embedding_bag(ct_module *m, const ct_value *args, const ct_value *kwargs) {
+    static const char *const kNames[3] = {"input", "offsets", "per_sample_weights"};
+    const ct_value *bound[3] = {nullptr, nullptr, nullptr};
+    try {
+        const std::string fwd = m->type + ".forward()";
+        const size_t nargs = ct_value_len(args);
+        if (nargs > 3)
+            throw Failure{CT_EINVAL, fwd + " takes from 2 to 4 positional arguments but " + std::to_string(nargs + 1) +
+                                         " were given"};
+        for (size_t i = 0; i < nargs; ++i) bound[i] = ct_value_list_get(args, i);
+        for (size_t i = 0; i < ct_value_len(kwargs); ++i) {
+            const char *key = nullptr;
+            int64_t ikey = 0;
+            const ct_value *v = ct_value_dict_at(kwargs, i, &key, &ikey);
+            const std::string k = key ? key : std::to_string(ikey);
+            int slot = -1;
+            for (int j = 0; j < 3; ++j)
+                if (k == kNames[j]) slot = j;
+            if (slot < 0) throw Failure{CT_EINVAL, fwd + " got an unexpected keyword argument '" + k + "'"};
+            if (bound[slot]) throw Failure{CT_EINVAL, fwd + " got multiple values for argument '" + k + "'"};
+            bound[slot] = v;
+        }
+        if (!bound[0]) throw Failure{CT_EINVAL, fwd + " missing 1 required positional argument: 'input'"};
+        at::Tensor t[3];
+        for (int j = 0; j < 3; ++j) {
+            if (!bound[j] || ct_value_kind_of(bound[j]) == CT_VALUE_NONE) {
+                if (j == 0) throw Failure{CT_EINVAL, fwd + ": argument 'input' must be a tensor, not None"};
+                continue;
+            }
+            if (ct_value_kind_of(bound[j]) != CT_VALUE_TENSOR)
+                throw Failure{CT_EINVAL, fwd + ": argument '" + kNames[j] + "' must be a tensor or None, not a " +
+                                             ct_value_kind_name(ct_value_kind_of(bound[j]))};
+            t[j] = ct_value_get_tensor(bound[j])->t;
+        }
+        return ct_value_tensor(ct::wrap_unscoped(embedding_bag_forward(m, t[0], t[1], t[2])));  // steals
+    } catch (...) {
+        std::string fn;
+        try {
+            fn = "ct_nn_call: " + where(m);
+        } catch (...) {
+        }
+        ct::fail_exception(fn.empty() ? "ct_nn_call" : fn.c_str());
+        return nullptr;
+    }
+}
+
 ct_value *call_module(ct_module *m, const ct_value *args, const ct_value *kwargs) {
     if (m->kind == Kind::Sequential) return call_sequential(m, args, kwargs);
     if (m->kind == Kind::User && m->forward_value) return call_forward_value(m, args, kwargs);
+    if (m->kind == Kind::EmbeddingBag) return call_embedding_bag(m, args, kwargs);
     // A tensor module: one tensor, no keywords.
     const ct_value *x = ct_value_len(args) == 1 ? ct_value_list_get(args, 0) : nullptr;
     if (!x || ct_value_kind_of(x) != CT_VALUE_TENSOR || ct_value_len(kwargs) != 0) {

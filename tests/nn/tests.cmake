@@ -13,3 +13,10 @@ ct_py_test(nn_forward_parity ${_nn}/test_forward_parity.py $<TARGET_FILE:nn_forw
 
 ct_c_test(nn_module ${_nn}/test_module.c)
 ct_c_test(nn_module_value ${_nn}/test_module_value.c)
+
+# The layers of issue 18, one file per family (each with its own parity
+# programs and scripts): recurrent layers, attention and transformers, and
+# the single-call layers of shim/nn.cpp.
+include(${_nn}/rnn.cmake OPTIONAL)
+include(${_nn}/transformer.cmake OPTIONAL)
+include(${_nn}/layers_more.cmake OPTIONAL)
