@@ -48,6 +48,16 @@ static int ct_test_checks = 0;
         ct_clear_error();                                                            \
     } while (0)
 
+/* a and b hold the same dtype, shape and bits (NaN equal to itself). */
+static inline bool ct_test_same(const ct_tensor *a, const ct_tensor *b) {
+    if (!a || !b) return false;
+    ct_value *x = ct_value_tensor(ct_alias(a)), *y = ct_value_tensor(ct_alias(b));
+    bool eq = ct_value_equal(x, y);
+    ct_value_free(x);
+    ct_value_free(y);
+    return eq;
+}
+
 static inline int ct_test_result(const char *name) {
     printf("%s: %d checks, %d failed\n", name, ct_test_checks, ct_test_failures);
     return ct_test_failures ? 1 : 0;

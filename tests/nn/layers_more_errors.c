@@ -29,14 +29,6 @@
         ct_nn_free(m_);                                                               \
     } while (0)
 
-static bool same(const ct_tensor *a, const ct_tensor *b) {
-    if (!a || !b) return false;
-    ct_value *x = ct_value_tensor(ct_alias(a)), *y = ct_value_tensor(ct_alias(b));
-    bool eq = ct_value_equal(x, y);
-    ct_value_free(x);
-    ct_value_free(y);
-    return eq;
-}
 
 static void test_construction_errors(void) {
     ct_conv_opts c = ct_conv_defaults();
@@ -227,31 +219,31 @@ static void test_embedding_bag(void) {
     ct_tensor *y_fwd = ct_nn_forward(bag, x2);
     CHECK(y_fwd && ct_size(y_fwd, 0) == 2 && ct_size(y_fwd, 1) == 3);
     ct_value *v = bag_call(bag, x2, NULL, NULL, NULL, true);
-    CHECK(v && same(ct_value_get_tensor(v), y_fwd));
+    CHECK(v && ct_test_same(ct_value_get_tensor(v), y_fwd));
     ct_value_free(v);
     v = bag_call(bag, x1, offsets, NULL, NULL, false);
-    CHECK(v && same(ct_value_get_tensor(v), y_fwd));
+    CHECK(v && ct_test_same(ct_value_get_tensor(v), y_fwd));
     ct_value_free(v);
     v = bag_call(bag, x1, offsets, "offsets", NULL, false); /* offsets as a keyword */
-    CHECK(v && same(ct_value_get_tensor(v), y_fwd));
+    CHECK(v && ct_test_same(ct_value_get_tensor(v), y_fwd));
     ct_value_free(v);
     /* the input as a keyword */
     ct_value *args = ct_value_tuple(), *kwargs = ct_value_dict();
     ct_value_dict_set(kwargs, "input", ct_value_tensor(ct_alias(x2)));
     v = ct_nn_call(bag, args, kwargs);
-    CHECK(v && same(ct_value_get_tensor(v), y_fwd));
+    CHECK(v && ct_test_same(ct_value_get_tensor(v), y_fwd));
     ct_value_free(v);
 
     /* inside a Sequential: the first child gets args and kwargs */
     ct_manual_seed(7); /* the same weight as bag's */
     ct_module *inner = ct_nn_embedding_bag(10, 3, "mean");
     ct_module *seq = ct_nn_sequential(2, (ct_module *[]){inner, ct_nn_identity()});
-    CHECK(same(ct_nn_get(seq, "0.weight"), ct_nn_get(bag, "weight")));
+    CHECK(ct_test_same(ct_nn_get(seq, "0.weight"), ct_nn_get(bag, "weight")));
     v = bag_call(seq, x1, offsets, NULL, NULL, false);
-    CHECK(v && same(ct_value_get_tensor(v), y_fwd));
+    CHECK(v && ct_test_same(ct_value_get_tensor(v), y_fwd));
     ct_value_free(v);
     ct_tensor *y_seq = ct_nn_forward(seq, x2);
-    CHECK(same(y_seq, y_fwd));
+    CHECK(ct_test_same(y_seq, y_fwd));
 
     /* argument errors, named after the layer */
     CHECK(ct_nn_forward(bag, x1) == NULL);
@@ -293,7 +285,7 @@ static void test_embedding_bag(void) {
     /* ones as weights: the plain sum */
     v = bag_call(bag_sum, x1, offsets, "offsets", psw, false);
     ct_value *v2 = bag_call(bag_sum, x1, offsets, NULL, NULL, true);
-    CHECK(v && v2 && same(ct_value_get_tensor(v), ct_value_get_tensor(v2)));
+    CHECK(v && v2 && ct_test_same(ct_value_get_tensor(v), ct_value_get_tensor(v2)));
     ct_value_free(v);
     ct_value_free(v2);
     ct_tensor *x3 = ct_reshape(x2, 3, (int64_t[]){1, 2, 3});
@@ -354,7 +346,7 @@ static void test_misc(void) {
     /* Identity: a new handle to the same values */
     ct_module *id = ct_nn_identity();
     ct_tensor *yi = ct_nn_forward(id, x);
-    CHECK(yi && yi != x && same(yi, x));
+    CHECK(yi && yi != x && ct_test_same(yi, x));
     ct_nn_free(id);
 
     /* InstanceNorm with opts NULL: no parameters, no buffers */
@@ -390,7 +382,7 @@ static void test_misc(void) {
     ct_manual_seed(3);
     ct_module *pr = ct_nn_prelu(2, -0.5);
     ct_tensor *r2 = ct_randn(1, (int64_t[]){4}, NULL);
-    CHECK(same(r1, r2));
+    CHECK(ct_test_same(r1, r2));
     double w0 = 0;
     CHECK_OK(ct_item(ct_select(ct_nn_get(pr, "weight"), 0, 1), &w0));
     CHECK(w0 == -0.5);

@@ -21,15 +21,6 @@
 
 #include "ct_test.h"
 
-/* a and b hold the same dtype, shape and bits. */
-static bool same(const ct_tensor *a, const ct_tensor *b) {
-    if (!a || !b) return false;
-    ct_value *x = ct_value_tensor(ct_alias(a)), *y = ct_value_tensor(ct_alias(b));
-    bool eq = ct_value_equal(x, y);
-    ct_value_free(x);
-    ct_value_free(y);
-    return eq;
-}
 
 /* ---- an attention block ------------------------------------------------------------- */
 
@@ -99,9 +90,9 @@ static void test_attention(void) {
     ct_tensor *w2 = ct_softmax(ct_masked_fill(ct_div_scalar(ct_matmul(q, ct_transpose(k, -2, -1)), sqrt(8.0)), mask,
                                               -INFINITY), -1);
     ct_tensor *out2 = ct_matmul(w2, v);
-    CHECK(same(out, out2) && same(w, w2));
+    CHECK(ct_test_same(out, out2) && ct_test_same(w, w2));
     CHECK_OK(ct_backward(ct_add(ct_sum(ct_mul(out2, out2)), ct_sum(w2))));
-    CHECK(same(gq, ct_grad(ct_nn_get(att, "q.weight"))) && same(gv, ct_grad(ct_nn_get(att, "v.bias"))));
+    CHECK(ct_test_same(gq, ct_grad(ct_nn_get(att, "q.weight"))) && ct_test_same(gv, ct_grad(ct_nn_get(att, "v.bias"))));
     double norm;
     CHECK_OK(ct_item(ct_sum(ct_abs(gq)), &norm));
     CHECK(norm > 0);
@@ -175,11 +166,11 @@ static void test_shapes(void) {
     ct_value *d = ct_nn_call(losses, args, NULL);
     CHECK(d && ct_value_kind_of(d) == CT_VALUE_DICT && ct_value_len(d) == 2);
     CHECK(ct_value_kind_of(ct_value_dict_get(d, "l1")) == CT_VALUE_NONE);
-    CHECK(same(ct_value_get_tensor(ct_value_dict_get(d, "loss")), ct_mse_loss(p, t, CT_REDUCE_MEAN)));
+    CHECK(ct_test_same(ct_value_get_tensor(ct_value_dict_get(d, "loss")), ct_mse_loss(p, t, CT_REDUCE_MEAN)));
     ct_value *kw = ct_value_dict();
     ct_value_dict_set(kw, "weight", ct_value_float(0.5));
     ct_value *d2 = ct_nn_call(losses, args, kw);
-    CHECK(d2 && same(ct_value_get_tensor(ct_value_dict_get(d2, "l1")), ct_l1_loss(p, t, CT_REDUCE_MEAN)));
+    CHECK(d2 && ct_test_same(ct_value_get_tensor(ct_value_dict_get(d2, "l1")), ct_l1_loss(p, t, CT_REDUCE_MEAN)));
 
     /* Sequential: Attention's (out, weights) goes to SumPair as one argument. */
     ct_module *seq = ct_nn_sequential(2, (ct_module *[]){attention(3), ct_nn_module_value("SumPair", sum_pair_forward,
@@ -188,7 +179,7 @@ static void test_shapes(void) {
     ct_value *r = ct_nn_call(seq, one, NULL);
     ct_value *att_out = ct_nn_call(ct_nn_child(seq, "0"), one, NULL);
     CHECK(r && ct_value_kind_of(r) == CT_VALUE_TENSOR && att_out);
-    CHECK(same(ct_value_get_tensor(r), ct_add(ct_sum(ct_value_get_tensor(ct_value_list_get(att_out, 0))),
+    CHECK(ct_test_same(ct_value_get_tensor(r), ct_add(ct_sum(ct_value_get_tensor(ct_value_list_get(att_out, 0))),
                                                   ct_sum(ct_value_get_tensor(ct_value_list_get(att_out, 1))))));
     CHECK(ct_nn_get(seq, "0.q.weight") != NULL);
 
@@ -196,9 +187,9 @@ static void test_shapes(void) {
     ct_module *mixed = ct_nn_sequential(2, (ct_module *[]){ct_nn_linear(3, 2, true), ct_nn_module_value(
                                                                                         "Twice", twice_forward, NULL, NULL)});
     ct_tensor *y = ct_nn_forward(mixed, p);
-    CHECK(y && same(y, ct_mul_scalar(ct_nn_forward(ct_nn_child(mixed, "0"), p), 2)));
+    CHECK(y && ct_test_same(y, ct_mul_scalar(ct_nn_forward(ct_nn_child(mixed, "0"), p), 2)));
     ct_value *yv = ct_nn_call(mixed, one, NULL);
-    CHECK(yv && same(ct_value_get_tensor(yv), y));
+    CHECK(yv && ct_test_same(ct_value_get_tensor(yv), y));
 
     /* Errors. */
     CHECK(ct_nn_call(ct_nn_child(mixed, "0"), args, NULL) == NULL && ct_last_code() == CT_EINVAL &&
