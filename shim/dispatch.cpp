@@ -12,9 +12,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/MemoryFormat.h>
-#include <c10/util/SmallVector.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -99,11 +99,38 @@ std::unique_ptr<ct_op> resolve(const std::string &name) {
     return op;
 }
 
+const ct_op *find_slow(const char *name, const char *fn);
+
+// The operators this thread found last, by the address of the name it
+// passed (a string literal, usually) and its text: a call by name skips
+// the string hash and the lock. Entries are never stale: operators are
+// never removed from the table.
+struct Recent {
+    const char *ptr = nullptr;
+    char name[64];
+    const ct_op *op = nullptr;
+};
+thread_local Recent tl_recent[8];
+thread_local unsigned tl_next_recent = 0;
+
 const ct_op *find(const char *name, const char *fn) {
     if (!name) {
         ct::fail(CT_EINVAL, fn, "the operator's name is NULL");
         return nullptr;
     }
+    for (const Recent &r : tl_recent)
+        if (r.ptr == name && std::strcmp(r.name, name) == 0) return r.op;
+    const ct_op *op = find_slow(name, fn);
+    if (op && std::strlen(name) < sizeof tl_recent[0].name) {
+        Recent &r = tl_recent[tl_next_recent++ % 8];
+        r.ptr = name;
+        std::strcpy(r.name, name);
+        r.op = op;
+    }
+    return op;
+}
+
+const ct_op *find_slow(const char *name, const char *fn) {
     std::string key(name);
     {
         std::shared_lock<std::shared_mutex> lock(g_mu);
@@ -162,11 +189,16 @@ bool no(std::string *why, const std::string &text) {
     return false;
 }
 
-const at::Tensor &tensor_of(const ct_tensor *h, const char *what) {
+// The tensor of handle h given for argument a (the index-th; element
+// `elem` of a list, or -1): a NULL or freed handle fails the call whatever
+// the overload, naming the argument (the name is built only then).
+const at::Tensor &tensor_of(const ct_tensor *h, const c10::Argument &a, size_t index, long elem) {
+    if (h && h->magic == ct::kLive) return h->t;
+    std::string what = "argument '" + a.name() + "' (" + ordinal(index) + ")" +
+                       (elem >= 0 ? "[" + std::to_string(elem) + "]" : "");
     if (!h) throw Failure{ct::error_pending() ? ct_last_code() : CT_EINVAL,
-                          ct::error_pending() ? std::string(ct_last_error()) : std::string(what) + " is NULL"};
-    if (h->magic != ct::kLive) throw Failure{CT_ESTATE, std::string(what) + " is a freed tensor"};
-    return h->t;
+                          ct::error_pending() ? std::string(ct_last_error()) : what + " is NULL"};
+    throw Failure{CT_ESTATE, what + " is a freed tensor"};
 }
 
 bool memory_format(const char *s, c10::IValue &out, std::string *why) {
@@ -193,9 +225,6 @@ bool memory_format(const char *s, c10::IValue &out, std::string *why) {
 bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, size_t index, c10::IValue &out,
              std::string *why) {
     using K = c10::TypeKind;
-    auto what = [&](const char *suffix) {
-        return "argument '" + a.name() + "' (" + ordinal(index) + ")" + suffix;
-    };
     switch (type->kind()) {
     case K::OptionalType:
         if (x.kind == CT_ARG_NONE) {
@@ -205,7 +234,7 @@ bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, 
         return convert(a, type->castRaw<c10::OptionalType>()->getElementType(), x, index, out, why);
     case K::TensorType:
         if (x.kind != CT_ARG_TENSOR) return no(a, x, why);
-        out = tensor_of(x.u.t, what("").c_str());
+        out = tensor_of(x.u.t, a, index, -1);
         return true;
     case K::IntType:
     case K::SymIntType:
@@ -285,7 +314,7 @@ bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, 
             std::vector<at::Tensor> l;
             l.reserve(x.u.tensors.n);
             for (size_t i = 0; i < x.u.tensors.n; i++)
-                l.push_back(tensor_of(x.u.tensors.v[i], what(("[" + std::to_string(i) + "]").c_str()).c_str()));
+                l.push_back(tensor_of(x.u.tensors.v[i], a, index, static_cast<long>(i)));
             out = l;
             return true;
         }
@@ -294,7 +323,7 @@ bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, 
             c10::List<std::optional<at::Tensor>> l;
             for (size_t i = 0; i < x.u.tensors.n; i++) {
                 const ct_tensor *h = x.u.tensors.v[i];
-                if (h) l.push_back(tensor_of(h, what(("[" + std::to_string(i) + "]").c_str()).c_str()));
+                if (h) l.push_back(tensor_of(h, a, index, static_cast<long>(i)));
                 else l.push_back(std::nullopt);
             }
             out = l;
@@ -320,7 +349,16 @@ bool bind_args(const c10::FunctionSchema &s, size_t nargs, const ct_arg *args, t
         if (!args[i].name) return no(why, "a positional argument (the " + ordinal(i) + ") follows keyword arguments");
     if (npos > params.size())
         return no(why, "takes " + std::to_string(params.size()) + " arguments, got " + std::to_string(npos));
-    c10::SmallVector<const ct_arg *, 32> given(params.size(), nullptr);
+    // given[i]: the argument for params[i] (NULL: none); no allocation for
+    // the schemas there are (the longest has a few dozen parameters).
+    const ct_arg *given_small[64];
+    std::vector<const ct_arg *> given_large;
+    const ct_arg **given = given_small;
+    if (params.size() > 64) {
+        given_large.resize(params.size());
+        given = given_large.data();
+    }
+    std::fill(given, given + params.size(), nullptr);
     for (size_t i = 0; i < npos; i++) {
         if (params[i].kwarg_only())
             return no(why, "takes " + std::to_string(i) + " positional arguments, got " + std::to_string(npos) +
