@@ -1,6 +1,7 @@
-// shim/optim.cpp — torch.optim's SGD, Adam, AdamW, RMSprop and Adagrad: the
-// C API, hyperparameters with Python's checks, and state dicts with Python's
-// layout (see optim.h). The update rules are in optim_step.cpp.
+// shim/optim.cpp — torch.optim's SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta,
+// Adamax, NAdam, RAdam and LBFGS: the C API, hyperparameters with Python's
+// checks, and state dicts with Python's layout (see optim.h). The update rules
+// are in optim_step.cpp.
 //
 // An optimizer keeps at::Tensor references to its parameters (in-place
 // updates reach the caller's tensors) plus one unscoped handle per parameter
@@ -35,8 +36,9 @@ namespace {
 // ============================================================================
 
 // How a key is written in param_groups: a number (an int where Python's
-// default is the int 0), a bool, None/True/False, or the (beta1, beta2) tuple.
-enum class Py { Num, Bool, OptBool, Betas };
+// default is the int 0), a bool, None/True/False, the (beta1, beta2) tuple,
+// an int (LBFGS's counts), or LBFGS's line_search_fn (None/"strong_wolfe").
+enum class Py { Num, Bool, OptBool, Betas, Int, LineSearch };
 
 // A key that load_state_dict requires (Python's __setstate__ has no default).
 constexpr double kRequired = NAN;
@@ -97,6 +99,60 @@ const KeySpec kAdagradKeys[] = {
     {"fused", kFused, Py::OptBool, kNone},
 };
 
+const KeySpec kAdadeltaKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"rho", kRho, Py::Num, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"capturable", kCapturable, Py::Bool, 0},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+};
+const KeySpec kAdamaxKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"betas", kBeta1, Py::Betas, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+    {"capturable", kCapturable, Py::Bool, 0},
+};
+const KeySpec kNadamKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"betas", kBeta1, Py::Betas, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"momentum_decay", kMomentumDecay, Py::Num, kRequired},
+    {"decoupled_weight_decay", kDecoupled, Py::Bool, 0},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"capturable", kCapturable, Py::Bool, 0},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+};
+const KeySpec kRadamKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"betas", kBeta1, Py::Betas, kRequired},
+    {"eps", kEps, Py::Num, kRequired},
+    {"weight_decay", kWeightDecay, Py::Num, kRequired},
+    {"maximize", kMaximize, Py::Bool, 0},
+    {"foreach", kForeach, Py::OptBool, kNone},
+    {"capturable", kCapturable, Py::Bool, 0},
+    {"decoupled_weight_decay", kDecoupled, Py::Bool, 0},
+    {"differentiable", kDifferentiable, Py::Bool, 0},
+};
+// LBFGS has no __setstate__: a loaded group must hold every key.
+const KeySpec kLbfgsKeys[] = {
+    {"lr", kLr, Py::Num, kRequired},
+    {"max_iter", kMaxIter, Py::Int, kRequired},
+    {"max_eval", kMaxEval, Py::Int, kRequired},
+    {"tolerance_grad", kTolGrad, Py::Num, kRequired},
+    {"tolerance_change", kTolChange, Py::Num, kRequired},
+    {"history_size", kHistory, Py::Int, kRequired},
+    {"line_search_fn", kLineSearch, Py::LineSearch, kRequired},
+};
+
 struct KeyTable {
     const KeySpec *keys;
     size_t n;
@@ -112,12 +168,25 @@ KeyTable keys_of(Kind k) {
     case Kind::AdamW: return table_of(kAdamKeys);
     case Kind::RMSprop: return table_of(kRmspropKeys);
     case Kind::Adagrad: return table_of(kAdagradKeys);
+    case Kind::Adadelta: return table_of(kAdadeltaKeys);
+    case Kind::Adamax: return table_of(kAdamaxKeys);
+    case Kind::NAdam: return table_of(kNadamKeys);
+    case Kind::RAdam: return table_of(kRadamKeys);
+    case Kind::LBFGS: return table_of(kLbfgsKeys);
     }
     return {nullptr, 0};
 }
 
+// Whether the type's groups have "betas" (read and set as beta1/beta2).
+bool has_betas(Kind k) {
+    KeyTable t = keys_of(k);
+    for (size_t i = 0; i < t.n; ++i)
+        if (t.keys[i].py == Py::Betas) return true;
+    return false;
+}
+
 bool has_key(Kind k, Key key) {
-    if ((k == Kind::Adam || k == Kind::AdamW) && key == kBeta2) return true;
+    if (key == kBeta2) return has_betas(k);
     KeyTable t = keys_of(k);
     for (size_t i = 0; i < t.n; ++i)
         if (t.keys[i].key == key) return true;
@@ -168,6 +237,19 @@ std::string check_value(Key key, double v) {
     case kBeta1: return v >= 0 && v < 1 ? "" : "Invalid beta parameter at index 0: " + x;
     case kBeta2: return v >= 0 && v < 1 ? "" : "Invalid beta parameter at index 1: " + x;
     case kDampening: return std::isnan(v) ? "Invalid dampening value: nan" : "";
+    case kRho: return v >= 0 && v <= 1 ? "" : "Invalid rho value: " + x;
+    case kMomentumDecay: return v >= 0 ? "" : "Invalid momentum_decay value: " + x;
+    // Python checks none of LBFGS's counts: 0 or less would step nothing,
+    // leave None in the state, or fail in the middle of a step.
+    case kMaxIter:
+    case kMaxEval:
+    case kHistory: {
+        const char *name = key == kMaxIter ? "max_iter" : key == kMaxEval ? "max_eval" : "history_size";
+        if (v >= 1 && v == std::floor(v) && v < 9.0e15) return "";
+        const std::string shown = v == std::floor(v) && std::fabs(v) < 9.0e15
+                                      ? std::to_string(static_cast<int64_t>(v)) : x;  // as the int it should be
+        return std::string("Invalid ") + name + " value: " + shown + " (a whole number >= 1)";
+    }
     default: return "";
     }
 }
@@ -181,6 +263,11 @@ std::vector<Key> check_order(Kind k) {
     case Kind::AdamW: return {kLr, kEps, kBeta1, kBeta2, kWeightDecay};
     case Kind::RMSprop: return {kLr, kEps, kMomentum, kWeightDecay, kAlpha};
     case Kind::Adagrad: return {kLr, kLrDecay, kWeightDecay, kInitAcc, kEps};
+    case Kind::Adadelta: return {kLr, kRho, kEps, kWeightDecay};
+    case Kind::Adamax:
+    case Kind::RAdam: return {kLr, kEps, kBeta1, kBeta2, kWeightDecay};
+    case Kind::NAdam: return {kLr, kEps, kBeta1, kBeta2, kWeightDecay, kMomentumDecay};
+    case Kind::LBFGS: return {kLr, kMaxIter, kMaxEval, kHistory};
     }
     return {};
 }
@@ -210,6 +297,18 @@ std::vector<StateSlot> slots_of(Kind k) {
                 {"momentum_buffer", &State::momentum_buffer},
                 {"grad_avg", &State::grad_avg}};
     case Kind::Adagrad: return {{"step", &State::step}, {"sum", &State::sum}};
+    case Kind::Adadelta:
+        return {{"step", &State::step}, {"square_avg", &State::square_avg}, {"acc_delta", &State::acc_delta}};
+    case Kind::Adamax:
+        return {{"step", &State::step}, {"exp_avg", &State::exp_avg}, {"exp_inf", &State::exp_inf}};
+    case Kind::NAdam:
+        return {{"step", &State::step},
+                {"mu_product", &State::mu_product},
+                {"exp_avg", &State::exp_avg},
+                {"exp_avg_sq", &State::exp_avg_sq}};
+    case Kind::RAdam:
+        return {{"step", &State::step}, {"exp_avg", &State::exp_avg}, {"exp_avg_sq", &State::exp_avg_sq}};
+    case Kind::LBFGS: return {};  // one state of its own (LbfgsState)
     }
     return {};
 }
@@ -239,6 +338,7 @@ Hyper make_defaults(Kind kind, std::vector<std::pair<Key, double>> values) {
     for (Key k : {kMomentum, kDampening, kWeightDecay, kLrDecay, kInitAcc})
         h.as_int[k] = has_key(kind, k) && h.v[k] == 0 && !std::signbit(h.v[k]);
     if (kind == Kind::AdamW) h.as_int[kWeightDecay] = false;  // its default is 1e-2
+    if (kind == Kind::LBFGS) h.as_int[kLr] = h.v[kLr] == 1;   // LBFGS's is the int 1
     return h;
 }
 
@@ -333,6 +433,64 @@ extern "C" ct_adagrad_opts ct_adagrad_defaults(void) {
     return o;
 }
 
+extern "C" ct_adadelta_opts ct_adadelta_defaults(void) {
+    ct_adadelta_opts o;
+    o.lr = 1.0;
+    o.rho = 0.9;
+    o.eps = 1e-6;
+    o.weight_decay = 0;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_adamax_opts ct_adamax_defaults(void) {
+    ct_adamax_opts o;
+    o.lr = 2e-3;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.eps = 1e-8;
+    o.weight_decay = 0;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_nadam_opts ct_nadam_defaults(void) {
+    ct_nadam_opts o;
+    o.lr = 2e-3;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.eps = 1e-8;
+    o.weight_decay = 0;
+    o.momentum_decay = 4e-3;
+    o.decoupled_weight_decay = false;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_radam_opts ct_radam_defaults(void) {
+    ct_radam_opts o;
+    o.lr = 1e-3;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.eps = 1e-8;
+    o.weight_decay = 0;
+    o.decoupled_weight_decay = false;
+    o.maximize = false;
+    return o;
+}
+
+extern "C" ct_lbfgs_opts ct_lbfgs_defaults(void) {
+    ct_lbfgs_opts o;
+    o.lr = 1;
+    o.max_iter = 20;
+    o.max_eval = 0;
+    o.tolerance_grad = 1e-7;
+    o.tolerance_change = 1e-9;
+    o.history_size = 100;
+    o.line_search_fn = nullptr;
+    return o;
+}
+
 extern "C" ct_optim *ct_optim_sgd(const ct_module *params, const ct_sgd_opts *opts) {
     ct_sgd_opts o = opts ? *opts : ct_sgd_defaults();
     return create(__func__, Kind::SGD, params,
@@ -368,6 +526,56 @@ extern "C" ct_optim *ct_optim_adagrad(const ct_module *params, const ct_adagrad_
                    {kInitAcc, o.initial_accumulator_value}, {kMaximize, o.maximize}});
 }
 
+extern "C" ct_optim *ct_optim_adadelta(const ct_module *params, const ct_adadelta_opts *opts) {
+    ct_adadelta_opts o = opts ? *opts : ct_adadelta_defaults();
+    return create(__func__, Kind::Adadelta, params,
+                  {{kLr, o.lr}, {kRho, o.rho}, {kEps, o.eps}, {kWeightDecay, o.weight_decay},
+                   {kMaximize, o.maximize}});
+}
+
+extern "C" ct_optim *ct_optim_adamax(const ct_module *params, const ct_adamax_opts *opts) {
+    ct_adamax_opts o = opts ? *opts : ct_adamax_defaults();
+    return create(__func__, Kind::Adamax, params,
+                  {{kLr, o.lr}, {kBeta1, o.beta1}, {kBeta2, o.beta2}, {kEps, o.eps},
+                   {kWeightDecay, o.weight_decay}, {kMaximize, o.maximize}});
+}
+
+extern "C" ct_optim *ct_optim_nadam(const ct_module *params, const ct_nadam_opts *opts) {
+    ct_nadam_opts o = opts ? *opts : ct_nadam_defaults();
+    return create(__func__, Kind::NAdam, params,
+                  {{kLr, o.lr}, {kBeta1, o.beta1}, {kBeta2, o.beta2}, {kEps, o.eps},
+                   {kWeightDecay, o.weight_decay}, {kMomentumDecay, o.momentum_decay},
+                   {kDecoupled, o.decoupled_weight_decay}, {kMaximize, o.maximize}});
+}
+
+extern "C" ct_optim *ct_optim_radam(const ct_module *params, const ct_radam_opts *opts) {
+    ct_radam_opts o = opts ? *opts : ct_radam_defaults();
+    return create(__func__, Kind::RAdam, params,
+                  {{kLr, o.lr}, {kBeta1, o.beta1}, {kBeta2, o.beta2}, {kEps, o.eps},
+                   {kWeightDecay, o.weight_decay}, {kDecoupled, o.decoupled_weight_decay},
+                   {kMaximize, o.maximize}});
+}
+
+extern "C" ct_optim *ct_optim_lbfgs(const ct_module *params, const ct_lbfgs_opts *opts) {
+    ct_lbfgs_opts o = opts ? *opts : ct_lbfgs_defaults();
+    double line_search = 0;
+    if (o.line_search_fn) {
+        if (std::strcmp(o.line_search_fn, "strong_wolfe") != 0) {
+            ct::fail(CT_EINVAL, __func__, std::string("only 'strong_wolfe' is supported (line_search_fn \"") +
+                                              o.line_search_fn + "\")");
+            return nullptr;
+        }
+        line_search = 1;
+    }
+    // max_eval=None: max_iter * 5 // 4 (max_iter is checked to be >= 1).
+    const double max_eval = o.max_eval == 0 && o.max_iter >= 1 ? static_cast<double>(o.max_iter * 5 / 4)
+                                                                : static_cast<double>(o.max_eval);
+    return create(__func__, Kind::LBFGS, params,
+                  {{kLr, o.lr}, {kMaxIter, static_cast<double>(o.max_iter)}, {kMaxEval, max_eval},
+                   {kTolGrad, o.tolerance_grad}, {kTolChange, o.tolerance_change},
+                   {kHistory, static_cast<double>(o.history_size)}, {kLineSearch, line_search}});
+}
+
 extern "C" int ct_optim_add_param_group(ct_optim *o, size_t n, ct_tensor *const *params) {
     if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
     if (n && !params) return ct::fail(CT_EINVAL, __func__, "params is NULL");
@@ -377,6 +585,8 @@ extern "C" int ct_optim_add_param_group(ct_optim *o, size_t n, ct_tensor *const 
     }
     try {
         // Everything is checked before the optimizer changes.
+        if (o->kind == Kind::LBFGS && !o->groups.empty())
+            fail(CT_EINVAL, "LBFGS doesn't support per-parameter options (parameter groups)");
         for (size_t k = 0; k < n; ++k) {
             const at::Tensor &t = params[k]->t;
             if (!t.is_leaf() && !t.retains_grad())
@@ -418,9 +628,30 @@ extern "C" void ct_optim_free(ct_optim *o) { delete o; }
 
 extern "C" int ct_optim_step(ct_optim *o) {
     if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    if (o->kind == Kind::LBFGS)
+        return ct::fail(CT_EINVAL, __func__,
+                        "LBFGS re-evaluates the loss during its step: call ct_optim_step_closure with a closure "
+                        "(Python: step() missing 1 required positional argument: 'closure')");
     return ct::status(__func__, [&] {
         c10::NoGradGuard ng;  // Python's step runs with grad disabled
         for (const Group &g : o->groups) step_group(o, g);
+    });
+}
+
+extern "C" int ct_optim_step_closure(ct_optim *o, ct_closure_fn closure, void *user, double *loss) {
+    if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    if (!closure) return ct::fail(CT_EINVAL, __func__, "closure is NULL");
+    return ct::status(__func__, [&] {
+        double value;
+        if (o->kind == Kind::LBFGS) {
+            c10::NoGradGuard ng;  // LBFGS.step is @torch.no_grad(); the closure gets grad back
+            value = lbfgs_step(o, closure, user);
+        } else {
+            value = call_closure(closure, user);  // `with torch.enable_grad(): loss = closure()`
+            c10::NoGradGuard ng;
+            for (const Group &g : o->groups) step_group(o, g);
+        }
+        if (loss) *loss = value;
     });
 }
 
@@ -462,7 +693,7 @@ namespace {
 
 // A key of get/set_option: one of the type's table, or beta1/beta2.
 const KeySpec *find_key(Kind kind, const char *name, Key *key) {
-    if (kind == Kind::Adam || kind == Kind::AdamW) {
+    if (has_betas(kind)) {
         static const KeySpec b1{"beta1", kBeta1, Py::Num, kRequired}, b2{"beta2", kBeta2, Py::Num, kRequired};
         if (std::strcmp(name, "beta1") == 0) {
             *key = kBeta1;
@@ -508,6 +739,11 @@ std::string check_set(const KeySpec &spec, double v) {
     case Py::OptBool:
         if (v != 0 && v != 1 && v != kNone)
             return "'" + name + "' is None/False/True: pass -1, 0 or 1, not " + py_float(v);
+        return "";
+    case Py::Int: return check_value(spec.key, v);
+    case Py::LineSearch:
+        if (v != 0 && v != 1)
+            return "'" + name + "' is None or 'strong_wolfe': pass 0 or 1, not " + py_float(v);
         return "";
     }
     return "";
@@ -627,6 +863,10 @@ ct_value *group_value(const ct_optim *o, const Group &g) {
         case Py::OptBool:
             put(d.get(), s.name, checked(v == kNone ? ct_value_none() : ct_value_bool(v != 0)));
             break;
+        case Py::Int: put(d.get(), s.name, number_value(v, true)); break;
+        case Py::LineSearch:
+            put(d.get(), s.name, checked(v == 1 ? ct_value_str("strong_wolfe") : ct_value_none()));
+            break;
         case Py::Betas: {
             ValuePtr betas(checked(ct_value_tuple()));
             append(betas.get(), checked(ct_value_float(g.h.v[kBeta1])));
@@ -643,6 +883,45 @@ ct_value *group_value(const ct_optim *o, const Group &g) {
     return d.release();
 }
 
+// An LBFGS number as Python holds it: int, float or 0-dim tensor.
+ct_value *pynum_value(const PyNum &n) {
+    switch (n.type) {
+    case PyNum::Int: return number_value(n.v, true);
+    case PyNum::Float: return checked(ct_value_float(n.v));
+    case PyNum::Tensor: return tensor_value(n.t);
+    }
+    return nullptr;
+}
+
+ct_value *tensor_list_value(const std::vector<at::Tensor> &ts) {
+    ValuePtr l(checked(ct_value_list()));
+    for (const at::Tensor &t : ts) append(l.get(), t.defined() ? tensor_value(t) : checked(ct_value_none()));
+    return l.release();
+}
+
+// LBFGS's state[0], keys in the order Python's dict has them.
+ct_value *lbfgs_entry(const LbfgsState &st) {
+    ValuePtr e(checked(ct_value_dict()));
+    for (const std::string &k : st.keys) {
+        const char *key = k.c_str();
+        ct_value *v = nullptr;
+        if (k == "func_evals") v = checked(ct_value_int(st.func_evals));
+        else if (k == "n_iter") v = checked(ct_value_int(st.n_iter));
+        else if (k == "d") v = tensor_value(st.d);
+        else if (k == "t") v = pynum_value(st.t);
+        else if (k == "old_dirs") v = tensor_list_value(st.old_dirs);
+        else if (k == "old_stps") v = tensor_list_value(st.old_stps);
+        else if (k == "ro") v = tensor_list_value(st.ro);
+        else if (k == "H_diag") v = pynum_value(st.H_diag);
+        else if (k == "prev_flat_grad") v = tensor_value(st.prev_flat_grad);
+        else if (k == "prev_loss") v = checked(ct_value_float(st.prev_loss));
+        else if (k == "al") v = tensor_list_value(st.al);
+        else fail(CT_ESTATE, "LBFGS state has an unknown key '" + k + "'");
+        put(e.get(), key, v);
+    }
+    return e.release();
+}
+
 }  // namespace
 
 extern "C" ct_value *ct_optim_state_dict(const ct_optim *o) {
@@ -655,6 +934,10 @@ extern "C" ct_value *ct_optim_state_dict(const ct_optim *o) {
         ValuePtr state(checked(ct_value_dict()));
         const std::vector<StateSlot> slots = slots_of(o->kind);
         for (size_t i : o->state_order) {
+            if (o->kind == Kind::LBFGS) {  // one state, filed under the first parameter
+                put_int(state.get(), static_cast<int64_t>(i), lbfgs_entry(o->lbfgs));
+                continue;
+            }
             ValuePtr entry(checked(ct_value_dict()));
             for (const StateSlot &s : slots) {
                 const at::Tensor &t = o->state[i].*s.field;
@@ -733,6 +1016,24 @@ void load_key(const KeySpec &s, const ct_value *v, Hyper &h, const std::string &
         }
         break;
     }
+    case Py::Int:
+        if (kind != CT_VALUE_INT) bad("an int");
+        ct_value_get_float(v, &x);
+        h.v[s.key] = x;
+        h.as_int[s.key] = true;
+        break;
+    case Py::LineSearch:
+        if (kind == CT_VALUE_NONE) {
+            h.v[s.key] = 0;
+        } else if (kind == CT_VALUE_STR) {
+            // Python raises this at the next step; here it is refused now.
+            if (std::strcmp(ct_value_get_str(v), "strong_wolfe") != 0)
+                fail(CT_EINVAL, name + " is '" + ct_value_get_str(v) + "': only 'strong_wolfe' is supported");
+            h.v[s.key] = 1;
+        } else {
+            bad("None or 'strong_wolfe'");
+        }
+        break;
     }
     if (s.py == Py::Betas) {
         for (Key k : {kBeta1, kBeta2}) {
@@ -796,8 +1097,11 @@ Group load_group(const ct_optim *o, const Group &cur, const ct_value *sg, size_t
 // "step" stays a float32 scalar (on the parameter's device when fused),
 // everything else takes the parameter's device and (floating) dtype. Always
 // a copy, so that the optimizer never shares storage with the caller's value.
+// NAdam's "mu_product" (is_scalar) is one value cast like the others, or a
+// plain number from an older checkpoint (NAdam.__setstate__: a float32 CPU
+// tensor).
 at::Tensor load_tensor(const at::Tensor &param, const ct_value *v, bool is_step, bool fused,
-                       const std::string &name) {
+                       const std::string &name, bool is_scalar = false) {
     at::Tensor t;
     ct_value_kind kind = ct_value_kind_of(v);
     if (kind == CT_VALUE_TENSOR) {
@@ -806,8 +1110,17 @@ at::Tensor load_tensor(const at::Tensor &param, const ct_value *v, bool is_step,
         double x = 0;
         ct_value_get_float(v, &x);  // older checkpoints keep the step as a number
         t = at::scalar_tensor(x, at::kDouble);
+    } else if (is_scalar && (kind == CT_VALUE_INT || kind == CT_VALUE_FLOAT)) {
+        double x = 0;
+        ct_value_get_float(v, &x);
+        return at::scalar_tensor(x, at::kFloat);
     } else {
         fail(CT_EFORMAT, name + " must be a tensor, got " + ct_value_kind_name(kind));
+    }
+    if (is_scalar) {
+        if (t.numel() != 1) fail(CT_ESHAPE, name + " must hold one value, got " + ct::describe(t));
+        at::ScalarType dtype = param.is_floating_point() ? param.scalar_type() : t.scalar_type();
+        return t.reshape({}).to(param.device(), dtype, false, true);
     }
     if (is_step) {
         if (t.numel() != 1) fail(CT_ESHAPE, name + " must hold one value, got " + ct::describe(t));
@@ -838,6 +1151,11 @@ std::vector<const char *> required_slots(Kind k) {
     case Kind::AdamW: return {"step", "exp_avg", "exp_avg_sq"};
     case Kind::RMSprop: return {"step", "square_avg"};
     case Kind::Adagrad: return {"step", "sum"};
+    case Kind::Adadelta: return {"step", "square_avg", "acc_delta"};
+    case Kind::Adamax: return {"step", "exp_avg", "exp_inf"};
+    case Kind::NAdam: return {"step", "mu_product", "exp_avg", "exp_avg_sq"};
+    case Kind::RAdam: return {"step", "exp_avg", "exp_avg_sq"};
+    case Kind::LBFGS: return {};  // load_lbfgs checks its own
     }
     return {};
 }
@@ -848,6 +1166,111 @@ std::string listed(const std::vector<const char *> &names) {
     for (size_t i = 0; i < names.size(); ++i)
         out += std::string(i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
     return out;
+}
+
+// LBFGS's saved state[0] as Python's load_state_dict leaves it: tensors (in
+// lists too) cast to the first parameter's device and floating dtype, copies;
+// numbers as they are. Checked so that the next step cannot fail on it.
+LbfgsState load_lbfgs(const ct_optim *o, size_t first, const ct_value *entry, const std::string &where) {
+    LbfgsState st;
+    const at::Tensor &p0 = o->params[first];
+    int64_t numel = 0;
+    for (const at::Tensor &p : o->params) numel += p.numel();
+    auto kind_name = [](const ct_value *v) { return std::string(ct_value_kind_name(ct_value_kind_of(v))); };
+    auto cast = [&](const at::Tensor &t) {
+        at::ScalarType dtype = p0.is_floating_point() ? p0.scalar_type() : t.scalar_type();
+        return t.to(p0.device(), dtype, false, true);
+    };
+    auto tensor = [&](const ct_value *v, const std::string &name) {
+        if (ct_value_kind_of(v) != CT_VALUE_TENSOR) fail(CT_EFORMAT, name + " must be a tensor, got " + kind_name(v));
+        return ct_value_get_tensor(v)->t.detach();
+    };
+    auto flat = [&](const ct_value *v, const std::string &name) {
+        at::Tensor t = tensor(v, name);
+        if (t.dim() != 1 || t.size(0) != numel)
+            fail(CT_ESHAPE, name + " has shape " + shape_str(t.sizes()) + " but the parameters have " +
+                                std::to_string(numel) + " elements in all (expected [" + std::to_string(numel) + "])");
+        return cast(t);
+    };
+    auto one = [&](const at::Tensor &t, const std::string &name) {
+        if (t.numel() != 1) fail(CT_ESHAPE, name + " must hold one value, got " + ct::describe(t));
+        return cast(t);
+    };
+    auto number = [&](const ct_value *v, const std::string &name) {
+        PyNum n;
+        switch (ct_value_kind_of(v)) {
+        case CT_VALUE_INT: n.type = PyNum::Int; break;
+        case CT_VALUE_FLOAT: n.type = PyNum::Float; break;
+        case CT_VALUE_TENSOR:
+            n.type = PyNum::Tensor;
+            n.t = one(tensor(v, name), name);
+            return n;
+        default: fail(CT_EFORMAT, name + " must be a number or a one-element tensor, got " + kind_name(v));
+        }
+        ct_value_get_float(v, &n.v);
+        return n;
+    };
+    auto list = [&](const ct_value *v, const std::string &name, bool flat_items, bool none_ok) {
+        if (ct_value_kind_of(v) != CT_VALUE_LIST && ct_value_kind_of(v) != CT_VALUE_TUPLE)
+            fail(CT_EFORMAT, name + " must be a list, got " + kind_name(v));
+        std::vector<at::Tensor> out;
+        for (size_t k = 0; k < ct_value_len(v); ++k) {
+            const ct_value *item = ct_value_list_get(v, k);
+            const std::string iname = name + "[" + std::to_string(k) + "]";
+            if (none_ok && ct_value_kind_of(item) == CT_VALUE_NONE) out.emplace_back();
+            else out.push_back(flat_items ? flat(item, iname) : one(tensor(item, iname), iname));
+        }
+        return out;
+    };
+    auto count = [&](const ct_value *v, const std::string &name) {
+        int64_t n = 0;
+        if (ct_value_kind_of(v) != CT_VALUE_INT) fail(CT_EFORMAT, name + " must be an int, got " + kind_name(v));
+        ct_value_get_int(v, &n);
+        if (n < 0) fail(CT_EFORMAT, name + " is " + std::to_string(n) + ", expected a count >= 0");
+        return n;
+    };
+    for (size_t k = 0; k < ct_value_len(entry); ++k) {
+        const char *key = nullptr;
+        const ct_value *v = ct_value_dict_at(entry, k, &key, nullptr);
+        const std::string name = where + "['" + (key ? key : "<int>") + "']";
+        const std::string kk = key ? key : "";
+        if (kk == "func_evals") st.func_evals = count(v, name);
+        else if (kk == "n_iter") st.n_iter = count(v, name);
+        else if (kk == "d") st.d = flat(v, name);
+        else if (kk == "t") st.t = number(v, name);
+        else if (kk == "old_dirs") st.old_dirs = list(v, name, true, false);
+        else if (kk == "old_stps") st.old_stps = list(v, name, true, false);
+        else if (kk == "ro") st.ro = list(v, name, false, false);
+        else if (kk == "H_diag") st.H_diag = number(v, name);
+        else if (kk == "prev_flat_grad") st.prev_flat_grad = flat(v, name);
+        else if (kk == "al") st.al = list(v, name, false, true);
+        else if (kk == "prev_loss") {
+            if (ct_value_kind_of(v) != CT_VALUE_INT && ct_value_kind_of(v) != CT_VALUE_FLOAT)
+                fail(CT_EFORMAT, name + " must be a number, got " + kind_name(v));
+            ct_value_get_float(v, &st.prev_loss);
+        } else {
+            fail(CT_EFORMAT, where + " has the key '" + (key ? key : "<int>") + "', which LBFGS does not use");
+        }
+        st.keys.push_back(kk);
+    }
+    if (st.keys.empty()) return st;  // not stepped yet
+    // step() keeps func_evals and n_iter from its first call, and the rest
+    // once an iteration has run (n_iter > 0); it reads them all back.
+    static const char *const kCounts[] = {"func_evals", "n_iter"};
+    static const char *const kIterated[] = {"d", "t", "old_dirs", "old_stps", "ro", "H_diag", "prev_flat_grad",
+                                            "prev_loss"};
+    const char *why = "LBFGS keeps func_evals and n_iter once it has stepped, and d, t, old_dirs, old_stps, ro, "
+                      "H_diag, prev_flat_grad and prev_loss once n_iter > 0";
+    for (const char *name : kCounts)
+        if (!st.has(name)) fail(CT_EFORMAT, where + " has no '" + name + "' (" + why + ")");
+    if (st.n_iter > 0)
+        for (const char *name : kIterated)
+            if (!st.has(name)) fail(CT_EFORMAT, where + " has no '" + name + "' (" + why + ")");
+    if (st.old_dirs.size() != st.old_stps.size() || st.old_dirs.size() != st.ro.size())
+        fail(CT_EFORMAT, where + ": old_dirs, old_stps and ro must have the same length, got " +
+                             std::to_string(st.old_dirs.size()) + ", " + std::to_string(st.old_stps.size()) +
+                             " and " + std::to_string(st.ro.size()));
+    return st;
 }
 
 }  // namespace
@@ -898,6 +1321,7 @@ extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
 
         std::vector<State> state(o->params.size());
         std::vector<size_t> order;
+        LbfgsState lbfgs;
         const std::vector<StateSlot> slots = slots_of(o->kind);
         const std::vector<const char *> required = required_slots(o->kind);
         for (size_t e = 0; e < ct_value_len(saved_state); ++e) {
@@ -912,6 +1336,13 @@ extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
             State &s = state[i];
             s.present = true;
             order.push_back(i);
+            if (o->kind == Kind::LBFGS) {
+                // LBFGS reads only self.state[self._params[0]].
+                if (i != o->groups[0].params[0])
+                    fail(CT_EFORMAT, where + " is not LBFGS's: it keeps its state under its first parameter");
+                lbfgs = load_lbfgs(o, i, entry, where);
+                continue;
+            }
             for (size_t k = 0; k < ct_value_len(entry); ++k) {
                 const char *key = nullptr;
                 const ct_value *v = ct_value_dict_at(entry, k, &key, nullptr);
@@ -923,8 +1354,8 @@ extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
                                          kind_name(o->kind) + " does not use");
                 if (ct_value_kind_of(v) == CT_VALUE_NONE) continue;  // an absent buffer
                 const bool is_step = std::strcmp(key, "step") == 0;
-                s.*(slot->field) = load_tensor(o->params[i], v, is_step, id_fused[id],
-                                               where + "['" + key + "']");
+                s.*(slot->field) = load_tensor(o->params[i], v, is_step, id_fused[id], where + "['" + key + "']",
+                                               std::strcmp(key, "mu_product") == 0);
             }
             // An empty entry is a parameter not stepped yet (it starts
             // afresh); one with anything in it must hold all it needs.
@@ -943,6 +1374,7 @@ extern "C" int ct_optim_load_state_dict(ct_optim *o, const ct_value *sd) {
         o->groups.swap(groups);
         o->state.swap(state);
         o->state_order.swap(order);
+        std::swap(o->lbfgs, lbfgs);
         return CT_OK;
     } catch (...) {
         return ct::fail_exception(__func__);

@@ -16,12 +16,13 @@
 namespace ct {
 namespace optim {
 
-enum class Kind { SGD, Adam, AdamW, RMSprop, Adagrad };
+enum class Kind { SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, LBFGS };
 
 enum Key {
     kLr, kMomentum, kDampening, kWeightDecay, kNesterov, kMaximize, kBeta1, kBeta2, kEps,
     kAmsgrad, kAlpha, kCentered, kLrDecay, kInitAcc, kForeach, kFused, kCapturable,
-    kDifferentiable, kDecoupled, kNumKeys
+    kDifferentiable, kDecoupled, kRho, kMomentumDecay, kMaxIter, kMaxEval, kTolGrad, kTolChange,
+    kHistory, kLineSearch, kNumKeys
 };
 
 inline const char *kind_name(Kind k) {
@@ -31,11 +32,17 @@ inline const char *kind_name(Kind k) {
     case Kind::AdamW: return "AdamW";
     case Kind::RMSprop: return "RMSprop";
     case Kind::Adagrad: return "Adagrad";
+    case Kind::Adadelta: return "Adadelta";
+    case Kind::Adamax: return "Adamax";
+    case Kind::NAdam: return "NAdam";
+    case Kind::RAdam: return "RAdam";
+    case Kind::LBFGS: return "LBFGS";
     }
     return "?";
 }
 
-// Optional booleans (foreach, fused) are stored as -1 (None), 0 or 1.
+// Optional booleans (foreach, fused) are stored as -1 (None), 0 or 1;
+// LBFGS's line_search_fn as 0 (None) or 1 ("strong_wolfe").
 constexpr double kNone = -1;
 
 struct ValueFree {
@@ -62,13 +69,51 @@ struct Group {
 struct State {
     bool present = false;  // the parameter has an entry in Python's self.state
     at::Tensor step, exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer, square_avg,
-        grad_avg, sum;
+        grad_avg, sum, acc_delta, exp_inf, mu_product;
+};
+
+// A number as LBFGS's Python code holds it: an int, a float or a 0-dim
+// tensor, depending on the path that made it ("t" is the int 1 with the
+// default lr, a tensor after the first iteration's step length or a line
+// search). Arithmetic on it follows Python's (optim_step.cpp), so that
+// results and state dicts come out as Python's.
+struct PyNum {
+    enum Type { Int, Float, Tensor } type = Float;
+    double v = 0;  // Int and Float
+    at::Tensor t;  // Tensor
+};
+
+// LBFGS keeps one state for the whole optimizer, which Python files under its
+// first parameter (state[0] in a state dict). Keys appear in `keys` in the
+// order Python's dict holds them; a key not listed is absent.
+struct LbfgsState {
+    std::vector<std::string> keys;
+    int64_t func_evals = 0, n_iter = 0;
+    at::Tensor d, prev_flat_grad;
+    PyNum t, H_diag;
+    std::vector<at::Tensor> old_dirs, old_stps, ro;
+    std::vector<at::Tensor> al;  // an undefined entry is None
+    double prev_loss = 0;
+    bool has(const char *key) const {
+        for (const auto &k : keys)
+            if (k == key) return true;
+        return false;
+    }
+    void add_key(const char *key) {
+        if (!has(key)) keys.emplace_back(key);
+    }
 };
 
 [[noreturn]] inline void fail(int code, const std::string &msg) { throw Failure{code, msg}; }
 
 // One optimizer step for a group (optim_step.cpp). Runs under no-grad.
 void step_group(ct_optim *o, const Group &g);
+// Evaluates the closure once with grad enabled, in a scope of its own (what
+// it makes and does not keep is freed), and returns float(loss).
+double call_closure(ct_closure_fn closure, void *user);
+// LBFGS.step(closure) (optim_step.cpp): runs under no-grad; returns
+// float(orig_loss), the closure's first value.
+double lbfgs_step(ct_optim *o, ct_closure_fn closure, void *user);
 // Adagrad's state for parameter i, made when it joins (Python: __init__).
 void adagrad_init_param(ct_optim *o, const Group &g, size_t i);
 
@@ -83,6 +128,7 @@ struct ct_optim {
     std::vector<ct::optim::Group> groups;
     std::vector<ct::optim::State> state;  // per parameter
     std::vector<size_t> state_order;      // parameters in the order their state appeared
+    ct::optim::LbfgsState lbfgs;          // LBFGS only (state[0] when state_order has 0)
     // Python's optimizer.grad_scale / optimizer.found_inf: set by
     // ct_grad_scaler_step (amp.cpp) around one step of an optimizer whose
     // groups are all fused, undefined otherwise. The fused SGD/Adam/AdamW

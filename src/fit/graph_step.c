@@ -310,6 +310,7 @@ static int check_optimizers(const ct_context *ctx) {
                             "fused=1",
                             i, t,
                             strcmp(t, "Adagrad") == 0 ? "its learning-rate decay reads it on the host"
+                            : strcmp(t, "LBFGS") == 0 ? "its step calls a closure and decides on the host"
                                                       : "checkpoints would save the count at capture");
     }
     /* fp16 AMP: GradScaler's step decides on the host (found_inf.item())

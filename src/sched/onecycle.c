@@ -253,7 +253,8 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
     }
     /* Python: "momentum" or "betas" in optimizer.defaults. */
     const char *type = ct_optim_type(opt);
-    bool betas = strcmp(type, "Adam") == 0 || strcmp(type, "AdamW") == 0;
+    bool betas = strcmp(type, "Adam") == 0 || strcmp(type, "AdamW") == 0 || strcmp(type, "Adamax") == 0 ||
+                 strcmp(type, "NAdam") == 0 || strcmp(type, "RAdam") == 0;
     bool momentum = strcmp(type, "SGD") == 0 || strcmp(type, "RMSprop") == 0;
     if (o->cycle_momentum && !betas && !momentum) {
         ct_set_error(CT_EINVAL, "%s: optimizer must support momentum or beta1 with `cycle_momentum` option enabled",

@@ -10,6 +10,14 @@
  *
  *     torch.manual_seed(seed); p_k = torch.randn(shape_k)
  *     step t: torch.manual_seed(seed * 1000 + t); p_k.grad = torch.randn(shape_k) + 0.1 * p_k
+ *
+ * Runs with "model" train a small MLP instead (parameters W1 [4, 3], b1 [4],
+ * W2 [2, 4], b2 [2]) through ct_optim_step_closure, Python's step(closure):
+ *
+ *     step t: torch.manual_seed(seed * 1000 + t); x = torch.randn(16, 3); y = torch.randn(16, 2)
+ *     closure: zero_grad(); loss = mse_loss(linear(tanh(linear(x, W1, b1)), W2, b2), y); loss.backward()
+ *
+ * and write the loss each step returned ("losses").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +32,11 @@
 _Noreturn static void die(const char *what) {
     fprintf(stderr, "optim_parity: %s: %s\n", what, ct_last_error());
     exit(1);
+}
+
+static const char *str(const json_t *opts, const char *key, const char *def) {
+    const json_t *j = json_object_get(opts, key);
+    return j ? json_string_value(j) : def;
 }
 
 static double num(const json_t *opts, const char *key, double def) {
@@ -97,8 +110,90 @@ static ct_optim *make_optim(const char *type, const json_t *opts) {
         o.maximize = num(opts, "maximize", o.maximize) != 0;
         return ct_optim_adagrad(NULL, &o);
     }
+    if (strcmp(type, "Adadelta") == 0) {
+        check_keys(opts, (const char *const[]){"lr", "rho", "eps", "weight_decay", "maximize", NULL});
+        ct_adadelta_opts o = ct_adadelta_defaults();
+        o.lr = num(opts, "lr", o.lr);
+        o.rho = num(opts, "rho", o.rho);
+        o.eps = num(opts, "eps", o.eps);
+        o.weight_decay = num(opts, "weight_decay", o.weight_decay);
+        o.maximize = num(opts, "maximize", o.maximize) != 0;
+        return ct_optim_adadelta(NULL, &o);
+    }
+    if (strcmp(type, "Adamax") == 0) {
+        check_keys(opts, (const char *const[]){"lr", "betas", "eps", "weight_decay", "maximize", NULL});
+        ct_adamax_opts o = ct_adamax_defaults();
+        o.lr = num(opts, "lr", o.lr);
+        if (betas) {
+            o.beta1 = json_number_value(json_array_get(betas, 0));
+            o.beta2 = json_number_value(json_array_get(betas, 1));
+        }
+        o.eps = num(opts, "eps", o.eps);
+        o.weight_decay = num(opts, "weight_decay", o.weight_decay);
+        o.maximize = num(opts, "maximize", o.maximize) != 0;
+        return ct_optim_adamax(NULL, &o);
+    }
+    if (strcmp(type, "NAdam") == 0) {
+        check_keys(opts, (const char *const[]){"lr", "betas", "eps", "weight_decay", "momentum_decay",
+                                               "decoupled_weight_decay", "maximize", NULL});
+        ct_nadam_opts o = ct_nadam_defaults();
+        o.lr = num(opts, "lr", o.lr);
+        if (betas) {
+            o.beta1 = json_number_value(json_array_get(betas, 0));
+            o.beta2 = json_number_value(json_array_get(betas, 1));
+        }
+        o.eps = num(opts, "eps", o.eps);
+        o.weight_decay = num(opts, "weight_decay", o.weight_decay);
+        o.momentum_decay = num(opts, "momentum_decay", o.momentum_decay);
+        o.decoupled_weight_decay = num(opts, "decoupled_weight_decay", o.decoupled_weight_decay) != 0;
+        o.maximize = num(opts, "maximize", o.maximize) != 0;
+        return ct_optim_nadam(NULL, &o);
+    }
+    if (strcmp(type, "RAdam") == 0) {
+        check_keys(opts, (const char *const[]){"lr", "betas", "eps", "weight_decay", "decoupled_weight_decay",
+                                               "maximize", NULL});
+        ct_radam_opts o = ct_radam_defaults();
+        o.lr = num(opts, "lr", o.lr);
+        if (betas) {
+            o.beta1 = json_number_value(json_array_get(betas, 0));
+            o.beta2 = json_number_value(json_array_get(betas, 1));
+        }
+        o.eps = num(opts, "eps", o.eps);
+        o.weight_decay = num(opts, "weight_decay", o.weight_decay);
+        o.decoupled_weight_decay = num(opts, "decoupled_weight_decay", o.decoupled_weight_decay) != 0;
+        o.maximize = num(opts, "maximize", o.maximize) != 0;
+        return ct_optim_radam(NULL, &o);
+    }
+    if (strcmp(type, "LBFGS") == 0) {
+        check_keys(opts, (const char *const[]){"lr", "max_iter", "max_eval", "tolerance_grad", "tolerance_change",
+                                               "history_size", "line_search_fn", NULL});
+        ct_lbfgs_opts o = ct_lbfgs_defaults();
+        o.lr = num(opts, "lr", o.lr);
+        o.max_iter = (int64_t)num(opts, "max_iter", (double)o.max_iter);
+        o.max_eval = (int64_t)num(opts, "max_eval", (double)o.max_eval);
+        o.tolerance_grad = num(opts, "tolerance_grad", o.tolerance_grad);
+        o.tolerance_change = num(opts, "tolerance_change", o.tolerance_change);
+        o.history_size = (int64_t)num(opts, "history_size", (double)o.history_size);
+        o.line_search_fn = str(opts, "line_search_fn", o.line_search_fn);
+        return ct_optim_lbfgs(NULL, &o);
+    }
     fprintf(stderr, "optim_parity: unknown optimizer %s\n", type);
     exit(1);
+}
+
+/* One model step's batch and what the closure needs. */
+typedef struct {
+    ct_optim *opt;
+    ct_tensor **params;
+    ct_tensor *x, *y;
+} Batch;
+
+static ct_tensor *closure(void *user) {
+    Batch *b = user;
+    if (ct_optim_zero_grad(b->opt, true) != 0) return NULL;
+    ct_tensor *h = ct_tanh(ct_linear(b->x, b->params[0], b->params[1]));
+    ct_tensor *loss = ct_mse_loss(ct_linear(h, b->params[2], b->params[3]), b->y, CT_REDUCE_MEAN);
+    return loss && ct_backward(loss) == 0 ? loss : NULL;
 }
 
 static bool skipped(const json_t *skip, size_t k, int t) {
@@ -110,7 +205,7 @@ static bool skipped(const json_t *skip, size_t k, int t) {
     return false;
 }
 
-static void one_step(ct_optim *o, ct_tensor **params, size_t n, const json_t *run, int t) {
+static void one_step(ct_optim *o, ct_tensor **params, size_t n, const json_t *run, int t, json_t *losses) {
     const json_t *changes = json_object_get(run, "lr_changes");
     for (size_t i = 0; i < json_array_size(changes); i++) {
         const json_t *c = json_array_get(changes, i); /* [step, group, lr] */
@@ -119,8 +214,19 @@ static void one_step(ct_optim *o, ct_tensor **params, size_t n, const json_t *ru
                             json_number_value(json_array_get(c, 2))) != 0)
             die("set_lr");
     }
-    if (ct_optim_zero_grad(o, true) != 0) die("zero_grad");
     ct_manual_seed((uint64_t)json_integer_value(json_object_get(run, "seed")) * 1000 + (uint64_t)t);
+    if (json_object_get(run, "model")) {
+        ct_scope *s = ct_scope_begin();
+        Batch b = {o, params, NULL, NULL};
+        b.x = ct_randn(CT_SHAPE(16, 3), NULL); /* x first, then y: the generator's order */
+        b.y = ct_randn(CT_SHAPE(16, 2), NULL);
+        double loss = 0;
+        if (!b.x || !b.y || ct_optim_step_closure(o, closure, &b, &loss) != 0) die("step_closure");
+        json_array_append_new(losses, json_real(loss));
+        ct_scope_end(s);
+        return;
+    }
+    if (ct_optim_zero_grad(o, true) != 0) die("zero_grad");
     ct_scope *s = ct_scope_begin();
     for (size_t k = 0; k < n; k++) {
         if (skipped(json_object_get(run, "skip"), k, t)) continue;
@@ -162,7 +268,9 @@ static json_t *params_json(ct_tensor **params, size_t n) {
 }
 
 static json_t *run_one(const json_t *shapes, const json_t *run, int default_steps) {
+    if (json_object_get(run, "shapes")) shapes = json_object_get(run, "shapes");
     size_t n = json_array_size(shapes);
+    if (n > MAX_PARAMS) exit(2);
     ct_tensor *params[MAX_PARAMS];
     ct_manual_seed((uint64_t)json_integer_value(json_object_get(run, "seed")));
     for (size_t k = 0; k < n; k++) {
@@ -202,8 +310,10 @@ static json_t *run_one(const json_t *shapes, const json_t *run, int default_step
         start = (int)json_integer_value(json_object_get(run, "start"));
     }
     if (json_object_get(run, "steps")) steps = (int)json_integer_value(json_object_get(run, "steps"));
-    for (int t = start; t < steps; t++) one_step(o, params, n, run, t);
+    json_t *losses = json_array();
+    for (int t = start; t < steps; t++) one_step(o, params, n, run, t, losses);
 
+    json_object_set_new(out, "losses", losses);
     json_object_set_new(out, "params", params_json(params, n));
     ct_value *sd = ct_optim_state_dict(o);
     json_t *sdj = sd ? value_to_json(sd) : NULL;

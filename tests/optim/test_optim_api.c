@@ -1,8 +1,9 @@
 /* tests/optim/test_optim_api.c — the optimizer C API beyond the numbers
  * (those are test_optim_parity.py's): hyperparameter validation with
  * Python's messages, NULL arguments, unknown option keys, parameter groups,
- * modules, zero_grad, state_dict round trips C -> C, and load_state_dict
- * refusing mismatches without changing anything. */
+ * modules, zero_grad, closures (ct_optim_step_closure, LBFGS), state_dict
+ * round trips C -> C, and load_state_dict refusing mismatches (a missing
+ * state key among them) without changing anything. */
 #include <stdlib.h>
 
 #include "ct_test.h"
@@ -119,6 +120,68 @@ static void test_validation(void) {
     g.initial_accumulator_value = -0.1;
     expect_refused(ct_optim_adagrad(NULL, &g), "Invalid initial_accumulator_value value: -0.1");
 
+    ct_adadelta_opts dd = ct_adadelta_defaults();
+    dd.lr = -1;
+    expect_refused(ct_optim_adadelta(NULL, &dd), "Invalid learning rate: -1.0");
+    dd = ct_adadelta_defaults();
+    dd.rho = 1.5;
+    expect_refused(ct_optim_adadelta(NULL, &dd), "Invalid rho value: 1.5");
+    dd.rho = -0.1;
+    expect_refused(ct_optim_adadelta(NULL, &dd), "Invalid rho value: -0.1");
+    dd = ct_adadelta_defaults();
+    dd.eps = -1e-6;
+    expect_refused(ct_optim_adadelta(NULL, &dd), "Invalid epsilon value: -1e-06");
+    dd = ct_adadelta_defaults();
+    dd.rho = 1.0; /* rho may be 0 or 1 (Python: 0.0 <= rho <= 1.0) */
+    ct_optim *ok = ct_optim_adadelta(NULL, &dd);
+    CHECK(ok != NULL);
+    ct_optim_free(ok);
+
+    ct_adamax_opts mx = ct_adamax_defaults();
+    mx.lr = -0.5;
+    expect_refused(ct_optim_adamax(NULL, &mx), "Invalid learning rate: -0.5");
+    mx = ct_adamax_defaults();
+    mx.beta1 = 1.0; /* betas in [0, 1) */
+    expect_refused(ct_optim_adamax(NULL, &mx), "Invalid beta parameter at index 0: 1.0");
+    mx = ct_adamax_defaults();
+    mx.beta2 = -0.5;
+    expect_refused(ct_optim_adamax(NULL, &mx), "Invalid beta parameter at index 1: -0.5");
+
+    ct_nadam_opts na = ct_nadam_defaults();
+    na.beta2 = 1.0;
+    expect_refused(ct_optim_nadam(NULL, &na), "Invalid beta parameter at index 1: 1.0");
+    na = ct_nadam_defaults();
+    na.momentum_decay = -0.004;
+    expect_refused(ct_optim_nadam(NULL, &na), "Invalid momentum_decay value: -0.004");
+    na.lr = -1; /* lr is checked first, as in Python */
+    expect_refused(ct_optim_nadam(NULL, &na), "Invalid learning rate: -1.0");
+
+    ct_radam_opts ra = ct_radam_defaults();
+    ra.weight_decay = -1;
+    expect_refused(ct_optim_radam(NULL, &ra), "Invalid weight_decay value: -1.0");
+    ra = ct_radam_defaults();
+    ra.beta1 = 1.5;
+    expect_refused(ct_optim_radam(NULL, &ra), "Invalid beta parameter at index 0: 1.5");
+    ra = ct_radam_defaults();
+    ra.eps = -1;
+    expect_refused(ct_optim_radam(NULL, &ra), "Invalid epsilon value: -1.0");
+
+    ct_lbfgs_opts lb = ct_lbfgs_defaults();
+    lb.lr = -1;
+    expect_refused(ct_optim_lbfgs(NULL, &lb), "Invalid learning rate: -1.0");
+    lb = ct_lbfgs_defaults();
+    lb.max_iter = 0;
+    expect_refused(ct_optim_lbfgs(NULL, &lb), "Invalid max_iter value: 0 (a whole number >= 1)");
+    lb = ct_lbfgs_defaults();
+    lb.history_size = -3;
+    expect_refused(ct_optim_lbfgs(NULL, &lb), "Invalid history_size value: -3");
+    lb = ct_lbfgs_defaults();
+    lb.max_eval = -1;
+    expect_refused(ct_optim_lbfgs(NULL, &lb), "Invalid max_eval value: -1");
+    lb = ct_lbfgs_defaults();
+    lb.line_search_fn = "backtracking";
+    expect_refused(ct_optim_lbfgs(NULL, &lb), "only 'strong_wolfe' is supported");
+
     /* NULL opts mean the defaults. */
     ct_optim *o = ct_optim_adamw(NULL, NULL);
     CHECK(o && strcmp(ct_optim_type(o), "AdamW") == 0);
@@ -126,6 +189,21 @@ static void test_validation(void) {
     ct_optim_free(o);
     o = ct_optim_rmsprop(NULL, NULL);
     CHECK(o && strcmp(ct_optim_type(o), "RMSprop") == 0);
+    ct_optim_free(o);
+    o = ct_optim_adadelta(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "Adadelta") == 0);
+    ct_optim_free(o);
+    o = ct_optim_adamax(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "Adamax") == 0);
+    ct_optim_free(o);
+    o = ct_optim_nadam(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "NAdam") == 0);
+    ct_optim_free(o);
+    o = ct_optim_radam(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "RAdam") == 0);
+    ct_optim_free(o);
+    o = ct_optim_lbfgs(NULL, NULL);
+    CHECK(o && strcmp(ct_optim_type(o), "LBFGS") == 0);
     ct_optim_free(o);
 }
 
@@ -241,6 +319,112 @@ static void test_options(void) {
     free_params(p);
 }
 
+/* The options of the optimizers added with issue 18: their keys, Python's
+ * checks on set, and how param_groups writes them. */
+static void test_options_more(void) {
+    ct_tensor *p[NP];
+    make_params(p, 2);
+    double x = 0;
+
+    ct_optim *o = ct_optim_adadelta(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    CHECK_OK(ct_optim_get_option(o, 0, "rho", &x));
+    CHECK(x == 0.9);
+    CHECK_OK(ct_optim_get_option(o, 0, "foreach", &x));
+    CHECK(x == -1);
+    CHECK(ct_optim_set_option(o, 0, "rho", 1.1) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid rho value: 1.1");
+    CHECK(ct_optim_get_option(o, 0, "fused", &x) == CT_EINVAL); /* Python's Adadelta has no fused */
+    CHECK_ERR(CT_EINVAL, "Adadelta has no option 'fused'");
+    CHECK(ct_optim_set_option(o, 0, "capturable", 1) == CT_ENOTSUP);
+    CHECK_ERR(CT_ENOTSUP, "capturable=True");
+    ct_optim_free(o);
+
+    o = ct_optim_adamax(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    CHECK_OK(ct_optim_set_option(o, 0, "beta1", 0.5));
+    CHECK_OK(ct_optim_get_option(o, 0, "beta1", &x));
+    CHECK(x == 0.5);
+    CHECK(ct_optim_set_option(o, 0, "beta2", 1.0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid beta parameter at index 1: 1.0");
+    CHECK(ct_optim_get_option(o, 0, "betas", &x) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "beta1 beta2");
+    ct_optim_free(o);
+
+    o = ct_optim_nadam(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    CHECK_OK(ct_optim_get_option(o, 0, "momentum_decay", &x));
+    CHECK(x == 4e-3);
+    CHECK_OK(ct_optim_get_option(o, 0, "decoupled_weight_decay", &x));
+    CHECK(x == 0);
+    CHECK_OK(ct_optim_set_option(o, 0, "decoupled_weight_decay", 1));
+    CHECK(ct_optim_set_option(o, 0, "momentum_decay", -1) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid momentum_decay value: -1.0");
+    /* Python's key order; weight_decay is the int 0. */
+    ct_value *sd = ct_optim_state_dict(o);
+    ct_value *g = ct_value_list_get(ct_value_dict_get(sd, "param_groups"), 0);
+    const char *want[] = {"lr", "betas", "eps", "weight_decay", "momentum_decay", "decoupled_weight_decay",
+                          "maximize", "foreach", "capturable", "differentiable", "params"};
+    CHECK(ct_value_len(g) == sizeof want / sizeof *want);
+    for (size_t i = 0; i < ct_value_len(g) && i < sizeof want / sizeof *want; i++) {
+        const char *k = NULL;
+        ct_value_dict_at(g, i, &k, NULL);
+        CHECK(k && strcmp(k, want[i]) == 0);
+    }
+    CHECK(ct_value_kind_of(ct_value_dict_get(g, "weight_decay")) == CT_VALUE_INT);
+    bool b = false;
+    CHECK_OK(ct_value_get_bool(ct_value_dict_get(g, "decoupled_weight_decay"), &b));
+    CHECK(b);
+    ct_value_free(sd);
+    ct_optim_free(o);
+
+    o = ct_optim_radam(NULL, NULL);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    CHECK_OK(ct_optim_get_option(o, 0, "decoupled_weight_decay", &x));
+    CHECK(x == 0);
+    CHECK(ct_optim_set_option(o, 0, "momentum_decay", 0.1) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "RAdam has no option 'momentum_decay'");
+    ct_optim_free(o);
+
+    /* LBFGS: one group; max_eval None is max_iter * 5 // 4; line_search_fn
+     * reads 0 (None) or 1 ("strong_wolfe"); lr is Python's int 1. */
+    ct_lbfgs_opts lo = ct_lbfgs_defaults();
+    lo.max_iter = 7;
+    o = ct_optim_lbfgs(NULL, &lo);
+    CHECK(ct_optim_add_param_group(o, 2, p) == 0);
+    CHECK(ct_optim_add_param_group(o, 1, p + 2) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "LBFGS doesn't support per-parameter options (parameter groups)");
+    CHECK(ct_optim_num_groups(o) == 1 && ct_optim_num_params(o) == 2);
+    CHECK_OK(ct_optim_get_option(o, 0, "max_eval", &x));
+    CHECK(x == 8);
+    CHECK_OK(ct_optim_get_option(o, 0, "line_search_fn", &x));
+    CHECK(x == 0);
+    sd = ct_optim_state_dict(o);
+    g = ct_value_list_get(ct_value_dict_get(sd, "param_groups"), 0);
+    int64_t iv = 0;
+    CHECK(ct_value_get_int(ct_value_dict_get(g, "lr"), &iv) == 0 && iv == 1);
+    CHECK(ct_value_get_int(ct_value_dict_get(g, "max_eval"), &iv) == 0 && iv == 8);
+    CHECK(ct_value_kind_of(ct_value_dict_get(g, "line_search_fn")) == CT_VALUE_NONE);
+    CHECK(ct_value_len(ct_value_dict_get(sd, "state")) == 0);
+    ct_value_free(sd);
+    CHECK_OK(ct_optim_set_option(o, 0, "line_search_fn", 1));
+    CHECK(ct_optim_set_option(o, 0, "line_search_fn", 2) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "'line_search_fn' is None or 'strong_wolfe'");
+    CHECK(ct_optim_set_option(o, 0, "max_iter", 0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid max_iter value: 0");
+    CHECK(ct_optim_set_option(o, 0, "history_size", 2.5) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "Invalid history_size value: 2.5");
+    CHECK_OK(ct_optim_set_lr(o, 0, 0.5));
+    sd = ct_optim_state_dict(o);
+    g = ct_value_list_get(ct_value_dict_get(sd, "param_groups"), 0);
+    CHECK(ct_value_get_str(ct_value_dict_get(g, "line_search_fn")) &&
+          strcmp(ct_value_get_str(ct_value_dict_get(g, "line_search_fn")), "strong_wolfe") == 0);
+    CHECK(ct_value_kind_of(ct_value_dict_get(g, "lr")) == CT_VALUE_FLOAT);
+    ct_value_free(sd);
+    ct_optim_free(o);
+    free_params(p);
+}
+
 /* ---- parameter groups, modules, stepping -------------------------------- */
 
 static void test_groups(void) {
@@ -329,6 +513,127 @@ static void test_module(void) {
     ct_nn_free(relu);
 }
 
+/* ---- closures: ct_optim_step_closure ------------------------------------- */
+
+/* sum_k sum((p_k - 0.5)^2 + 0.1 p_k^4) over the first n parameters, with
+ * the ways a closure can go wrong. */
+typedef struct {
+    ct_optim *opt;
+    ct_tensor **p;
+    int n, calls;
+    enum { GOOD, FAIL, NULL_NO_ERROR, NOT_SCALAR } mode;
+} Quad;
+
+static ct_tensor *quad_closure(void *user) {
+    Quad *q = user;
+    q->calls++;
+    if (q->mode == FAIL) {
+        ct_set_error(CT_ESHAPE, "my closure broke");
+        return NULL;
+    }
+    if (q->mode == NULL_NO_ERROR) {
+        ct_clear_error();
+        return NULL;
+    }
+    if (ct_optim_zero_grad(q->opt, true) != 0) return NULL;
+    ct_tensor *loss = NULL;
+    for (int k = 0; k < q->n; k++) {
+        ct_tensor *term = ct_sum(ct_add(ct_square(ct_sub_scalar(q->p[k], 0.5)),
+                                        ct_mul_scalar(ct_pow_scalar(q->p[k], 4), 0.1)));
+        loss = loss ? ct_add(loss, term) : term;
+    }
+    if (!loss || ct_backward(loss) != 0) return NULL;
+    return q->mode == NOT_SCALAR ? ct_mul_scalar(q->p[0], 1.0) : loss;
+}
+
+static double quad_value(ct_tensor **p, int n) {
+    double v = 0;
+    ct_scope *s = ct_scope_begin();
+    ct_guard *ng = ct_no_grad();
+    ct_tensor *loss = NULL;
+    for (int k = 0; k < n; k++) {
+        ct_tensor *term = ct_sum(ct_add(ct_square(ct_sub_scalar(p[k], 0.5)), ct_mul_scalar(ct_pow_scalar(p[k], 4), 0.1)));
+        loss = loss ? ct_add(loss, term) : term;
+    }
+    if (ct_item(loss, &v) != 0) v = NAN;
+    ct_guard_end(ng);
+    ct_scope_end(s);
+    return v;
+}
+
+static void test_closures(void) {
+    ct_tensor *p[NP];
+    make_params(p, 7);
+    double loss = -1;
+
+    /* Any optimizer: the closure once (with grad on, though the caller has
+     * it off), then the step; the loss returned is the closure's. */
+    ct_sgd_opts so = ct_sgd_defaults();
+    so.lr = 0.1;
+    ct_optim *o = ct_optim_sgd(NULL, &so);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    Quad q = {o, p, NP, 0, GOOD};
+    const double before = quad_value(p, NP);
+    size_t live = ct_tensor_live_count();
+    ct_guard *ng = ct_no_grad();
+    CHECK_OK(ct_optim_step_closure(o, quad_closure, &q, &loss));
+    ct_guard_end(ng);
+    CHECK(ct_tensor_live_count() == live); /* what the closure made is gone */
+    CHECK(q.calls == 1);
+    CHECK(loss == before);
+    CHECK(quad_value(p, NP) < before);
+    CHECK_OK(ct_optim_step_closure(o, quad_closure, &q, NULL)); /* loss may be NULL */
+
+    CHECK(ct_optim_step_closure(o, NULL, &q, &loss) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "closure is NULL");
+    CHECK(ct_optim_step_closure(NULL, quad_closure, &q, &loss) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "optimizer is NULL");
+    q.mode = FAIL; /* the closure's code and message */
+    CHECK(ct_optim_step_closure(o, quad_closure, &q, &loss) == CT_ESHAPE);
+    CHECK_ERR(CT_ESHAPE, "the closure failed: my closure broke");
+    q.mode = NULL_NO_ERROR;
+    CHECK(ct_optim_step_closure(o, quad_closure, &q, &loss) == CT_ETRIAL);
+    CHECK_ERR(CT_ETRIAL, "the closure returned NULL");
+    q.mode = NOT_SCALAR;
+    CHECK(ct_optim_step_closure(o, quad_closure, &q, &loss) == CT_ESHAPE);
+    CHECK_ERR(CT_ESHAPE, "the closure's loss must be one value, got [4, 3] float32");
+    ct_optim_free(o);
+
+    /* LBFGS needs one; with a line search a few steps reach the minimum
+     * (p = 0.5 minimises nothing here: 2(p - .5) + .4 p^3 = 0 near 0.4). */
+    ct_lbfgs_opts lo = ct_lbfgs_defaults();
+    lo.line_search_fn = "strong_wolfe";
+    o = ct_optim_lbfgs(NULL, &lo);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    CHECK(ct_optim_step(o) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "call ct_optim_step_closure");
+    q = (Quad){o, p, NP, 0, GOOD};
+    const double start = quad_value(p, NP);
+    CHECK_OK(ct_optim_step_closure(o, quad_closure, &q, &loss));
+    CHECK(loss == start); /* Python returns orig_loss */
+    CHECK(q.calls > 2 && q.calls <= 25); /* max_eval = 25 */
+    for (int i = 0; i < 3; i++) CHECK_OK(ct_optim_step_closure(o, quad_closure, &q, &loss));
+    CHECK(quad_value(p, NP) < 0.03 * start);
+    ct_value *sd = ct_optim_state_dict(o);
+    ct_value *st = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    const char *keys[] = {"func_evals", "n_iter", "al", "d", "t", "old_dirs", "old_stps", "ro", "H_diag",
+                          "prev_flat_grad", "prev_loss"};
+    CHECK(st && ct_value_len(st) == sizeof keys / sizeof *keys);
+    for (size_t i = 0; st && i < ct_value_len(st) && i < sizeof keys / sizeof *keys; i++) {
+        const char *k = NULL;
+        ct_value_dict_at(st, i, &k, NULL);
+        CHECK(k && strcmp(k, keys[i]) == 0);
+    }
+    int64_t evals = 0;
+    CHECK(ct_value_get_int(ct_value_dict_get(st, "func_evals"), &evals) == 0 && evals == q.calls);
+    ct_value_free(sd);
+    q.mode = FAIL;
+    CHECK(ct_optim_step_closure(o, quad_closure, &q, &loss) == CT_ESHAPE);
+    CHECK_ERR(CT_ESHAPE, "my closure broke");
+    ct_optim_free(o);
+    free_params(p);
+}
+
 /* ---- state_dict round trips and refused loads ---------------------------- */
 
 typedef ct_optim *(*factory)(void);
@@ -353,6 +658,22 @@ static ct_optim *f_adagrad(void) {
     ct_adagrad_opts o = ct_adagrad_defaults();
     o.initial_accumulator_value = 0.1, o.lr_decay = 0.01;
     return ct_optim_adagrad(NULL, &o);
+}
+static ct_optim *f_adadelta(void) {
+    ct_adadelta_opts o = ct_adadelta_defaults();
+    o.weight_decay = 0.01;
+    return ct_optim_adadelta(NULL, &o);
+}
+static ct_optim *f_adamax(void) { return ct_optim_adamax(NULL, NULL); }
+static ct_optim *f_nadam(void) {
+    ct_nadam_opts o = ct_nadam_defaults();
+    o.weight_decay = 0.01, o.decoupled_weight_decay = true;
+    return ct_optim_nadam(NULL, &o);
+}
+static ct_optim *f_radam(void) {
+    ct_radam_opts o = ct_radam_defaults();
+    o.maximize = true;
+    return ct_optim_radam(NULL, &o);
 }
 
 /* Two groups: {p0, p1} and {p2}, the second with its own lr. */
@@ -405,6 +726,45 @@ static void test_round_trip(factory f) {
     free_params(pb);
 }
 
+/* LBFGS's state (lists, ints, floats and tensors) survives the trip too. */
+static void test_round_trip_lbfgs(const char *line_search) {
+    ct_tensor *pa[NP], *pb[NP];
+    make_params(pa, 8);
+    clone_params(pb, pa);
+    ct_lbfgs_opts lo = ct_lbfgs_defaults();
+    lo.line_search_fn = line_search;
+    lo.max_iter = 4, lo.history_size = 3;
+    ct_optim *a = ct_optim_lbfgs(NULL, &lo), *b = ct_optim_lbfgs(NULL, &lo);
+    CHECK(ct_optim_add_param_group(a, NP, pa) == 0 && ct_optim_add_param_group(b, NP, pb) == 0);
+    Quad qa = {a, pa, NP, 0, GOOD}, qb = {b, pb, NP, 0, GOOD};
+    for (int t = 0; t < 3; t++) CHECK_OK(ct_optim_step_closure(a, quad_closure, &qa, NULL));
+    ct_value *sd = ct_optim_state_dict(a);
+    CHECK_OK(ct_optim_load_state_dict(b, sd));
+    ct_value *sdb = ct_optim_state_dict(b);
+    CHECK(ct_value_equal(sd, sdb));
+    ct_value_free(sd);
+    ct_value_free(sdb);
+    ct_guard *ng = ct_no_grad(); /* b's parameters where a's are */
+    for (int k = 0; k < NP; k++) CHECK_OK(ct_copy_(pb[k], pa[k]));
+    ct_guard_end(ng);
+    double la = 0, lb = 1;
+    for (int t = 0; t < 2; t++) {
+        CHECK_OK(ct_optim_step_closure(a, quad_closure, &qa, &la));
+        CHECK_OK(ct_optim_step_closure(b, quad_closure, &qb, &lb));
+        CHECK(la == lb);
+    }
+    for (int k = 0; k < NP; k++) CHECK(same_values(pa[k], pb[k]));
+    sd = ct_optim_state_dict(a);
+    sdb = ct_optim_state_dict(b);
+    CHECK(ct_value_equal(sd, sdb));
+    ct_value_free(sd);
+    ct_value_free(sdb);
+    ct_optim_free(a);
+    ct_optim_free(b);
+    free_params(pa);
+    free_params(pb);
+}
+
 /* load_state_dict(bad) fails with `code` and `needle` and leaves o as it was. */
 static void expect_load_refused(ct_optim *o, const ct_value *bad, int code, const char *needle) {
     ct_value *tmp = ct_optim_state_dict(o);
@@ -421,6 +781,152 @@ static void expect_load_refused(ct_optim *o, const ct_value *bad, int code, cons
 }
 
 static ct_value *group0(ct_value *sd) { return ct_value_list_get(ct_value_dict_get(sd, "param_groups"), 0); }
+
+/* A copy of dict without `key`. */
+static ct_value *dict_without(const ct_value *d, const char *key) {
+    ct_value *out = ct_value_dict();
+    for (size_t i = 0; i < ct_value_len(d); i++) {
+        const char *k = NULL;
+        int64_t ik = 0;
+        const ct_value *v = ct_value_dict_at(d, i, &k, &ik);
+        if (k && strcmp(k, key) == 0) continue;
+        if (k) ct_value_dict_set(out, k, ct_value_copy(v, false));
+        else ct_value_dict_set_int(out, ik, ct_value_copy(v, false));
+    }
+    return out;
+}
+
+/* o's state dict with `key` taken out of state[entry]. */
+static ct_value *sd_without(ct_optim *o, int64_t entry, const char *key) {
+    ct_value *sd = ct_optim_state_dict(o);
+    ct_value *state = ct_value_dict_get(sd, "state");
+    ct_value_dict_set_int(state, entry, dict_without(ct_value_dict_get_int(state, entry), key));
+    return sd;
+}
+
+/* The state every new type keeps for each stepped parameter: a state dict
+ * without one of its keys is refused at load (Python fails at the next step). */
+static void test_refused_loads_more(void) {
+    static const struct {
+        factory f;
+        const char *drop, *needle;
+    } cases[] = {
+        {f_adadelta, "acc_delta",
+         "state[1] has no 'acc_delta' (Adadelta keeps step, square_avg and acc_delta for each parameter it has stepped)"},
+        {f_adadelta, "step", "state[1] has no 'step'"},
+        {f_adamax, "exp_inf", "state[1] has no 'exp_inf' (Adamax keeps step, exp_avg and exp_inf"},
+        {f_nadam, "mu_product", "state[1] has no 'mu_product' (NAdam keeps step, mu_product, exp_avg and exp_avg_sq"},
+        {f_radam, "exp_avg_sq", "state[1] has no 'exp_avg_sq' (RAdam keeps step, exp_avg and exp_avg_sq"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        ct_tensor *p[NP];
+        make_params(p, 9);
+        ct_optim *o = build(cases[c].f, p);
+        train(o, p, 0, 2);
+        ct_value *sd = sd_without(o, 1, cases[c].drop);
+        expect_load_refused(o, sd, CT_EFORMAT, cases[c].needle);
+        ct_value_free(sd);
+        ct_optim_free(o);
+        free_params(p);
+    }
+
+    /* NAdam's mu_product from an older checkpoint, a plain number, loads as
+     * a float32 scalar; an Adamax state dict is not a NAdam one. */
+    ct_tensor *p[NP];
+    make_params(p, 10);
+    ct_optim *o = build(f_nadam, p);
+    train(o, p, 0, 2);
+    ct_value *sd = ct_optim_state_dict(o);
+    ct_value *good = ct_value_copy(sd, true);
+    ct_value_dict_set(ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0), "mu_product", ct_value_float(0.5));
+    CHECK_OK(ct_optim_load_state_dict(o, sd));
+    ct_value_free(sd);
+    sd = ct_optim_state_dict(o);
+    ct_tensor *mu = ct_value_get_tensor(ct_value_dict_get(ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0),
+                                                          "mu_product"));
+    double muv = 0;
+    CHECK(mu && ct_ndim(mu) == 0 && ct_dtype_of(mu) == CT_F32 && ct_item(mu, &muv) == 0 && muv == 0.5);
+    ct_value_free(sd);
+    ct_optim *mx = build(f_adamax, p);
+    train(mx, p, 0, 1);
+    sd = ct_optim_state_dict(mx);
+    expect_load_refused(o, sd, CT_EFORMAT, "param_groups[0] has no 'momentum_decay' (not a NAdam state dict?)");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0), "exp_inf",
+                      ct_value_tensor(ct_zeros(CT_SHAPE(4, 3), NULL)));
+    expect_load_refused(o, sd, CT_EFORMAT, "state[0] has the key 'exp_inf', which NAdam does not use");
+    ct_value_free(sd);
+    ct_value_free(good);
+    ct_optim_free(mx);
+    ct_optim_free(o);
+
+    /* LBFGS: its one state, checked key by key. */
+    ct_lbfgs_opts lo = ct_lbfgs_defaults();
+    lo.max_iter = 3;
+    o = ct_optim_lbfgs(NULL, &lo);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    Quad q = {o, p, NP, 0, GOOD};
+    for (int t = 0; t < 2; t++) CHECK_OK(ct_optim_step_closure(o, quad_closure, &q, NULL));
+    good = ct_optim_state_dict(o);
+    static const char *const required[] = {"func_evals", "n_iter", "d", "t", "old_dirs", "old_stps", "ro",
+                                           "H_diag", "prev_flat_grad", "prev_loss"};
+    for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "state[0] has no '%s' (LBFGS keeps", required[i]);
+        sd = sd_without(o, 0, required[i]);
+        expect_load_refused(o, sd, CT_EFORMAT, needle);
+        ct_value_free(sd);
+    }
+    sd = sd_without(o, 0, "al"); /* made when first needed: may be absent */
+    CHECK_OK(ct_optim_load_state_dict(o, sd));
+    ct_value_free(sd);
+    CHECK_OK(ct_optim_load_state_dict(o, good));
+    ct_value *st = ct_value_dict_get_int(ct_value_dict_get(good, "state"), 0);
+
+    sd = ct_value_copy(good, false);
+    ct_value *sst = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    ct_value_dict_set(sst, "d", ct_value_tensor(ct_zeros(CT_SHAPE(3), NULL)));
+    expect_load_refused(o, sd, CT_ESHAPE, "state[0]['d'] has shape [3] but the parameters have 23 elements");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    sst = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    ct_value_dict_set(sst, "t", ct_value_str("one"));
+    expect_load_refused(o, sd, CT_EFORMAT, "state[0]['t'] must be a number or a one-element tensor, got str");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    sst = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    ct_value_list_append(ct_value_dict_get(sst, "ro"), ct_value_tensor(ct_ones(CT_SHAPE(1), NULL)));
+    expect_load_refused(o, sd, CT_EFORMAT, "old_dirs, old_stps and ro must have the same length");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    sst = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    ct_value_dict_set(sst, "n_iter", ct_value_float(2));
+    expect_load_refused(o, sd, CT_EFORMAT, "state[0]['n_iter'] must be an int, got float");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    sst = ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0);
+    ct_value_dict_set(sst, "momentum_buffer", ct_value_none());
+    expect_load_refused(o, sd, CT_EFORMAT, "state[0] has the key 'momentum_buffer', which LBFGS does not use");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value *moved = ct_value_copy(st, false); /* LBFGS reads only its first parameter's state */
+    ct_value_dict_set_int(ct_value_dict_get(sd, "state"), 0, ct_value_dict());
+    ct_value_dict_set_int(ct_value_dict_get(sd, "state"), 1, moved);
+    expect_load_refused(o, sd, CT_EFORMAT, "state[1] is not LBFGS's");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(group0(sd), "line_search_fn", ct_value_str("backtracking"));
+    expect_load_refused(o, sd, CT_EINVAL, "param_groups[0]['line_search_fn'] is 'backtracking': only 'strong_wolfe'");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(group0(sd), "max_iter", ct_value_float(3));
+    expect_load_refused(o, sd, CT_EFORMAT, "param_groups[0]['max_iter'] must be an int, got float");
+    ct_value_free(sd);
+    ct_value_free(good);
+    ct_optim_free(o);
+    free_params(p);
+}
 
 static void test_refused_loads(void) {
     ct_tensor *p[NP];
@@ -522,9 +1028,14 @@ int main(void) {
     test_options();
     test_groups();
     test_module();
-    factory fs[] = {f_sgd, f_adam, f_adamw, f_rmsprop, f_adagrad};
+    test_options_more();
+    test_closures();
+    factory fs[] = {f_sgd, f_adam, f_adamw, f_rmsprop, f_adagrad, f_adadelta, f_adamax, f_nadam, f_radam};
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) test_round_trip(fs[i]);
+    test_round_trip_lbfgs(NULL);
+    test_round_trip_lbfgs("strong_wolfe");
     test_refused_loads();
+    test_refused_loads_more();
     CHECK(ct_tensor_live_count() == live); /* optimizers and state dicts freed their handles */
     return ct_test_result("test_optim_api");
 }

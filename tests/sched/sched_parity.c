@@ -7,7 +7,7 @@
  * keyword arguments (SequentialLR nests specs), the number of steps, the
  * metrics for ReduceLROnPlateau, and Python's scheduler and optimizer state
  * dicts at step `resume_at`. For every run this program writes to OUT:
- *   lrs, moms       every group's lr and momentum (beta1 for Adam) after
+ *   lrs, moms       every group's lr and momentum (beta1 for Adam and its kin) after
  *                   construction and after each step
  *   state           the final scheduler state_dict
  *   state_at, optim_at   both state dicts at resume_at
@@ -81,6 +81,18 @@ static ct_optim *make_optim(const json_t *spec, Rig *r) {
         ct_sgd_opts s = ct_sgd_defaults();
         s.momentum = num(spec, "momentum", 0);
         o = ct_optim_sgd(NULL, &s);
+    } else if (strcmp(type, "Adamax") == 0) { /* betas like Adam's: OneCycleLR cycles beta1 */
+        ct_adamax_opts a = ct_adamax_defaults();
+        o = ct_optim_adamax(NULL, &a);
+        r->adam = true;
+    } else if (strcmp(type, "NAdam") == 0) {
+        ct_nadam_opts a = ct_nadam_defaults();
+        o = ct_optim_nadam(NULL, &a);
+        r->adam = true;
+    } else if (strcmp(type, "RAdam") == 0) {
+        ct_radam_opts a = ct_radam_defaults();
+        o = ct_optim_radam(NULL, &a);
+        r->adam = true;
     } else {
         ct_adam_opts a = ct_adam_defaults();
         o = ct_optim_adam(NULL, &a);

@@ -79,6 +79,10 @@ RUNS = [
     dict(name="onecycle_cos_adam", optim=ADAM2, sched=dict(type="OneCycleLR", max_lr=0.01, total_steps=100)),
     dict(name="onecycle_linear_three_phase_adam", optim=ADAM2, sched=dict(type="OneCycleLR", max_lr=0.02, total_steps=101, anneal_strategy="linear", three_phase=True, div_factor=10.0, final_div_factor=100.0, pct_start=0.4)),
     dict(name="onecycle_no_momentum_adam", optim=ADAM2, sched=dict(type="OneCycleLR", max_lr=0.01, total_steps=120, cycle_momentum=False)),
+    # Any optimizer with betas has its beta1 cycled, as Python's "betas" in optimizer.defaults.
+    dict(name="onecycle_adamax", optim=dict(type="Adamax", lrs=[0.01]), sched=dict(type="OneCycleLR", max_lr=0.02, total_steps=120)),
+    dict(name="onecycle_nadam", optim=dict(type="NAdam", lrs=[0.01, 0.002]), sched=dict(type="OneCycleLR", max_lr=0.02, total_steps=120)),
+    dict(name="onecycle_radam", optim=dict(type="RAdam", lrs=[0.01]), sched=dict(type="OneCycleLR", max_lr=0.02, total_steps=120), resume_at=30),
     dict(name="plateau_min_rel", optim=SGD2, sched=dict(type="ReduceLROnPlateau", patience=3), metrics=plateau_metrics("min")),
     dict(name="plateau_min_abs_cooldown_minlr", optim=SGD2, sched=dict(type="ReduceLROnPlateau", factor=0.5, patience=2, threshold=0.01, threshold_mode="abs", cooldown=3, min_lr=0.004), metrics=plateau_metrics("min")),
     dict(name="plateau_max_rel", optim=SGD1, sched=dict(type="ReduceLROnPlateau", mode="max", factor=0.7, patience=1, threshold=0.05, eps=1e-3), metrics=plateau_metrics("max")),
@@ -110,7 +114,7 @@ def make_optim(spec):
     groups = [{"params": [p], "lr": lr} for p, lr in zip(params, spec["lrs"])]
     if spec["type"] == "SGD":
         return torch.optim.SGD(groups, lr=1e-3, momentum=spec["momentum"])
-    return torch.optim.Adam(groups, lr=1e-3)
+    return getattr(torch.optim, spec["type"])(groups, lr=1e-3)
 
 
 def make_sched(opt, spec):
