@@ -21,3 +21,11 @@ ct_c_program(torchvision_ops ${_ops}/torchvision_ops.c)
 target_link_libraries(torchvision_ops PRIVATE ${CMAKE_DL_LIBS})
 ct_py_test(ops_torchvision ${_ops}/test_torchvision.py $<TARGET_FILE:torchvision_ops>)
 set_tests_properties(ops_torchvision PROPERTIES SKIP_RETURN_CODE 77)
+if(CTRIAL_SANITIZE)
+  # torchvision's _C.so and torch's libraries free a std::vector<bool> that
+  # ASan's operator-new interceptor saw allocated elsewhere (their own
+  # allocation pairs across libraries that ASan does not instrument), a
+  # mismatch inside the wheels, not in ctrial: not reported for this test.
+  set_property(TEST ops_torchvision APPEND PROPERTY ENVIRONMENT
+               "ASAN_OPTIONS=abort_on_error=1:alloc_dealloc_mismatch=0")
+endif()
