@@ -291,6 +291,25 @@ void adam_single(ct_optim *o, const Group &g, const std::vector<size_t> &idx) {
     }
 }
 
+// What the Adam family's foreach paths share, in Python's order. Weight
+// decay: decoupled shrinks the parameters; coupled adds wd * param to the
+// gradients, in place when maximize already made them a copy.
+void foreach_weight_decay(std::vector<at::Tensor> &params, std::vector<at::Tensor> &grads, double lr, double wd,
+                          bool decoupled, bool maximize) {
+    if (wd == 0) return;
+    if (decoupled) at::_foreach_mul_(params, at::Scalar(1 - lr * wd));
+    else if (maximize) at::_foreach_add_(grads, params, wd);
+    else grads = at::_foreach_add(grads, params, wd);
+}
+
+// exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2).
+void foreach_adam_moments(std::vector<at::Tensor> &exp_avgs, std::vector<at::Tensor> &exp_avg_sqs,
+                          const std::vector<at::Tensor> &grads, double beta1, double beta2) {
+    at::_foreach_lerp_(exp_avgs, grads, at::Scalar(1 - beta1));
+    at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
+    at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
+}
+
 void adam_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
     const double *h = g.h.v;
     const double lr = h[kLr], beta1 = h[kBeta1], beta2 = h[kBeta2], wd = h[kWeightDecay],
@@ -303,14 +322,8 @@ void adam_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) {
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         if (maximize) grads = at::_foreach_neg(grads);
         at::_foreach_add_(steps, at::Scalar(1));
-        if (wd != 0) {
-            if (h[kDecoupled]) at::_foreach_mul_(params, at::Scalar(1 - lr * wd));
-            else if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
-        at::_foreach_lerp_(exp_avgs, grads, at::Scalar(1 - beta1));
-        at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
-        at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
+        foreach_weight_decay(params, grads, lr, wd, h[kDecoupled] != 0, maximize);
+        foreach_adam_moments(exp_avgs, exp_avg_sqs, grads, beta1, beta2);
 
         std::vector<double> step_size, bias_correction2_sqrt;
         for (const auto &s : steps) {
@@ -430,10 +443,7 @@ void rmsprop_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         if (maximize) grads = at::_foreach_neg(grads);
         at::_foreach_add_(steps, at::Scalar(1));
-        if (wd != 0) {
-            if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
+        foreach_weight_decay(params, grads, lr, wd, false, maximize);
         at::_foreach_mul_(square_avgs, at::Scalar(alpha));
         at::_foreach_addcmul_(square_avgs, grads, grads, 1 - alpha);
         std::vector<at::Tensor> avg;
@@ -508,10 +518,7 @@ void adagrad_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         if (maximize) grads = at::_foreach_neg(grads);
         at::_foreach_add_(steps, at::Scalar(1));
-        if (wd != 0) {
-            if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
+        foreach_weight_decay(params, grads, lr, wd, false, maximize);
         std::vector<double> minus_clr;
         for (const auto &s : steps) minus_clr.push_back(-lr / (1 + (s.item<double>() - 1) * lr_decay));
         at::_foreach_addcmul_(sums, grads, grads, 1);
@@ -613,10 +620,7 @@ void adadelta_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &al
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         at::_foreach_add_(steps, at::Scalar(1));
         if (maximize) grads = at::_foreach_neg(grads);
-        if (wd != 0) {
-            if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
+        foreach_weight_decay(params, grads, lr, wd, false, maximize);
         at::_foreach_mul_(square_avgs, at::Scalar(rho));
         at::_foreach_addcmul_(square_avgs, grads, grads, 1 - rho);
         std::vector<at::Tensor> std = at::_foreach_add(square_avgs, at::Scalar(eps));
@@ -666,10 +670,7 @@ void adamax_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all)
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         if (maximize) grads = at::_foreach_neg(grads);
         at::_foreach_add_(steps, at::Scalar(1));
-        if (wd != 0) {
-            if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
+        foreach_weight_decay(params, grads, lr, wd, false, maximize);
         at::_foreach_lerp_(exp_avgs, grads, at::Scalar(1 - beta1));
         at::_foreach_mul_(exp_infs, at::Scalar(beta2));
         // A copy of the gradients unless maximize or weight decay made one.
@@ -733,14 +734,8 @@ void nadam_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) 
         std::vector<at::Tensor> steps = gather(o, idx, &State::step);
         if (maximize) grads = at::_foreach_neg(grads);
         at::_foreach_add_(steps, at::Scalar(1));
-        if (wd != 0) {
-            if (h[kDecoupled]) at::_foreach_mul_(params, at::Scalar(1 - lr * wd));
-            else if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
-        at::_foreach_lerp_(exp_avgs, grads, at::Scalar(1 - beta1));
-        at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
-        at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
+        foreach_weight_decay(params, grads, lr, wd, h[kDecoupled] != 0, maximize);
+        foreach_adam_moments(exp_avgs, exp_avg_sqs, grads, beta1, beta2);
         std::vector<at::Tensor> exp_avg_sq_sqrt = at::_foreach_sqrt(exp_avg_sqs);
         std::vector<double> bias_correction_sqrt, mus, mu_nexts;
         for (const auto &s : steps) {
@@ -819,14 +814,8 @@ void radam_foreach(ct_optim *o, const Group &g, const std::vector<size_t> &all) 
             const double step = s.item<double>();
             rho_t.push_back(rho_inf - 2 * step * std::pow(beta2, step) / (1 - std::pow(beta2, step)));
         }
-        if (wd != 0) {
-            if (h[kDecoupled]) at::_foreach_mul_(params, at::Scalar(1 - lr * wd));
-            else if (maximize) at::_foreach_add_(grads, params, wd);
-            else grads = at::_foreach_add(grads, params, wd);
-        }
-        at::_foreach_lerp_(exp_avgs, grads, at::Scalar(1 - beta1));
-        at::_foreach_mul_(exp_avg_sqs, at::Scalar(beta2));
-        at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2);
+        foreach_weight_decay(params, grads, lr, wd, h[kDecoupled] != 0, maximize);
+        foreach_adam_moments(exp_avgs, exp_avg_sqs, grads, beta1, beta2);
         std::vector<double> unrect_step_size, bias_correction2;
         for (size_t k = 0; k < idx.size(); ++k) {
             const double r = rho_t[k];
