@@ -3,20 +3,25 @@
 capture): the same model, data, hyperparameters, seed and steps as the
 ctrial example programs that run.py measures beside it.
 
-    torch_eager.py --workload digits|charlm --config CONFIG.json --data PATH
+    torch_eager.py --workload digits|resnet|charlm --config CONFIG.json --data PATH
                    [--hparam K=V ...] [--device cuda] [--amp none|bf16]
                    [--fused auto|0|1] [--graphs] [--window N] [--windows R]
                    [--warmup-windows K] [--threads N]
 
 CONFIG is the example's own experiment config (examples/mnist/mnist_cnn.json,
-examples/charlm/charlm.json); its hyperparameters, with the --hparam
-overrides, define the model and the optimizer exactly as the C trial reads
-them. PATH is the digits folder (MNIST IDX files) or the text file.
+examples/resnet/resnet.json, examples/charlm/charlm.json or charlm_lstm.json);
+its hyperparameters, with the --hparam overrides, define the model and the
+optimizer exactly as the C trial reads them (charlm's hparam "model": "gpt"
+or "lstm"). PATH is the digits folder (MNIST IDX files) or the text file.
 
 What a step is, on both sides (ctrial's train_batch and this loop):
   digits:  out = model(x); loss = F.cross_entropy(out, y, label_smoothing);
            loss.backward(); Adam step; zero_grad(set_to_none=True);
            accuracy = (out.argmax(1) == y).float().mean()
+  resnet:  x = F.interpolate(x, size=image_size, mode="bilinear").expand(-1, 3, -1, -1);
+           out = resnet18(x); loss = F.cross_entropy(out, y); loss.backward();
+           SGD step (momentum, weight decay); zero_grad(set_to_none=True);
+           accuracy as digits
   charlm:  loss = F.cross_entropy(model(x).view(-1, V), y.view(-1));
            loss.backward(); clip_grad_norm_(params, grad_clip); AdamW step;
            zero_grad(set_to_none=True)
@@ -203,6 +208,45 @@ class GPT(nn.Module):
         return self.lm_head(self.transformer.ln_f(x))
 
 
+class RNNModel(nn.Module):
+    """examples/charlm's LSTM model (hparam model "lstm"): PyTorch's
+    examples/word_language_model RNNModel, batch first, untied, with a
+    fresh state per window; forward(input, hidden=None) -> (logits, hidden)."""
+
+    def __init__(self, ntoken, ninp, nhid, nlayers, dropout):
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout, batch_first=True)
+        self.decoder = nn.Linear(nhid, ntoken)
+        initrange = 0.1
+        nn.init.uniform_(self.encoder.weight, -initrange, initrange)
+        nn.init.zeros_(self.decoder.bias)
+        nn.init.uniform_(self.decoder.weight, -initrange, initrange)
+
+    def forward(self, input, hidden=None):
+        emb = self.drop(self.encoder(input))
+        output, hidden = self.rnn(emb, hidden)
+        return self.decoder(self.drop(output)), hidden
+
+
+def charlm_model(hp, vocab_size):
+    """examples/charlm's model for hparam "model": "gpt" (default) or "lstm"."""
+    kind = hp.get("model", "gpt")
+    if kind == "lstm":
+        return RNNModel(vocab_size, hp.get("n_embd", 64), hp.get("hidden_size", 128), hp.get("n_layer", 2),
+                        hp.get("dropout", 0.1))
+    if kind != "gpt":
+        raise SystemExit(f"charlm: hparam model must be gpt or lstm, not {kind}")
+    return GPT(vocab_size, hp.get("block_size", 64), hp.get("n_layer", 2), hp.get("n_head", 4),
+               hp.get("n_embd", 128), hp.get("dropout", 0.1))
+
+
+def logits_of(model, x):
+    out = model(x)
+    return out[0] if isinstance(out, tuple) else out
+
+
 # ---- workloads: model, optimizer, batches, step ---------------------------------
 
 
@@ -236,6 +280,30 @@ class Digits:
         return loss.detach(), acc.detach()
 
 
+class ResNet(Digits):
+    """examples/resnet: torchvision's resnet18(num_classes=10) on the digits
+    upsampled (bilinear) to image_size and repeated over 3 channels, SGD
+    with momentum and weight decay."""
+
+    def __init__(self, hp, data, seed, device, fused, capturable):
+        import torchvision  # the workload needs it; the others do not
+        super().__init__(hp, data, seed, device, fused, capturable)
+        self.size = hp.get("image_size", 32)
+        torch.manual_seed(seed)                              # the CNN above is thrown away
+        self.model = torchvision.models.resnet18(num_classes=10).to(device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=hp.get("learning_rate", 0.02),
+                                   momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 5e-4))
+        self.label_smoothing = 0.0
+
+    def upsample(self, x):
+        """A batch of digits as the model takes it: [B, 3, image_size, image_size]."""
+        x = F.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        return x.expand(-1, 3, -1, -1)
+
+    def step(self, x, y):
+        return super().step(self.upsample(x), y)
+
+
 class CharLM:
     def __init__(self, hp, data, seed, device, fused, capturable):
         opener = gzip.open if data.endswith(".gz") else open
@@ -253,8 +321,7 @@ class CharLM:
         self.order = Shuffled(n_train - self.T, hp["global_batch_size"], seed)
         self.grad_clip = hp.get("grad_clip", 1.0)
         torch.manual_seed(seed)
-        self.model = GPT(self.V, self.T, hp.get("n_layer", 2), hp.get("n_head", 4), hp.get("n_embd", 128),
-                         hp.get("dropout", 0.1)).to(device)
+        self.model = charlm_model(hp, self.V).to(device)
         params = list(self.model.parameters())
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": hp.get("weight_decay", 0.1)},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
@@ -269,7 +336,7 @@ class CharLM:
         return self.train[off], self.train[off + 1]
 
     def step(self, x, y):
-        logits = self.model(x)
+        logits = logits_of(self.model, x)
         loss = F.cross_entropy(logits.view(-1, self.V), y.view(-1))
         loss.backward()
         if self.grad_clip > 0:
@@ -281,7 +348,7 @@ class CharLM:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", choices=["digits", "charlm"], required=True)
+    ap.add_argument("--workload", choices=["digits", "resnet", "charlm"], required=True)
     ap.add_argument("--config", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--hparam", action="append", default=[])
@@ -310,7 +377,8 @@ def main():
         fused = a.fused == "1"
     if a.graphs:
         fused = True
-    W = (Digits if a.workload == "digits" else CharLM)(hp, a.data, a.seed, device, fused, a.graphs)
+    W = {"digits": Digits, "resnet": ResNet, "charlm": CharLM}[a.workload](hp, a.data, a.seed, device, fused,
+                                                                            a.graphs)
     W.model.train()
 
     def to_device(t):

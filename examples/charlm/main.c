@@ -1,9 +1,9 @@
 /*
- * charlm — a character-level transformer language model (a minimal GPT) on
- * tiny shakespeare, trained as a Determined trial by ct_main, then sampled
- * from its checkpoint.
+ * charlm — a character-level language model on tiny shakespeare, a minimal
+ * GPT (hparam "model": "gpt", the default) or an LSTM ("lstm"), trained as
+ * a Determined trial by ct_main, then sampled from its checkpoint.
  *
- * The PyTorch it mirrors: the model of nanoGPT's model.py (Karpathy), at
+ * The PyTorch it mirrors: the GPT of nanoGPT's model.py (Karpathy), at
  * the size of its shakespeare_char config scaled down, with makemore's
  * plain PyTorch initialisation and no weight tying; nanoGPT's data (90/10
  * split, random windows, y = x shifted by one), AdamW with weight decay on
@@ -50,13 +50,33 @@
  *                 x = block(x)
  *             return self.lm_head(self.transformer.ln_f(x))
  *
+ * or PyTorch's examples/word_language_model RNNModel (LSTM, untied weights,
+ * batch first; a fresh zero state for every window, which are random):
+ *
+ *     class RNNModel(nn.Module):
+ *         def __init__(self, ntoken, ninp, nhid, nlayers, dropout):
+ *             super().__init__()
+ *             self.drop = nn.Dropout(dropout)
+ *             self.encoder = nn.Embedding(ntoken, ninp)
+ *             self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout, batch_first=True)
+ *             self.decoder = nn.Linear(nhid, ntoken)
+ *             initrange = 0.1
+ *             nn.init.uniform_(self.encoder.weight, -initrange, initrange)
+ *             nn.init.zeros_(self.decoder.bias)
+ *             nn.init.uniform_(self.decoder.weight, -initrange, initrange)
+ *         def forward(self, input, hidden=None):
+ *             emb = self.drop(self.encoder(input))
+ *             output, hidden = self.rnn(emb, hidden)
+ *             return self.decoder(self.drop(output)), hidden
+ *
  *     class CharLMTrial(PyTorchTrial):
  *         def __init__(self, context):
  *             text = open(path).read()
  *             chars = sorted(set(text)); stoi = {c: i for i, c in enumerate(chars)}
  *             data = torch.tensor([stoi[c] for c in text])
  *             n = int(0.9 * len(data)); self.train_data, self.val_data = data[:n], data[n:]
- *             model = context.wrap_model(GPT(len(chars), ...))
+ *             model = context.wrap_model(GPT(len(chars), ...) if hparam model == "gpt"
+ *                                        else RNNModel(len(chars), n_embd, hidden_size, n_layer, dropout))
  *             decay = [p for p in model.parameters() if p.dim() >= 2]
  *             no_decay = [p for p in model.parameters() if p.dim() < 2]
  *             self.opt = context.wrap_optimizer(torch.optim.AdamW(
@@ -71,7 +91,7 @@
  *
  *         def train_batch(self, batch, epoch_idx, batch_idx):
  *             x, y = batch
- *             logits = self.model(x)
+ *             logits = self.model(x)                  # RNNModel: logits, _ = self.model(x)
  *             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
  *             self.context.backward(loss)
  *             self.context.step_optimizer(self.opt, clip_grads=lambda params:
@@ -94,8 +114,13 @@
  * whole text (65 for tiny shakespeare), rebuilt from the text whenever the
  * trial is built, so sampling needs the same text as training.
  *
+ * The RNNModel is a module of several inputs and outputs (ct_nn_module_value):
+ * called with ct_nn_call, it takes (input, hidden) and returns (logits,
+ * hidden), and its nn.LSTM returns (output, (h_n, c_n)), as in Python.
+ *
  * Usage (from the repository root):
  *     build/examples/charlm/charlm --config examples/charlm/charlm.json
+ *     build/examples/charlm/charlm --config examples/charlm/charlm_lstm.json
  *     build/examples/charlm/charlm sample output/checkpoints/ckpt-... --tokens 500
  */
 #define _POSIX_C_SOURCE 200809L
@@ -383,6 +408,79 @@ static ct_module *gpt_new(const GPTConfig *c) {
     return NULL;
 }
 
+/* ---- the LSTM model ------------------------------------------------------- */
+
+typedef struct {
+    ct_module *drop, *encoder, *rnn, *decoder;
+} RNNModel;
+
+/* forward(input, hidden=None) -> (logits, hidden): a value module, called
+ * with ct_nn_call; hidden is the LSTM's (h, c) tuple, or None for zeros. */
+static ct_value *rnn_model_forward(ct_module *self, const ct_value *args, const ct_value *kwargs) {
+    RNNModel *r = ct_nn_user(self);
+    size_t nargs = ct_value_len(args), nkw = ct_value_len(kwargs);
+    const ct_value *hidden = nargs > 1 ? ct_value_list_get(args, 1) : ct_value_dict_get(kwargs, "hidden");
+    ct_tensor *input = nargs > 0 ? ct_value_get_tensor(ct_value_list_get(args, 0)) : NULL;
+    if (!input || nargs > 2 || nkw > (nargs == 1 && hidden ? 1u : 0u)) {
+        ct_set_error(CT_EINVAL, "RNNModel.forward(input, hidden=None): got %zu positional and %zu keyword "
+                                "arguments (input a tensor, hidden the LSTM's (h, c) or None)",
+                     nargs, nkw);
+        return NULL;
+    }
+    ct_tensor *emb = ct_nn_forward(r->drop, ct_nn_forward(r->encoder, input));
+    if (!emb) return NULL;
+    ct_value *rnn_args = ct_value_tuple(); /* self.rnn(emb, hidden) */
+    ct_value_list_append(rnn_args, ct_value_tensor(emb));
+    ct_value_list_append(rnn_args, hidden ? ct_value_copy(hidden, false) : ct_value_none());
+    ct_value *rnn_out = ct_nn_call(r->rnn, rnn_args, NULL); /* (output, (h_n, c_n)) */
+    ct_value_free(rnn_args);
+    ct_tensor *output = ct_value_get_tensor(ct_value_list_get(rnn_out, 0));
+    ct_tensor *logits = output ? ct_nn_forward(r->decoder, ct_nn_forward(r->drop, output)) : NULL;
+    ct_value *result = NULL;
+    if (logits) {
+        result = ct_value_tuple();
+        ct_value_list_append(result, ct_value_tensor(logits));
+        ct_value_list_append(result, ct_value_copy(ct_value_list_get(rnn_out, 1), false));
+    }
+    ct_value_free(rnn_out);
+    return result;
+}
+
+typedef struct {
+    int64_t vocab_size, n_embd, hidden_size, n_layer;
+    double dropout;
+} RNNConfig;
+
+/* Made in Python's order (drop, encoder, rnn, decoder, then init_weights'
+ * redraws), so the same seed gives the same weights; the state dict holds
+ * encoder.weight, rnn.weight_ih_l0, ..., decoder.weight, decoder.bias. */
+static ct_module *rnn_model_new(const RNNConfig *c) {
+    RNNModel *r = calloc(1, sizeof *r);
+    ct_module *m = r ? ct_nn_module_value("RNNModel", rnn_model_forward, r, free) : NULL;
+    if (!m) {
+        free(r);
+        if (!r) ct_set_error(CT_ENOMEM, "charlm: out of memory");
+        return NULL;
+    }
+    ct_rnn_opts lstm = ct_rnn_defaults();
+    lstm.num_layers = c->n_layer;
+    lstm.dropout = c->dropout;
+    lstm.batch_first = true;
+    r->drop = ct_nn_add_module(m, "drop", ct_nn_dropout(c->dropout));
+    r->encoder = ct_nn_add_module(m, "encoder", ct_nn_embedding(c->vocab_size, c->n_embd, -1));
+    r->rnn = ct_nn_add_module(m, "rnn", ct_nn_lstm(c->n_embd, c->hidden_size, &lstm));
+    r->decoder = ct_nn_add_module(m, "decoder", ct_nn_linear(c->hidden_size, c->vocab_size, true));
+    int rc = r->drop && r->encoder && r->rnn && r->decoder ? CT_OK : ct_last_code();
+    ct_guard *g = ct_no_grad(); /* init_weights */
+    if (rc == CT_OK) rc = ct_uniform_(ct_nn_get(r->encoder, "weight"), -0.1, 0.1);
+    if (rc == CT_OK) rc = ct_zero_(ct_nn_get(r->decoder, "bias"));
+    if (rc == CT_OK) rc = ct_uniform_(ct_nn_get(r->decoder, "weight"), -0.1, 0.1);
+    ct_guard_end(g);
+    if (rc == CT_OK) return m;
+    ct_nn_free(m);
+    return NULL;
+}
+
 /* AdamW over two groups, as nanoGPT's configure_optimizers: weight decay on
  * the matrices (linear weights, embeddings), none on biases and LayerNorm. */
 static ct_optim *adamw_new(ct_module *model, const ct_adam_opts *o, bool fused) {
@@ -412,7 +510,9 @@ static ct_optim *adamw_new(ct_module *model, const ct_adam_opts *o, bool fused) 
 typedef struct {
     Text text;
     int64_t n_train;        /* the first n_train characters train, the rest validate */
-    GPTConfig cfg;
+    bool lstm;              /* hparam model: "gpt" (false) or "lstm" */
+    GPTConfig cfg;          /* the GPT's; vocab_size and block_size serve both models */
+    RNNConfig rnn;          /* the LSTM's */
     ct_module *model;
     ct_optim *opt;
     double grad_clip;       /* <= 0: none */
@@ -459,13 +559,17 @@ static void *charlm_init(ct_context *ctx) {
     }
     bool on_gpu = ct_ctx_device(ctx).type == CT_CUDA;
     ct_clear_error(); /* a mistyped hparam records an error and gives the default: check once */
+    const char *model = ct_ctx_hparam_str(ctx, "model", "gpt");
+    t->lstm = strcmp(model, "lstm") == 0;
     t->cfg = (GPTConfig){
         .block_size = ct_ctx_hparam_int(ctx, "block_size", 64),
         .n_layer = ct_ctx_hparam_int(ctx, "n_layer", 2),
-        .n_head = ct_ctx_hparam_int(ctx, "n_head", 4),
-        .n_embd = ct_ctx_hparam_int(ctx, "n_embd", 128),
+        .n_head = t->lstm ? 1 : ct_ctx_hparam_int(ctx, "n_head", 4),
+        .n_embd = ct_ctx_hparam_int(ctx, "n_embd", t->lstm ? 64 : 128),
         .dropout = ct_ctx_hparam_double(ctx, "dropout", 0.1),
     };
+    t->rnn = (RNNConfig){.n_embd = t->cfg.n_embd, .n_layer = t->cfg.n_layer, .dropout = t->cfg.dropout,
+                         .hidden_size = t->lstm ? ct_ctx_hparam_int(ctx, "hidden_size", 128) : 1};
     ct_adam_opts adamw = ct_adamw_defaults();
     adamw.lr = ct_ctx_hparam_double(ctx, "learning_rate", 1e-3);
     adamw.beta2 = ct_ctx_hparam_double(ctx, "beta2", 0.99);
@@ -476,11 +580,15 @@ static void *charlm_init(ct_context *ctx) {
     g_run.sample_tokens = ct_ctx_hparam_int(ctx, "sample_tokens", 500);
     g_run.temperature = ct_ctx_hparam_double(ctx, "temperature", 0.8);
     if (ct_last_code() != CT_OK) goto fail;
+    if (!t->lstm && strcmp(model, "gpt") != 0) {
+        ct_set_error(CT_ECONFIG, "hyperparameter 'model' must be \"gpt\" or \"lstm\", not \"%s\"", model);
+        goto fail;
+    }
     const GPTConfig *c = &t->cfg;
     if (c->block_size < 1 || c->n_layer < 1 || c->n_layer > MAX_LAYERS || c->n_head < 1 || c->n_embd < 1 ||
-        c->n_embd % c->n_head != 0 || !(c->dropout >= 0 && c->dropout < 1)) {
+        c->n_embd % c->n_head != 0 || t->rnn.hidden_size < 1 || !(c->dropout >= 0 && c->dropout < 1)) {
         ct_set_error(CT_ECONFIG, "charlm: needs block_size >= 1, 1 <= n_layer <= %d, n_embd a multiple of n_head, "
-                                 "0 <= dropout < 1",
+                                 "hidden_size >= 1, 0 <= dropout < 1",
                      MAX_LAYERS);
         goto fail;
     }
@@ -492,9 +600,9 @@ static void *charlm_init(ct_context *ctx) {
     if (path != g_run.text_path) snprintf(g_run.text_path, sizeof g_run.text_path, "%s", path);
     if (text_load(&t->text, g_run.text_path) != CT_OK) goto fail;
     t->n_train = (int64_t)((double)t->text.n * fraction); /* n = int(0.9 * len(data)) */
-    t->cfg.vocab_size = t->text.vocab_size;
+    t->cfg.vocab_size = t->rnn.vocab_size = t->text.vocab_size;
 
-    t->model = ct_ctx_wrap_model(ctx, gpt_new(&t->cfg));
+    t->model = ct_ctx_wrap_model(ctx, t->lstm ? rnn_model_new(&t->rnn) : gpt_new(&t->cfg));
     t->opt = t->model ? ct_ctx_wrap_optimizer(ctx, adamw_new(t->model, &adamw, fused)) : NULL;
     if (!t->opt || use_amp(ctx, amp) != CT_OK) goto fail;
     return t;
@@ -531,10 +639,24 @@ static int clip_grads(ct_tensor *const *params, size_t n, void *ctx) {
     return ct_clip_grad_norm(n, params, t->grad_clip, 2.0, NULL);
 }
 
+/* model(x)'s logits, [B, T, V]: the GPT returns them; the RNNModel returns
+ * (logits, hidden), so it is called as Python calls it: logits, _ = model(x). */
+static ct_tensor *logits_of(const CharLM *t, ct_module *model, const ct_tensor *x) {
+    if (!t->lstm) return ct_nn_forward(model, x);
+    if (!x) return NULL; /* keeps the error that made it */
+    ct_value *args = ct_value_tuple();
+    ct_value_list_append(args, ct_value_tensor(ct_alias(x)));
+    ct_value *out = ct_nn_call(model, args, NULL);
+    ct_tensor *logits = out ? ct_alias(ct_value_get_tensor(ct_value_list_get(out, 0))) : NULL;
+    ct_value_free(args);
+    ct_value_free(out);
+    return logits;
+}
+
 /* F.cross_entropy(logits.view(-1, V), y.view(-1), reduction=r) */
 static ct_tensor *lm_loss(CharLM *t, const ct_value *batch, ct_reduction r) {
     ct_tensor *x = ct_batch_at(batch, 0), *y = ct_batch_at(batch, 1);
-    ct_tensor *logits = ct_nn_forward(t->model, x);
+    ct_tensor *logits = logits_of(t, t->model, x);
     ct_cross_entropy_opts ce = ct_cross_entropy_defaults();
     ce.reduction = r;
     return ct_cross_entropy_ex(ct_view(logits, CT_SHAPE(-1, t->cfg.vocab_size)), ct_view(y, CT_SHAPE(-1)), &ce);
@@ -637,7 +759,7 @@ static int generate(ct_context *ctx, const char *prompt, int64_t n_tokens, doubl
         ct_scope *s = ct_scope_begin();
         int64_t L = len < T ? len : T;
         ct_tensor *idx = ct_to_device(ct_from_data(ids + len - L, CT_SHAPE(1, L), CT_I64), dev, false);
-        ct_tensor *logits = ct_select(ct_select(ct_nn_forward(model, idx), 0, 0), 0, L - 1); /* [V] */
+        ct_tensor *logits = ct_select(ct_select(logits_of(t, model, idx), 0, 0), 0, L - 1); /* [V] */
         ct_tensor *next = temperature > 0
                               ? ct_multinomial(ct_softmax(ct_div_scalar(logits, temperature), -1), 1, false)
                               : ct_argmax(logits, 0, false);

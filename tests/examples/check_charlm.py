@@ -1,7 +1,8 @@
-"""examples/charlm, run as a user runs it, in two checks.
+"""examples/charlm, run as a user runs it, in three checks.
 
     check_charlm.py CHARLM train-and-sample
     check_charlm.py CHARLM matches-pytorch
+    check_charlm.py CHARLM lstm
 
 train-and-sample: charlm.json cut to 40 batches (a report every 10, a
 validation at 20 and 40) trains through ct_main: exit 0; the training loss
@@ -15,6 +16,14 @@ matches-pytorch: 30 batches through ct_main on the CPU (one thread) beside
 bench/gpu/torch_eager.py, the same model in plain PyTorch with the same
 seed and batches: the mean losses of batches 1-10, 11-20 and 21-30 agree to
 1e-5 (relative): the same weights, data order and dropout masks.
+
+lstm: the same with charlm_lstm.json (the LSTM model, batch 32) beside
+torch_eager.py's RNNModel; then the checkpoint written at batch 30 loads
+into that RNNModel with strict=True (PyTorch's names: encoder.weight,
+rnn.weight_ih_l0, ..., decoder.bias) and gives, over the validation windows,
+the validation_loss ctrial reported (1e-5 relative); and `charlm sample` on
+it prints --tokens characters from the vocabulary, the same for the same
+--seed.
 
 Runs from the source tree, writes under <build>/tests/examples/charlm_*.
 """
@@ -48,8 +57,8 @@ def run(cmd, timeout=300):
     return p
 
 
-def config(out, name, batches, report, validate, sample_tokens):
-    with open(os.path.join(SRC, "examples", "charlm", "charlm.json")) as f:
+def config(out, name, batches, report, validate, sample_tokens, base="charlm.json"):
+    with open(os.path.join(SRC, "examples", "charlm", base)) as f:
         cfg = json.load(f)
     cfg["searcher"]["max_length"] = {"batches": batches}
     cfg["scheduling_unit"] = report
@@ -117,11 +126,11 @@ def train_and_sample(exe, work):
     print("ok: loss fell, validation below ln(65), samples of the right length from the vocabulary, seeded")
 
 
-def matches_pytorch(exe, work):
-    cfg = config(work, "parity", 30, 10, 0, 0)
+def matches_pytorch(exe, work, base="charlm.json", validate=0):
+    cfg = config(work, "parity", 30, 10, validate, 0, base)
     out = os.path.join(work, "parity")
     run([exe, "--config", cfg, "--output", out, "--quiet", "--threads", "1"])
-    ours, _ = training_losses(out)
+    ours, val = training_losses(out)
     p = run([sys.executable, os.path.join(SRC, "bench", "gpu", "torch_eager.py"), "--workload", "charlm",
              "--config", cfg, "--data", TEXT, "--device", "cpu", "--threads", "1",
              "--window", "10", "--windows", "2", "--warmup-windows", "1"])
@@ -138,6 +147,52 @@ def matches_pytorch(exe, work):
         if abs(x - y) > 1e-5 * abs(y):
             fail(f"batches {10 * i + 1}-{10 * i + 10}: ctrial {x!r}, PyTorch {y!r}")
     print("ok: ctrial's charlm and the PyTorch model train to the same losses")
+    return cfg, out, val
+
+
+def lstm(exe, work):
+    cfg, out, val = matches_pytorch(exe, work, "charlm_lstm.json", validate=30)
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(SRC, "bench", "gpu"))
+    import torch_eager as te
+
+    torch.set_num_threads(1)
+    with open(cfg) as f:
+        hp = json.load(f)["hyperparameters"]
+    with gzip.open(TEXT, "rb") as f:
+        text = f.read()
+    chars = sorted(set(text))
+    lut = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([lut[c] for c in text])
+    held = data[int(len(data) * 0.9):]
+    T = hp["block_size"]
+    n = (len(held) - T - 1) // T + 1
+    x = torch.stack([held[i * T:i * T + T] for i in range(n)])
+    y = torch.stack([held[i * T + 1:i * T + T + 1] for i in range(n)])
+    ckpts = sorted(glob.glob(os.path.join(out, "checkpoints", "ckpt-*")))
+    if len(ckpts) != 1 or len(val) != 1:
+        fail(f"expected one checkpoint and one validation, got {ckpts} and {len(val)}")
+    sd = torch.load(os.path.join(ckpts[0], "state_dict.pth"), weights_only=True)["models_state_dict"][0]
+    model = te.charlm_model(hp, len(chars))
+    model.load_state_dict(sd, strict=True)  # raises on a missing, unexpected or mis-shaped key
+    model.eval()
+    with torch.no_grad():
+        loss = F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten(), reduction="sum").item() / y.numel()
+    mine = val[0]["metrics"]["validation_loss"]
+    print(f"validation_loss: ctrial {mine!r}, RNNModel with the checkpoint {loss!r}")
+    if abs(mine - loss) > 1e-5 * loss:
+        fail("the checkpoint in PyTorch's RNNModel does not give ctrial's validation loss")
+
+    def sample(*args):
+        s = run([exe, "sample", ckpts[0], *args]).stdout
+        return s[:-1] if s.endswith("\n") else fail("the sample does not end with a newline")
+
+    a = sample("--tokens", "100", "--seed", "5")
+    print(repr(a))
+    if len(a) != 100 or not set(a.encode()) <= set(chars) or sample("--tokens", "100", "--seed", "5") != a:
+        fail("the LSTM's sample is not 100 characters of the vocabulary, the same for the same seed")
+    print("ok: the LSTM checkpoint loads into PyTorch's RNNModel with ctrial's validation loss, and samples")
 
 
 def main():
@@ -145,7 +200,7 @@ def main():
     work = os.path.join(os.environ["CTRIAL_BUILD_DIR"], "tests", "examples", "charlm_" + check)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    {"train-and-sample": train_and_sample, "matches-pytorch": matches_pytorch}[check](exe, work)
+    {"train-and-sample": train_and_sample, "matches-pytorch": matches_pytorch, "lstm": lstm}[check](exe, work)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,14 @@ ct_py_test(examples_charlm_matches_pytorch ${CMAKE_CURRENT_LIST_DIR}/check_charl
            $<TARGET_FILE:charlm> matches-pytorch)
 set_tests_properties(examples_charlm_trains_and_samples examples_charlm_matches_pytorch
                      PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
+
+# charlm's LSTM model (charlm_lstm.json): the same losses as PyTorch's
+# RNNModel, its checkpoint loads into it (strict) with the same validation
+# loss, and it samples.
+ct_py_test(examples_charlm_lstm_matches_pytorch ${CMAKE_CURRENT_LIST_DIR}/check_charlm.py $<TARGET_FILE:charlm> lstm)
+# resnet (check_resnet.py): the same losses as torchvision's resnet18, whose
+# load_state_dict(strict=True) takes the checkpoint and gives ctrial's
+# validation numbers.
+ct_py_test(examples_resnet_matches_torchvision ${CMAKE_CURRENT_LIST_DIR}/check_resnet.py $<TARGET_FILE:resnet>)
+set_tests_properties(examples_charlm_lstm_matches_pytorch examples_resnet_matches_torchvision
+                     PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -1,0 +1,116 @@
+"""examples/resnet against torchvision, run as a user runs it.
+
+    check_resnet.py RESNET
+
+resnet.json cut to 10 batches of 16 (a report every 5, a validation and a
+checkpoint at 10) trains through ct_main on the CPU (one thread), and:
+
+1. its training losses equal bench/gpu/torch_eager.py's `resnet` workload,
+   torchvision.models.resnet18(num_classes=10) in plain PyTorch with the same
+   seed and batches, to 1e-5 relative: the same initial weights (torchvision's
+   construction order and kaiming redraws), data order and upsampling;
+2. the checkpoint's model state dict loads into
+   torchvision.models.resnet18(num_classes=10) with strict=True, and that
+   model, in eval mode on the validation digits upsampled the same way,
+   gives the validation_loss ctrial reported (1e-5 relative) and the same
+   validation_accuracy.
+
+Runs from the source tree, writes under <build>/tests/examples/resnet.
+"""
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+SRC = os.environ["CTRIAL_SOURCE_DIR"]
+DIGITS = os.path.join(SRC, "examples", "data", "digits")
+sys.path.insert(0, os.path.join(SRC, "bench", "gpu"))
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run(cmd):
+    print("$", " ".join(cmd))
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=SRC, capture_output=True, text=True, timeout=600)
+    print(f"exit code {p.returncode} after {time.monotonic() - t0:.1f} s")
+    if p.returncode != 0:
+        sys.stdout.write(p.stdout[-3000:] + p.stderr[-3000:])
+        fail(f"exit code {p.returncode}")
+    return p
+
+
+def main():
+    exe = sys.argv[1]
+    work = os.path.join(os.environ["CTRIAL_BUILD_DIR"], "tests", "examples", "resnet")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    with open(os.path.join(SRC, "examples", "resnet", "resnet.json")) as f:
+        cfg = json.load(f)
+    cfg["hyperparameters"]["global_batch_size"] = 16
+    cfg["searcher"]["max_length"] = {"batches": 10}
+    cfg["scheduling_unit"] = 5
+    cfg["min_validation_period"] = {"batches": 10}
+    config = os.path.join(work, "resnet.json")
+    with open(config, "w") as f:
+        json.dump(cfg, f)
+    out = os.path.join(work, "out")
+    run([exe, "--config", config, "--output", out, "--quiet", "--threads", "1"])
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+    ours = [r["metrics"]["loss"] for r in lines if r["group"] == "training"]
+    val = [r["metrics"] for r in lines if r["group"] == "validation"]
+
+    p = run([sys.executable, os.path.join(SRC, "bench", "gpu", "torch_eager.py"), "--workload", "resnet",
+             "--config", config, "--data", DIGITS, "--device", "cpu", "--threads", "1",
+             "--window", "5", "--windows", "1", "--warmup-windows", "1"])
+    theirs = json.loads(p.stdout.strip().splitlines()[-1])
+    if not theirs["numpy_order"]:
+        print("SKIP: numpy is missing, so the PyTorch side cannot draw ctrial's batch order")
+        sys.exit(77)
+    print("ctrial     :", " ".join(f"{x:.7f}" for x in ours))
+    print("torchvision:", " ".join(f"{x:.7f}" for x in theirs["losses"]))
+    if len(ours) != 2 or len(theirs["losses"]) != 2:
+        fail("expected two training reports on each side")
+    for i, (x, y) in enumerate(zip(ours, theirs["losses"])):
+        if abs(x - y) > 1e-5 * abs(y):
+            fail(f"batches {5 * i + 1}-{5 * i + 5}: ctrial {x!r}, PyTorch {y!r}")
+
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+    import torch_eager as te
+
+    torch.set_num_threads(1)
+    ckpts = glob.glob(os.path.join(out, "checkpoints", "ckpt-*", "state_dict.pth"))
+    if len(ckpts) != 1 or len(val) != 1:
+        fail(f"expected one checkpoint and one validation, got {ckpts} and {val}")
+    sd = torch.load(ckpts[0], weights_only=True)["models_state_dict"][0]
+    model = torchvision.models.resnet18(num_classes=10)
+    model.load_state_dict(sd, strict=True)  # raises on a missing, unexpected or mis-shaped key
+    model.eval()
+    x = (te.read_idx(te.idx_file(DIGITS, "t10k-images-idx3-ubyte")).float() / 255).unsqueeze(1)
+    y = te.read_idx(te.idx_file(DIGITS, "t10k-labels-idx1-ubyte")).long()
+    size = cfg["hyperparameters"]["image_size"]
+    with torch.no_grad():
+        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False).expand(-1, 3, -1, -1)
+        out_ = model(x)
+    loss = F.cross_entropy(out_, y, reduction="sum").item() / len(y)
+    accuracy = (out_.argmax(1) == y).sum().item() / len(y)
+    print(f"validation: ctrial loss {val[0]['validation_loss']!r} accuracy {val[0]['validation_accuracy']!r}; "
+          f"torchvision loss {loss!r} accuracy {accuracy!r}")
+    if abs(val[0]["validation_loss"] - loss) > 1e-5 * abs(loss) or val[0]["validation_accuracy"] != accuracy:
+        fail("torchvision's resnet18 with the checkpoint's weights does not give ctrial's validation")
+    print("ok: the same training losses as torchvision's resnet18, and the checkpoint loads into it (strict) "
+          "with the same validation")
+
+
+if __name__ == "__main__":
+    main()
