@@ -2,7 +2,7 @@
 """Issue 8's workloads as Determined PyTorchTrials, trained locally (no
 master) with det.pytorch.Trainer, timed in steady-state windows.
 
-    det_runner.py --workload mlp|cnn|charlm [--config CONFIG.json] [--data PATH]
+    det_runner.py --workload mlp|cnn|charlm|resnet|lstm [--config CONFIG.json] [--data PATH]
                   [--hparam K=V ...] [--device cpu|cuda] [--window N]
                   [--windows R] [--warmup-windows K] [--threads T] [--seed S]
 
@@ -13,11 +13,13 @@ same model, optimizer, hyperparameters and numpy-RandomState batch order;
 bench/compare/common.py) and passes its model and optimizer through
 context.wrap_model / context.wrap_optimizer. train_batch is
 
-  digits: out = model(x); loss = cross_entropy(out, y, label_smoothing);
+  digits (mlp, cnn, resnet): out = model(x) (resnet: x upsampled to
+          image_size and repeated over 3 channels first, as torch_eager.py);
+          loss = cross_entropy(out, y, label_smoothing);
           context.backward(loss); context.step_optimizer(opt);
           returns {"loss", "accuracy"}
-  charlm: loss = cross_entropy(model(x).view(-1, V), y.view(-1));
-          context.backward(loss);
+  charlm (charlm, lstm): loss = cross_entropy(logits_of(model, x).view(-1, V),
+          y.view(-1)); context.backward(loss);
           context.step_optimizer(opt, clip_grads=clip_grad_norm_(params, grad_clip));
           returns {"loss"}
 
@@ -77,7 +79,7 @@ class BenchTrial(pytorch.PyTorchTrial):
         self.W.model.train()
         self.model = context.wrap_model(self.W.model)
         self.opt = context.wrap_optimizer(self.W.opt)
-        self.charlm = run["workload"] == "charlm"
+        self.charlm = common.is_lm(run["workload"])
         self.grad_clip = hp.get("grad_clip", 1.0)
         context.experimental.disable_dataset_reproducibility_checks()
         self.timer = run["timer"]

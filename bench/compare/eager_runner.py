@@ -2,18 +2,18 @@
 """Issue 8's workloads in a plain PyTorch Python loop, timed in the same
 steady-state windows as det_runner.py and lightning_runner.py.
 
-    eager_runner.py --workload mlp|cnn|charlm [--config CONFIG.json] [--data PATH]
+    eager_runner.py --workload mlp|cnn|charlm|resnet|lstm [--config CONFIG.json] [--data PATH]
                     [--hparam K=V ...] [--device cpu|cuda] [--window N]
                     [--windows R] [--warmup-windows K] [--threads T] [--seed S]
 
 The loop is bench/gpu/torch_eager.py's eager loop, with its own workload
-code (common.build_workload: te.Digits / te.CharLM, and common.DigitsMLP
-for the MLP that torch_eager.py lacks): x, y = W.batch() (numpy
-RandomState order, gathered from memory), moved to the device, then
+code (common.build_workload: te.Digits / te.ResNet / te.CharLM, and
+common.DigitsMLP for the MLP that torch_eager.py lacks): x, y = W.batch()
+(numpy RandomState order, gathered from memory), moved to the device, then
 W.step(x, y) (forward, loss, backward, [clipping], optimizer step,
 zero_grad(set_to_none=True)); each step ends with timer.step_end(loss).
 torch_eager.py itself has no MLP and does not report peak RSS, so the
-driver (run.py) runs this file for all three workloads, with the same
+driver (run.py) runs this file for all the workloads, with the same
 window timer (common.Windows) and JSON line as the framework runners.
 
 Prints one JSON line on stdout: {"system": "pytorch", "workload",

@@ -2,7 +2,7 @@
 // loop: the floor of bench/compare (no harness: no loader, no metrics, no
 // hooks; a for loop over batches gathered from tensors in memory).
 //
-//     libtorch_loop --workload mlp|cnn|charlm [--data PATH] [--hp K=V ...]
+//     libtorch_loop --workload mlp|cnn|resnet|charlm|lstm [--data PATH] [--hp K=V ...]
 //                   [--window N] [--windows R] [--warmup-windows K]
 //                   [--threads T] [--seed S]
 //
@@ -12,20 +12,25 @@
 //
 //   - the same models, built in the same module order right after
 //     torch::manual_seed(seed), so the initial weights are the same draws
-//     (torch::nn's Linear, Conv2d and Embedding initialise as torch.nn's);
+//     (torch::nn's Linear, Conv2d, Embedding and LSTM initialise as
+//     torch.nn's), then re-initialised as the Python models do (resnet18's
+//     kaiming_normal_ convolutions, the LSTM model's uniform embedding and
+//     decoder);
 //   - the same batch order: numpy's RandomState(seed).shuffle per pass,
 //     passes back to back, every batch full (reproduced below with
 //     std::mt19937, which is numpy's legacy MT19937, and numpy's
 //     random_interval);
-//   - the same step: forward, cross-entropy (label smoothing for the
-//     digits), backward, [clip_grad_norm_], optimizer step,
-//     zero_grad (set to None), and for the digits the batch's accuracy.
+//   - the same step: forward (resnet: the digits upsampled to image_size
+//     and repeated over 3 channels first), cross-entropy (label smoothing
+//     for the digits MLP and CNN), backward, [clip_grad_norm_], optimizer
+//     step, zero_grad (set to None), and for the digits the batch's
+//     accuracy.
 //
 // What the C++ API does differently, and the reason final losses agree
 // within a tolerance rather than bit for bit: torch::optim::Adam and AdamW
 // update the first moment as exp_avg.mul_(beta1).add_(grad, 1 - beta1)
 // where Python's use exp_avg.lerp_(grad, 1 - beta1) (the same value up to
-// rounding).
+// rounding). torch::optim::SGD (resnet) computes what Python's does.
 //
 // Hyperparameters come as --hp K=V (numbers; true/false for flags), which
 // bench/compare/run.py resolves from the workload's example config exactly
@@ -42,6 +47,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -124,7 +130,8 @@ class Shuffled {
     size_t pos_ = 0;
 };
 
-// ---- models (examples/mnist's build_mlp / build_cnn, examples/charlm's GPT) --
+// ---- models (examples/mnist's build_mlp / build_cnn, examples/resnet's
+// resnet18, examples/charlm's GPT and LSTM) -------------------------------
 
 torch::nn::Sequential digits_mlp(const Hparams &hp, int64_t h, int64_t w) {
     // One push_back per layer, not Sequential(a, b, ...): C++ leaves the
@@ -157,6 +164,115 @@ torch::nn::Sequential digits_cnn(const Hparams &hp, int64_t h, int64_t w) {
     s->push_back(torch::nn::ReLU());
     s->push_back(torch::nn::Dropout(hp.get("dropout2", 0.5)));
     s->push_back(torch::nn::Linear(hidden, 10));
+    return s;
+}
+
+// torchvision.models.resnet18, built as torchvision builds it so that the
+// same random numbers are drawn in the same order: each Conv2d draws its
+// default kaiming_uniform_ weights when constructed (torch::nn's as
+// torch.nn's), and ResNet.__init__ then redraws every Conv2d's weights with
+// kaiming_normal_(fan_out, relu) in module order (and sets every BatchNorm's
+// weight to 1 and bias to 0, as they are built).
+torch::nn::Conv2d conv3x3(int64_t in, int64_t out, int64_t stride) {
+    return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
+}
+
+torch::nn::Conv2d conv1x1(int64_t in, int64_t out, int64_t stride) {
+    return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false));
+}
+
+struct BasicBlockImpl : torch::nn::Module {
+    // shortcut (the 1x1 convolution and BatchNorm of the identity path, or
+    // empty) is built by make_layer before the block, as torchvision's
+    // _make_layer does, so it draws its weights before conv1; it is
+    // registered after bn2 as "downsample", where the Python block assigns
+    // it (the state dict's order, and the order of the redraw).
+    BasicBlockImpl(int64_t inplanes, int64_t planes, int64_t stride, torch::nn::Sequential shortcut)
+        : conv1(register_module("conv1", conv3x3(inplanes, planes, stride))),
+          bn1(register_module("bn1", torch::nn::BatchNorm2d(planes))),
+          conv2(register_module("conv2", conv3x3(planes, planes, 1))),
+          bn2(register_module("bn2", torch::nn::BatchNorm2d(planes))), downsample(shortcut) {
+        if (downsample) register_module("downsample", downsample);
+    }
+
+    torch::Tensor forward(const torch::Tensor &x) {
+        torch::Tensor out = bn1(conv1(x)).relu_();
+        out = bn2(conv2(out));
+        out += downsample ? downsample->forward(x) : x;
+        return out.relu_();
+    }
+
+    torch::nn::Conv2d conv1;
+    torch::nn::BatchNorm2d bn1;
+    torch::nn::Conv2d conv2;
+    torch::nn::BatchNorm2d bn2;
+    torch::nn::Sequential downsample;
+};
+TORCH_MODULE(BasicBlock);
+
+struct ResNet18Impl : torch::nn::Module {
+    explicit ResNet18Impl(int64_t num_classes)
+        : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3)
+                                                                .bias(false)))),
+          bn1(register_module("bn1", torch::nn::BatchNorm2d(64))) {
+        layer1 = register_module("layer1", make_layer(64, 1));
+        layer2 = register_module("layer2", make_layer(128, 2));
+        layer3 = register_module("layer3", make_layer(256, 2));
+        layer4 = register_module("layer4", make_layer(512, 2));
+        fc = register_module("fc", torch::nn::Linear(512, num_classes));
+        for (auto &m : modules(/*include_self=*/false)) {
+            if (auto *conv = m->as<torch::nn::Conv2d>()) {
+                torch::nn::init::kaiming_normal_(conv->weight, 0, torch::kFanOut, torch::kReLU);
+            } else if (auto *bn = m->as<torch::nn::BatchNorm2d>()) {
+                torch::nn::init::constant_(bn->weight, 1);
+                torch::nn::init::constant_(bn->bias, 0);
+            }
+        }
+    }
+
+    // Two BasicBlocks (resnet18: [2, 2, 2, 2]); the first takes the stride,
+    // and the downsample path where the stride or the width changes.
+    torch::nn::Sequential make_layer(int64_t planes, int64_t stride) {
+        torch::nn::Sequential downsample{nullptr};
+        if (stride != 1 || inplanes != planes) {
+            downsample = torch::nn::Sequential();
+            downsample->push_back(conv1x1(inplanes, planes, stride));
+            downsample->push_back(torch::nn::BatchNorm2d(planes));
+        }
+        torch::nn::Sequential layer;
+        layer->push_back(BasicBlock(inplanes, planes, stride, downsample));
+        inplanes = planes;
+        layer->push_back(BasicBlock(planes, planes, 1, nullptr));
+        return layer;
+    }
+
+    torch::Tensor forward(const torch::Tensor &x) {
+        torch::Tensor y = torch::max_pool2d(bn1(conv1(x)).relu_(), 3, 2, 1);
+        y = layer4->forward(layer3->forward(layer2->forward(layer1->forward(y))));
+        return fc(torch::flatten(torch::adaptive_avg_pool2d(y, {1, 1}), 1));
+    }
+
+    int64_t inplanes = 64;
+    torch::nn::Conv2d conv1;
+    torch::nn::BatchNorm2d bn1;
+    torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+    torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ResNet18);
+
+// examples/resnet's model as its step sees it: the digits upsampled
+// (bilinear) to image_size and repeated over 3 channels, then resnet18.
+torch::nn::Sequential digits_resnet(const Hparams &hp) {
+    const int64_t size = hp.geti("image_size", 32);
+    torch::nn::Sequential s;
+    s->push_back(torch::nn::Functional([size](const torch::Tensor &x) {
+        return F::interpolate(x, F::InterpolateFuncOptions()
+                                     .size(std::vector<int64_t>{size, size})
+                                     .mode(torch::kBilinear)
+                                     .align_corners(false))
+            .expand({-1, 3, -1, -1});
+    }));
+    s->push_back(ResNet18(10));
     return s;
 }
 
@@ -232,6 +348,40 @@ struct GPTImpl : torch::nn::Module {
 };
 TORCH_MODULE(GPT);
 
+// examples/charlm's LSTM model (hparam model "lstm"): PyTorch's
+// word_language_model RNNModel, batch first, untied, a fresh state per
+// window. torch::nn::LSTM draws its weights as torch.nn.LSTM (uniform in
+// +-1/sqrt(hidden), parameter by parameter); then the embedding and the
+// decoder are redrawn as RNNModel.init_weights does.
+struct RNNModelImpl : torch::nn::Module {
+    RNNModelImpl(int64_t ntoken, int64_t ninp, int64_t nhid, int64_t nlayers, double dropout)
+        : drop(register_module("drop", torch::nn::Dropout(dropout))),
+          encoder(register_module("encoder", torch::nn::Embedding(ntoken, ninp))),
+          rnn(register_module("rnn", torch::nn::LSTM(torch::nn::LSTMOptions(ninp, nhid)
+                                                         .num_layers(nlayers)
+                                                         .dropout(dropout)
+                                                         .batch_first(true)))),
+          decoder(register_module("decoder", torch::nn::Linear(nhid, ntoken))) {
+        const double initrange = 0.1;
+        torch::nn::init::uniform_(encoder->weight, -initrange, initrange);
+        torch::nn::init::zeros_(decoder->bias);
+        torch::nn::init::uniform_(decoder->weight, -initrange, initrange);
+    }
+
+    // The logits (the Python model also returns the final state, which the
+    // step drops).
+    torch::Tensor forward(const torch::Tensor &input) {
+        torch::Tensor output = std::get<0>(rnn(drop(encoder(input))));
+        return decoder(drop(output));
+    }
+
+    torch::nn::Dropout drop;
+    torch::nn::Embedding encoder;
+    torch::nn::LSTM rnn;
+    torch::nn::Linear decoder;
+};
+TORCH_MODULE(RNNModel);
+
 // ---- the window timer (bench/compare/common.py's Windows) ------------------
 
 double now_s() {
@@ -272,7 +422,9 @@ std::string json_list(const std::vector<double> &xs) {
 
 // ---- the workloads ---------------------------------------------------------
 
-// mlp and cnn: Adam, cross-entropy with label smoothing, no clipping.
+// mlp and cnn: Adam, cross-entropy with label smoothing; resnet: SGD with
+// momentum and weight decay, no label smoothing (torch_eager.py's ResNet);
+// no clipping.
 void train_digits(const std::string &workload, const std::string &data, const Hparams &hp, uint32_t seed,
                   Windows &timer) {
     auto gz_or_plain = [&](const std::string &name) {
@@ -286,11 +438,22 @@ void train_digits(const std::string &workload, const std::string &data, const Hp
     torch::Tensor y = read_idx_u8(gz_or_plain("train-labels-idx1-ubyte")).to(torch::kLong);
     const int64_t h = x.size(2), w = x.size(3);
     Shuffled order(x.size(0), hp.geti("global_batch_size", 32), seed);
-    const double label_smoothing = hp.get("label_smoothing", 0.0);
+    const bool resnet = workload == "resnet";
+    const double label_smoothing = resnet ? 0.0 : hp.get("label_smoothing", 0.0);
 
     torch::manual_seed(seed); // as ct_fit and torch_eager.py, right before the model
-    torch::nn::Sequential model = workload == "mlp" ? digits_mlp(hp, h, w) : digits_cnn(hp, h, w);
-    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(hp.get("learning_rate", 1e-3)));
+    torch::nn::Sequential model = workload == "mlp" ? digits_mlp(hp, h, w)
+                                  : resnet          ? digits_resnet(hp)
+                                                    : digits_cnn(hp, h, w);
+    std::unique_ptr<torch::optim::Optimizer> opt;
+    if (resnet)
+        opt = std::make_unique<torch::optim::SGD>(model->parameters(),
+                                                  torch::optim::SGDOptions(hp.get("learning_rate", 0.02))
+                                                      .momentum(hp.get("momentum", 0.9))
+                                                      .weight_decay(hp.get("weight_decay", 5e-4)));
+    else
+        opt = std::make_unique<torch::optim::Adam>(model->parameters(),
+                                                   torch::optim::AdamOptions(hp.get("learning_rate", 1e-3)));
     model->train();
 
     for (int64_t step = 0; step < timer.total_steps(); step++) {
@@ -300,8 +463,8 @@ void train_digits(const std::string &workload, const std::string &data, const Hp
         torch::Tensor loss =
             F::cross_entropy(out, by, F::CrossEntropyFuncOptions().label_smoothing(label_smoothing));
         loss.backward();
-        opt.step();
-        opt.zero_grad(/*set_to_none=*/true);
+        opt->step();
+        opt->zero_grad(/*set_to_none=*/true);
         // The training accuracy, as every other system's digits step (kept
         // on the device, as torch_eager.py's; nothing reads it here).
         torch::Tensor acc = out.argmax(1).eq(by).to(torch::kFloat).mean();
@@ -310,9 +473,11 @@ void train_digits(const std::string &workload, const std::string &data, const Hp
     }
 }
 
-// charlm: AdamW with two parameter groups (decay on matrices only),
-// gradient clipping, tiny shakespeare as bytes.
-void train_charlm(const std::string &data, const Hparams &hp, uint32_t seed, Windows &timer) {
+// charlm (the GPT) and lstm (the LSTM model): AdamW with two parameter
+// groups (decay on matrices only), gradient clipping, tiny shakespeare as
+// bytes.
+void train_charlm(const std::string &workload, const std::string &data, const Hparams &hp, uint32_t seed,
+                  Windows &timer) {
     std::vector<unsigned char> text = read_file(data);
     int64_t lut[256];
     for (auto &v : lut) v = -1;
@@ -331,8 +496,12 @@ void train_charlm(const std::string &data, const Hparams &hp, uint32_t seed, Win
     const double grad_clip = hp.get("grad_clip", 1.0);
 
     torch::manual_seed(seed);
-    GPT model(V, T, hp.geti("n_layer", 2), hp.geti("n_head", 4), hp.geti("n_embd", 128), hp.get("dropout", 0.1));
-    std::vector<torch::Tensor> params = model->parameters(), decay, no_decay;
+    torch::nn::AnyModule model =
+        workload == "lstm" ? torch::nn::AnyModule(RNNModel(V, hp.geti("n_embd", 64), hp.geti("hidden_size", 128),
+                                                           hp.geti("n_layer", 2), hp.get("dropout", 0.1)))
+                           : torch::nn::AnyModule(GPT(V, T, hp.geti("n_layer", 2), hp.geti("n_head", 4),
+                                                      hp.geti("n_embd", 128), hp.get("dropout", 0.1)));
+    std::vector<torch::Tensor> params = model.ptr()->parameters(), decay, no_decay;
     for (auto &p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
     auto opts = torch::optim::AdamWOptions(hp.get("learning_rate", 1e-3)).betas({0.9, hp.get("beta2", 0.99)});
     std::vector<torch::optim::OptimizerParamGroup> groups;
@@ -341,12 +510,12 @@ void train_charlm(const std::string &data, const Hparams &hp, uint32_t seed, Win
     groups.emplace_back(no_decay,
                         std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(opts).weight_decay(0)));
     torch::optim::AdamW opt(std::move(groups), opts);
-    model->train();
+    model.ptr()->train();
 
     for (int64_t step = 0; step < timer.total_steps(); step++) {
         torch::Tensor off = order.next().unsqueeze(1) + arange; // [B, T] offsets
         torch::Tensor bx = train.index({off}), by = train.index({off + 1});
-        torch::Tensor logits = model->forward(bx);
+        torch::Tensor logits = model.forward(bx);
         torch::Tensor loss = F::cross_entropy(logits.view({-1, V}), by.view({-1}));
         loss.backward();
         if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, grad_clip);
@@ -357,8 +526,9 @@ void train_charlm(const std::string &data, const Hparams &hp, uint32_t seed, Win
 }
 
 [[noreturn]] void usage() {
-    std::fprintf(stderr, "usage: libtorch_loop --workload mlp|cnn|charlm [--data PATH] [--hp K=V ...] [--window N]\n"
-                         "                     [--windows R] [--warmup-windows K] [--threads T] [--seed S]\n");
+    std::fprintf(stderr, "usage: libtorch_loop --workload mlp|cnn|resnet|charlm|lstm [--data PATH] [--hp K=V ...]\n"
+                         "                     [--window N] [--windows R] [--warmup-windows K] [--threads T]\n"
+                         "                     [--seed S]\n");
     std::exit(2);
 }
 
@@ -385,15 +555,16 @@ int main(int argc, char **argv) {
             else if (a == "--seed") seed = uint32_t(std::stoul(v));
             else usage();
         }
-        if (workload != "mlp" && workload != "cnn" && workload != "charlm") usage();
+        const bool lm = workload == "charlm" || workload == "lstm";
+        if (!lm && workload != "mlp" && workload != "cnn" && workload != "resnet") usage();
         if (window < 1 || windows < 1 || warmup < 0) throw std::runtime_error("--window/--windows must be >= 1");
         if (data.empty())
-            data = workload == "charlm" ? "examples/data/tinyshakespeare/input.txt.gz" : "examples/data/digits";
+            data = lm ? "examples/data/tinyshakespeare/input.txt.gz" : "examples/data/digits";
         timer.window = window;
         timer.windows = windows;
         timer.warmup = warmup;
         if (threads > 0) torch::set_num_threads(threads);
-        if (workload == "charlm") train_charlm(data, hp, seed, timer);
+        if (lm) train_charlm(workload, data, hp, seed, timer);
         else train_digits(workload, data, hp, seed, timer);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "libtorch_loop: %s\n", e.what());

@@ -3,7 +3,7 @@
 set up as Lightning's own parity benchmark runs it (no progress bar, no
 logger, no checkpointing, no model summary), timed in steady-state windows.
 
-    lightning_runner.py --workload mlp|cnn|charlm [--config CONFIG.json] [--data PATH]
+    lightning_runner.py --workload mlp|cnn|charlm|resnet|lstm [--config CONFIG.json] [--data PATH]
                         [--hparam K=V ...] [--device cpu|cuda] [--window N]
                         [--windows R] [--warmup-windows K] [--threads T] [--seed S]
 
@@ -13,10 +13,12 @@ The module holds the workload of bench/gpu/torch_eager.py (the same model,
 optimizer, hyperparameters and numpy-RandomState batch order;
 bench/compare/common.py). Lightning's automatic optimization runs the step:
 zero_grad (set_to_none), training_step (forward and loss, returned),
-backward, configure_gradient_clipping (charlm: clip_grad_norm_ over the
-model's parameters at grad_clip, as torch_eager.py; digits: none),
-optimizer.step. configure_optimizers returns the workload's Adam/AdamW.
-training_step computes the same metrics as torch_eager.py (digits: loss and
+backward, configure_gradient_clipping (charlm and lstm: clip_grad_norm_
+over the model's parameters at grad_clip, as torch_eager.py; digits: none),
+optimizer.step. configure_optimizers returns the workload's Adam/AdamW/SGD.
+training_step is the same step as torch_eager.py's (resnet: the digits
+upsampled to image_size and repeated over 3 channels; lstm: the logits of
+the model's (logits, hidden)) with the same metrics (digits: loss and
 accuracy) and logs nothing (logger=False).
 
 Trainer(accelerator=DEVICE, devices=1, max_steps=(K+R)*N, logger=False,
@@ -59,7 +61,7 @@ class BenchModule(L.LightningModule):
         super().__init__()
         self.W = W
         self.model = W.model
-        self.charlm = workload == "charlm"
+        self.charlm = common.is_lm(workload)
         self.grad_clip = hp.get("grad_clip", 1.0) if self.charlm else 0.0
         self.timer, self.pin = timer, pin
 

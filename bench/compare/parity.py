@@ -5,17 +5,19 @@ det_runner.py, lightning_runner.py and the hand-written libtorch loop
 (bench/gpu/torch_eager.py) for each workload, on the CPU, seed 0, one
 thread.
 
-    parity.py [--steps 20] [--workloads mlp,cnn,charlm] [--tol 1e-5] [--libtorch-loop PATH]
+    parity.py [--steps 20] [--workloads mlp,cnn,charlm,resnet,lstm] [--tol 1e-5] [--libtorch-loop PATH]
 
-cnn and charlm: torch_eager.py itself is run (--window 1). mlp: torch_eager.py
-has no MLP, so the reference is its own loop and step code (te.Digits.step)
-with examples/mnist's MLP (common.DigitsMLP), in this process. Every
+cnn, charlm, resnet and lstm: torch_eager.py itself is run (--window 1;
+its workloads digits, charlm, resnet, and charlm with charlm_lstm.json).
+mlp: torch_eager.py has no MLP, so the reference is its own loop and step
+code (te.Digits.step) with examples/mnist's MLP (common.DigitsMLP), in
+this process. Every
 runner is run with --window 1 --warmup-windows 0, so its "losses" are the
 per-step losses. Prints one JSON line per workload and exits 1 when a
 difference exceeds --tol. The Python frameworks are bit-identical to plain
-PyTorch; the libtorch loop differs in the last bits (torch::optim's Adam
-rounds its first moment differently from Python's), about 5e-7 over 20
-steps.
+PyTorch; so is the libtorch loop on resnet (SGD), and on the other
+workloads it differs in the last bits (torch::optim's Adam/AdamW round the
+first moment differently from Python's), about 5e-7 over 20 steps.
 """
 import argparse
 import json
@@ -52,7 +54,7 @@ def find_libtorch_loop():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--workloads", default="mlp,cnn,charlm")
+    ap.add_argument("--workloads", default=",".join(common.WORKLOADS))
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--libtorch-loop", default=None, help="the libtorch_loop program (default: build/bench/compare/"
                     "libtorch_loop, else build-ddp/...; skipped when neither is built)")
@@ -66,7 +68,7 @@ def main():
             ref = eager_mlp(a.steps)
         else:
             cmd = [py, os.path.join(common.ROOT, "bench/gpu/torch_eager.py"),
-                   "--workload", "digits" if wl == "cnn" else "charlm",
+                   "--workload", w["eager"],
                    "--config", os.path.join(common.ROOT, w["config"]), "--data", os.path.join(common.ROOT, w["data"]),
                    "--device", "cpu", "--threads", "1", "--seed", "0",
                    "--window", "1", "--windows", str(a.steps), "--warmup-windows", "0"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 8's comparison on one machine in one run: ctrial, a hand-written
 libtorch C++ loop, plain PyTorch, Determined's PyTorchTrial
-(det.pytorch.Trainer) and PyTorch Lightning's Trainer, on the same three
+(det.pytorch.Trainer) and PyTorch Lightning's Trainer, on the same five
 workloads, data, hyperparameters and seed (a markdown table of steps/s,
 ratios, final losses and peak RSS), then ctrial's data loader, checkpoint
 save/load and gradient all-reduce beside torch's DataLoader,
@@ -14,11 +14,12 @@ PNG chart of the ratios.
     .venv/bin/python bench/compare/run.py --parts training --systems ctrial,libtorch \
         --baseline-build ../base/build --out /tmp/ab.md
 
-Needs the build (BUILD/examples/{mnist,charlm}, BUILD/bench/*: the default
-BUILD is build, else build-ddp, whichever has them all; MPI on for the
-all-reduce part) and `bash tools/bench-setup.sh` (determined, lightning and
-matplotlib in .venv). Nothing is built here. --readme also replaces the
-README's Performance section with the new tables and chart.
+Needs the build's programs that the run uses (BUILD/examples/{mnist,resnet,
+charlm}, BUILD/bench/*: the default BUILD is build, else build-ddp,
+whichever has them all; MPI on for the all-reduce part) and `bash
+tools/bench-setup.sh` (determined, lightning and matplotlib in .venv).
+Nothing is built here. --readme also replaces the README's Performance
+section with the new tables and chart.
 
 Every system runs as its own process, `--runs` times, interleaved (one
 process of each system for each workload, then the next round; the
@@ -84,12 +85,16 @@ gr = _load_gpu_run()
 # shared by the Python runners) registered with bench/gpu/run.py so that its
 # Plan.config / run_ctrial derive ctrial's config from the same overrides.
 # window: steps per timed window on the CPU (full run, smoke run).
-WINDOWS = {"mlp": (100, 20), "cnn": (40, 5), "charlm": (40, 5)}
-BINARY = {"mlp": "mnist", "cnn": "mnist", "charlm": "charlm"}
+WINDOWS = {"mlp": (100, 20), "cnn": (40, 5), "charlm": (40, 5), "resnet": (5, 2), "lstm": (20, 5)}
+BINARY = {"mlp": "mnist", "cnn": "mnist", "charlm": "charlm", "resnet": "resnet", "lstm": "charlm"}
 TITLES = {
     "mlp": "digits MLP 64-256-10 (examples/mnist mnist_mlp.json), batch 32, Adam, no StepLR",
     "cnn": "digits CNN with BatchNorm (mnist_cnn.json), batch 128, Adam, no StepLR",
     "charlm": "char LM GPT, 2 layers, n_embd 128, block 64 (charlm.json), batch 16, AdamW + clipping",
+    "resnet": "torchvision's ResNet-18 on the digits upsampled to 32x32 (examples/resnet resnet.json), batch 32, "
+              "SGD with momentum and weight decay",
+    "lstm": "char LM LSTM, 2 layers, hidden 128, n_embd 64, block 64 (charlm_lstm.json), batch 32, "
+            "AdamW + clipping",
 }
 for _wl, _w in common.WORKLOADS.items():
     gr.WORKLOADS[_wl] = dict(binary=BINARY[_wl], config=_w["config"],
@@ -281,13 +286,27 @@ def build_table(a, summary, results):
     return rows, all_ok
 
 
-NEEDED = ["examples/mnist/mnist", "examples/charlm/charlm", "bench/compare/libtorch_loop",
-          "bench/loader/bench_loader", "bench/ckpt/bench_ckpt", "bench/dist/bench_dist"]
+# The build's programs that the systems and parts run (ctrial's: each
+# workload's example program, BINARY).
+PROGRAMS = {"libtorch": "bench/compare/libtorch_loop", "loader": "bench/loader/bench_loader",
+            "checkpoint": "bench/ckpt/bench_ckpt", "allreduce": "bench/dist/bench_dist"}
 
 
-def find_build_dir():
+def needed(a):
+    """The programs this run uses: its workloads' example programs (ctrial),
+    the libtorch loop, its parts' programs."""
+    names = []
+    if "training" in a.parts:
+        if "ctrial" in a.systems:
+            names += sorted({f"examples/{BINARY[wl]}/{BINARY[wl]}" for wl in a.workloads})
+        if "libtorch" in a.systems:
+            names.append(PROGRAMS["libtorch"])
+    return names + [PROGRAMS[p] for p in a.parts if p in PROGRAMS]
+
+
+def find_build_dir(names):
     for d in ("build", "build-ddp"):
-        if all(os.path.isfile(os.path.join(ROOT, d, n)) for n in NEEDED):
+        if all(os.path.isfile(os.path.join(ROOT, d, n)) for n in names):
             return os.path.join(ROOT, d)
     return os.path.join(ROOT, "build")
 
@@ -461,18 +480,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=None, help="the build (default: build, else build-ddp, whichever "
-                    "has the example programs, libtorch_loop and bench/{loader,ckpt,dist})")
+                    "has the programs the run uses: example programs, libtorch_loop, bench/{loader,ckpt,dist})")
     ap.add_argument("--baseline-build", default=None, metavar="DIR",
-                    help="another build of ctrial (its examples/mnist and examples/charlm) to run beside this "
-                         "one as the system 'baseline', interleaved: before/after comparisons")
+                    help="another build of ctrial (the example programs of the workloads: examples/mnist, "
+                         "examples/resnet, examples/charlm) to run beside this one as the system 'baseline', "
+                         "interleaved: before/after comparisons")
     ap.add_argument("--data-dir", default=os.path.join(ROOT, "examples", "data"))
     ap.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
-    ap.add_argument("--workloads", default="mlp,cnn,charlm")
+    ap.add_argument("--workloads", default=",".join(common.WORKLOADS))
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated: " + ", ".join(SYSTEMS))
     ap.add_argument("--runs", type=int, default=None,
                     help="processes per system and workload, interleaved (5; smoke 1)")
     ap.add_argument("--window", type=int, default=0,
-                    help="steps per timed window (default per workload: mlp 100, cnn 40, charlm 40; smoke 20/5/5)")
+                    help="steps per timed window (default per workload: "
+                         + ", ".join(f"{wl} {n}" for wl, (n, _) in WINDOWS.items())
+                         + "; smoke " + "/".join(str(n) for _, n in WINDOWS.values()) + ")")
     ap.add_argument("--windows", type=int, default=None, help="timed windows per process (5; smoke 2)")
     # 2, not 1: Determined reports metrics at the end of each window, so a
     # report's cost falls in the next window, and its first report costs a
@@ -514,7 +536,8 @@ def main():
             raise SystemExit(f"run.py: unknown workload {w}")
     if a.baseline_build:
         a.baseline_build = os.path.abspath(a.baseline_build)
-        a.baseline_binaries = {b: os.path.join(a.baseline_build, "examples", b, b) for b in set(BINARY.values())}
+        a.baseline_binaries = {b: os.path.join(a.baseline_build, "examples", b, b)
+                               for b in {BINARY[wl] for wl in a.workloads}}
         for path in a.baseline_binaries.values():
             if not os.path.isfile(path):
                 raise SystemExit(f"run.py: --baseline-build: {path} not found")
@@ -528,9 +551,10 @@ def main():
         if p not in PARTS:
             raise SystemExit(f"run.py: unknown part {p} (parts: {', '.join(PARTS)})")
     a.device = "cpu"
-    a.build_dir = os.path.abspath(a.build_dir or find_build_dir())
+    programs = needed(a)
+    a.build_dir = os.path.abspath(a.build_dir or find_build_dir(programs))
     a.notes = []
-    for n in NEEDED:
+    for n in programs:
         if not os.path.isfile(os.path.join(a.build_dir, n)):
             raise SystemExit(f"run.py: {os.path.join(a.build_dir, n)} not found: build first "
                              f"(cmake -S . -B build -G Ninja && ninja -C build)")
@@ -541,8 +565,8 @@ def main():
         if not eq or not k:
             raise SystemExit(f"run.py: --env {kv}: expected K=V")
         env[k] = v
-    # NEEDED's paths, checked above: the example programs and the floor.
-    binaries = {os.path.basename(n): os.path.join(a.build_dir, n) for n in NEEDED}
+    # The programs checked above: the example programs and the floor.
+    binaries = {os.path.basename(n): os.path.join(a.build_dir, n) for n in programs}
     work = tempfile.mkdtemp(prefix="bench_compare_")
     plan = Plan(a, env, work)
     start = time.monotonic()

@@ -165,7 +165,8 @@ class Plan:
         cfg.pop("min_checkpoint_period", None)
         cfg["checkpoint_policy"] = "none"
         data = self.data(wl)
-        cfg["data"] = {"dir": data, "workers": 0} if w["binary"] == "mnist" else {"path": data, "workers": 0}
+        # The example's own key: a folder ("dir": the digits) or a file ("path").
+        cfg["data"] = {"dir" if "dir" in cfg["data"] else "path": data, "workers": 0}
         path = os.path.join(self.work, name + ".json")
         with open(path, "w") as f:
             json.dump(cfg, f, indent=1)
