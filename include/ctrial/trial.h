@@ -370,7 +370,34 @@ CT_API int ct_ctx_step_optimizer(ct_context *ctx, ct_optim *opt, ct_clip_fn clip
 CT_API int ct_ctx_step_optimizer_ex(ct_context *ctx, ct_optim *opt, ct_clip_fn clip, void *clip_ctx,
                                     bool auto_zero_grads);
 /* Every argument of Determined's step_optimizer(optimizer, clip_grads=,
- * auto_zero_grads=, scaler=). */
+ * auto_zero_grads=, scaler=), and PyTorch's optimizer.step(closure).
+ *
+ * With a closure the step is ct_optim_step_closure(opt, closure,
+ * closure_user, closure_loss) instead of ct_optim_step: what LBFGS needs.
+ * The closure does what Python's does (ct_optim_step_closure, optim.h):
+ * zeroes the gradients, computes the loss, calls ct_ctx_backward (not
+ * ct_backward) and returns the loss. The optimizer calls it inside this
+ * call (LBFGS: as often as its line search needs), so its time counts as
+ * the optimizer's; auto_zero_grads still zeroes after the step. Since the
+ * closure makes the gradients itself, with the weights the step has moved
+ * so far, it is refused (on every batch, before anything runs) with:
+ *   - a clip callback (CT_EINVAL): it runs before the step, the closure
+ *     makes the gradients inside it; clip inside the closure instead;
+ *   - a GradScaler, `scaler` (CT_EINVAL) or fp16 AMP's (CT_ECONFIG), as
+ *     PyTorch's GradScaler.step refuses closures;
+ *   - AMP without a scaler, bf16 (CT_ECONFIG): the autocast region around
+ *     train_batch keeps the weights' low-precision copies, so evaluations
+ *     after the optimizer moved the weights would use the old ones (LBFGS
+ *     would not move); autocast inside the closure instead
+ *     (ct_autocast_enter / ct_autocast_exit around its forward);
+ *   - aggregation_frequency > 1 (CT_ECONFIG): the closure evaluates the
+ *     step batch alone, and its zero_grad drops what the window
+ *     accumulated;
+ *   - more than one rank (CT_ECONFIG): each evaluation's backward is an
+ *     all-reduce, and LBFGS's data-dependent count of evaluations would
+ *     differ between ranks;
+ *   - cuda_graphs (CT_ECONFIG): each evaluation reads the loss on the
+ *     host, which a capture cannot. */
 typedef struct {
     ct_clip_fn clip;          /* NULL: no clipping */
     void *clip_ctx;
@@ -378,6 +405,11 @@ typedef struct {
                                * with aggregation_frequency > 1 (CT_ECONFIG) */
     ct_grad_scaler *scaler;   /* manual AMP: step through this scaler, scaler.step(opt)
                                * (NULL: the context's own, if ct_ctx_use_amp) */
+    ct_closure_fn closure;    /* step(closure) (NULL: step()) */
+    void *closure_user;       /* the closure's argument */
+    double *closure_loss;     /* with a closure, when the step returns 0: float(loss) of
+                               * its first call, what step(closure) returns (LBFGS: the
+                               * loss before the step); may be NULL */
 } ct_step_opts;
 CT_API ct_step_opts ct_step_defaults(void);
 CT_API int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opts *o);

@@ -1,8 +1,8 @@
 /* src/fit/context.c — the context a trial sees (trial.h's ct_ctx_* functions,
  * all of them): wrapping models, optimizers, schedulers, reducers and
- * callbacks; backward and the optimizer step with gradient aggregation and
- * clipping; AMP and the profiler; hyperparameters; position queries; and
- * the context's life, from ct_context_new to ct_ctx_free. */
+ * callbacks; backward and the optimizer step with gradient aggregation,
+ * clipping and closures; AMP and the profiler; hyperparameters; position
+ * queries; and the context's life, from ct_context_new to ct_ctx_free. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "fit/context.h"
 
@@ -324,26 +324,10 @@ ct_step_opts ct_step_defaults(void) {
     return o;
 }
 
-int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opts *o) {
-    if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
-    ct_step_opts d = o ? *o : ct_step_defaults();
-    if (ctx->aggregation_frequency > 1 && !d.auto_zero_grads)
-        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: with aggregation_frequency %d, auto_zero_grads "
-                                        "must be true (as in Determined)", ctx->aggregation_frequency);
-    if (!ct_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
-    /* Under mpirun the gradients are averages already (ct_ctx_backward),
-     * unless a backward ran outside it: stepping on those would let the
-     * ranks' weights drift apart. */
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
-        char stray[256];
-        if (ct_grad_sync_stray(ctx->syncs[i], stray, sizeof stray))
-            return ct_set_error(CT_ESTATE,
-                                "ct_ctx_step_optimizer: rank %d: parameter '%s' got its gradient from a backward "
-                                "outside ct_ctx_backward, which is not averaged across ranks; call "
-                                "ct_ctx_backward or ct_ctx_backward_ex",
-                                ctx->rank, stray);
-    }
-    double t0 = ct_clock_monotonic();
+/* The step on the gradients backward left (no closure): averaged over
+ * the aggregation window, unscaled and clipped, stepped through a scaler
+ * or not. */
+static int step_on_gradients(ct_context *ctx, ct_optim *opt, const ct_step_opts *d) {
     size_t n = ct_optim_num_params(opt);
     ct_tensor **params = malloc((n ? n : 1) * sizeof *params);
     if (!params) return ct_set_error(CT_ENOMEM, "ct_ctx_step_optimizer: out of host memory");
@@ -361,20 +345,86 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
     }
     /* The context's own (automatic) scaler, or the one the trial passes. */
     bool auto_amp = ctx->scaler && !ctx->manual_scaler;
-    ct_grad_scaler *scaler = d.scaler ? d.scaler : auto_amp ? ctx->scaler : NULL;
+    ct_grad_scaler *scaler = d->scaler ? d->scaler : auto_amp ? ctx->scaler : NULL;
     /* fp16 AMP: the clip callback sees true gradients (scaler.unscale_). */
-    if (rc == CT_OK && d.clip && auto_amp) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
-    if (rc == CT_OK && d.clip) rc = d.clip(params, n, d.clip_ctx);
+    if (rc == CT_OK && d->clip && auto_amp) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
+    if (rc == CT_OK && d->clip) rc = d->clip(params, n, d->clip_ctx);
     free(params);
-    if (rc == CT_OK && scaler) {
-        /* scaler.step: unscales if not yet, skips the step on inf/NaN; the
-         * loop updates the context's scale once this batch's steps are done
-         * (a trial's own scaler is updated by the trial). */
-        rc = ct_grad_scaler_step(scaler, opt, NULL);
-        if (scaler == ctx->scaler && auto_amp) ctx->scaler_stepped = true;
-    } else if (rc == CT_OK) {
-        rc = ct_optim_step(opt);
+    if (rc != CT_OK) return rc;
+    if (!scaler) return ct_optim_step(opt);
+    /* scaler.step: unscales if not yet, skips the step on inf/NaN; the loop
+     * updates the context's scale once this batch's steps are done (a
+     * trial's own scaler is updated by the trial). */
+    rc = ct_grad_scaler_step(scaler, opt, NULL);
+    if (scaler == ctx->scaler && auto_amp) ctx->scaler_stepped = true;
+    return rc;
+}
+
+/* What a step with a closure cannot go with (trial.h, ct_step_opts): the
+ * closure makes the gradients itself at each of its evaluations, as many
+ * as the optimizer decides (LBFGS: as its line search needs), with the
+ * weights the step has moved so far. Refused on every batch, before
+ * anything runs. */
+static int refuse_closure(const ct_context *ctx, const ct_step_opts *d) {
+    if (d->clip)
+        return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: a closure with a clip callback: the callback "
+                                       "runs before the step, but the closure makes the gradients inside it, "
+                                       "at each evaluation; clip inside the closure, after ct_ctx_backward");
+    if (d->scaler || (ctx->scaler && !ctx->manual_scaler))
+        return ct_set_error(d->scaler ? CT_EINVAL : CT_ECONFIG,
+                            "ct_ctx_step_optimizer: a closure with a GradScaler (%s): closure use is not "
+                            "supported if GradScaler is enabled, as in PyTorch",
+                            d->scaler ? "ct_step_opts.scaler" : "fp16 AMP, ct_ctx_use_amp");
+    if (ctx->amp)
+        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: a closure with AMP (ct_ctx_use_amp): train_batch "
+                                        "runs in one autocast region, which keeps the weights' low-precision "
+                                        "copies until it ends, so evaluations after the optimizer moved the "
+                                        "weights would compute with the old ones (LBFGS would not move, as "
+                                        "inside torch.autocast in PyTorch); autocast inside the closure instead, "
+                                        "ct_autocast_enter / ct_autocast_exit around its forward");
+    if (ctx->aggregation_frequency > 1)
+        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: a closure with aggregation_frequency %d: the "
+                                        "closure evaluates the step batch alone and zeroes the gradients the "
+                                        "other batches of the window accumulated; use aggregation_frequency 1",
+                            ctx->aggregation_frequency);
+    if (ctx->size > 1)
+        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: a closure with %d ranks: each evaluation's "
+                                        "ct_ctx_backward averages the gradients across ranks, and how many "
+                                        "evaluations a step makes depends on each rank's data (LBFGS's line "
+                                        "search), so the ranks would wait on each other forever; train with "
+                                        "one rank",
+                            ctx->size);
+    if (ctx->opts.cuda_graphs)
+        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: a closure with cuda_graphs: each evaluation "
+                                        "reads the loss on the host (float(loss), what step(closure) returns), "
+                                        "which a CUDA graph capture cannot do; turn cuda_graphs off");
+    return CT_OK;
+}
+
+int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opts *o) {
+    if (!ctx || !opt) return ct_set_error(CT_EINVAL, "ct_ctx_step_optimizer: %s is NULL", ctx ? "opt" : "ctx");
+    ct_step_opts d = o ? *o : ct_step_defaults();
+    if (ctx->aggregation_frequency > 1 && !d.auto_zero_grads)
+        return ct_set_error(CT_ECONFIG, "ct_ctx_step_optimizer: with aggregation_frequency %d, auto_zero_grads "
+                                        "must be true (as in Determined)", ctx->aggregation_frequency);
+    int rc = d.closure ? refuse_closure(ctx, &d) : CT_OK;
+    if (rc != CT_OK) return rc;
+    if (!ct_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
+    /* Under mpirun the gradients are averages already (ct_ctx_backward),
+     * unless a backward ran outside it: stepping on those would let the
+     * ranks' weights drift apart. */
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
+        char stray[256];
+        if (ct_grad_sync_stray(ctx->syncs[i], stray, sizeof stray))
+            return ct_set_error(CT_ESTATE,
+                                "ct_ctx_step_optimizer: rank %d: parameter '%s' got its gradient from a backward "
+                                "outside ct_ctx_backward, which is not averaged across ranks; call "
+                                "ct_ctx_backward or ct_ctx_backward_ex",
+                                ctx->rank, stray);
     }
+    double t0 = ct_clock_monotonic();
+    rc = d.closure ? ct_optim_step_closure(opt, d.closure, d.closure_user, d.closure_loss)
+                   : step_on_gradients(ctx, opt, &d);
     if (rc == CT_OK && d.auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
     ct_time_add(ctx, CT_TIME_OPTIM, t0);
     return rc;

@@ -11,7 +11,9 @@
  * is refused;
  * a scheduler that moves the lr once re-captures once, one that moves it
  * every batch is refused; ct_item inside train_batch gives the host-sync
- * message. Without a GPU it prints a SKIP line for that part and passes. */
+ * message; a closure (ct_step_opts.closure) is refused at the first batch,
+ * and trains eagerly. Without a GPU it prints a SKIP line for that part
+ * and passes. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -32,7 +34,8 @@ enum { IN = 8, HID = 32, OUT = 4, MAX_PARAMS = 4096, MAX_BATCHES = 64 };
 typedef struct {
     ct_module *net;
     ct_optim *opt;
-    bool item;  /* read the loss on the host inside train_batch */
+    bool item;     /* read the loss on the host inside train_batch */
+    bool closure;  /* step(closure) */
 } Mlp;
 
 /* What the last run left behind. */
@@ -91,6 +94,7 @@ static void *mlp_init(ct_context *ctx) {
     else if (t->opt && strcmp(sched, "once") == 0)
         ct_ctx_wrap_lr_scheduler(ctx, ct_sched_step_lr(t->opt, 15, 0.5), CT_STEP_EVERY_BATCH, 1);
     t->item = ct_ctx_hparam_bool(ctx, "item", false);
+    t->closure = ct_ctx_hparam_bool(ctx, "closure", false);
     if (!t->net || !t->opt) {
         free(t);
         return NULL;
@@ -149,9 +153,31 @@ static ct_tensor *loss_of(ct_module *net, const ct_value *batch) {
     return ct_cross_entropy(ct_nn_forward(net, ct_batch_at(batch, 0)), ct_batch_at(batch, 1));
 }
 
+typedef struct {
+    Mlp *t;
+    ct_context *ctx;
+    const ct_value *batch;
+} Closure;
+
+static ct_tensor *closure(void *user) {
+    Closure *c = user;
+    ct_tensor *loss = ct_optim_zero_grad(c->t->opt, true) == 0 ? loss_of(c->t->net, c->batch) : NULL;
+    return ct_ctx_backward(c->ctx, loss) == 0 ? loss : NULL;
+}
+
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {
     Mlp *t = self;
+    if (t->closure) {
+        Closure c = {t, ctx, batch};
+        ct_step_opts o = ct_step_defaults();
+        double loss;
+        o.closure = closure;
+        o.closure_user = &c;
+        o.closure_loss = &loss;
+        if (ct_ctx_step_optimizer_with(ctx, t->opt, &o) != 0) return NULL;
+        return ct_value_tensor(ct_scalar_tensor(loss, NULL));
+    }
     ct_tensor *loss = loss_of(t->net, batch);
     if (t->item) {
         double v;
@@ -238,7 +264,7 @@ typedef struct {
     int64_t batch_size;
     const char *opt, *sched, *amp;
     double dropout;
-    bool item, short_batch, simple;
+    bool item, short_batch, simple, closure;
 } run_opts;
 
 static run_opts defaults(void) {
@@ -256,6 +282,7 @@ static int fit(const run_opts *r) {
     ct_value_dict_set(hp, "sched", ct_value_str(r->sched));
     ct_value_dict_set(hp, "dropout", ct_value_float(r->dropout));
     ct_value_dict_set(hp, "item", ct_value_bool(r->item));
+    ct_value_dict_set(hp, "closure", ct_value_bool(r->closure));
     ct_value_dict_set(hp, "short_batch", ct_value_bool(r->short_batch));
     ct_value_dict_set(hp, "amp", ct_value_str(r->amp));
     ct_fit_opts o = ct_fit_defaults();
@@ -480,6 +507,17 @@ static void test_gpu_refusals(void) {
     CHECK(fit(&r) == CT_ESTATE);
     CHECK_ERR(CT_ESTATE, "train_batch did something that needs the host to wait for the GPU during capture: "
                          "a .item()/ct_item");
+
+    /* A closure reads each evaluation's loss on the host: refused at the
+     * first (warm-up) batch, naming the mode; without graphs it trains. */
+    r = defaults();
+    r.device = "cuda:0";
+    r.closure = true;
+    CHECK(fit(&r) == CT_ECONFIG);
+    CHECK_ERR(CT_ECONFIG, "a closure with cuda_graphs");
+    r.graphs = false;
+    CHECK_OK(fit(&r));
+    CHECK(g_run.n_losses == r.batches);
 
     /* After a failed capture the generator works eagerly again: dropout on. */
     r = defaults();

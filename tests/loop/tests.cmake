@@ -18,3 +18,10 @@ ct_py_test(loop_console ${CMAKE_CURRENT_LIST_DIR}/test_console.py $<TARGET_FILE:
 # 2^63 batches are CT_ECONFIG before anything trains; a batch size near
 # INT64_MAX is a named error in the loader and the samplers.
 ct_c_test(loop_fit_limits ${CMAKE_CURRENT_LIST_DIR}/fit_limits.c)
+# A closure in ct_ctx_step_optimizer_with (optimizer.step(closure), what
+# LBFGS needs) through ct_fit: its refusals (a clip callback, a GradScaler,
+# gradient aggregation; 2 ranks under mpirun), and the per-batch losses,
+# closure calls and final weights against torch.optim's LBFGS and SGD.
+ct_c_test(loop_closure ${CMAKE_CURRENT_LIST_DIR}/closure.c)
+ct_mpi_test(loop_closure_np2 2 loop_closure)
+ct_py_test(loop_closure_torch ${CMAKE_CURRENT_LIST_DIR}/test_closure.py $<TARGET_FILE:loop_closure>)
