@@ -1,6 +1,7 @@
 // shim/tensor.cpp — tensor creation, conversion, queries, reading values
 // back, indexing/joining/views, and autograd. Math lives in ops.cpp.
 #include "internal.h"
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <c10/core/GradMode.h>
 
@@ -123,6 +124,14 @@ extern "C" ct_tensor *ct_randperm(int64_t n, const ct_topts *o) {
         ct_topts def{};
         def.dtype = CT_I64;
         return at::randperm(n, ct::options(o ? o : &def));
+    });
+}
+
+extern "C" ct_tensor *ct_randperm_seeded(int64_t n, uint64_t seed) {
+    return ct::op(__func__, [&] {
+        // torch.Generator().manual_seed(seed): a CPU generator of its own.
+        at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+        return at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
     });
 }
 

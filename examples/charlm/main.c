@@ -114,6 +114,20 @@
  * whole text (65 for tiny shakespeare), rebuilt from the text whenever the
  * trial is built, so sampling needs the same text as training.
  *
+ * Or the tokens come from llm.c's shards (data.train_shards, val_shards,
+ * vocab_size; ct_dataset_shards), mapped, windows never crossing a shard's
+ * end; `charlm shard TEXT DIR` writes the text's indices as such shards,
+ * split 90/10, and training from them equals training from the text:
+ *
+ *     def shard(path):   # llm.c's dev/data/data_common.py format
+ *         header = np.fromfile(path, dtype=np.int32, count=256)
+ *         assert header[0] == 20240520 and header[1] == 1
+ *         return torch.from_numpy(np.memmap(path, np.uint16, "r", 1024, (header[2],)).astype(np.int64))
+ *     train = ConcatDataset([Windows(shard(p), block_size, stride=1) for p in sorted(glob(train_shards))])
+ *     val = ConcatDataset([Windows(shard(p), block_size, stride=block_size) for p in sorted(glob(val_shards))])
+ *
+ * The text is then read only to sample (its characters name the indices).
+ *
  * The RNNModel is a module of several inputs and outputs (ct_nn_module_value):
  * called with ct_nn_call, it takes (input, hidden) and returns (logits,
  * hidden), and its nn.LSTM returns (output, (h_n, c_n)), as in Python.
@@ -122,6 +136,8 @@
  *     build/examples/charlm/charlm --config examples/charlm/charlm.json
  *     build/examples/charlm/charlm --config examples/charlm/charlm_lstm.json
  *     build/examples/charlm/charlm sample output/checkpoints/ckpt-... --tokens 500
+ *     build/examples/charlm/charlm shard examples/data/tinyshakespeare/input.txt.gz out/charlm_shards
+ *     build/examples/charlm/charlm --config examples/charlm/charlm_shards.json
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -130,6 +146,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <ctrial/ctrial.h>
@@ -143,6 +160,8 @@ static struct {
     char checkpoint[4096];
     char device[32];
     char text_path[4096];
+    bool text_flag;       /* charlm sample --data: the text for a shard-trained model */
+    bool sampling;        /* the trial is built to sample, not to train */
     int64_t sample_tokens;
     double temperature;
 } g_run = {.text_path = DEFAULT_TEXT};
@@ -508,8 +527,10 @@ static ct_optim *adamw_new(ct_module *model, const ct_adam_opts *o, bool fused) 
 /* ---- the trial ------------------------------------------------------------ */
 
 typedef struct {
-    Text text;
+    Text text;              /* from text: the tokens; from shards: the vocabulary, read to sample */
     int64_t n_train;        /* the first n_train characters train, the rest validate */
+    char **train_shards, **val_shards; /* data.train_shards / val_shards: files or patterns; */
+    int n_train_shards, n_val_shards;  /* none: the text's tokens train and validate */
     bool lstm;              /* hparam model: "gpt" (false) or "lstm" */
     GPTConfig cfg;          /* the GPT's; vocab_size and block_size serve both models */
     RNNConfig rnn;          /* the LSTM's */
@@ -519,19 +540,57 @@ typedef struct {
     int workers;
 } CharLM;
 
-/* The config's "data": {"path": text file, "train_fraction": 0.9, "workers": 0}. */
-static int read_data_config(ct_context *ctx, const char **path, double *fraction, int64_t *workers) {
+/* A data.train_shards / data.val_shards entry: a string (a shard file or a
+ * glob pattern) or a non-empty list of them, copied. */
+static int shard_list(const ct_value *v, const char *key, char ***out, int *n) {
+    ct_value_kind k = ct_value_kind_of(v);
+    size_t len = k == CT_VALUE_STR ? 1 : k == CT_VALUE_LIST ? ct_value_len(v) : 0;
+    if (len == 0 || len > 4096)
+        return ct_set_error(CT_ECONFIG, "data.%s must be a shard file or glob pattern, or a list of them", key);
+    char **a = calloc(len, sizeof *a);
+    if (!a) return ct_set_error(CT_ENOMEM, "charlm: out of memory");
+    *out = a;
+    for (size_t i = 0; i < len; i++) {
+        const char *str = ct_value_get_str(k == CT_VALUE_STR ? v : ct_value_list_get(v, i));
+        if (!str) return ct_set_error(CT_ECONFIG, "data.%s[%zu] must be a string (a file or glob pattern)", key, i);
+        if (!(a[i] = strdup(str))) return ct_set_error(CT_ENOMEM, "charlm: out of memory");
+        *n = (int)i + 1;
+    }
+    return CT_OK;
+}
+
+/* The config's "data": {"path": text file, "train_fraction": 0.9, "workers": 0}
+ * to train from a text, or {"train_shards": files or patterns, "val_shards":
+ * ..., "vocab_size": N, "path": the text whose vocabulary the shards use
+ * (read only to sample), "workers": 0} to train from llm.c shards. */
+static int read_data_config(ct_context *ctx, CharLM *t, const char **path, double *fraction, int64_t *workers,
+                            int64_t *vocab_size) {
     const ct_value *data = ct_ctx_data_config(ctx);
     const ct_value *p = ct_value_dict_get(data, "path"), *f = ct_value_dict_get(data, "train_fraction"),
-                   *w = ct_value_dict_get(data, "workers");
+                   *w = ct_value_dict_get(data, "workers"), *ts = ct_value_dict_get(data, "train_shards"),
+                   *vs = ct_value_dict_get(data, "val_shards"), *v = ct_value_dict_get(data, "vocab_size");
     *path = p ? ct_value_get_str(p) : g_run.text_path;
     *fraction = 0.9;
     *workers = 0;
+    *vocab_size = 0;
     if (!*path) return ct_set_error(CT_ECONFIG, "data.path must be a string (a text file, plain or .gz)");
     if (f && (ct_value_get_float(f, fraction) != 0 || !(*fraction > 0 && *fraction < 1)))
         return ct_set_error(CT_ECONFIG, "data.train_fraction must be a number between 0 and 1");
     if (w && (ct_value_get_int(w, workers) != 0 || *workers < 0))
         return ct_set_error(CT_ECONFIG, "data.workers must be an integer >= 0");
+    if (!ts && !vs && !v) return CT_OK; /* from the text */
+    if (!ts || !vs || !v)
+        return ct_set_error(CT_ECONFIG, "training from shards needs data.train_shards, data.val_shards and "
+                                        "data.vocab_size (missing data.%s)",
+                            !ts ? "train_shards" : !vs ? "val_shards" : "vocab_size");
+    if (f)
+        return ct_set_error(CT_ECONFIG, "data.train_fraction splits data.path's text; with data.train_shards the "
+                                        "shards are the split");
+    if (ct_value_get_int(v, vocab_size) != 0 || *vocab_size < 1)
+        return ct_set_error(CT_ECONFIG, "data.vocab_size must be an integer >= 1");
+    if (shard_list(ts, "train_shards", &t->train_shards, &t->n_train_shards) != CT_OK ||
+        shard_list(vs, "val_shards", &t->val_shards, &t->n_val_shards) != CT_OK)
+        return ct_last_code();
     return CT_OK;
 }
 
@@ -539,6 +598,10 @@ static void charlm_destroy(void *self) {
     CharLM *t = self;
     if (!t) return;
     free(t->text.ids);
+    for (int i = 0; i < t->n_train_shards; i++) free(t->train_shards[i]);
+    for (int i = 0; i < t->n_val_shards; i++) free(t->val_shards[i]);
+    free(t->train_shards);
+    free(t->val_shards);
     free(t);
 }
 
@@ -594,13 +657,26 @@ static void *charlm_init(ct_context *ctx) {
     }
     const char *path;
     double fraction;
-    int64_t workers;
-    if (read_data_config(ctx, &path, &fraction, &workers) != CT_OK) goto fail;
+    int64_t workers, vocab_size;
+    if (read_data_config(ctx, t, &path, &fraction, &workers, &vocab_size) != CT_OK) goto fail;
     t->workers = (int)workers;
-    if (path != g_run.text_path) snprintf(g_run.text_path, sizeof g_run.text_path, "%s", path);
-    if (text_load(&t->text, g_run.text_path) != CT_OK) goto fail;
-    t->n_train = (int64_t)((double)t->text.n * fraction); /* n = int(0.9 * len(data)) */
-    t->cfg.vocab_size = t->rnn.vocab_size = t->text.vocab_size;
+    if (path != g_run.text_path && !(t->train_shards && g_run.text_flag))
+        snprintf(g_run.text_path, sizeof g_run.text_path, "%s", path);
+    if (!t->train_shards) {
+        if (text_load(&t->text, g_run.text_path) != CT_OK) goto fail;
+        t->n_train = (int64_t)((double)t->text.n * fraction); /* n = int(0.9 * len(data)) */
+        vocab_size = t->text.vocab_size;
+    } else if (g_run.sampling) { /* the shards hold indices: the text gives their characters */
+        if (text_load(&t->text, g_run.text_path) != CT_OK) goto fail;
+        if (t->text.vocab_size != vocab_size) {
+            ct_set_error(CT_ECONFIG, "%s has %d distinct characters, but the model was trained on shards with "
+                                     "data.vocab_size %" PRId64 ": sample with --data and the text the shards "
+                                     "were written from",
+                         g_run.text_path, t->text.vocab_size, vocab_size);
+            goto fail;
+        }
+    }
+    t->cfg.vocab_size = t->rnn.vocab_size = vocab_size;
 
     t->model = ct_ctx_wrap_model(ctx, t->lstm ? rnn_model_new(&t->rnn) : gpt_new(&t->cfg));
     t->opt = t->model ? ct_ctx_wrap_optimizer(ctx, adamw_new(t->model, &adamw, fused)) : NULL;
@@ -619,6 +695,12 @@ static ct_loader *build_training_data_loader(void *self, ct_context *ctx) {
     o.seed = ct_ctx_trial_seed(ctx);
     o.num_workers = t->workers;
     o.device = ct_ctx_device(ctx);
+    if (t->train_shards) { /* every offset of every shard, shuffled by the loader */
+        ct_shards_opts so = ct_shards_defaults();
+        so.block_size = t->cfg.block_size;
+        so.vocab_size = t->cfg.vocab_size;
+        return ct_loader_new(ct_dataset_shards((const char *const *)t->train_shards, t->n_train_shards, &so), &o);
+    }
     return ct_loader_new(windows_new(t->text.ids, t->n_train, t->cfg.block_size, 1), &o);
 }
 
@@ -630,6 +712,13 @@ static ct_loader *build_validation_data_loader(void *self, ct_context *ctx) {
     o.device = ct_ctx_device(ctx); /* evaluate_full_dataset: the loader brings batches itself */
     o.pin_memory = o.device.type == CT_CUDA;
     int64_t T = t->cfg.block_size;
+    if (t->val_shards) { /* the shards' non-overlapping windows */
+        ct_shards_opts so = ct_shards_defaults();
+        so.block_size = T;
+        so.windows = CT_WINDOWS_SEQUENTIAL;
+        so.vocab_size = t->cfg.vocab_size;
+        return ct_loader_new(ct_dataset_shards((const char *const *)t->val_shards, t->n_val_shards, &so), &o);
+    }
     return ct_loader_new(windows_new(t->text.ids + t->n_train, t->text.n - t->n_train, T, T), &o);
 }
 
@@ -777,6 +866,7 @@ static int generate(ct_context *ctx, const char *prompt, int64_t n_tokens, doubl
 static int sample_from(const char *dir, const char *device, const char *prompt, int64_t n_tokens,
                        double temperature, uint64_t seed) {
     ct_context *ctx = NULL;
+    g_run.sampling = true;
     int rc = ct_load_trial_from_checkpoint(dir, &charlm, NULL, device, &ctx);
     if (rc == CT_OK) rc = ct_manual_seed(seed);
     if (rc == CT_OK) {
@@ -794,8 +884,12 @@ static int usage(const char *prog, int code) {
             "       %s sample CHECKPOINT_DIR [--tokens N] [--temperature T] [--seed S]\n"
             "                 [--prompt TEXT] [--device cpu|cuda] [--data TEXT_FILE]\n"
             "sample prints N characters (default 500) drawn from the model, temperature 0.8\n"
-            "(0: always the likeliest), seed 0, on the cpu, from the text at\n" DEFAULT_TEXT "\n",
-            prog, prog);
+            "(0: always the likeliest), seed 0, on the cpu, from the text at\n" DEFAULT_TEXT "\n"
+            "       %s shard TEXT_FILE OUT_DIR [--shard-tokens N] [--train-fraction F]\n"
+            "shard writes the text's characters as vocabulary indices in llm.c's token shards:\n"
+            "the first 90%% as OUT_DIR/charlm_train_NNNNNN.bin, the rest as charlm_val_NNNNNN.bin,\n"
+            "at most N tokens a shard (default 100000000, llm.c's)\n",
+            prog, prog, prog);
     return code;
 }
 
@@ -815,7 +909,10 @@ static int sample_main(int argc, char **argv) {
         else if (!strcmp(flag, "--seed")) seed = strtoull(val, &end, 10);
         else if (!strcmp(flag, "--prompt")) prompt = val;
         else if (!strcmp(flag, "--device")) device = val;
-        else if (!strcmp(flag, "--data")) snprintf(g_run.text_path, sizeof g_run.text_path, "%s", val);
+        else if (!strcmp(flag, "--data")) {
+            snprintf(g_run.text_path, sizeof g_run.text_path, "%s", val);
+            g_run.text_flag = true;
+        }
         else return usage(argv[0], 2);
         if ((end && (*end || errno || end == val)) || tokens < 0 || !(temperature >= 0)) {
             fprintf(stderr, "charlm sample: bad value '%s' for %s\n", val, flag);
@@ -830,8 +927,82 @@ static int sample_main(int argc, char **argv) {
     return 0;
 }
 
+/* The tokens ids[0:n] as shards OUT/charlm_SPLIT_000000.bin, ... of at most
+ * `per` tokens each; returns the number of shards or a negative code. */
+static int write_shards(const uint8_t *ids, int64_t n, int64_t per, const char *out, const char *split) {
+    uint32_t *buf = malloc((size_t)(per < n ? per : n) * sizeof *buf);
+    if (!buf) return ct_set_error(CT_ENOMEM, "charlm: out of memory");
+    int k = 0, rc = CT_OK;
+    for (int64_t at = 0; rc == CT_OK && at < n; at += per, k++) {
+        int64_t len = n - at < per ? n - at : per;
+        for (int64_t i = 0; i < len; i++) buf[i] = ids[at + i];
+        char path[4200];
+        snprintf(path, sizeof path, "%s/charlm_%s_%06d.bin", out, split, k);
+        rc = ct_shard_write(path, buf, len, 2);
+    }
+    free(buf);
+    return rc == CT_OK ? k : rc;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *c = p + 1;; c++) {
+        if (*c != '/' && *c) continue;
+        char keep = *c;
+        *c = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return ct_set_error(CT_EIO, "cannot create %s: %s", p, strerror(errno));
+        if (!(*c = keep)) return CT_OK;
+    }
+}
+
+/* charlm shard TEXT OUT_DIR: the text's vocabulary indices (the tokens
+ * training from the text sees) as llm.c's uint16 shards, split as training
+ * splits the text. */
+static int shard_main(int argc, char **argv) {
+    if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-')
+        return usage(argv[0], argc > 2 && !strcmp(argv[2], "--help") ? 0 : 2);
+    int64_t per = 100000000;
+    double fraction = 0.9;
+    for (int i = 4; i < argc; i += 2) {
+        const char *flag = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        errno = 0;
+        if (!val) return usage(argv[0], 2);
+        if (!strcmp(flag, "--shard-tokens")) per = strtoll(val, &end, 10);
+        else if (!strcmp(flag, "--train-fraction")) fraction = strtod(val, &end);
+        else return usage(argv[0], 2);
+        if (*end || errno || end == val || per < 1 || per > INT32_MAX || !(fraction > 0 && fraction < 1)) {
+            fprintf(stderr, "charlm shard: bad value '%s' for %s\n", val, flag);
+            return 2;
+        }
+    }
+    Text text = {0};
+    int rc = text_load(&text, argv[2]);
+    if (rc == CT_OK) rc = make_dirs(argv[3]);
+    int64_t n_train = (int64_t)((double)text.n * fraction); /* as training from the text splits it */
+    int train = rc == CT_OK ? write_shards(text.ids, n_train, per, argv[3], "train") : rc;
+    int val = train >= 0 ? write_shards(text.ids + n_train, text.n - n_train, per, argv[3], "val") : train;
+    free(text.ids);
+    if (val < 0) {
+        fprintf(stderr, "charlm shard: %s: %s\n", ct_strerror(ct_last_code()), ct_last_error());
+        return ct_exit_code(ct_last_code());
+    }
+    printf("charlm shard: %s: %d characters; %" PRId64 " training tokens in %d shard(s), %" PRId64
+           " validation tokens in %d shard(s) under %s\n"
+           "train from them with the config's\n"
+           "  \"data\": {\"train_shards\": \"%s/charlm_train_*.bin\", \"val_shards\": \"%s/charlm_val_*.bin\",\n"
+           "           \"vocab_size\": %d, \"path\": \"%s\"}\n",
+           argv[2], text.vocab_size, n_train, train, text.n - n_train, val, argv[3], argv[3], argv[3],
+           text.vocab_size, argv[2]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "sample") == 0) return sample_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "shard") == 0) return shard_main(argc, argv);
     int rc = ct_main(argc, argv, &charlm);
     /* Trained: sample from the checkpoint the run ended with (rank 0). */
     if (rc == CT_EXIT_OK && g_run.checkpoint[0] && g_run.sample_tokens > 0) {

@@ -93,6 +93,64 @@ CT_API ct_value *ct_dataset_get_batch(ct_dataset *d, const int64_t *indices, int
  * to the tensors. New dataset. */
 CT_API ct_dataset *ct_dataset_tensors(int n, ct_tensor *const *tensors);
 
+/* ---- dataset tools: Subset, ConcatDataset, random_split, mean/std ---- */
+
+/* torch.utils.data.Subset: sample i is d's sample indices[i]. The indices
+ * are copied and checked now: one outside [0, len(d)) is CT_EINDEX naming
+ * its position, the index and d's length (torch's negative indices are
+ * refused). get_batch passes the mapped indices to d's get_batch. The
+ * subset keeps its own reference to d: the caller's reference is neither
+ * taken nor dropped, whether the call succeeds or fails. n == 0 gives an
+ * empty dataset. New dataset, or NULL + error. */
+CT_API ct_dataset *ct_dataset_subset(ct_dataset *d, const int64_t *indices, int64_t n);
+/* torch.utils.data.ConcatDataset: the samples of datasets[0], then of
+ * datasets[1], ... (n >= 1; a source is found by bisecting the cumulative
+ * sizes, as torch does). It keeps its own reference to each dataset (the
+ * caller's are neither taken nor dropped, on success or failure). A batch
+ * whose indices all fall in one source is that source's get_batch; a
+ * batch that mixes sources is fetched per source and its rows put back in
+ * order when every part is a tree of CPU tensors of one dtype and row
+ * shape, else it is get + ct_collate: either way it equals what collating
+ * the samples gives. New dataset, or NULL + error. */
+CT_API ct_dataset *ct_dataset_concat(int n, ct_dataset *const *datasets);
+/* torch.utils.data.random_split(d, lengths,
+ * generator=torch.Generator().manual_seed(seed)): writes n NEW subsets of d
+ * to out[0..n-1] (the caller frees each), split i taking the next
+ * lengths[i] indices of ct_randperm_seeded(len(d), seed) -- the same
+ * indices as torch's. The lengths must be >= 0 and sum to len(d)
+ * (CT_EINVAL naming the sum and the length; torch lets negative ones
+ * through). d is not taken: each subset holds its own reference. Returns
+ * 0, or a negative code with every out[i] NULL. */
+CT_API int ct_dataset_random_split(ct_dataset *d, int n, const int64_t *lengths, uint64_t seed,
+                                   ct_dataset **out);
+/* The same with fractions, as torch computes the lengths from them: each
+ * floor(len(d) * fractions[i]), then the remainder added one at a time,
+ * round-robin from split 0. Each fraction must be in [0, 1] and their sum
+ * close to 1 (math.isclose, relative 1e-9) and not above it, the sum taken
+ * as Python 3.12's sum() takes it (compensated; torch under Python 3.11,
+ * which adds left to right, refuses e.g. 0.1, 0.2, 0.7 whose plain sum is
+ * 1.0000000000000002). CT_EINVAL naming the fraction or the sum. */
+CT_API int ct_dataset_random_split_fractions(ct_dataset *d, int n, const double *fractions,
+                                             uint64_t seed, ct_dataset **out);
+/* Mean and standard deviation of field `field` of every sample (the
+ * field-th element of a tuple/list sample; 0 for a sample that is a plain
+ * tensor), per channel, in float64: with channel_dim >= 0 (a dim of the
+ * sample, e.g. 0 for images [C, H, W]), NEW float64 tensors [C] of each
+ * channel's mean and population std over all its elements in all samples
+ * -- x.double().mean(dims) and x.double().std(dims, correction=0) over the
+ * stacked samples, every dim but the channel's (numpy's std, ddof=0; not
+ * the mean of per-image stds some scripts compute); with channel_dim == -1
+ * one mean and one std over every element, as 0-dim tensors. Reads the
+ * dataset once through get_batch, in batches of about 16 MiB of float64,
+ * combining batches with Chan et al.'s update: memory stays bounded.
+ * Returns 0, or a negative code with *mean and *std NULL (an empty
+ * dataset, a field or channel_dim out of range, samples whose dims or
+ * channel count differ). */
+CT_API int ct_dataset_mean_std(ct_dataset *d, int field, int channel_dim, ct_tensor **mean,
+                               ct_tensor **std);
+
+/* ---- end of dataset tools ---------------------------------------------- */
+
 /* MNIST as torchvision's MNIST + ToTensor() gives it: sample i is the tuple
  * (image float32 [1, H, W] in 0..1, label int64 0-dim). Reads both IDX
  * files (plain or .gz) at creation and checks they agree. New dataset. */
@@ -164,6 +222,70 @@ CT_API ct_csv_opts ct_csv_defaults(void);
  * row of the wrong length. The same parse from a buffer: ct_csv_parse. */
 CT_API ct_dataset *ct_dataset_csv(const char *path, const ct_csv_opts *o);
 CT_API ct_dataset *ct_csv_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o);
+
+/* ==== token shards (llm.c's .bin files) =================================== */
+
+/*
+ * karpathy/llm.c's tokenised shards as a dataset of token windows. A shard
+ * is a header of 256 little-endian int32 (magic, version, number of tokens,
+ * then zeros) and the tokens: magic 20240520 / version 1 with uint16 tokens
+ * (GPT-2's; what dev/data/data_common.py's write_datafile writes by
+ * default), or magic 20240801 / version 7 with uint32 tokens (its
+ * "llama-3" variant). Anything else is refused (CT_EFORMAT naming the file:
+ * another magic, llm.c's eval files (20240522), another version).
+ *
+ *     const char *train[] = {"data/shakespeare_train_*.bin"};
+ *     ct_shards_opts so = ct_shards_defaults();
+ *     so.block_size = 1024;                         // T
+ *     so.vocab_size = 50257;                        // optional check
+ *     ct_dataset *d = ct_dataset_shards(train, 1, &so);
+ *     // item i: (x, y), int64 [T] each, y = x shifted by one token
+ *
+ * Files are mapped read-only (mmap), never read whole; each header is
+ * checked against its file's size at creation. Item i is a window of one
+ * shard: x = tokens[o : o+T], y = tokens[o+1 : o+T+1]. Windows never cross
+ * a shard's end (as llm.c's loader); the items are shard 0's windows, then
+ * shard 1's, ... With CT_WINDOWS_RANDOM every offset is an item (stride 1,
+ * num_tokens - T windows per shard): shuffle in the loader, whose order,
+ * resume and sharding across ranks then apply. CT_WINDOWS_SEQUENTIAL takes
+ * non-overlapping windows (stride T, (num_tokens - 1) / T per shard), for
+ * validation. Sharding across ranks is the loader's (rank, world_size).
+ * A shuffled loader holds a permutation of its items, 8 bytes each: random
+ * windows over N tokens cost 8N bytes; beyond ~10^8 tokens shuffle
+ * sequential windows instead (llm.c's own order).
+ */
+typedef enum {
+    CT_WINDOWS_RANDOM = 0,     /* every offset: stride 1 (shuffle in the loader) */
+    CT_WINDOWS_SEQUENTIAL = 1, /* non-overlapping: stride block_size */
+} ct_window_mode;
+
+typedef struct {
+    int64_t block_size;     /* T, tokens per window: required, >= 1 (0) */
+    ct_window_mode windows; /* (CT_WINDOWS_RANDOM) */
+    /* > 0: every token of a window read must be below it, checked as the
+     * window is read (not at creation: that would be a pass over all the
+     * data); a token beyond is a CT_EFORMAT error of that batch naming the
+     * file and the token's offset. 0: unchecked (0) */
+    int64_t vocab_size;
+} ct_shards_opts;
+
+CT_API ct_shards_opts ct_shards_defaults(void);
+/* A dataset over the shards `paths` (n >= 1): each a file, or a glob(3)
+ * pattern (holding * ? or [) whose files are taken sorted by strcmp (llm.c
+ * globs and sorts); entries in the order given. Errors, each naming the
+ * file or pattern: a pattern matching nothing (CT_EIO), a missing or
+ * irregular file (CT_EIO), a file shorter than the header, a bad magic or
+ * version, a token count that disagrees with the file's size (truncated or
+ * with trailing bytes), a shard too short for one window of block_size + 1
+ * tokens (CT_EFORMAT). New dataset. */
+CT_API ct_dataset *ct_dataset_shards(const char *const *paths, int n, const ct_shards_opts *o);
+/* Writes `n` tokens as an llm.c shard at `path` (replacing it):
+ * token_bytes 2 (magic 20240520, version 1, uint16; a token above 65535 is
+ * CT_EINVAL) or 4 (magic 20240801, version 7, uint32); 0 <= n < 2^31
+ * (llm.c's limit). The file is written beside path and renamed over it
+ * once complete, so a failed write leaves what was at path untouched. 0 or
+ * a code. */
+CT_API int ct_shard_write(const char *path, const uint32_t *tokens, int64_t n, int token_bytes);
 
 /* ==== batches ============================================================= */
 

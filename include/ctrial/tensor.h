@@ -140,6 +140,11 @@ CT_API ct_tensor *ct_rand(int ndim, const int64_t *shape, const ct_topts *o);
 CT_API ct_tensor *ct_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
                              const ct_topts *o);
 CT_API ct_tensor *ct_randperm(int64_t n, const ct_topts *o);
+/* torch.randperm(n, generator=torch.Generator().manual_seed(seed)): a
+ * permutation of 0..n-1 (int64, CPU) drawn from a fresh CPU generator seeded
+ * `seed`, so the same permutation as Python's for the same seed; the default
+ * generator is neither read nor advanced. Returns a new tensor. */
+CT_API ct_tensor *ct_randperm_seeded(int64_t n, uint64_t seed);
 CT_API ct_tensor *ct_zeros_like(const ct_tensor *t);
 CT_API ct_tensor *ct_ones_like(const ct_tensor *t);
 CT_API ct_tensor *ct_full_like(const ct_tensor *t, double value);
