@@ -1,5 +1,6 @@
-"""What the Python test drivers share: check() and FAILURES, mpirun, and
-running a program under a time limit.
+"""What the Python test drivers share: check() and FAILURES, mpirun,
+running a program under a time limit, and fail() / run_example() for the
+drivers that stop at their first failure (the example programs' checks).
 
 A driver imports it from this folder, with its own folder as the anchor:
 
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 FAILURES = []  # what check() found false, in order
 MPIRUN = shutil.which("mpirun")
@@ -74,3 +76,23 @@ def wait_or_kill(p, limit):
 def run_cmd(cmd, limit, env=None, merge=False, stdin=None):
     """spawn(cmd, env, merge, stdin), then wait_or_kill(limit): a Result."""
     return wait_or_kill(spawn(cmd, env, merge, stdin), limit)
+
+
+def fail(msg):
+    """Stops the driver: prints the failure and exits 1."""
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run_example(cmd, cwd, timeout, expect=0):
+    """Runs cmd in cwd to its end (subprocess.run's timeout), printing the
+    command and its exit code and time; fail()s, with the tail of its output,
+    unless it exits with `expect`. Returns the CompletedProcess (text)."""
+    print("$", " ".join(cmd))
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    print(f"exit code {p.returncode} after {time.monotonic() - t0:.1f} s")
+    if p.returncode != expect:
+        sys.stdout.write(p.stdout[-3000:] + p.stderr[-3000:])
+        fail(f"exit code {p.returncode}, expected {expect}")
+    return p

@@ -33,28 +33,17 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
-import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import fail, run_example  # noqa: E402
 SRC = os.environ["CTRIAL_SOURCE_DIR"]
 TEXT = os.path.join(SRC, "examples", "data", "tinyshakespeare", "input.txt.gz")
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
 
 def run(cmd, timeout=300):
-    print("$", " ".join(cmd))
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=SRC, capture_output=True, text=True, timeout=timeout)
-    print(f"exit code {p.returncode} after {time.monotonic() - t0:.1f} s")
-    if p.returncode != 0:
-        sys.stdout.write(p.stdout[-3000:] + p.stderr[-3000:])
-        fail(f"exit code {p.returncode}")
-    return p
+    return run_example(cmd, SRC, timeout)
 
 
 def config(out, name, batches, report, validate, sample_tokens, base="charlm.json"):

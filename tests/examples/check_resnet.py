@@ -18,33 +18,21 @@ checkpoint at 10) trains through ct_main on the CPU (one thread), and:
 Runs from the source tree, writes under <build>/tests/examples/resnet.
 """
 import glob
-import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import fail, run_example  # noqa: E402
 SRC = os.environ["CTRIAL_SOURCE_DIR"]
 DIGITS = os.path.join(SRC, "examples", "data", "digits")
 sys.path.insert(0, os.path.join(SRC, "bench", "gpu"))
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
 
 def run(cmd):
-    print("$", " ".join(cmd))
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=SRC, capture_output=True, text=True, timeout=600)
-    print(f"exit code {p.returncode} after {time.monotonic() - t0:.1f} s")
-    if p.returncode != 0:
-        sys.stdout.write(p.stdout[-3000:] + p.stderr[-3000:])
-        fail(f"exit code {p.returncode}")
-    return p
+    return run_example(cmd, SRC, 600)
 
 
 def main():

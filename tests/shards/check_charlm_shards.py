@@ -20,31 +20,20 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import fail, run_example  # noqa: E402
 SRC = os.environ["CTRIAL_SOURCE_DIR"]
 BUILD = os.environ["CTRIAL_BUILD_DIR"]
 TEXT = os.path.join(SRC, "examples", "data", "tinyshakespeare", "input.txt.gz")
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
 
 def run(cmd, expect=0):
-    print("$", " ".join(cmd))
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=SRC, capture_output=True, text=True, timeout=150)
-    print(f"exit code {p.returncode} after {time.monotonic() - t0:.1f} s")
-    if p.returncode != expect:
-        sys.stdout.write(p.stdout[-3000:] + p.stderr[-3000:])
-        fail(f"exit code {p.returncode}, expected {expect}")
-    return p
+    return run_example(cmd, SRC, 150, expect)
 
 
 def config(work, name, data):
