@@ -325,6 +325,7 @@ bool to_scalar_type(ct_dtype d, at::ScalarType *out) {
     case CT_BOOL: *out = at::kBool; return true;
     case CT_I8: *out = at::kChar; return true;
     case CT_I16: *out = at::kShort; return true;
+    case CT_U16: *out = at::kUInt16; return true;
     default: return false;
     }
 }
@@ -341,6 +342,7 @@ bool from_scalar_type(at::ScalarType s, ct_dtype *out) {
     case at::kBool: *out = CT_BOOL; return true;
     case at::kChar: *out = CT_I8; return true;
     case at::kShort: *out = CT_I16; return true;
+    case at::kUInt16: *out = CT_U16; return true;
     default: return false;
     }
 }

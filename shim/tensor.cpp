@@ -135,6 +135,52 @@ extern "C" ct_tensor *ct_randperm_seeded(int64_t n, uint64_t seed) {
     });
 }
 
+// ---- ct_rng: a torch.Generator of the caller's own ------------------------------
+
+struct ct_rng {
+    at::Generator gen;
+};
+
+extern "C" ct_rng *ct_rng_new(uint64_t seed) {
+    try {
+        return new ct_rng{at::make_generator<at::CPUGeneratorImpl>(seed)};
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" void ct_rng_free(ct_rng *r) { delete r; }
+
+// Each draw is the operator Python's twin calls, on a one-element tensor,
+// so that it consumes the engine exactly as that call does.
+extern "C" int ct_rng_uniform(ct_rng *r, double lo, double hi, double *out) {
+    return ct::status(__func__, [&] {
+        if (!r || !out) throw Failure{CT_EINVAL, "NULL argument"};
+        if (!(lo <= hi)) throw Failure{CT_EINVAL, "empty range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")"};
+        *out = at::empty({1}, at::kFloat).uniform_(lo, hi, r->gen).item<float>();
+    });
+}
+
+extern "C" int ct_rng_rand(ct_rng *r, double *out) { return ct_rng_uniform(r, 0.0, 1.0, out); }
+
+extern "C" int ct_rng_randint(ct_rng *r, int64_t low, int64_t high, int64_t *out) {
+    return ct::status(__func__, [&] {
+        if (!r || !out) throw Failure{CT_EINVAL, "NULL argument"};
+        if (low >= high) throw Failure{CT_EINVAL, "empty range [" + std::to_string(low) + ", " + std::to_string(high) + ")"};
+        *out = at::randint(low, high, {1}, r->gen, at::TensorOptions().dtype(at::kLong)).item<int64_t>();
+    });
+}
+
+extern "C" int ct_rng_randperm(ct_rng *r, int64_t n, int64_t *out) {
+    return ct::status(__func__, [&] {
+        if (!r || (!out && n > 0)) throw Failure{CT_EINVAL, "NULL argument"};
+        if (n < 0) throw Failure{CT_EINVAL, "n " + std::to_string(n) + " is negative"};
+        at::Tensor p = at::randperm(n, r->gen, at::TensorOptions().dtype(at::kLong));
+        if (n > 0) std::memcpy(out, p.data_ptr<int64_t>(), static_cast<size_t>(n) * sizeof(int64_t));
+    });
+}
+
 extern "C" ct_tensor *ct_zeros_like(const ct_tensor *t) {
     CT_IN(t);
     return ct::op(__func__, [&] { return at::zeros_like(t->t); });

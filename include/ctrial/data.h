@@ -149,6 +149,38 @@ CT_API int ct_dataset_random_split_fractions(ct_dataset *d, int n, const double 
 CT_API int ct_dataset_mean_std(ct_dataset *d, int field, int channel_dim, ct_tensor **mean,
                                ct_tensor **std);
 
+/* ---- per-record transforms ---------------------------------------------- */
+
+/* A per-record transform: the sample (BORROWED) into a NEW value, or NULL +
+ * ct_set_error(). rng is the record's own generator: draw every random
+ * parameter from it (never from the default generator or rand()), and the
+ * record's augmentation is fixed by (seed, epoch, index) alone. Called
+ * from the loader's worker threads, several at once. */
+typedef ct_value *(*ct_map_fn)(const ct_value *sample, ct_rng *rng, void *ctx);
+
+/* torchvision's `transform=` / a Dataset whose __getitem__ transforms: d's
+ * sample i is fn(sample, rng) with rng = ct_rng_new(ct_record_seed(seed,
+ * epoch, i)), where i is the index the loader asks for (of this dataset,
+ * or of a Subset or ConcatDataset over it), epoch the pass of the loader's
+ * stream the record belongs to (see ct_loader_opts.seed), and seed the
+ * loader's seed. Outside a loader (ct_dataset_get, ct_dataset_get_batch)
+ * epoch and seed are 0; ct_dataset_get_drawn names them. ctx_free (may be
+ * NULL) frees ctx with the dataset, and also when this call fails. d is
+ * not taken: the new dataset holds its own reference. Its get_batch is
+ * get + collate. New dataset, or NULL + error. */
+CT_API ct_dataset *ct_dataset_map(ct_dataset *d, ct_map_fn fn, void *ctx, void (*ctx_free)(void *));
+/* The seed of record `index` in pass `epoch` of a loader seeded `seed`
+ * (a pure function, documented so that Python can compute it):
+ *     h = splitmix64(seed); h = splitmix64(h ^ epoch); h = splitmix64(h ^ index)
+ *     return h >> 1
+ * where splitmix64(x) adds 0x9E3779B97F4A7C15 (mod 2^64), then
+ * z ^= z >> 30, z *= 0xBF58476D1CE4E5B9, z ^= z >> 27,
+ * z *= 0x94D049BB133111EB, z ^= z >> 31. */
+CT_API uint64_t ct_record_seed(uint64_t seed, int64_t epoch, int64_t index);
+/* The sample at index as a loader seeded `seed` gives it in pass `epoch`:
+ * NEW value, or NULL + error. */
+CT_API ct_value *ct_dataset_get_drawn(ct_dataset *d, int64_t index, uint64_t seed, int64_t epoch);
+
 /* ---- end of dataset tools ---------------------------------------------- */
 
 /* MNIST as torchvision's MNIST + ToTensor() gives it: sample i is the tuple
@@ -380,7 +412,14 @@ typedef struct ct_loader ct_loader;
 typedef struct {
     int64_t batch_size;       /* per-rank batch size (1) */
     bool shuffle;             /* reproducible shuffle each pass (false) */
-    uint64_t seed;            /* shuffle seed (0) */
+    /* The shuffle's seed, and the seed of every record's random draws
+     * (ct_dataset_map): record i of pass p draws from ct_record_seed(seed,
+     * p, i). The pass: in training mode, record k of the stream of all
+     * ranks (k = (batch * batch_size + j) * world_size + rank) is in pass
+     * k / len(dataset), so every record is drawn once per pass whatever
+     * the ranks; otherwise, and over a user sampler, batch / ct_loader_len.
+     * (0) */
+    uint64_t seed;
     /* Drop a pass's last short batch (false). In training mode no pass
      * ends, so no batch is short: drop_last only shortens ct_loader_len,
      * the epoch length. */

@@ -64,6 +64,7 @@ typedef enum {
     CT_BOOL,
     CT_I8,
     CT_I16,
+    CT_U16, /* torch.uint16: 16-bit PNGs; few operators take it (convert first) */
     CT_DTYPE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized; not a dtype */
 } ct_dtype;
 
@@ -145,6 +146,26 @@ CT_API ct_tensor *ct_randperm(int64_t n, const ct_topts *o);
  * `seed`, so the same permutation as Python's for the same seed; the default
  * generator is neither read nor advanced. Returns a new tensor. */
 CT_API ct_tensor *ct_randperm_seeded(int64_t n, uint64_t seed);
+
+/* A generator of its own: torch.Generator().manual_seed(seed) on the CPU
+ * (mt19937; as in torch, only the seed's low 32 bits reach the engine).
+ * Each draw is the one torch makes with the default generator seeded so
+ * (torch.manual_seed(seed)), which is how a Python twin reproduces a
+ * record's augmentation (vision.h). Not thread-safe: one per thread or
+ * per record. New generator, or NULL + error. */
+typedef struct ct_rng ct_rng;
+CT_API ct_rng *ct_rng_new(uint64_t seed);
+CT_API void ct_rng_free(ct_rng *r); /* accepts NULL */
+/* The draws write *out and return 0, or a negative code (a NULL rng, an
+ * empty range) with *out untouched.
+ * torch.empty(1).uniform_(lo, hi).item(): a float32 draw in [lo, hi). */
+CT_API int ct_rng_uniform(ct_rng *r, double lo, double hi, double *out);
+/* torch.rand(1).item(): uniform_(0, 1). */
+CT_API int ct_rng_rand(ct_rng *r, double *out);
+/* torch.randint(low, high, (1,)).item() (low < high). */
+CT_API int ct_rng_randint(ct_rng *r, int64_t low, int64_t high, int64_t *out);
+/* torch.randperm(n) into out[0..n). */
+CT_API int ct_rng_randperm(ct_rng *r, int64_t n, int64_t *out);
 CT_API ct_tensor *ct_zeros_like(const ct_tensor *t);
 CT_API ct_tensor *ct_ones_like(const ct_tensor *t);
 CT_API ct_tensor *ct_full_like(const ct_tensor *t, double value);

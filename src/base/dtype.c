@@ -14,6 +14,7 @@ static const struct {
 } dtypes[] = {
     {"float32", 4}, {"float64", 8}, {"float16", 2}, {"bfloat16", 2}, {"int64", 8},
     {"int32", 4},   {"uint8", 1},   {"bool", 1},    {"int8", 1},     {"int16", 2},
+    {"uint16", 2},
 };
 #define NUM_DTYPES ((int)(sizeof dtypes / sizeof *dtypes))
 

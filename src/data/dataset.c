@@ -21,19 +21,15 @@
 struct ct_dataset {
     atomic_long refs;
     ct_dataset_vtable vt;
+    ct_ds_seeded sv; /* built-in datasets that draw or pass seeds on; else zeros */
     void *self;
     int64_t len;
 };
 
 /* ---- the generic dataset ------------------------------------------------ */
 
-ct_dataset *ct_dataset_new(const ct_dataset_vtable *vt, void *self) {
-    if (!vt || !vt->len || !vt->get) {
-        ct_set_error(CT_EINVAL, "ct_dataset_new: %s", !vt ? "vtable is NULL"
-                                                      : !vt->len ? "vtable has no len function"
-                                                                 : "vtable has no get function");
-        return NULL;
-    }
+/* A dataset over vt (len checked) with seeded functions sv (NULL: none). */
+static ct_dataset *dataset_make(const ct_dataset_vtable *vt, const ct_ds_seeded *sv, void *self) {
     int64_t len = vt->len(self);
     if (len < 0) {
         ct_set_error(CT_EINVAL, "ct_dataset_new: len() returned %" PRId64 " (must be >= 0)", len);
@@ -46,9 +42,25 @@ ct_dataset *ct_dataset_new(const ct_dataset_vtable *vt, void *self) {
     }
     atomic_init(&d->refs, 1);
     d->vt = *vt;
+    if (sv) d->sv = *sv;
+    else memset(&d->sv, 0, sizeof d->sv);
     d->self = self;
     d->len = len;
     return d;
+}
+
+ct_dataset *ct_dataset_new(const ct_dataset_vtable *vt, void *self) {
+    if (!vt || !vt->len || !vt->get) {
+        ct_set_error(CT_EINVAL, "ct_dataset_new: %s", !vt ? "vtable is NULL"
+                                                      : !vt->len ? "vtable has no len function"
+                                                                 : "vtable has no get function");
+        return NULL;
+    }
+    return dataset_make(vt, NULL, self);
+}
+
+ct_dataset *ct_ds_new_seeded(const ct_dataset_vtable *vt, const ct_ds_seeded *sv, void *self) {
+    return dataset_make(vt, sv, self);
 }
 
 ct_dataset *ct_dataset_ref(ct_dataset *d) {
@@ -62,6 +74,10 @@ void ct_dataset_free(ct_dataset *d) {
     if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
     if (d->vt.free) d->vt.free(d->self);
     free(d);
+}
+
+void *ct_ds_self_if(const ct_dataset *d, ct_value *(*get)(void *self, int64_t index)) {
+    return d && d->vt.get == get ? d->self : NULL;
 }
 
 int64_t ct_dataset_len(const ct_dataset *d) {
@@ -89,17 +105,36 @@ static ct_value *call_get(ct_dataset *d, int64_t index) {
     return v;
 }
 
-ct_value *ct_dataset_get(ct_dataset *d, int64_t index) {
+/* The seeded get of a dataset that has one, else the plain get. */
+static ct_value *call_get_seeded(ct_dataset *d, int64_t index, uint64_t seed) {
+    if (!d->sv.get) return call_get(d, index);
+    ct_clear_error();
+    ct_value *v = d->sv.get(d->self, index, seed);
+    if (!v && ct_last_code() == CT_OK)
+        ct_set_error(CT_ETRIAL, "dataset get(%" PRId64 ") returned NULL without setting an error", index);
+    return v;
+}
+
+ct_value *ct_ds_get(ct_dataset *d, int64_t index, uint64_t seed) {
     if (!d) {
         ct_set_error(CT_EINVAL, "ct_dataset_get: dataset is NULL");
         return NULL;
     }
     if (check_index(d, index, "ct_dataset_get")) return NULL;
-    return call_get(d, index);
+    return call_get_seeded(d, index, seed);
 }
 
-/* get + collate, for datasets without a get_batch. */
-static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, int64_t n) {
+ct_value *ct_dataset_get(ct_dataset *d, int64_t index) {
+    return ct_ds_get(d, index, ct_record_seed(0, 0, index));
+}
+
+ct_value *ct_dataset_get_drawn(ct_dataset *d, int64_t index, uint64_t seed, int64_t epoch) {
+    return ct_ds_get(d, index, ct_record_seed(seed, epoch, index));
+}
+
+/* get + collate, for datasets without a get_batch (seeds: NULL, or one per
+ * index for a dataset with a seeded get). */
+static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n) {
     ct_value **samples = calloc((size_t)n, sizeof *samples);
     if (!samples) {
         ct_set_error(CT_ENOMEM, "ct_dataset_get_batch: out of host memory");
@@ -108,7 +143,7 @@ static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, int64_t n) 
     ct_value *batch = NULL;
     int64_t got = 0;
     for (; got < n; got++) {
-        samples[got] = call_get(d, indices[got]);
+        samples[got] = seeds ? call_get_seeded(d, indices[got], seeds[got]) : call_get(d, indices[got]);
         if (!samples[got]) break;
     }
     int64_t bad = -1;
@@ -125,6 +160,10 @@ static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, int64_t n) 
 }
 
 ct_value *ct_dataset_get_batch(ct_dataset *d, const int64_t *indices, int64_t n) {
+    return ct_ds_get_batch(d, indices, NULL, n);
+}
+
+ct_value *ct_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n) {
     if (!d || !indices || n <= 0) {
         ct_set_error(CT_EINVAL, "ct_dataset_get_batch: %s",
                      !d ? "dataset is NULL" : !indices ? "indices is NULL" : "n must be > 0");
@@ -132,7 +171,30 @@ ct_value *ct_dataset_get_batch(ct_dataset *d, const int64_t *indices, int64_t n)
     }
     for (int64_t i = 0; i < n; i++)
         if (check_index(d, indices[i], "ct_dataset_get_batch")) return NULL;
-    if (!d->vt.get_batch) return collate_gets(d, indices, n);
+    if (d->sv.get) { /* draws, or passes seeds on: every record needs its seed */
+        uint64_t *own = NULL;
+        if (!seeds) {
+            own = malloc((size_t)n * sizeof *own);
+            if (!own) {
+                ct_set_error(CT_ENOMEM, "ct_dataset_get_batch: out of host memory");
+                return NULL;
+            }
+            for (int64_t i = 0; i < n; i++) own[i] = ct_record_seed(0, 0, indices[i]);
+            seeds = own;
+        }
+        ct_value *v;
+        if (d->sv.get_batch) {
+            ct_clear_error();
+            v = d->sv.get_batch(d->self, indices, seeds, n);
+            if (!v && ct_last_code() == CT_OK)
+                ct_set_error(CT_ETRIAL, "dataset get_batch of %" PRId64 " samples returned NULL without setting an error", n);
+        } else {
+            v = collate_gets(d, indices, seeds, n);
+        }
+        free(own);
+        return v;
+    }
+    if (!d->vt.get_batch) return collate_gets(d, indices, NULL, n);
     ct_clear_error();
     ct_value *v = d->vt.get_batch(d->self, indices, n);
     if (!v && ct_last_code() == CT_OK)

@@ -53,6 +53,7 @@
 
 #include "base/clock.h"
 #include "data/batch.h"
+#include "data/dataset.h"
 #include "data/loader.h"
 #include "ctrial/cuda.h"
 #include "ctrial/data.h"
@@ -69,6 +70,7 @@ typedef struct {
     slot_state state;
     int64_t n;
     int64_t *indices;    /* max_item entries */
+    uint64_t *seeds;     /* each record's seed (ct_record_seed), max_item entries */
     ct_value *batch;     /* DONE: the batch, or NULL when err */
     int err;             /* DONE: 0 or a CT_E* code */
     char msg[MSG_LEN];   /* the worker's message: errors are thread-local */
@@ -240,7 +242,8 @@ static int take_error(int *err) {
 }
 
 /* get() of every sample; on failure frees what it got and names the index. */
-static ct_value **get_samples(ct_loader *l, const int64_t *idx, int64_t n, int *err, char *msg) {
+static ct_value **get_samples(ct_loader *l, const int64_t *idx, const uint64_t *seeds, int64_t n, int *err,
+                              char *msg) {
     ct_value **samples = calloc((size_t)n, sizeof *samples);
     if (!samples) {
         *err = ct_set_error(CT_ENOMEM, "ct_loader: out of host memory");
@@ -248,7 +251,7 @@ static ct_value **get_samples(ct_loader *l, const int64_t *idx, int64_t n, int *
         return NULL;
     }
     for (int64_t k = 0; k < n; k++) {
-        samples[k] = ct_dataset_get(l->dataset, idx[k]);
+        samples[k] = ct_ds_get(l->dataset, idx[k], seeds[k]);
         if (samples[k]) continue;
         take_error(err);
         set_msg(msg, "ct_loader: dataset index %" PRId64 ": %s", idx[k], ct_last_error());
@@ -268,11 +271,12 @@ static void free_samples(ct_value **samples, int64_t n) {
  * say which sample was at fault (a get, or the collate of a sample of the
  * wrong shape). Loading the samples one by one finds it; this costs a second
  * load, but only on the way to stopping. */
-static void diagnose(ct_loader *l, const int64_t *idx, int64_t n, int *err, char *msg) {
+static void diagnose(ct_loader *l, const int64_t *idx, const uint64_t *seeds, int64_t n, int *err,
+                     char *msg) {
     int first_err = take_error(err);
     char first_msg[MSG_LEN], list[160];
     set_msg(first_msg, "%s", ct_last_error());
-    ct_value **samples = get_samples(l, idx, n, err, msg);
+    ct_value **samples = get_samples(l, idx, seeds, n, err, msg);
     if (!samples) return; /* err and msg name the index whose get failed */
     int64_t bad = -1;
     ct_value *b = ct_collate_where(samples, n, &bad);
@@ -289,8 +293,9 @@ static void diagnose(ct_loader *l, const int64_t *idx, int64_t n, int *err, char
 }
 
 /* A user collate over get() results. */
-static ct_value *user_collate(ct_loader *l, const int64_t *idx, int64_t n, int *err, char *msg) {
-    ct_value **samples = get_samples(l, idx, n, err, msg);
+static ct_value *user_collate(ct_loader *l, const int64_t *idx, const uint64_t *seeds, int64_t n, int *err,
+                              char *msg) {
+    ct_value **samples = get_samples(l, idx, seeds, n, err, msg);
     if (!samples) return NULL;
     ct_clear_error();
     ct_value *b = l->o.collate(samples, n, l->o.collate_ctx);
@@ -323,13 +328,14 @@ static ct_tensor *move_leaf(const ct_tensor *t, void *ctx) {
 /* The batch at idx[0..n): NEW value, or NULL with *err and msg set. Runs on
  * a worker thread (the caller's with 0 workers); reads only the dataset and
  * the loader's options. */
-static ct_value *load_batch(ct_loader *l, const int64_t *idx, int64_t n, int *err, char *msg) {
+static ct_value *load_batch(ct_loader *l, const int64_t *idx, const uint64_t *seeds, int64_t n, int *err,
+                            char *msg) {
     ct_value *b;
     if (l->o.collate) {
-        b = user_collate(l, idx, n, err, msg);
+        b = user_collate(l, idx, seeds, n, err, msg);
     } else {
-        b = ct_dataset_get_batch(l->dataset, idx, n);
-        if (!b) diagnose(l, idx, n, err, msg);
+        b = ct_ds_get_batch(l->dataset, idx, seeds, n);
+        if (!b) diagnose(l, idx, seeds, n, err, msg);
     }
     if (b && l->pin) {
         ct_value *pinned = ct_batch_map_tensors(b, pin_leaf, l);
@@ -346,7 +352,7 @@ static ct_value *load_batch(ct_loader *l, const int64_t *idx, int64_t n, int *er
 static void run_slot(ct_loader *l, slot *s) {
     s->err = 0;
     s->msg[0] = '\0';
-    s->batch = load_batch(l, s->indices, s->n, &s->err, s->msg);
+    s->batch = load_batch(l, s->indices, s->seeds, s->n, &s->err, s->msg);
 }
 
 /* Worker threads run libtorch's ops on one thread each, as torch's
@@ -440,6 +446,19 @@ static int stopped(const ct_loader *l, const char *fn) {
                         l->failed_msg);
 }
 
+/* The pass of the stream that record j of batch `seq` belongs to (data.h,
+ * ct_loader_opts.seed). In training mode it is record k = s * W + rank of
+ * all ranks' stream, s = seq * B + j this rank's, and k / n is computed as
+ * (s / n) * W + ((s % n) * W + rank) / n so that it cannot overflow. */
+static int64_t record_pass(const ct_loader *l, int64_t seq, int64_t j) {
+    if (repeating(l)) {
+        int64_t n = l->num_samples, w = l->o.world_size;
+        int64_t s = seq * l->o.batch_size + j;
+        return (s / n) * w + ((s % n) * w + l->o.rank) / n;
+    }
+    return l->len > 0 ? seq / l->len : 0;
+}
+
 /* Draws index lists into free slots until nslots batches are in flight or
  * the pass ends. A sampler failure is kept and reaches ct_loader_next in its
  * turn, after the batches drawn before it. */
@@ -455,6 +474,8 @@ static void fill(ct_loader *l) {
             l->draw_err = (int)n;
             set_msg(l->draw_msg, "ct_loader: the sampler failed: %s", ct_last_error());
         } else {
+            for (int64_t j = 0; j < n; j++)
+                s->seeds[j] = ct_record_seed(l->o.seed, record_pass(l, l->issued, j), s->indices[j]);
             pthread_mutex_lock(&l->mu);
             s->n = n;
             s->state = SLOT_QUEUED;
@@ -780,6 +801,7 @@ static void destroy(ct_loader *l) {
     for (int i = 0; l->slots && i < l->nslots; i++) {
         free_slot(&l->slots[i]);
         free(l->slots[i].indices);
+        free(l->slots[i].seeds);
     }
     ct_sampler_free(l->sampler);
     for (int64_t i = 0; l->recs && i < l->o.batch_size; i++) ct_value_free(l->recs[i]);
@@ -812,7 +834,8 @@ static int allocate(ct_loader *l) {
     l->threads = calloc((size_t)(l->o.num_workers ? l->o.num_workers : 1), sizeof *l->threads);
     bool ok = l->slots && l->scratch && l->threads;
     for (int i = 0; ok && i < l->nslots; i++)
-        ok = (l->slots[i].indices = malloc((size_t)m * sizeof(int64_t))) != NULL;
+        ok = (l->slots[i].indices = malloc((size_t)m * sizeof(int64_t))) != NULL &&
+             (l->slots[i].seeds = malloc((size_t)m * sizeof(uint64_t))) != NULL;
     if (!ok) return ct_set_error(CT_ENOMEM, "ct_loader_new: out of host memory");
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "data/batch.h"
+#include "data/dataset.h"
 
 /* ---- Subset ------------------------------------------------------------ */
 
@@ -29,12 +30,14 @@ typedef struct {
 
 static int64_t subset_len(void *self) { return ((subset_ds *)self)->n; }
 
-static ct_value *subset_get(void *self, int64_t index) {
+/* Seeds pass through unchanged: a record draws from the seed of the index
+ * the loader asked for, whichever index of the parent it maps to. */
+static ct_value *subset_get(void *self, int64_t index, uint64_t seed) {
     subset_ds *s = self;
-    return ct_dataset_get(s->parent, s->idx[index]);
+    return ct_ds_get(s->parent, s->idx[index], seed);
 }
 
-static ct_value *subset_get_batch(void *self, const int64_t *indices, int64_t n) {
+static ct_value *subset_get_batch(void *self, const int64_t *indices, const uint64_t *seeds, int64_t n) {
     subset_ds *s = self;
     int64_t *mapped = malloc((size_t)n * sizeof *mapped);
     if (!mapped) {
@@ -42,7 +45,7 @@ static ct_value *subset_get_batch(void *self, const int64_t *indices, int64_t n)
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) mapped[i] = s->idx[indices[i]];
-    ct_value *batch = ct_dataset_get_batch(s->parent, mapped, n);
+    ct_value *batch = ct_ds_get_batch(s->parent, mapped, seeds, n);
     free(mapped);
     return batch;
 }
@@ -82,8 +85,9 @@ ct_dataset *ct_dataset_subset(ct_dataset *d, const int64_t *indices, int64_t n) 
     s->parent = ct_dataset_ref(d);
     s->n = n;
     if (n > 0) memcpy(s->idx, indices, (size_t)n * sizeof s->idx[0]);
-    static const ct_dataset_vtable vt = {subset_len, subset_get, subset_get_batch, subset_free};
-    ct_dataset *out = ct_dataset_new(&vt, s);
+    static const ct_dataset_vtable vt = {subset_len, NULL, NULL, subset_free};
+    static const ct_ds_seeded sv = {subset_get, subset_get_batch};
+    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, s);
     if (!out) subset_free(s);
     return out;
 }
@@ -209,15 +213,16 @@ static int concat_source(const concat_ds *c, int64_t idx, int64_t *local) {
     return lo;
 }
 
-static ct_value *concat_get(void *self, int64_t index) {
+static ct_value *concat_get(void *self, int64_t index, uint64_t seed) {
     concat_ds *c = self;
     int64_t local;
     int k = concat_source(c, index, &local);
-    return ct_dataset_get(c->ds[k], local);
+    return ct_ds_get(c->ds[k], local, seed);
 }
 
 /* get + collate over the sources, naming the failing sample's index. */
-static ct_value *concat_collate_gets(concat_ds *c, const int64_t *indices, int64_t n) {
+static ct_value *concat_collate_gets(concat_ds *c, const int64_t *indices, const uint64_t *seeds,
+                                     int64_t n) {
     ct_value **samples = calloc((size_t)n, sizeof *samples);
     if (!samples) {
         ct_set_error(CT_ENOMEM, "concat dataset: out of host memory");
@@ -225,7 +230,7 @@ static ct_value *concat_collate_gets(concat_ds *c, const int64_t *indices, int64
     }
     int64_t got = 0;
     for (; got < n; got++)
-        if (!(samples[got] = concat_get(c, indices[got]))) break;
+        if (!(samples[got] = concat_get(c, indices[got], seeds[got]))) break;
     ct_value *batch = NULL;
     int64_t bad = -1;
     if (got == n) batch = ct_collate_where(samples, n, &bad);
@@ -339,12 +344,13 @@ unsupported:
     return NULL;
 }
 
-static ct_value *concat_get_batch(void *self, const int64_t *indices, int64_t n) {
+static ct_value *concat_get_batch(void *self, const int64_t *indices, const uint64_t *seeds, int64_t n) {
     concat_ds *c = self;
     /* src[i], local[i]: where sample i comes from. */
     int *src = malloc((size_t)n * sizeof *src);
     int64_t *local = malloc((size_t)n * sizeof *local);
     int64_t *grouped = malloc((size_t)n * sizeof *grouped);
+    uint64_t *grouped_seeds = malloc((size_t)n * sizeof *grouped_seeds);
     int64_t *where = malloc((size_t)n * sizeof *where);
     int64_t *cnt = calloc((size_t)c->n, sizeof *cnt);
     int64_t *off = malloc((size_t)c->n * sizeof *off);
@@ -355,7 +361,7 @@ static ct_value *concat_get_batch(void *self, const int64_t *indices, int64_t n)
     int64_t **part_pos = malloc((size_t)c->n * sizeof *part_pos);
     int np = 0;
     ct_value *batch = NULL;
-    if (!src || !local || !grouped || !where || !cnt || !off || !fill || !parts || !part_cnt ||
+    if (!src || !local || !grouped || !grouped_seeds || !where || !cnt || !off || !fill || !parts || !part_cnt ||
         !part_pos) {
         ct_set_error(CT_ENOMEM, "concat dataset: out of host memory");
         goto done;
@@ -365,7 +371,7 @@ static ct_value *concat_get_batch(void *self, const int64_t *indices, int64_t n)
         cnt[src[i]]++;
     }
     if (cnt[src[0]] == n) { /* one source: its own get_batch */
-        batch = ct_dataset_get_batch(c->ds[src[0]], local, n);
+        batch = ct_ds_get_batch(c->ds[src[0]], local, seeds, n);
         goto done;
     }
     /* Group the indices by source, keeping their order within a source. */
@@ -373,12 +379,13 @@ static ct_value *concat_get_batch(void *self, const int64_t *indices, int64_t n)
     for (int64_t i = 0; i < n; i++) {
         int k = src[i];
         grouped[off[k] + fill[k]] = local[i];
+        grouped_seeds[off[k] + fill[k]] = seeds[i];
         where[off[k] + fill[k]] = i;
         fill[k]++;
     }
     for (int k = 0; k < c->n; k++) {
         if (!cnt[k]) continue;
-        parts[np] = ct_dataset_get_batch(c->ds[k], grouped + off[k], cnt[k]);
+        parts[np] = ct_ds_get_batch(c->ds[k], grouped + off[k], grouped_seeds + off[k], cnt[k]);
         if (!parts[np]) goto done;
         part_cnt[np] = cnt[k];
         part_pos[np] = where + off[k];
@@ -388,12 +395,13 @@ static ct_value *concat_get_batch(void *self, const int64_t *indices, int64_t n)
     ct_scope *scope = ct_scope_begin();
     batch = merge_parts(parts, np, part_pos, part_cnt, n, &unsupported);
     ct_scope_end(scope);
-    if (!batch && unsupported) batch = concat_collate_gets(c, indices, n);
+    if (!batch && unsupported) batch = concat_collate_gets(c, indices, seeds, n);
 done:
     for (int k = 0; k < np; k++) ct_value_free(parts[k]);
     free(src);
     free(local);
     free(grouped);
+    free(grouped_seeds);
     free(where);
     free(cnt);
     free(off);
@@ -452,8 +460,9 @@ ct_dataset *ct_dataset_concat(int n, ct_dataset *const *datasets) {
         c->ds[k] = ct_dataset_ref(datasets[k]);
         c->cum[k] = (k ? c->cum[k - 1] : 0) + ct_dataset_len(datasets[k]);
     }
-    static const ct_dataset_vtable vt = {concat_len, concat_get, concat_get_batch, concat_free};
-    ct_dataset *out = ct_dataset_new(&vt, c);
+    static const ct_dataset_vtable vt = {concat_len, NULL, NULL, concat_free};
+    static const ct_ds_seeded sv = {concat_get, concat_get_batch};
+    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, c);
     if (!out) concat_free(c);
     return out;
 }
