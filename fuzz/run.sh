@@ -13,7 +13,7 @@
 # from memory and from a file) and pkl (the pickle machine alone, past the
 # CRCs that stop mutated archives). wire (value_wire: bytes from other
 # ranks), records (the fixed-size records reader), shards (llm.c's token
-# shards, mapped) and restore (ct_fit
+# shards, mapped), image (JPEG and PNG decoding) and restore (ct_fit
 # resuming from a fuzzed metadata.json or trial state) link BUILD_DIR's
 # shim archive (fuzz-shim/libctrial_shim.a, made by the test suite's build)
 # and the libtorch BUILD_DIR was configured with: a release build's (the
@@ -30,7 +30,7 @@ if [ -z "$cc" ]; then
   exit 1
 fi
 out=$build/fuzz
-targets=(idx csv gzip config pth pkl wire records shards restore)
+targets=(idx csv gzip config pth pkl wire records shards image restore)
 mkdir -p "$out"
 
 # The shim and libtorch of BUILD_DIR (the test suite's build makes the archive).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything ctrial needs on a Debian/Ubuntu machine, idempotently:
-# Debian packages (compiler, CMake, OpenMPI, jansson, zlib, libpng, ccache) and a
+# Debian packages (compiler, CMake, OpenMPI, jansson, zlib, libpng, libjpeg-turbo, ccache) and a
 # project-local virtual environment (.venv) holding the pinned torch wheel,
 # whose libtorch the build links against, and numpy for the parity tests.
 # Takes seconds when everything is already there.
@@ -12,7 +12,7 @@ NUMPY_SPEC='numpy>=1.26,<3'
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 debs=(build-essential cmake ninja-build ccache pkg-config git
-      libopenmpi-dev openmpi-bin libjansson-dev zlib1g-dev libpng-dev
+      libopenmpi-dev openmpi-bin libjansson-dev zlib1g-dev libpng-dev libjpeg-dev
       python3 python3-venv clang libclang-rt-dev)
 missing=()
 for p in "${debs[@]}"; do
@@ -34,23 +34,28 @@ fi
 # tensorboard: tests/tbevents reads ctrial's event files back with its readers.
 # torchvision (the release built against TORCH_VERSION, without its
 # dependencies so that torch stays as pinned): tests/ops calls its operators
-# from C and compares them with Python's.
+# from C and compares them with Python's, and tests/vision compares images
+# and transforms with its; Pillow writes the test images torchvision cannot
+# (palette, interlaced and 16-bit PNGs) and is ImageFolder's loader.
 TENSORBOARD_VERSION=2.21.0
 TORCHVISION_VERSION=0.26.0
+PILLOW_VERSION=13.0.0
 have=$("$py" - <<PY 2>/dev/null || true
 import importlib.metadata as m
 try:
-    print(m.version("torch"), m.version("numpy"), m.version("tensorboard"), m.version("torchvision"))
+    print(m.version("torch"), m.version("numpy"), m.version("tensorboard"), m.version("torchvision"),
+          m.version("pillow"))
 except Exception:
     pass
 PY
 )
 case "$have" in
-  "$TORCH_VERSION"*" "*" $TENSORBOARD_VERSION $TORCHVISION_VERSION"*) ;;
+  "$TORCH_VERSION"*" "*" $TENSORBOARD_VERSION $TORCHVISION_VERSION"*" $PILLOW_VERSION") ;;
   *)
-    echo "setup: installing torch==$TORCH_VERSION, numpy, tensorboard and torchvision into $venv (large download, once)"
+    echo "setup: installing torch==$TORCH_VERSION, numpy, tensorboard, torchvision and pillow into $venv (large download, once)"
     "$py" -m pip install -q --upgrade pip
     "$py" -m pip install -q "torch==$TORCH_VERSION" "$NUMPY_SPEC" "tensorboard==$TENSORBOARD_VERSION"
     "$py" -m pip install -q --no-deps "torchvision==$TORCHVISION_VERSION"
+    "$py" -m pip install -q "pillow==$PILLOW_VERSION"
     ;;
 esac

@@ -7,7 +7,8 @@
  * (tensors, ops, autograd, scopes), ops.h (every registered operator by
  * name, through libtorch's dispatcher), nn.h (modules and layers), optim.h
  * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
- * (datasets, samplers, loaders), trial.h (trials, the context, ct_fit and
+ * (datasets, samplers, loaders, per-record transforms), vision.h (JPEG and
+ * PNG images, image folders, CIFAR, torchvision's transforms), trial.h (trials, the context, ct_fit and
  * ct_main), metrics.h (reducers), callback.h (callbacks), ckpt.h (PyTorch's
  * file format, checkpoint directories, loading a trial from one), dist.h
  * (ranks and collectives under mpirun), cuda.h (GPUs), amp.h (autocast and
@@ -37,6 +38,7 @@
 #include "tensor.h"
 #include "trial.h"
 #include "value.h"
+#include "vision.h"
 
 #ifdef __cplusplus
 extern "C" {

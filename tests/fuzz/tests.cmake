@@ -2,8 +2,8 @@
 # its own, builds ctrial's C modules with clang, libFuzzer's coverage and
 # ASan + UBSan under BUILD_DIR/fuzz. The pure-C targets (IDX, CSV, gzip,
 # the experiment config and flags, PyTorch's file format) link no libtorch;
-# the others (value_wire, the records reader, llm.c's token shards, resuming
-# from a checkpoint) link this build's shim as it is, uninstrumented, from
+# the others (value_wire, the records reader, llm.c's token shards, JPEG
+# and PNG decoding, resuming from a checkpoint) link this build's shim as it is, uninstrumented, from
 # the archive below, with libtorch. Being sanitized already, it is left out
 # of the sanitizer build, which would only repeat it (and whose shim is
 # gcc's ASan's).

@@ -1,0 +1,55 @@
+/* libFuzzer target: the image decoder (ct_image_decode, module vision:
+ * libjpeg-turbo and libpng) over the release build's shim. The input is a
+ * whole file, decoded in each of the five modes, under a limit of 16 MiB
+ * decoded (the fuzzer's memory is bounded; ct_image_decode's is 2 GiB).
+ *
+ * Beyond "no crash, no leak, no undefined behaviour" (libjpeg and libpng
+ * longjmp out of their callbacks: nothing may be left behind), it checks
+ * that
+ *  - a refused input is CT_EFORMAT, CT_ENOTSUP or CT_ENOMEM, and the
+ *    message names the input;
+ *  - a decoded one is a [C, H, W] tensor of the mode's channels (1 to 4 in
+ *    UNCHANGED), uint8, or uint16 from a PNG only, laid out channels-last
+ *    as torchvision's view is, within the limit, whose every byte reads.
+ * Built by fuzz/CMakeLists.txt when the shim is given, run by fuzz/run.sh. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ctrial/ctrial.h>
+#include <ctrial/vision.h>
+
+#include "vision/image.h"
+
+#define LIMIT ((uint64_t)16 << 20)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const int64_t want_c[] = {0, 1, 2, 3, 4}; /* by mode; 0: any of 1..4 */
+    bool png = size >= 4 && memcmp(data, "\x89PNG", 4) == 0;
+    for (int mode = CT_IMAGE_UNCHANGED; mode <= CT_IMAGE_RGB_ALPHA; mode++) {
+        ct_tensor *t = ct_image_decode_limited(data, size, (ct_image_mode)mode, "fuzz.img", "fuzz", LIMIT);
+        if (!t) {
+            int code = ct_last_code();
+            if ((code != CT_EFORMAT && code != CT_ENOTSUP && code != CT_ENOMEM) ||
+                !strstr(ct_last_error(), "fuzz: fuzz.img: "))
+                abort();
+            ct_clear_error();
+            continue;
+        }
+        ct_dtype dtype = ct_dtype_of(t);
+        int64_t c = ct_size(t, 0), h = ct_size(t, 1), w = ct_size(t, 2);
+        if (ct_ndim(t) != 3 || (dtype != CT_U8 && !(png && dtype == CT_U16))) abort();
+        if (want_c[mode] ? c != want_c[mode] : c < 1 || c > 4) abort();
+        if (h < 1 || w < 1 || ct_stride(t, 0) != 1 || ct_stride(t, 1) != w * c || ct_stride(t, 2) != c) abort();
+        size_t bytes = (size_t)(c * h * w) * ct_dtype_size(dtype);
+        if (bytes > LIMIT) abort();
+        void *buf = malloc(bytes);
+        if (!buf || ct_read(t, buf, bytes) != 0) abort();
+        free(buf);
+        ct_tensor_free(t);
+    }
+    if (ct_tensor_live_count() != 0) abort();
+    return 0;
+}

@@ -1,0 +1,720 @@
+/* src/vision/transforms.c — torchvision.transforms.v2 on images [.., C, H, W]
+ * (vision.h), and ct_dataset_transform.
+ *
+ * Each transform is written as torchvision's tensor kernel is: the same
+ * ATen operators (called by name, ops.h) in the same order on tensors of
+ * the same dtype and layout, so that the pixels come out the same. Where
+ * torchvision does something in place (`x.sub_(y)`), the out-of-place
+ * operator here computes the same values. Random parameters follow each
+ * transform's make_params, drawing from the record's ct_rng with the same
+ * operators (uniform_, randint, rand, randperm) in the same order, so that
+ * torch.manual_seed(s) before a v2 transform in Python draws what
+ * ct_rng_new(s) draws here.
+ *
+ * A call runs inside a scope of its own: the intermediates die with it and
+ * only the result leaves (ct_scope_return).
+ */
+#include "ctrial/vision.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctrial/ops.h"
+
+typedef enum {
+    TF_RESIZE,
+    TF_CENTER_CROP,
+    TF_RANDOM_RESIZED_CROP,
+    TF_RANDOM_CROP,
+    TF_HFLIP,
+    TF_COLOR_JITTER,
+    TF_TO_TENSOR,
+    TF_NORMALIZE,
+    TF_COMPOSE,
+} tf_kind;
+
+struct ct_transform {
+    tf_kind kind;
+    int64_t h, w, max_size;
+    double scale[2], ratio[2];     /* RandomResizedCrop */
+    double p;                      /* RandomHorizontalFlip */
+    double jitter[4][2];           /* ColorJitter ranges: brightness, contrast, saturation, hue */
+    bool jitter_on[4];
+    ct_crop_padding pad;           /* RandomCrop */
+    int n;                         /* Normalize: channels; Compose: parts */
+    double *mean, *std;
+    ct_transform **parts;
+};
+
+static const char *const tf_names[] = {"Resize", "CenterCrop", "RandomResizedCrop", "RandomCrop",
+                                       "RandomHorizontalFlip", "ColorJitter", "ToTensor", "Normalize",
+                                       "Compose"};
+
+static ct_transform *tf_new(tf_kind kind) {
+    ct_transform *t = calloc(1, sizeof *t);
+    if (!t) ct_set_error(CT_ENOMEM, "ct_tf_%s: out of host memory", tf_names[kind]);
+    else t->kind = kind;
+    return t;
+}
+
+static ct_transform *bad_arg(const char *fn, const char *what) {
+    ct_set_error(CT_EINVAL, "%s: %s", fn, what);
+    return NULL;
+}
+
+/* ==== constructors ========================================================= */
+
+ct_transform *ct_tf_resize(int64_t h, int64_t w, int64_t max_size) {
+    if (h < 1 || w < 0) return bad_arg("ct_tf_resize", "the size must be positive (w 0: the smaller edge to h)");
+    if (max_size < 0 || (max_size > 0 && (w > 0 || max_size <= h)))
+        return bad_arg("ct_tf_resize", w > 0 ? "max_size applies only to a smaller-edge resize (w 0)"
+                                             : "max_size must be greater than the smaller edge's size h");
+    ct_transform *t = tf_new(TF_RESIZE);
+    if (t) {
+        t->h = h;
+        t->w = w;
+        t->max_size = max_size;
+    }
+    return t;
+}
+
+ct_transform *ct_tf_center_crop(int64_t h, int64_t w) {
+    if (h < 1 || w < 1) return bad_arg("ct_tf_center_crop", "the crop's size must be positive");
+    ct_transform *t = tf_new(TF_CENTER_CROP);
+    if (t) {
+        t->h = h;
+        t->w = w;
+    }
+    return t;
+}
+
+ct_transform *ct_tf_random_resized_crop(int64_t h, int64_t w, double scale_lo, double scale_hi,
+                                        double ratio_lo, double ratio_hi) {
+    const char *fn = "ct_tf_random_resized_crop";
+    if (h < 1 || w < 1) return bad_arg(fn, "the output size must be positive");
+    if (!(scale_lo > 0 && scale_lo <= scale_hi))
+        return bad_arg(fn, "scale must be (min, max) with 0 < min <= max");
+    if (!(ratio_lo > 0 && ratio_lo <= ratio_hi))
+        return bad_arg(fn, "ratio must be (min, max) with 0 < min <= max");
+    ct_transform *t = tf_new(TF_RANDOM_RESIZED_CROP);
+    if (t) {
+        t->h = h;
+        t->w = w;
+        t->scale[0] = scale_lo;
+        t->scale[1] = scale_hi;
+        t->ratio[0] = ratio_lo;
+        t->ratio[1] = ratio_hi;
+    }
+    return t;
+}
+
+ct_transform *ct_tf_random_crop(int64_t h, int64_t w, const ct_crop_padding *padding) {
+    const char *fn = "ct_tf_random_crop";
+    if (h < 1 || w < 1) return bad_arg(fn, "the crop's size must be positive");
+    ct_crop_padding pad = {0};
+    if (padding) pad = *padding;
+    if (pad.left < 0 || pad.top < 0 || pad.right < 0 || pad.bottom < 0)
+        return bad_arg(fn, "padding must be >= 0");
+    if ((int)pad.mode < (int)CT_PAD_CONSTANT || (int)pad.mode > (int)CT_PAD_SYMMETRIC)
+        return bad_arg(fn, "padding mode must be CT_PAD_CONSTANT, _EDGE, _REFLECT or _SYMMETRIC");
+    ct_transform *t = tf_new(TF_RANDOM_CROP);
+    if (t) {
+        t->h = h;
+        t->w = w;
+        t->pad = pad;
+    }
+    return t;
+}
+
+ct_transform *ct_tf_random_horizontal_flip(double p) {
+    if (!(p >= 0 && p <= 1)) return bad_arg("ct_tf_random_horizontal_flip", "p must be in [0, 1]");
+    ct_transform *t = tf_new(TF_HFLIP);
+    if (t) t->p = p;
+    return t;
+}
+
+ct_transform *ct_tf_color_jitter(double brightness, double contrast, double saturation, double hue) {
+    const char *fn = "ct_tf_color_jitter";
+    double v[4] = {brightness, contrast, saturation, hue};
+    for (int k = 0; k < 4; k++)
+        if (!(v[k] >= 0)) return bad_arg(fn, "brightness, contrast, saturation and hue must be >= 0");
+    if (hue > 0.5) return bad_arg(fn, "hue must be in [0, 0.5]");
+    ct_transform *t = tf_new(TF_COLOR_JITTER);
+    if (!t) return NULL;
+    /* ColorJitter._check_input: [center - v, center + v], the first clipped
+     * at 0 except for hue; an adjustment whose range is {center} is off. */
+    for (int k = 0; k < 4; k++) {
+        double center = k == 3 ? 0 : 1;
+        t->jitter[k][0] = k == 3 ? center - v[k] : fmax(center - v[k], 0.0);
+        t->jitter[k][1] = center + v[k];
+        t->jitter_on[k] = !(t->jitter[k][0] == center && t->jitter[k][1] == center);
+    }
+    return t;
+}
+
+ct_transform *ct_tf_to_tensor(void) { return tf_new(TF_TO_TENSOR); }
+
+ct_transform *ct_tf_normalize(int c, const double *mean, const double *std) {
+    const char *fn = "ct_tf_normalize";
+    if (c < 1 || !mean || !std) return bad_arg(fn, "needs c >= 1 and c values of mean and std");
+    for (int i = 0; i < c; i++)
+        if (std[i] == 0) return bad_arg(fn, "std evaluated to zero, leading to division by zero");
+    ct_transform *t = tf_new(TF_NORMALIZE);
+    if (!t) return NULL;
+    t->n = c;
+    t->mean = malloc((size_t)c * sizeof *t->mean);
+    t->std = malloc((size_t)c * sizeof *t->std);
+    if (!t->mean || !t->std) {
+        ct_transform_free(t);
+        ct_set_error(CT_ENOMEM, "%s: out of host memory", fn);
+        return NULL;
+    }
+    memcpy(t->mean, mean, (size_t)c * sizeof *mean);
+    memcpy(t->std, std, (size_t)c * sizeof *std);
+    return t;
+}
+
+ct_transform *ct_tf_compose(int n, ct_transform *const *transforms) {
+    const char *fn = "ct_tf_compose";
+    bool ok = n >= 1 && transforms;
+    for (int i = 0; ok && i < n; i++) ok = transforms[i] != NULL;
+    ct_transform *t = ok ? tf_new(TF_COMPOSE) : NULL;
+    if (t) t->parts = malloc((size_t)n * sizeof *t->parts);
+    if (!t || !t->parts) {
+        int code = ct_last_code();
+        for (int i = 0; transforms && i < n; i++) ct_transform_free(transforms[i]);
+        free(t);
+        if (ok) ct_set_error(CT_ENOMEM, "%s: out of host memory", fn);
+        /* a NULL part is the failure of its constructor: keep its message */
+        else if (!(transforms && n >= 1 && code != CT_OK))
+            ct_set_error(CT_EINVAL, "%s: needs n >= 1 transforms, none NULL", fn);
+        return NULL;
+    }
+    t->n = n;
+    memcpy(t->parts, transforms, (size_t)n * sizeof *t->parts);
+    return t;
+}
+
+void ct_transform_free(ct_transform *t) {
+    if (!t) return;
+    for (int i = 0; t->kind == TF_COMPOSE && i < t->n; i++) ct_transform_free(t->parts[i]);
+    free(t->parts);
+    free(t->mean);
+    free(t->std);
+    free(t);
+}
+
+/* ==== kernels: torchvision's, operator by operator ========================== */
+
+/* _max_value(dtype): 255 for uint8, 65535 for uint16, 1 for floats. */
+static int64_t max_value(ct_dtype d) { return d == CT_U8 ? 255 : d == CT_U16 ? 65535 : 1; }
+
+/* The image's C, H, W (its last three dims); -1 + CT_ESHAPE when it has
+ * fewer than three. */
+static int chw(const ct_tensor *img, const char *what, int64_t out[3]) {
+    int nd = ct_ndim(img);
+    if (nd < 3)
+        return ct_set_error(CT_ESHAPE, "%s: expected an image [..., C, H, W], got %d dims", what, nd);
+    for (int i = 0; i < 3; i++) out[i] = ct_size(img, nd - 3 + i);
+    return 0;
+}
+
+/* Python's x.reshape(shape[:-3] + (c, h, w)) of the image `like`. */
+static ct_tensor *reshape_chw(const ct_tensor *t, const ct_tensor *like, int64_t c, int64_t h, int64_t w) {
+    int nd = ct_ndim(like);
+    int64_t shape[8];
+    if (nd > 8) return NULL;
+    for (int i = 0; i < nd - 3; i++) shape[i] = ct_size(like, i);
+    shape[nd - 3] = c;
+    shape[nd - 2] = h;
+    shape[nd - 1] = w;
+    return ct_reshape(t, nd, shape);
+}
+
+/* is_contiguous(memory_format=torch.channels_last) of a 4-D tensor: the
+ * strides of N, H, W, C from the innermost out, size-1 dims skipped. */
+static bool channels_last_contiguous(const ct_tensor *t) {
+    static const int order[4] = {1, 3, 2, 0};
+    int64_t expected = 1;
+    for (int k = 0; k < 4; k++) {
+        int64_t size = ct_size(t, order[k]);
+        if (size == 1) continue;
+        if (ct_stride(t, order[k]) != expected) return false;
+        expected *= size;
+    }
+    return true;
+}
+
+/* resize_image(image, [new_h, new_w], BILINEAR, antialias=True). */
+static ct_tensor *resize_to(const ct_tensor *img, int64_t new_h, int64_t new_w) {
+    int64_t s[3];
+    if (chw(img, "Resize", s)) return NULL;
+    if (new_h == s[1] && new_w == s[2]) return ct_alias(img);
+    ct_dtype dtype = ct_dtype_of(img);
+    ct_tensor *x = ct_reshape(img, 4, (int64_t[]){-1, s[0], s[1], s[2]});
+    if (!x) return NULL;
+    int64_t numel = ct_numel(x);
+    /* torchvision's restride of a single channels-last image, so that the
+     * interpolation keeps channels-last (pytorch/pytorch#68430). */
+    if (channels_last_contiguous(x) && ct_size(x, 0) == 1 && numel != ct_stride(x, 0))
+        x = CT_CALL("aten::as_strided", CT_T(x), CT_INTS(1, s[0], s[1], s[2]),
+                    CT_INTS(numel, ct_stride(x, 1), ct_stride(x, 2), ct_stride(x, 3)));
+    /* uint8 is resized natively on CPUs with AVX2 (every CPU torch's wheel
+     * runs its AVX2 kernels on); other integer dtypes go through float32. */
+    bool cast = !(dtype == CT_F32 || dtype == CT_F64 || dtype == CT_U8);
+    if (cast) x = ct_to_dtype(x, CT_F32);
+    x = CT_CALL("aten::_upsample_bilinear2d_aa", CT_T(x), CT_INTS(new_h, new_w), CT_B(false), CT_NONE, CT_NONE);
+    if (cast) x = ct_to_dtype(CT_CALL("aten::round", CT_T(x)), dtype);
+    return x ? reshape_chw(x, img, s[0], new_h, new_w) : NULL;
+}
+
+/* image[..., top:top+h, left:left+w] (in bounds). */
+static ct_tensor *crop(const ct_tensor *img, int64_t top, int64_t left, int64_t h, int64_t w) {
+    return ct_narrow(ct_narrow(img, -2, top, h), -1, left, w);
+}
+
+/* _pad_with_scalar_fill(image, [left, right, top, bottom], fill, mode). */
+static ct_tensor *pad(const ct_tensor *img, const int64_t lrtb[4], double fill, ct_pad_mode mode) {
+    int64_t s[3];
+    if (chw(img, "pad", s)) return NULL;
+    ct_tensor *x = ct_reshape(img, 4, (int64_t[]){-1, s[0], s[1], s[2]});
+    ct_arg padding = ct_arg_ints(4, lrtb);
+    ct_dtype dtype = ct_dtype_of(img);
+    if (mode == CT_PAD_CONSTANT) {
+        x = CT_CALL("aten::constant_pad_nd", CT_T(x), padding, CT_F(fill));
+    } else if (mode == CT_PAD_EDGE || mode == CT_PAD_REFLECT) {
+        /* torch pads only floats so: through float32 and back */
+        bool cast = !ct_dtype_is_floating(dtype);
+        if (cast) x = ct_to_dtype(x, CT_F32);
+        x = CT_CALL(mode == CT_PAD_EDGE ? "aten::replication_pad2d" : "aten::reflection_pad2d", CT_T(x), padding);
+        if (cast) x = ct_to_dtype(x, dtype);
+    } else { /* symmetric: index the edge-repeating mirror, as _pad_symmetric */
+        for (int d = 0; d < 2 && x; d++) { /* d 0: width (dim 3), 1: height (dim 2) */
+            int64_t n = s[2 - d], before = lrtb[2 * d], after = lrtb[2 * d + 1];
+            int64_t total = before + n + after;
+            int64_t *idx = malloc((size_t)total * sizeof *idx);
+            if (!idx) {
+                ct_set_error(CT_ENOMEM, "pad: out of host memory");
+                return NULL;
+            }
+            for (int64_t i = 0; i < total; i++) {
+                int64_t k = i - before; /* mirror with the edge repeated, period 2n */
+                int64_t m = ((k % (2 * n)) + 2 * n) % (2 * n);
+                idx[i] = m < n ? m : 2 * n - 1 - m;
+            }
+            ct_tensor *index = ct_from_data(idx, 1, (int64_t[]){total}, CT_I64);
+            free(idx);
+            x = ct_index_select(x, 3 - d, index);
+        }
+    }
+    if (!x) return NULL;
+    return reshape_chw(x, img, s[0], ct_size(x, 2), ct_size(x, 3));
+}
+
+static ct_tensor *mul_s(const ct_tensor *t, double v) { return CT_CALL("aten::mul.Scalar", CT_T(t), CT_F(v)); }
+
+/* (x.clamp_(0, bound) and .to(dtype) unless the image is float). */
+static ct_tensor *clamp_back(ct_tensor *x, ct_dtype dtype) {
+    x = CT_CALL("aten::clamp", CT_T(x), CT_I(0), CT_I(max_value(dtype)));
+    return ct_dtype_is_floating(dtype) ? x : ct_to_dtype(x, dtype);
+}
+
+/* _blend(image1, image2, ratio) */
+static ct_tensor *blend(const ct_tensor *a, const ct_tensor *b, double ratio) {
+    ct_tensor *x = CT_CALL("aten::add.Tensor", CT_T(mul_s(a, ratio)), CT_T(b), CT_KW("alpha", CT_F(1.0 - ratio)));
+    return clamp_back(x, ct_dtype_of(a));
+}
+
+/* _rgb_to_grayscale_image(image, 1, preserve_dtype=False), floored for an
+ * integer image as saturation and contrast do. */
+static ct_tensor *grayscale(const ct_tensor *img) {
+    ct_tensor *rgb[3];
+    if (CT_CALL_N("aten::unbind.int", 3, rgb, CT_T(img), CT_I(-3)) != 3) return NULL;
+    ct_tensor *l = mul_s(rgb[0], 0.2989);
+    l = CT_CALL("aten::add.Tensor", CT_T(l), CT_T(rgb[1]), CT_KW("alpha", CT_F(0.587)));
+    l = CT_CALL("aten::add.Tensor", CT_T(l), CT_T(rgb[2]), CT_KW("alpha", CT_F(0.114)));
+    l = ct_unsqueeze(l, -3);
+    if (!ct_dtype_is_floating(ct_dtype_of(img))) l = ct_floor(l);
+    return l;
+}
+
+static ct_tensor *adjust_brightness(const ct_tensor *img, double f) {
+    return clamp_back(mul_s(img, f), ct_dtype_of(img));
+}
+
+static ct_tensor *adjust_saturation(const ct_tensor *img, double f) {
+    if (ct_size(img, -3) == 1) return ct_alias(img); /* as PIL */
+    return blend(img, grayscale(img), f);
+}
+
+static ct_tensor *adjust_contrast(const ct_tensor *img, double f) {
+    bool fp = ct_dtype_is_floating(ct_dtype_of(img));
+    ct_tensor *gray = ct_size(img, -3) == 3 ? grayscale(img) : fp ? ct_alias(img) : ct_to_dtype(img, CT_F32);
+    ct_tensor *mean = CT_CALL("aten::mean.dim", CT_T(gray), CT_INTS(-3, -2, -1), CT_B(true));
+    return blend(img, mean, f);
+}
+
+/* _rgb_to_hsv on a float image in [0, 1]. */
+static ct_tensor *rgb_to_hsv(const ct_tensor *img) {
+    ct_tensor *ch[3], *mm[2];
+    if (CT_CALL_N("aten::unbind.int", 3, ch, CT_T(img), CT_I(-3)) != 3) return NULL;
+    if (CT_CALL_N("aten::aminmax", 2, mm, CT_T(img), CT_KW("dim", CT_I(-3))) != 2) return NULL;
+    ct_tensor *minc = mm[0], *maxc = mm[1];
+    ct_tensor *eqc = ct_eq(maxc, minc);
+    ct_tensor *range = ct_sub(maxc, minc);
+    ct_tensor *ones = ct_ones_like(maxc);
+    ct_tensor *s = ct_div(range, CT_CALL("aten::where.self", CT_T(eqc), CT_T(ones), CT_T(maxc)));
+    ct_tensor *divisor = ct_unsqueeze(CT_CALL("aten::where.self", CT_T(eqc), CT_T(ones), CT_T(range)), -3);
+    ct_tensor *rgbc[3];
+    ct_tensor *diff = ct_div(ct_sub(ct_unsqueeze(maxc, -3), img), divisor);
+    if (CT_CALL_N("aten::unbind.int", 3, rgbc, CT_T(diff), CT_I(-3)) != 3) return NULL;
+    ct_tensor *rc = rgbc[0], *gc = rgbc[1], *bc = rgbc[2];
+    ct_tensor *maxc_neq_r = ct_ne(maxc, ch[0]);
+    ct_tensor *maxc_eq_g = ct_eq(maxc, ch[1]);
+    ct_tensor *hg = ct_mul(ct_sub(ct_add_scalar(rc, 2.0), bc), CT_CALL("aten::bitwise_and.Tensor", CT_T(maxc_eq_g), CT_T(maxc_neq_r)));
+    ct_tensor *hr = ct_mul(ct_sub(bc, gc), ct_logical_not(maxc_neq_r));
+    ct_tensor *hb = ct_mul(ct_sub(ct_add_scalar(gc, 4.0), rc),
+                           CT_CALL("aten::logical_and", CT_T(maxc_neq_r), CT_T(ct_logical_not(maxc_eq_g))));
+    ct_tensor *h = ct_add(ct_add(hr, hg), hb);
+    h = CT_CALL("aten::fmod.Scalar", CT_T(ct_add_scalar(mul_s(h, 1.0 / 6.0), 1.0)), CT_F(1.0));
+    return ct_stack(3, (ct_tensor *[]){h, s, maxc}, -3);
+}
+
+/* _hsv_to_rgb */
+static ct_tensor *hsv_to_rgb(const ct_tensor *hsv) {
+    ct_tensor *c[3];
+    if (CT_CALL_N("aten::unbind.int", 3, c, CT_T(hsv), CT_I(-3)) != 3) return NULL;
+    ct_tensor *h = c[0], *s = c[1], *v = c[2];
+    ct_tensor *h6 = mul_s(h, 6);
+    ct_tensor *i = ct_floor(h6);
+    ct_tensor *f = ct_sub(h6, i);
+    i = ct_to_dtype(i, CT_I32);
+    ct_tensor *sxf = ct_mul(s, f);
+    ct_tensor *one_minus_s = ct_rsub_scalar(s, 1.0);
+    ct_tensor *q = CT_CALL("aten::clamp", CT_T(ct_mul(ct_rsub_scalar(sxf, 1.0), v)), CT_F(0.0), CT_F(1.0));
+    ct_tensor *t = CT_CALL("aten::clamp", CT_T(ct_mul(ct_add(sxf, one_minus_s), v)), CT_F(0.0), CT_F(1.0));
+    ct_tensor *p = CT_CALL("aten::clamp", CT_T(ct_mul(one_minus_s, v)), CT_F(0.0), CT_F(1.0));
+    i = CT_CALL("aten::remainder.Scalar", CT_T(i), CT_I(6));
+    ct_tensor *vpqt = ct_stack(4, (ct_tensor *[]){v, p, q, t}, -3);
+    static const int64_t table[18] = {0, 2, 1, 1, 3, 0, 3, 0, 0, 2, 1, 1, 1, 1, 3, 0, 0, 2};
+    ct_tensor *select = ct_from_data(table, 2, (int64_t[]){3, 6}, CT_I64);
+    /* select[:, i]: the table's columns picked by i, shape [3, *i.shape] */
+    int nd = i ? ct_ndim(i) : 0;
+    int64_t shape[9] = {3};
+    for (int k = 0; k < nd && k < 8; k++) shape[k + 1] = ct_size(i, k);
+    ct_tensor *picked = ct_reshape(ct_index_select(select, 1, ct_flatten(i, 0, -1)), nd + 1, shape);
+    if (picked && nd + 1 > 3) picked = CT_CALL("aten::movedim.int", CT_T(picked), CT_I(0), CT_I(-3));
+    return ct_gather(vpqt, -3, picked);
+}
+
+static ct_tensor *adjust_hue(const ct_tensor *img, double f) {
+    if (ct_size(img, -3) == 1 || ct_numel(img) == 0) return ct_alias(img);
+    ct_dtype dtype = ct_dtype_of(img);
+    bool fp = ct_dtype_is_floating(dtype);
+    /* to_dtype_image(image, float32, scale=True) */
+    ct_tensor *x = fp ? ct_alias(img) : mul_s(ct_to_dtype(img, CT_F32), 1.0 / (double)max_value(dtype));
+    if (fp && dtype != CT_F32) x = ct_to_dtype(img, CT_F32);
+    ct_tensor *hsv = rgb_to_hsv(x), *c[3];
+    if (CT_CALL_N("aten::unbind.int", 3, c, CT_T(hsv), CT_I(-3)) != 3) return NULL;
+    c[0] = CT_CALL("aten::remainder.Scalar", CT_T(ct_add_scalar(c[0], f)), CT_F(1.0));
+    ct_tensor *rgb = hsv_to_rgb(ct_stack(3, c, -3));
+    /* to_dtype_image(rgb, orig_dtype, scale=True) */
+    if (fp) return ct_to_dtype(rgb, dtype);
+    return ct_to_dtype(mul_s(rgb, (double)max_value(dtype) + 1.0 - 1e-3), dtype);
+}
+
+/* ==== applying ============================================================ */
+
+/* A float32 value through a [1] float32 tensor op (torch.exp of the draw). */
+static int exp_f32(double v, double *out) {
+    ct_tensor *t = ct_exp(ct_full(1, (int64_t[]){1}, v, &(ct_topts){.dtype = CT_F32}));
+    return t ? ct_item(t, out) : ct_last_code();
+}
+
+static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
+    int64_t s[3];
+    if (chw(img, "Resize", s)) return NULL;
+    int64_t h = s[1], w = s[2], new_h = t->h, new_w = t->w;
+    if (t->w == 0) { /* _compute_resized_output_size with one size */
+        int64_t shorter = w <= h ? w : h, longer = w <= h ? h : w;
+        int64_t new_short = t->h, new_long = (int64_t)((double)(t->h * longer) / (double)shorter);
+        if (t->max_size > 0 && new_long > t->max_size) {
+            new_short = (int64_t)((double)(t->max_size * new_short) / (double)new_long);
+            new_long = t->max_size;
+        }
+        new_w = w <= h ? new_short : new_long;
+        new_h = w <= h ? new_long : new_short;
+    }
+    return resize_to(img, new_h, new_w);
+}
+
+static ct_tensor *apply_center_crop(const ct_transform *t, const ct_tensor *img) {
+    int64_t s[3];
+    if (chw(img, "CenterCrop", s)) return NULL;
+    int64_t ch = t->h, cw = t->w, h = s[1], w = s[2];
+    ct_tensor *x = ct_alias(img);
+    if (ch > h || cw > w) {
+        int64_t lrtb[4] = {cw > w ? (cw - w) / 2 : 0, cw > w ? (cw - w + 1) / 2 : 0, ch > h ? (ch - h) / 2 : 0,
+                           ch > h ? (ch - h + 1) / 2 : 0};
+        x = pad(x, lrtb, 0.0, CT_PAD_CONSTANT);
+        if (!x) return NULL;
+        h = ct_size(x, -2);
+        w = ct_size(x, -1);
+        if (ch == h && cw == w) return x;
+    }
+    /* int(round((h - ch) / 2.0)): Python rounds half to even, as rint */
+    return crop(x, (int64_t)rint((double)(h - ch) / 2.0), (int64_t)rint((double)(w - cw) / 2.0), ch, cw);
+}
+
+static ct_tensor *apply_random_resized_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int64_t s[3];
+    if (chw(img, "RandomResizedCrop", s)) return NULL;
+    int64_t height = s[1], width = s[2], area = height * width;
+    /* self._log_ratio = torch.log(torch.tensor(self.ratio)): float32 */
+    ct_tensor *lr = ct_log(ct_from_data((float[]){(float)t->ratio[0], (float)t->ratio[1]}, 1, (int64_t[]){2}, CT_F32));
+    float log_ratio[2];
+    if (!lr || ct_read(lr, log_ratio, sizeof log_ratio) != 0) return NULL;
+    int64_t top = 0, left = 0, h = 0, w = 0;
+    bool found = false;
+    for (int attempt = 0; attempt < 10 && !found; attempt++) {
+        double u, r, aspect;
+        if (ct_rng_uniform(rng, t->scale[0], t->scale[1], &u) || ct_rng_uniform(rng, log_ratio[0], log_ratio[1], &r) ||
+            exp_f32(r, &aspect))
+            return NULL;
+        double target_area = (double)area * u;
+        w = (int64_t)rint(sqrt(target_area * aspect));
+        h = (int64_t)rint(sqrt(target_area / aspect));
+        if (0 < w && w <= width && 0 < h && h <= height) {
+            if (ct_rng_randint(rng, 0, height - h + 1, &top) || ct_rng_randint(rng, 0, width - w + 1, &left))
+                return NULL;
+            found = true;
+        }
+    }
+    if (!found) { /* the central crop */
+        double in_ratio = (double)width / (double)height;
+        double rmin = fmin(t->ratio[0], t->ratio[1]), rmax = fmax(t->ratio[0], t->ratio[1]);
+        if (in_ratio < rmin) {
+            w = width;
+            h = (int64_t)rint((double)w / rmin);
+        } else if (in_ratio > rmax) {
+            h = height;
+            w = (int64_t)rint((double)h * rmax);
+        } else {
+            w = width;
+            h = height;
+        }
+        top = (height - h) / 2;
+        left = (width - w) / 2;
+    }
+    return resize_to(crop(img, top, left, h, w), t->h, t->w);
+}
+
+static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int64_t s[3];
+    if (chw(img, "RandomCrop", s)) return NULL;
+    ct_crop_padding p = t->pad;
+    int64_t ph = s[1] + p.top + p.bottom, pw = s[2] + p.left + p.right;
+    if (p.if_needed) {
+        if (ph < t->h) {
+            int64_t diff = t->h - ph;
+            p.top += diff;
+            p.bottom += diff;
+            ph += 2 * diff;
+        }
+        if (pw < t->w) {
+            int64_t diff = t->w - pw;
+            p.left += diff;
+            p.right += diff;
+            pw += 2 * diff;
+        }
+    }
+    if (ph < t->h || pw < t->w) {
+        ct_set_error(CT_ESHAPE,
+                     "RandomCrop: required crop size (%" PRId64 ", %" PRId64 ") is larger than the %sinput image size (%" PRId64
+                     ", %" PRId64 ")",
+                     t->h, t->w, (t->pad.left | t->pad.top | t->pad.right | t->pad.bottom) ? "padded " : "", ph, pw);
+        return NULL;
+    }
+    int64_t top = 0, left = 0;
+    if (ph > t->h && ct_rng_randint(rng, 0, ph - t->h + 1, &top)) return NULL;
+    if (pw > t->w && ct_rng_randint(rng, 0, pw - t->w + 1, &left)) return NULL;
+    ct_tensor *x = ct_alias(img);
+    if (p.left || p.top || p.right || p.bottom) x = pad(x, (int64_t[]){p.left, p.right, p.top, p.bottom}, p.fill, p.mode);
+    if (!x || (ph == t->h && pw == t->w)) return x;
+    return crop(x, top, left, t->h, t->w);
+}
+
+static ct_tensor *apply_hflip(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    double u;
+    if (ct_rng_rand(rng, &u)) return NULL;
+    /* torch.rand(1) >= self.p, compared in float32: no flip */
+    if ((float)u >= (float)t->p) return ct_alias(img);
+    return CT_CALL("aten::flip", CT_T(img), CT_INTS(-1));
+}
+
+static ct_tensor *apply_color_jitter(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int64_t s[3];
+    if (chw(img, "ColorJitter", s)) return NULL;
+    if (s[0] != 1 && s[0] != 3) {
+        ct_set_error(CT_ESHAPE, "ColorJitter: images must have 1 or 3 channels, got %" PRId64, s[0]);
+        return NULL;
+    }
+    int64_t order[4];
+    double factor[4];
+    if (ct_rng_randperm(rng, 4, order)) return NULL;
+    for (int k = 0; k < 4; k++)
+        if (t->jitter_on[k] && ct_rng_uniform(rng, t->jitter[k][0], t->jitter[k][1], &factor[k])) return NULL;
+    ct_tensor *x = ct_alias(img);
+    for (int k = 0; k < 4 && x; k++) {
+        int64_t fn = order[k];
+        if (!t->jitter_on[fn]) continue;
+        x = fn == 0 ? adjust_brightness(x, factor[0])
+            : fn == 1 ? adjust_contrast(x, factor[1])
+            : fn == 2 ? adjust_saturation(x, factor[2])
+                      : adjust_hue(x, factor[3]);
+    }
+    return x;
+}
+
+static ct_tensor *apply_to_tensor(const ct_tensor *img) {
+    ct_dtype d = ct_dtype_of(img);
+    if (ct_dtype_is_floating(d)) return ct_alias(img);
+    if (d != CT_U8 && d != CT_U16) {
+        ct_set_error(CT_EDTYPE, "ToTensor: takes uint8 or uint16 images, got %s", ct_dtype_name(d));
+        return NULL;
+    }
+    return CT_CALL("aten::div.Scalar", CT_T(ct_to_dtype(img, CT_F32)), CT_I(max_value(d)));
+}
+
+static ct_tensor *apply_normalize(const ct_transform *t, const ct_tensor *img) {
+    int64_t s[3];
+    if (chw(img, "Normalize", s)) return NULL;
+    ct_dtype d = ct_dtype_of(img);
+    if (!ct_dtype_is_floating(d)) {
+        ct_set_error(CT_EDTYPE, "Normalize: input tensor should be a float tensor, got %s (ToTensor first)",
+                     ct_dtype_name(d));
+        return NULL;
+    }
+    if (s[0] != t->n && t->n != 1) {
+        ct_set_error(CT_ESHAPE, "Normalize: %d mean/std values for an image of %" PRId64 " channels", t->n, s[0]);
+        return NULL;
+    }
+    /* torch.as_tensor(mean, dtype=image.dtype).view(-1, 1, 1) */
+    ct_tensor *mean = ct_view(ct_to_dtype(ct_from_data(t->mean, 1, (int64_t[]){t->n}, CT_F64), d), 3,
+                              (int64_t[]){-1, 1, 1});
+    ct_tensor *std = ct_view(ct_to_dtype(ct_from_data(t->std, 1, (int64_t[]){t->n}, CT_F64), d), 3,
+                             (int64_t[]){-1, 1, 1});
+    return ct_div(ct_sub(img, mean), std);
+}
+
+static ct_tensor *apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    switch (t->kind) {
+    case TF_RESIZE: return apply_resize(t, img);
+    case TF_CENTER_CROP: return apply_center_crop(t, img);
+    case TF_RANDOM_RESIZED_CROP: return apply_random_resized_crop(t, img, rng);
+    case TF_RANDOM_CROP: return apply_random_crop(t, img, rng);
+    case TF_HFLIP: return apply_hflip(t, img, rng);
+    case TF_COLOR_JITTER: return apply_color_jitter(t, img, rng);
+    case TF_TO_TENSOR: return apply_to_tensor(img);
+    case TF_NORMALIZE: return apply_normalize(t, img);
+    case TF_COMPOSE: {
+        ct_tensor *x = ct_alias(img);
+        for (int i = 0; i < t->n && x; i++) x = apply(t->parts[i], x, rng);
+        return x;
+    }
+    }
+    return NULL;
+}
+
+static bool is_random(const ct_transform *t) {
+    if (t->kind == TF_COMPOSE) {
+        for (int i = 0; i < t->n; i++)
+            if (is_random(t->parts[i])) return true;
+        return false;
+    }
+    return t->kind == TF_RANDOM_RESIZED_CROP || t->kind == TF_RANDOM_CROP || t->kind == TF_HFLIP ||
+           t->kind == TF_COLOR_JITTER;
+}
+
+ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    if (!t || !img) {
+        ct_set_error(CT_EINVAL, "ct_transform_apply: %s is NULL", !t ? "transform" : "image");
+        return NULL;
+    }
+    if (!rng && is_random(t)) {
+        ct_set_error(CT_EINVAL, "ct_transform_apply: %s draws random parameters: it needs a ct_rng",
+                     tf_names[t->kind]);
+        return NULL;
+    }
+    ct_scope *scope = ct_scope_begin();
+    ct_tensor *out = apply(t, img, rng);
+    if (out) out = ct_scope_return(out);
+    if (!out) { /* name the image: the step's message says what failed */
+        char what[128], msg[512];
+        ct_describe(img, what, sizeof what);
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_set_error(ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL, "%s (the image: %s)", msg, what);
+    }
+    ct_scope_end(scope);
+    return out;
+}
+
+/* ==== ct_dataset_transform ================================================= */
+
+typedef struct {
+    ct_transform *t;
+    int field;
+} transform_ctx;
+
+static void transform_ctx_free(void *p) {
+    transform_ctx *c = p;
+    ct_transform_free(c->t);
+    free(c);
+}
+
+static ct_value *transform_sample(const ct_value *sample, ct_rng *rng, void *p) {
+    const transform_ctx *c = p;
+    ct_value_kind kind = ct_value_kind_of(sample);
+    bool seq = kind == CT_VALUE_TUPLE || kind == CT_VALUE_LIST;
+    const ct_value *leaf = seq ? ct_value_list_get(sample, (size_t)c->field) : c->field == 0 ? sample : NULL;
+    const ct_tensor *img = leaf ? ct_value_get_tensor(leaf) : NULL;
+    if (!img) {
+        ct_set_error(CT_EINVAL, "ct_dataset_transform: field %d of the sample (a %s) is not a tensor", c->field,
+                     ct_value_kind_name(kind));
+        return NULL;
+    }
+    ct_tensor *out = ct_transform_apply(c->t, img, rng);
+    if (!out) return NULL;
+    if (!seq) return ct_value_tensor(out);
+    ct_value *copy = kind == CT_VALUE_TUPLE ? ct_value_tuple() : ct_value_list();
+    for (size_t i = 0; copy && i < ct_value_len(sample); i++) {
+        ct_value *item = (int)i == c->field ? ct_value_tensor(out) : ct_value_copy(ct_value_list_get(sample, i), false);
+        if ((int)i == c->field) out = NULL; /* owned by item now (or freed with it) */
+        if (ct_value_list_append(copy, item) != 0) {
+            ct_value_free(copy);
+            copy = NULL;
+        }
+    }
+    ct_tensor_free(out);
+    return copy;
+}
+
+ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t) {
+    if (!t || field < 0) {
+        ct_transform_free(t);
+        ct_set_error(CT_EINVAL, "ct_dataset_transform: %s", !t ? "transform is NULL" : "field must be >= 0");
+        return NULL;
+    }
+    transform_ctx *c = malloc(sizeof *c);
+    if (!c) {
+        ct_transform_free(t);
+        ct_set_error(CT_ENOMEM, "ct_dataset_transform: out of host memory");
+        return NULL;
+    }
+    c->t = t;
+    c->field = field;
+    return ct_dataset_map(d, transform_sample, c, transform_ctx_free);
+}
