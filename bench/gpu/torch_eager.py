@@ -304,6 +304,67 @@ class ResNet(Digits):
         return super().step(self.upsample(x), y)
 
 
+def record_seed(seed, epoch, index):
+    """data.h's ct_record_seed: the seed ctrial's loader gives record `index`
+    in pass `epoch` of a loader seeded `seed`."""
+    def splitmix64(x):
+        z = (x + 0x9E3779B97F4A7C15) & (2**64 - 1)
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+        return z ^ (z >> 31)
+    h = splitmix64(seed)
+    h = splitmix64(h ^ epoch)
+    return splitmix64(h ^ index) >> 1
+
+
+class ResNetFolder(ResNet):
+    """examples/resnet on image folders (resnet_folder.json): DATA/train and
+    DATA/val read by ImageFolder with torchvision.io.decode_image(mode=RGB)
+    (what ctrial decodes as), normalised by the training set's per-channel
+    mean and std, the training images augmented by v2 transforms after
+    torch.manual_seed(record_seed(seed, pass, index)), as ctrial's loader
+    seeds each record (data.h), in a fork of the generator so that the
+    model's own draws are not disturbed."""
+
+    def __init__(self, hp, data, seed, device, fused, capturable):
+        import torchvision
+        from torchvision import datasets, io
+        from torchvision.transforms import v2
+        load = lambda p: io.decode_image(p, mode=io.ImageReadMode.RGB)  # noqa: E731
+        self.train = datasets.ImageFolder(os.path.join(data, "train"), loader=load)
+        self.val = datasets.ImageFolder(os.path.join(data, "val"), loader=load)
+        to_tensor = v2.Lambda(lambda t: t.to(torch.float32).div(255))   # ToTensor's scaling
+        pixels = torch.stack([to_tensor(img) for img, _ in self.train]).double()
+        mean, std = pixels.mean((0, 2, 3)).tolist(), pixels.std((0, 2, 3), correction=0).tolist()
+        S = hp.get("image_size", 32)
+        self.augment = v2.Compose([
+            v2.RandomResizedCrop(S, scale=(hp.get("crop_scale", 0.7), 1.0), antialias=True),
+            v2.ColorJitter(brightness=0.4, contrast=0.4), to_tensor, v2.Normalize(mean, std)])
+        self.evaluate = v2.Compose([v2.Resize((S, S), antialias=True), to_tensor, v2.Normalize(mean, std)])
+        self.seed, self.served, self.B = seed, 0, hp["global_batch_size"]
+        self.order = Shuffled(len(self.train), self.B, seed)
+        torch.manual_seed(seed)
+        self.model = torchvision.models.resnet18(num_classes=10).to(device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=hp.get("learning_rate", 0.02),
+                                   momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 5e-4))
+        self.label_smoothing = 0.0
+
+    def batch(self):
+        xs, ys = [], []
+        for j, i in enumerate(self.order.next().tolist()):
+            epoch = (self.served + j) // len(self.train)   # one rank: record k of the stream
+            img, label = self.train[i]
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(record_seed(self.seed, epoch, i))
+                xs.append(self.augment(img))
+            ys.append(label)
+        self.served += len(ys)
+        return torch.stack(xs), torch.tensor(ys)
+
+    def upsample(self, x):
+        return x
+
+
 class CharLM:
     def __init__(self, hp, data, seed, device, fused, capturable):
         opener = gzip.open if data.endswith(".gz") else open
@@ -348,7 +409,7 @@ class CharLM:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", choices=["digits", "resnet", "charlm"], required=True)
+    ap.add_argument("--workload", choices=["digits", "resnet", "resnet_folder", "charlm"], required=True)
     ap.add_argument("--config", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--hparam", action="append", default=[])
@@ -377,7 +438,7 @@ def main():
         fused = a.fused == "1"
     if a.graphs:
         fused = True
-    W = {"digits": Digits, "resnet": ResNet, "charlm": CharLM}[a.workload](hp, a.data, a.seed, device, fused,
+    W = {"digits": Digits, "resnet": ResNet, "resnet_folder": ResNetFolder, "charlm": CharLM}[a.workload](hp, a.data, a.seed, device, fused,
                                                                             a.graphs)
     W.model.train()
 

@@ -110,7 +110,23 @@
  * its ATen name through ct_call (ops.h), as Python itself calls it.
  *
  * Data: config "data": {"dir": ...} names a folder of MNIST-format files,
- * as examples/mnist: the bundled 8x8 digits by default.
+ * as examples/mnist: the bundled 8x8 digits by default. Or "data":
+ * {"train_folder": ..., "val_folder": ...} names two image folders (one
+ * sub-folder of JPEG or PNG files per class, as torchvision's ImageFolder
+ * reads them; resnet_folder.json), augmented on the loader's workers:
+ *
+ *     stats = ImageFolder(train_folder, transform=v2.ToTensor())   # mean/std per channel
+ *     train = ImageFolder(train_folder, transform=v2.Compose([
+ *         v2.RandomResizedCrop(size, scale=(crop_scale, 1.0)),
+ *         v2.ColorJitter(brightness=0.4, contrast=0.4),
+ *         v2.ToTensor(), v2.Normalize(mean, std)]))
+ *     val = ImageFolder(val_folder, transform=v2.Compose([
+ *         v2.Resize((size, size)), v2.ToTensor(), v2.Normalize(mean, std)]))
+ *
+ * and the images come in at [B, 3, size, size]: inputs() passes them on.
+ * Each record's crop and jitter are drawn from its own seed (the trial
+ * seed, the pass, its index: data.h's ct_dataset_map), so they are the
+ * same with any number of workers and after a resume.
  *
  * Usage (from the repository root):
  *     build/examples/resnet/resnet --config examples/resnet/resnet.json
@@ -289,6 +305,8 @@ typedef struct {
     ct_optim *optimizer;
     int64_t n_val;      /* validation records: each batch reports its share */
     int64_t image_size; /* the digits are upsampled to image_size x image_size */
+    double crop_scale;  /* image folders: RandomResizedCrop's smallest area */
+    bool folders;       /* image folders, transformed to [3, S, S] already */
     int workers;
 } ResNetTrial;
 
@@ -299,16 +317,67 @@ static void resnet_destroy(void *self) {
     free(t);
 }
 
-/* The config's "data": {"dir": folder of MNIST files, "workers": loader threads}. */
+/* ---- data: image folders, as torchvision's ImageFolder + v2 transforms --------- */
+
+/* The training folder's per-channel mean and std after ToTensor (all its
+ * images must have one size): ct_dataset_mean_std over the pixels. */
+static int folder_stats(ct_dataset *folder, double mean[3], double std[3]) {
+    ct_dataset *as_float = ct_dataset_transform(folder, 0, ct_tf_to_tensor());
+    ct_tensor *m = NULL, *s = NULL;
+    int rc = as_float ? ct_dataset_mean_std(as_float, 0, 0, &m, &s) : ct_last_code();
+    if (rc == CT_OK && (ct_numel(m) != 3 || ct_read(m, mean, 3 * sizeof(double)) != 0 ||
+                        ct_read(s, std, 3 * sizeof(double)) != 0))
+        rc = ct_set_error(CT_ECONFIG, "data.train_folder: expected RGB images (3 channels)");
+    ct_tensor_free(m);
+    ct_tensor_free(s);
+    ct_dataset_free(as_float);
+    return rc;
+}
+
+static int read_folders(ResNetTrial *t, const char *train_dir, const char *val_dir) {
+    int64_t S = t->image_size;
+    double mean[3], std[3];
+    ct_dataset *train = ct_dataset_image_folder(train_dir, NULL); /* RGB, as ImageFolder's loader */
+    ct_dataset *val = train ? ct_dataset_image_folder(val_dir, NULL) : NULL;
+    int rc = val ? folder_stats(train, mean, std) : ct_last_code();
+    if (rc == CT_OK) {
+        ct_transform *augment[] = {
+            ct_tf_random_resized_crop(S, S, t->crop_scale, 1.0, 3.0 / 4.0, 4.0 / 3.0),
+            ct_tf_color_jitter(0.4, 0.4, 0, 0),
+            ct_tf_to_tensor(),
+            ct_tf_normalize(3, mean, std),
+        };
+        ct_transform *evaluate[] = {ct_tf_resize(S, S, 0), ct_tf_to_tensor(), ct_tf_normalize(3, mean, std)};
+        t->train_set = ct_dataset_transform(train, 0, ct_tf_compose(4, augment));
+        t->val_set = t->train_set ? ct_dataset_transform(val, 0, ct_tf_compose(3, evaluate)) : NULL;
+        rc = t->val_set ? CT_OK : ct_last_code();
+    }
+    ct_dataset_free(train); /* the transformed datasets hold their own references */
+    ct_dataset_free(val);
+    t->folders = true;
+    return rc;
+}
+
+/* The config's "data": {"dir": folder of MNIST files, or "train_folder" and
+ * "val_folder": image folders; "workers": loader threads}. */
 static int read_data_config(ct_context *ctx, ResNetTrial *t) {
     const ct_value *data = ct_ctx_data_config(ctx);
     const ct_value *d = ct_value_dict_get(data, "dir"), *w = ct_value_dict_get(data, "workers");
+    const ct_value *tf = ct_value_dict_get(data, "train_folder"), *vf = ct_value_dict_get(data, "val_folder");
     const char *dir = d ? ct_value_get_str(d) : "examples/data/digits";
     int64_t workers = 0;
     if (!dir) return ct_set_error(CT_ECONFIG, "data.dir must be a string (a folder of MNIST files)");
     if (w && (ct_value_get_int(w, &workers) != 0 || workers < 0 || workers > 1024))
         return ct_set_error(CT_ECONFIG, "data.workers must be an integer from 0 to 1024");
     t->workers = (int)workers;
+    if (tf || vf) {
+        if (!tf || !vf || !ct_value_get_str(tf) || !ct_value_get_str(vf))
+            return ct_set_error(CT_ECONFIG, "data.train_folder and data.val_folder must both be strings "
+                                            "(folders of one sub-folder of images per class)");
+        if (read_folders(t, ct_value_get_str(tf), ct_value_get_str(vf)) != CT_OK) return ct_last_code();
+        t->n_val = ct_dataset_len(t->val_set);
+        return CT_OK;
+    }
     t->train_set = mnist_split(dir, "train");
     t->val_set = t->train_set ? mnist_split(dir, "t10k") : NULL;
     if (!t->val_set) return ct_last_code();
@@ -324,6 +393,7 @@ static void *resnet_init(ct_context *ctx) {
     }
     ct_clear_error(); /* a mistyped hparam records an error and gives the default: check once */
     t->image_size = ct_ctx_hparam_int(ctx, "image_size", 32);
+    t->crop_scale = ct_ctx_hparam_double(ctx, "crop_scale", 0.7);
     ct_sgd_opts sgd = ct_sgd_defaults();
     sgd.lr = ct_ctx_hparam_double(ctx, "learning_rate", 0.02);
     sgd.momentum = ct_ctx_hparam_double(ctx, "momentum", 0.9);
@@ -333,6 +403,10 @@ static void *resnet_init(ct_context *ctx) {
     if (t->image_size < 32 || t->image_size > 1024) {
         ct_set_error(CT_ECONFIG, "hyperparameter 'image_size' must be from 32 to 1024, not %lld",
                      (long long)t->image_size);
+        goto fail;
+    }
+    if (!(t->crop_scale > 0 && t->crop_scale <= 1)) {
+        ct_set_error(CT_ECONFIG, "hyperparameter 'crop_scale' must be in (0, 1], not %g", t->crop_scale);
         goto fail;
     }
     if (read_data_config(ctx, t) != CT_OK) goto fail;
@@ -370,8 +444,10 @@ static ct_loader *build_validation_data_loader(void *self, ct_context *ctx) {
 }
 
 /* F.interpolate(images, size=(S, S), mode="bilinear", align_corners=False)
- * .expand(-1, 3, -1, -1): the gray digits as the RGB images ResNet takes. */
+ * .expand(-1, 3, -1, -1): the gray digits as the RGB images ResNet takes.
+ * Images from the folders are [B, 3, S, S] already. */
 static ct_tensor *inputs(const ResNetTrial *t, const ct_tensor *images) {
+    if (t->folders) return ct_alias(images);
     int64_t S = t->image_size;
     ct_tensor *x = CT_CALL("aten::upsample_bilinear2d.vec", CT_T(images), CT_INTS(S, S), CT_B(false), CT_NONE);
     return ct_expand(x, CT_SHAPE(-1, 3, -1, -1));

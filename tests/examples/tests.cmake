@@ -47,5 +47,11 @@ ct_py_test(examples_charlm_lstm_matches_pytorch ${CMAKE_CURRENT_LIST_DIR}/check_
 # load_state_dict(strict=True) takes the checkpoint and gives ctrial's
 # validation numbers.
 ct_py_test(examples_resnet_matches_torchvision ${CMAKE_CURRENT_LIST_DIR}/check_resnet.py $<TARGET_FILE:resnet>)
+# resnet on image folders (check_resnet_folder.py): the digits written as PNG
+# and JPEG folders, ImageFolder + v2 augmentation per record: the same
+# losses as torchvision, and the checkpoint's validation.
+ct_py_test(examples_resnet_folder_matches_torchvision ${CMAKE_CURRENT_LIST_DIR}/check_resnet_folder.py
+           $<TARGET_FILE:resnet>)
 set_tests_properties(examples_charlm_lstm_matches_pytorch examples_resnet_matches_torchvision
+                     examples_resnet_folder_matches_torchvision
                      PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
