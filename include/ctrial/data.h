@@ -166,7 +166,8 @@ typedef ct_value *(*ct_map_fn)(const ct_value *sample, ct_rng *rng, void *ctx);
  * loader's seed. Outside a loader (ct_dataset_get, ct_dataset_get_batch)
  * epoch and seed are 0; ct_dataset_get_drawn names them. ctx_free (may be
  * NULL) frees ctx with the dataset, and also when this call fails. d is
- * not taken: the new dataset holds its own reference. Its get_batch is
+ * not taken: the new dataset holds its own reference (a NULL d, from a
+ * constructor that failed, keeps that failure's message). Its get_batch is
  * get + collate. New dataset, or NULL + error. */
 CT_API ct_dataset *ct_dataset_map(ct_dataset *d, ct_map_fn fn, void *ctx, void (*ctx_free)(void *));
 /* The seed of record `index` in pass `epoch` of a loader seeded `seed`

@@ -157,7 +157,7 @@ typedef struct ct_rng ct_rng;
 CT_API ct_rng *ct_rng_new(uint64_t seed);
 CT_API void ct_rng_free(ct_rng *r); /* accepts NULL */
 /* The draws write *out and return 0, or a negative code (a NULL rng, an
- * empty range) with *out untouched.
+ * range with lo > hi or low >= high, as torch refuses) with *out untouched.
  * torch.empty(1).uniform_(lo, hi).item(): a float32 draw in [lo, hi). */
 CT_API int ct_rng_uniform(ct_rng *r, double lo, double hi, double *out);
 /* torch.rand(1).item(): uniform_(0, 1). */

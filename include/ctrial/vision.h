@@ -6,7 +6,7 @@
  *
  *     train = ImageFolder("data/train", transform=v2.Compose([
  *         v2.RandomResizedCrop(224), v2.RandomHorizontalFlip(),
- *         v2.ToTensor(), v2.Normalize(mean, std)]))
+ *         ToTensor(), v2.Normalize(mean, std)]))   # ToTensor: x.float().div(255)
  *
  * is, in C:
  *
@@ -103,7 +103,7 @@ typedef enum {
  * scans (CT_ENOTSUP). Never a crash. */
 CT_API ct_tensor *ct_image_decode(const void *data, size_t size, ct_image_mode mode, const char *name);
 /* ct_image_decode of the file at path (CT_EIO naming it when unreadable or
- * not a regular file). */
+ * not a regular file, CT_EFORMAT when larger than 2^31 bytes). */
 CT_API ct_tensor *ct_image_read(const char *path, ct_image_mode mode);
 
 /* ==== datasets ============================================================ */
@@ -200,7 +200,9 @@ CT_API ct_transform *ct_tf_center_crop(int64_t h, int64_t w);
 /* v2.RandomResizedCrop((h, w), scale, ratio, antialias=True): a crop of
  * area scale * H * W and aspect ratio drawn log-uniformly in ratio (ten
  * tries, then the central crop), resized to [h, w]. torchvision's defaults
- * are scale (0.08, 1) and ratio (3/4, 4/3). */
+ * are scale (0.08, 1) and ratio (3/4, 4/3). Needs 0 < scale_lo <= scale_hi
+ * and 0 < ratio_lo <= ratio_hi (torchvision only warns about a reversed
+ * range). */
 CT_API ct_transform *ct_tf_random_resized_crop(int64_t h, int64_t w, double scale_lo, double scale_hi,
                                                double ratio_lo, double ratio_hi);
 
@@ -232,11 +234,17 @@ CT_API ct_transform *ct_tf_random_horizontal_flip(double p);
  * [-h, h] (h <= 0.5); 0 leaves that adjustment out. The four adjustments
  * run in a random order, as torchvision's. */
 CT_API ct_transform *ct_tf_color_jitter(double brightness, double contrast, double saturation, double hue);
-/* ToTensor's scaling: uint8 to float32 divided by 255 (float images pass
- * through). Shape stays [C, H, W]. */
+/* ToTensor's scaling: uint8 to float32 divided by 255, uint16 divided by
+ * 65535 (x.to(torch.float32).div(255), what transforms.ToTensor does to a
+ * PIL image or an array; v2.ToDtype(torch.float32, scale=True) multiplies
+ * by 1/255 instead, which differs in the last bit for about half the
+ * values). Float images pass through; other integer dtypes are CT_EDTYPE.
+ * Shape stays as it is. */
 CT_API ct_transform *ct_tf_to_tensor(void);
 /* v2.Normalize(mean, std): (x - mean[c]) / std[c] per channel; c values
- * each, copied; every std must be non-zero. Takes float images. */
+ * each, copied (c == 1: the one value for every channel, else c must be
+ * the image's channel count, CT_ESHAPE); every std must be non-zero.
+ * Takes float images (CT_EDTYPE otherwise: ToTensor first). */
 CT_API ct_transform *ct_tf_normalize(int c, const double *mean, const double *std);
 /* v2.Compose: the n transforms in order; takes every one of them, also on
  * failure. */
@@ -253,7 +261,8 @@ CT_API ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img
  * sample that is a plain tensor; the image of ImageFolder's (image, label)),
  * per record on the loader's worker threads, through ct_dataset_map. Takes
  * t (also on failure); d is not taken: the new dataset holds its own
- * reference. New dataset. */
+ * reference. A NULL d or t (a constructor that failed) keeps that
+ * failure's message. New dataset. */
 CT_API ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t);
 
 #ifdef __cplusplus

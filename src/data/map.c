@@ -69,7 +69,8 @@ static void map_free(void *self) {
 ct_dataset *ct_dataset_map(ct_dataset *d, ct_map_fn fn, void *ctx, void (*ctx_free)(void *)) {
     if (!d || !fn) {
         if (ctx_free) ctx_free(ctx);
-        ct_set_error(CT_EINVAL, "ct_dataset_map: %s is NULL", !d ? "dataset" : "fn");
+        /* a NULL dataset from a failed constructor keeps that failure's message */
+        if (!fn || ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_dataset_map: %s is NULL", !d ? "dataset" : "fn");
         return NULL;
     }
     map_ds *m = malloc(sizeof *m);

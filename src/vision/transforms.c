@@ -703,9 +703,12 @@ static ct_value *transform_sample(const ct_value *sample, ct_rng *rng, void *p) 
 }
 
 ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t) {
-    if (!t || field < 0) {
+    if (!t || !d || field < 0) {
         ct_transform_free(t);
-        ct_set_error(CT_EINVAL, "ct_dataset_transform: %s", !t ? "transform is NULL" : "field must be >= 0");
+        /* a NULL from a failed constructor keeps that failure's message */
+        if (field < 0 || ct_last_code() == CT_OK)
+            ct_set_error(CT_EINVAL, "ct_dataset_transform: %s",
+                         field < 0 ? "field must be >= 0" : !t ? "transform is NULL" : "dataset is NULL");
         return NULL;
     }
     transform_ctx *c = malloc(sizeof *c);

@@ -12,3 +12,7 @@ ct_py_test(transforms_parity ${_tf}/test_transforms_parity.py $<TARGET_FILE:tf_d
 # are the same on 0 and 2 workers and after a resume.
 ct_c_program(map_dump ${_tf}/map_dump.c)
 ct_py_test(transforms_per_record ${_tf}/test_map.py $<TARGET_FILE:map_dump>)
+# Refusals: constructor arguments, a random transform without a generator,
+# messages kept from failed constructors, a failing map function through
+# get and the loader.
+ct_c_test(transforms_errors ${_tf}/test_transform_errors.c)
