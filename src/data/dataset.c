@@ -94,24 +94,26 @@ static int check_index(const ct_dataset *d, int64_t index, const char *fn) {
                         fn, index, d->len);
 }
 
-/* Calls the user's get. The thread's error is cleared first so that a NULL
- * returned without ct_set_error() can be told apart from a stale error. */
-static ct_value *call_get(ct_dataset *d, int64_t index) {
+/* Calls the dataset's get: its seeded one when it has one, else the plain
+ * one (which ignores the seed). The thread's error is cleared first so that
+ * a NULL returned without ct_set_error() can be told apart from a stale
+ * error. */
+static ct_value *call_get(ct_dataset *d, int64_t index, uint64_t seed) {
     ct_clear_error();
-    ct_value *v = d->vt.get(d->self, index);
+    ct_value *v = d->sv.get ? d->sv.get(d->self, index, seed) : d->vt.get(d->self, index);
     if (!v && ct_last_code() == CT_OK)
         ct_set_error(CT_ETRIAL, "dataset get(%" PRId64 ") returned NULL without setting an error",
                      index);
     return v;
 }
 
-/* The seeded get of a dataset that has one, else the plain get. */
-static ct_value *call_get_seeded(ct_dataset *d, int64_t index, uint64_t seed) {
-    if (!d->sv.get) return call_get(d, index);
-    ct_clear_error();
-    ct_value *v = d->sv.get(d->self, index, seed);
+/* A get_batch's result, its NULL without an error made into one. */
+static ct_value *batch_result(ct_value *v, const int64_t *indices, int64_t n) {
     if (!v && ct_last_code() == CT_OK)
-        ct_set_error(CT_ETRIAL, "dataset get(%" PRId64 ") returned NULL without setting an error", index);
+        ct_set_error(CT_ETRIAL,
+                     "dataset get_batch of %" PRId64 " samples (first index %" PRId64
+                     ") returned NULL without setting an error",
+                     n, indices[0]);
     return v;
 }
 
@@ -121,7 +123,7 @@ ct_value *ct_ds_get(ct_dataset *d, int64_t index, uint64_t seed) {
         return NULL;
     }
     if (check_index(d, index, "ct_dataset_get")) return NULL;
-    return call_get_seeded(d, index, seed);
+    return call_get(d, index, seed);
 }
 
 ct_value *ct_dataset_get(ct_dataset *d, int64_t index) {
@@ -132,8 +134,8 @@ ct_value *ct_dataset_get_drawn(ct_dataset *d, int64_t index, uint64_t seed, int6
     return ct_ds_get(d, index, ct_record_seed(seed, epoch, index));
 }
 
-/* get + collate, for datasets without a get_batch (seeds: NULL, or one per
- * index for a dataset with a seeded get). */
+/* get + collate, for datasets without a get_batch (seeds: one per index, or
+ * NULL for a dataset without a seeded get). */
 static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n) {
     ct_value **samples = calloc((size_t)n, sizeof *samples);
     if (!samples) {
@@ -143,7 +145,7 @@ static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, const uint6
     ct_value *batch = NULL;
     int64_t got = 0;
     for (; got < n; got++) {
-        samples[got] = seeds ? call_get_seeded(d, indices[got], seeds[got]) : call_get(d, indices[got]);
+        samples[got] = call_get(d, indices[got], seeds ? seeds[got] : 0);
         if (!samples[got]) break;
     }
     int64_t bad = -1;
@@ -185,9 +187,7 @@ ct_value *ct_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t 
         ct_value *v;
         if (d->sv.get_batch) {
             ct_clear_error();
-            v = d->sv.get_batch(d->self, indices, seeds, n);
-            if (!v && ct_last_code() == CT_OK)
-                ct_set_error(CT_ETRIAL, "dataset get_batch of %" PRId64 " samples returned NULL without setting an error", n);
+            v = batch_result(d->sv.get_batch(d->self, indices, seeds, n), indices, n);
         } else {
             v = collate_gets(d, indices, seeds, n);
         }
@@ -196,13 +196,7 @@ ct_value *ct_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t 
     }
     if (!d->vt.get_batch) return collate_gets(d, indices, NULL, n);
     ct_clear_error();
-    ct_value *v = d->vt.get_batch(d->self, indices, n);
-    if (!v && ct_last_code() == CT_OK)
-        ct_set_error(CT_ETRIAL,
-                     "dataset get_batch of %" PRId64 " samples (first index %" PRId64
-                     ") returned NULL without setting an error",
-                     n, indices[0]);
-    return v;
+    return batch_result(d->vt.get_batch(d->self, indices, n), indices, n);
 }
 
 /* ---- helpers of the built-in datasets --------------------------------- */
