@@ -35,18 +35,24 @@ def run(cmd):
     return run_example(cmd, SRC, 600)
 
 
-def main():
-    exe = sys.argv[1]
-    work = os.path.join(os.environ["CTRIAL_BUILD_DIR"], "tests", "examples", "resnet")
+def train_cut(exe, name, config_name, edit=None):
+    """examples/resnet/CONFIG_NAME cut to 10 batches of 16 (a report every
+    5, a validation and a checkpoint at 10), edit(cfg, work folder) applied, trained
+    through ct_main under <build>/tests/examples/NAME on one thread. Returns
+    (cfg, the config's path, the output folder, the training losses, the
+    validation metrics)."""
+    work = os.path.join(os.environ["CTRIAL_BUILD_DIR"], "tests", "examples", name)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    with open(os.path.join(SRC, "examples", "resnet", "resnet.json")) as f:
+    with open(os.path.join(SRC, "examples", "resnet", config_name)) as f:
         cfg = json.load(f)
     cfg["hyperparameters"]["global_batch_size"] = 16
     cfg["searcher"]["max_length"] = {"batches": 10}
     cfg["scheduling_unit"] = 5
     cfg["min_validation_period"] = {"batches": 10}
-    config = os.path.join(work, "resnet.json")
+    if edit:
+        edit(cfg, work)
+    config = os.path.join(work, config_name)
     with open(config, "w") as f:
         json.dump(cfg, f)
     out = os.path.join(work, "out")
@@ -55,9 +61,14 @@ def main():
         lines = [json.loads(l) for l in f if l.strip()]
     ours = [r["metrics"]["loss"] for r in lines if r["group"] == "training"]
     val = [r["metrics"] for r in lines if r["group"] == "validation"]
+    return cfg, config, out, ours, val
 
-    p = run([sys.executable, os.path.join(SRC, "bench", "gpu", "torch_eager.py"), "--workload", "resnet",
-             "--config", config, "--data", DIGITS, "--device", "cpu", "--threads", "1",
+
+def check_losses(ours, workload, config, data):
+    """The two reported training losses equal torch_eager.py's WORKLOAD's
+    on DATA (1e-5 relative)."""
+    p = run([sys.executable, os.path.join(SRC, "bench", "gpu", "torch_eager.py"), "--workload", workload,
+             "--config", config, "--data", data, "--device", "cpu", "--threads", "1",
              "--window", "5", "--windows", "1", "--warmup-windows", "1"])
     theirs = json.loads(p.stdout.strip().splitlines()[-1])
     if not theirs["numpy_order"]:
@@ -71,12 +82,15 @@ def main():
         if abs(x - y) > 1e-5 * abs(y):
             fail(f"batches {5 * i + 1}-{5 * i + 5}: ctrial {x!r}, PyTorch {y!r}")
 
+
+def check_validation(out, val, x, y):
+    """The one checkpoint's model state dict loads into torchvision's
+    resnet18 (strict), and that model, in eval mode on inputs x with labels
+    y, gives the validation ctrial reported."""
     import torch
     import torch.nn.functional as F
     import torchvision
-    import torch_eager as te
 
-    torch.set_num_threads(1)
     ckpts = glob.glob(os.path.join(out, "checkpoints", "ckpt-*", "state_dict.pth"))
     if len(ckpts) != 1 or len(val) != 1:
         fail(f"expected one checkpoint and one validation, got {ckpts} and {val}")
@@ -84,11 +98,7 @@ def main():
     model = torchvision.models.resnet18(num_classes=10)
     model.load_state_dict(sd, strict=True)  # raises on a missing, unexpected or mis-shaped key
     model.eval()
-    x = (te.read_idx(te.idx_file(DIGITS, "t10k-images-idx3-ubyte")).float() / 255).unsqueeze(1)
-    y = te.read_idx(te.idx_file(DIGITS, "t10k-labels-idx1-ubyte")).long()
-    size = cfg["hyperparameters"]["image_size"]
     with torch.no_grad():
-        x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False).expand(-1, 3, -1, -1)
         out_ = model(x)
     loss = F.cross_entropy(out_, y, reduction="sum").item() / len(y)
     accuracy = (out_.argmax(1) == y).sum().item() / len(y)
@@ -96,6 +106,22 @@ def main():
           f"torchvision loss {loss!r} accuracy {accuracy!r}")
     if abs(val[0]["validation_loss"] - loss) > 1e-5 * abs(loss) or val[0]["validation_accuracy"] != accuracy:
         fail("torchvision's resnet18 with the checkpoint's weights does not give ctrial's validation")
+
+
+def main():
+    cfg, config, out, ours, val = train_cut(sys.argv[1], "resnet", "resnet.json")
+    check_losses(ours, "resnet", config, DIGITS)
+
+    import torch
+    import torch.nn.functional as F
+    import torch_eager as te
+
+    torch.set_num_threads(1)
+    x = (te.read_idx(te.idx_file(DIGITS, "t10k-images-idx3-ubyte")).float() / 255).unsqueeze(1)
+    y = te.read_idx(te.idx_file(DIGITS, "t10k-labels-idx1-ubyte")).long()
+    size = cfg["hyperparameters"]["image_size"]
+    x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False).expand(-1, 3, -1, -1)
+    check_validation(out, val, x, y)
     print("ok: the same training losses as torchvision's resnet18, and the checkpoint loads into it (strict) "
           "with the same validation")
 
