@@ -24,6 +24,8 @@
 
 #include "data/batch.h"
 #include "ctrial/data.h"
+#include "ctrial/ops.h"
+#include "data/pool.h"
 
 enum { MAX_DIMS = 64 };
 
@@ -284,8 +286,20 @@ static ct_value *collate_tensors(ct_value *const *nodes, int64_t n, walk *w) {
         }
     }
     /* The stacked tensor is new; ct_value_tensor moves it out of any scope
-     * the caller has open, so the batch alone owns it. */
-    ct_tensor *stacked = ct_stack((int)n, ts, 0);
+     * the caller has open, so the batch alone owns it. In a loader it is
+     * stacked into memory from the loader's pool, pool.h (a contiguous sample
+     * stacks into a contiguous batch either way). */
+    ct_tensor *stacked;
+    if (ct_buf_pool_current() && dev0.type == CT_CPU && nd0 < MAX_DIMS && ct_is_contiguous(t0)) {
+        int64_t bshape[MAX_DIMS + 1] = {n};
+        memcpy(bshape + 1, shape0, (size_t)nd0 * sizeof *shape0);
+        ct_tensor *out = ct_buf_empty(nd0 + 1, bshape, ct_dtype_of(t0));
+        ct_arg list = ct_arg_tensors((size_t)n, (const ct_tensor *const *)ts);
+        stacked = out ? CT_CALL("aten::stack.out", list, CT_I(0), CT_KW("out", CT_T(out))) : NULL;
+        ct_tensor_free(out);
+    } else {
+        stacked = ct_stack((int)n, ts, 0);
+    }
     free(ts);
     if (!stacked) return fail(w, -1, ct_last_code(), "%s", ct_last_error());
     return ct_value_tensor(stacked);

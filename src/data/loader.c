@@ -55,6 +55,7 @@
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/pool.h"
 #include "ctrial/cuda.h"
 #include "ctrial/data.h"
 
@@ -99,6 +100,7 @@ struct ct_loader {
     double wait_s;
 
     /* The pipeline. */
+    ct_buf_pool *pool;   /* batch memory used again (data/pool.h) */
     int nslots;
     slot *slots;
     int64_t issued;      /* sequence number of the next batch to draw */
@@ -331,12 +333,14 @@ static ct_tensor *move_leaf(const ct_tensor *t, void *ctx) {
 static ct_value *load_batch(ct_loader *l, const int64_t *idx, const uint64_t *seeds, int64_t n, int *err,
                             char *msg) {
     ct_value *b;
+    ct_buf_pool_use(l->pool);
     if (l->o.collate) {
         b = user_collate(l, idx, seeds, n, err, msg);
     } else {
         b = ct_ds_get_batch(l->dataset, idx, seeds, n);
         if (!b) diagnose(l, idx, seeds, n, err, msg);
     }
+    ct_buf_pool_use(NULL);
     if (b && l->pin) {
         ct_value *pinned = ct_batch_map_tensors(b, pin_leaf, l);
         ct_value_free(b);
@@ -814,6 +818,7 @@ static void destroy(ct_loader *l) {
     free(l->slots);
     free(l->scratch);
     free(l->threads);
+    ct_buf_pool_release(l->pool); /* batches still held keep their blocks */
     free(l);
 }
 
@@ -837,7 +842,11 @@ static int allocate(ct_loader *l) {
         ok = (l->slots[i].indices = malloc((size_t)m * sizeof(int64_t))) != NULL &&
              (l->slots[i].seeds = malloc((size_t)m * sizeof(uint64_t))) != NULL;
     if (!ok) return ct_set_error(CT_ENOMEM, "ct_loader_new: out of host memory");
-    return 0;
+    /* blocks for the batches in flight, the one the caller holds and the
+     * one it is letting go, and a few for the images each thread decodes */
+    int threads = l->o.num_workers ? l->o.num_workers : 1;
+    l->pool = ct_buf_pool_new(l->nslots + 2 + 8 * threads, "ct_loader_new");
+    return l->pool ? 0 : ct_last_code();
 }
 
 ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *opts) {

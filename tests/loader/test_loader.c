@@ -675,6 +675,43 @@ static void test_device(void) {
     }
 }
 
+/* Batch memory, used again once a batch is freed (data/pool.h; its own
+ * test is loader_pool), is never used again while a batch is held: a batch
+ * kept across many later ones, and one kept after its loader is freed,
+ * still hold their values. */
+static void test_batch_memory(void) {
+    for (int workers = 0; workers <= 2; workers += 2) {
+        ct_loader_opts o = ct_loader_defaults();
+        o.batch_size = 8;
+        o.num_workers = workers;
+        o.repeat = true;
+        ct_loader *l = ct_loader_new(make_ds(64, -1, -1, 0), &o);
+        CHECK(l != NULL);
+        ct_value *held = NULL, *b = NULL;
+        CHECK(ct_loader_next(l, &held) == 1);
+        ct_tensor *want = ct_clone(ct_batch_at(held, 0));
+        void *held_at = ct_data_ptr(ct_batch_at(held, 0));
+        int clash = 0;
+        for (int k = 0; k < 64; k++) {
+            CHECK(ct_loader_next(l, &b) == 1);
+            void *at = ct_data_ptr(ct_batch_at(b, 0));
+            clash += at == held_at;
+            /* batch 1 + k holds records 8 (1 + k) .. +7, each filled with its index */
+            float first[3] = {-1};
+            ct_tensor *row = ct_select(ct_batch_at(b, 0), 0, 0);
+            CHECK(ct_read(row, first, sizeof first) == 0 && first[0] == (float)((8 * (1 + k)) % 64));
+            ct_tensor_free(row);
+            ct_value_free(b);
+        }
+        CHECK(clash == 0);   /* the held batch's memory was never handed out */
+        CHECK(ct_test_same(ct_batch_at(held, 0), want));
+        ct_loader_free(l);
+        CHECK(ct_test_same(ct_batch_at(held, 0), want)); /* outlives its loader */
+        ct_value_free(held);
+        ct_tensor_free(want);
+    }
+}
+
 int main(void) {
     /* Warm up libtorch (its own thread pools) before counting threads. */
     ct_loader_opts o = ct_loader_defaults();
@@ -698,6 +735,7 @@ int main(void) {
     test_user_chain_passes();
     test_bad_options();
     test_device();
+    test_batch_memory();
 
     printf("threads %d -> %d, live tensors %zu -> %zu\n", threads, count_threads(), live,
            ct_tensor_live_count());

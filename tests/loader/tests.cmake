@@ -8,3 +8,5 @@ ct_py_test(loader_chain ${_loader}/test_chain.py $<TARGET_FILE:loader_stream>)
 # The loader over an iterable dataset; it calls the training loop's hooks
 # (src/data/loader.h, internal), so it links module data.
 ct_c_test(loader_iterable ${_loader}/test_iterable.c MODULES data)
+# The loader's batch and image memory pool (src/data/pool.h, internal).
+ct_c_test(loader_pool ${_loader}/test_pool.c MODULES data)
