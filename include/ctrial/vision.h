@@ -257,9 +257,29 @@ CT_API void ct_transform_free(ct_transform *t);
  * transform and the image's shape. */
 CT_API ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng);
 
+/* Decodes an image (ct_image_decode's data, size, mode and name) and
+ * applies t to it, drawing from rng: the same tensor as
+ * ct_transform_apply(t, ct_image_decode(...), rng), pixel for pixel and
+ * draw for draw, with less work when t starts with a crop inside the
+ * image (RandomResizedCrop; CenterCrop and RandomCrop when they pad
+ * nothing): that crop's box is drawn from the size in the file's header
+ * and a JPEG decodes only the box (and 8 or 16 pixels around it), the
+ * rest of the file being read but not turned into pixels. A PNG is
+ * decoded whole. DALI calls this a fused decode-and-crop. A truncated or
+ * corrupt file fails as in ct_image_decode, also outside the box. NEW
+ * tensor, or NULL + error "ct_image_decode_transform: NAME: why". */
+CT_API ct_tensor *ct_image_decode_transform(const void *data, size_t size, ct_image_mode mode, const char *name,
+                                            const ct_transform *t, ct_rng *rng);
+/* ct_image_decode_transform of the file at path (errors name the path, as
+ * ct_image_read's). */
+CT_API ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, const ct_transform *t,
+                                          ct_rng *rng);
+
 /* The dataset d with t applied to field `field` of each sample (0 for a
  * sample that is a plain tensor; the image of ImageFolder's (image, label)),
- * per record on the loader's worker threads, through ct_dataset_map. Takes
+ * per record on the loader's worker threads, through ct_dataset_map (for
+ * an image folder itself and field 0, as each image is decoded:
+ * ct_image_read_transform, the same samples with less work). Takes
  * t (also on failure); d is not taken: the new dataset holds its own
  * reference. A NULL d or t (a constructor that failed) keeps that
  * failure's message. New dataset. */

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "data/dataset.h"
+#include "vision/folder.h"
 
 #define FN "ct_dataset_image_folder"
 
@@ -391,4 +392,48 @@ const char *ct_image_folder_path(const ct_dataset *d, int64_t i) {
         return NULL;
     }
     return ds ? ds->paths.items[i] : NULL;
+}
+
+bool ct_image_folder_is(const ct_dataset *d) { return d && ct_ds_self_if(d, folder_get); }
+
+/* ==== transformed as decoded (ct_dataset_transform of a folder) =========== */
+
+typedef struct {
+    ct_dataset *folder; /* a reference of our own */
+    const folder_ds *ds;
+    ct_transform *t;
+} folder_tf;
+
+static int64_t folder_tf_len(void *self) { return ((folder_tf *)self)->ds->paths.n; }
+
+static ct_value *folder_tf_get(void *self, int64_t index, uint64_t seed) {
+    const folder_tf *f = self;
+    ct_rng *rng = ct_rng_new(seed);
+    ct_tensor *img = rng ? ct_image_read_transform(f->ds->paths.items[index], f->ds->mode, f->t, rng) : NULL;
+    ct_rng_free(rng);
+    if (!img) return NULL;
+    ct_tensor *label = ct_scalar_tensor((double)f->ds->labels[index], &(ct_topts){.dtype = CT_I64});
+    return ct_ds_pack(2, (ct_tensor *[]){img, label});
+}
+
+static void folder_tf_free(void *self) {
+    folder_tf *f = self;
+    ct_dataset_free(f->folder);
+    ct_transform_free(f->t);
+    free(f);
+}
+
+ct_dataset *ct_image_folder_transformed(ct_dataset *d, ct_transform *t) {
+    folder_tf *f = malloc(sizeof *f);
+    if (!f) {
+        ct_transform_free(t);
+        ct_set_error(CT_ENOMEM, "ct_dataset_transform: out of host memory");
+        return NULL;
+    }
+    *f = (folder_tf){ct_dataset_ref(d), ct_ds_self_if(d, folder_get), t};
+    static const ct_dataset_vtable vt = {folder_tf_len, NULL, NULL, folder_tf_free};
+    static const ct_ds_seeded sv = {folder_tf_get, NULL};
+    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, f);
+    if (!out) folder_tf_free(f);
+    return out;
 }

@@ -41,6 +41,7 @@
 #include <png.h>
 
 #include "base/files.h"
+#include "data/pool.h"
 #include "vision/image.h"
 
 #define MAX_SCANS 1000        /* progressive JPEG scans; real files have a dozen */
@@ -83,19 +84,44 @@ static int fail_ct(failure *f) {
     return f->code;
 }
 
-/* An [H, W, C] tensor of `dtype` for a decoded image, after checking its
- * size against the limit. */
-static int new_hwc(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype, uint64_t max_bytes,
-                   ct_tensor **out) {
+/* The whole image's size against the limit (also when only a box of it
+ * is decoded: the same files are refused either way). */
+static int check_size(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype, uint64_t max_bytes) {
     uint64_t bytes = h * w * (uint64_t)c * ct_dtype_size(dtype); /* h, w < 2^32: no overflow */
-    if (bytes > max_bytes) {
-        char dims[96];
-        snprintf(dims, sizeof dims, "%llu x %llu x %d", (unsigned long long)h, (unsigned long long)w, c);
-        return fail_with(f, CT_ENOTSUP, "the image (%s) takes more than the %llu bytes decoded that ctrial allows",
-                         dims, (unsigned long long)max_bytes);
-    }
-    *out = ct_empty(3, (const int64_t[]){(int64_t)h, (int64_t)w, c}, &(ct_topts){.dtype = dtype});
+    if (bytes <= max_bytes) return 0;
+    char dims[96];
+    snprintf(dims, sizeof dims, "%llu x %llu x %d", (unsigned long long)h, (unsigned long long)w, c);
+    return fail_with(f, CT_ENOTSUP, "the image (%s) takes more than the %llu bytes decoded that ctrial allows", dims,
+                     (unsigned long long)max_bytes);
+}
+
+/* An [h, w, c] tensor of `dtype` to decode into. */
+static int new_hwc(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype, ct_tensor **out) {
+    /* in a loader, memory from its pool (data/pool.h) */
+    *out = ct_buf_empty(3, (const int64_t[]){(int64_t)h, (int64_t)w, c}, dtype);
     return *out ? 0 : fail_ct(f);
+}
+
+/* The box to decode, asked of the caller's pick once the header gives the
+ * image's size: {top, left, height, width}, the whole image when there is
+ * no pick. A pick's failure, or a box outside the image, fails the decode. */
+typedef struct {
+    ct_image_box_fn pick;
+    void *ctx;
+    int64_t box[4];
+} box_job;
+
+static int pick_box(failure *f, box_job *b, int64_t h, int64_t w) {
+    b->box[0] = 0, b->box[1] = 0, b->box[2] = h, b->box[3] = w;
+    if (!b->pick) return 0;
+    ct_clear_error();
+    if (b->pick(b->ctx, h, w, b->box)) return fail_ct(f);
+    const int64_t *x = b->box;
+    if (x[0] < 0 || x[1] < 0 || x[2] < 1 || x[3] < 1 || x[0] + x[2] > h || x[1] + x[3] > w)
+        return fail_with(f, CT_EINVAL, "the box to decode (top %lld, left %lld, %lld x %lld) is not inside the %lld x %lld image",
+                         (long long)x[0], (long long)x[1], (long long)x[2], (long long)x[3], (long long)h,
+                         (long long)w);
+    return 0;
 }
 
 /* ==== JPEG (libjpeg-turbo) ================================================ */
@@ -108,7 +134,9 @@ typedef struct {
     jmp_buf jump;
     failure f;
     uint64_t max_bytes;
-    ct_tensor *hwc;
+    box_job box;
+    ct_tensor *hwc;     /* the rows and columns decoded: the box and its margin */
+    int64_t at[2];      /* where the box starts in hwc: row, column */
     unsigned char *line; /* a scanline as libjpeg writes it, when it is not the tensor's row */
 } jpeg_job;
 
@@ -221,45 +249,84 @@ static int jpeg_run(jpeg_job *j, const unsigned char *data, size_t size, ct_imag
     if (mode != CT_IMAGE_UNCHANGED) ci->out_color_space = cmyk ? JCS_CMYK : base_c == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_calc_output_dimensions(ci);
     int in_c = cmyk ? 4 : base_c, c = base_c + alpha;
-    if (new_hwc(&j->f, ci->output_height, ci->output_width, c, CT_U8, j->max_bytes, &j->hwc)) return j->f.code;
+    if (check_size(&j->f, ci->output_height, ci->output_width, c, CT_U8, j->max_bytes) ||
+        pick_box(&j->f, &j->box, ci->output_height, ci->output_width))
+        return j->f.code;
     jpeg_start_decompress(ci);
     if (ci->output_components != in_c)
         return fail_with(&j->f, CT_ENOTSUP, "libjpeg gives %d components for this colour space",
                          ci->output_components);
+    /* Only the box's rows and columns, and one iMCU around it: libjpeg
+     * starts a cropped row at an iMCU boundary and upsamples the chroma at
+     * a crop's edges as at the image's, so the pixels next to an edge of
+     * what it decodes may differ from the whole image's; one iMCU away
+     * they are the same (tests/vision: vision_decode_box). Skipped rows
+     * are still entropy-decoded, so a file cut short anywhere still fails;
+     * but libjpeg skips rows to the end of the image without reading them,
+     * so the last row is read, and dropped. */
+    const int64_t *b = j->box.box;
+    int64_t my = 8 * ci->max_v_samp_factor, mx = 8 * ci->max_h_samp_factor;
+    JDIMENSION height = ci->output_height, width = ci->output_width;
+    JDIMENSION y0 = (JDIMENSION)(b[0] > my ? b[0] - my : 0), y1 = (JDIMENSION)(b[0] + b[2] + my);
+    JDIMENSION x0 = (JDIMENSION)(b[1] > mx ? b[1] - mx : 0), x1 = (JDIMENSION)(b[1] + b[3] + mx);
+    if (y1 > height) y1 = height;
+    if (x1 > width) x1 = width;
+    JDIMENSION cols = x1 - x0;
+    if (cols < width) jpeg_crop_scanline(ci, &x0, &cols); /* moves x0 to an iMCU boundary */
+    if (y0 > 0 && jpeg_skip_scanlines(ci, y0) != y0) return fail_with(&j->f, CT_EFORMAT, TRUNCATED);
+    j->at[0] = b[0] - (int64_t)y0, j->at[1] = b[1] - (int64_t)x0;
+    if (new_hwc(&j->f, y1 - y0, ci->output_width, c, CT_U8, &j->hwc)) return j->f.code;
     bool direct = !cmyk && !alpha; /* libjpeg writes the tensor's rows itself */
     size_t stride = (size_t)ci->output_width * (size_t)c;
-    if (!direct && !(j->line = malloc((size_t)ci->output_width * (size_t)in_c)))
+    if (!(j->line = malloc((size_t)ci->output_width * (size_t)in_c)))
         return fail_with(&j->f, CT_ENOMEM, "out of host memory");
     unsigned char *base = ct_data_ptr(j->hwc);
-    while (ci->output_scanline < ci->output_height) {
-        unsigned char *row = base + (size_t)ci->output_scanline * stride;
+    while (ci->output_scanline < y1) {
+        unsigned char *row = base + (size_t)(ci->output_scanline - y0) * stride;
         JSAMPROW dst = direct ? row : j->line;
         if (jpeg_read_scanlines(ci, &dst, 1) != 1) return fail_with(&j->f, CT_EFORMAT, TRUNCATED);
         if (!direct) jpeg_convert(j->line, in_c, row, base_c, alpha, ci->output_width);
     }
-    jpeg_finish_decompress(ci);
+    if (y1 + 1 < height && jpeg_skip_scanlines(ci, height - y1 - 1) != height - y1 - 1)
+        return fail_with(&j->f, CT_EFORMAT, TRUNCATED);
+    if (y1 < height && jpeg_read_scanlines(ci, &j->line, 1) != 1) return fail_with(&j->f, CT_EFORMAT, TRUNCATED);
+    if (!jpeg_finish_decompress(ci)) return fail_with(&j->f, CT_EFORMAT, TRUNCATED); /* it would wait for data */
     return 0;
 }
 
+/* The decoded [h, w, c] tensor as the box's [C, H, W] view (permuted, then
+ * narrowed from `at`), or NULL + *f when the decode failed (rc) or the
+ * view cannot be made. Frees hwc. */
+static ct_tensor *box_view(int rc, ct_tensor *hwc, const int64_t at[2], const int64_t box[4], failure *f) {
+    ct_tensor *chw = NULL;
+    if (!rc) {
+        ct_tensor *p = ct_permute(hwc, CT_DIMS(2, 0, 1));
+        ct_tensor *r = p ? ct_narrow(p, 1, at[0], box[2]) : NULL;
+        chw = r ? ct_narrow(r, 2, at[1], box[3]) : NULL;
+        ct_tensor_free(p);
+        ct_tensor_free(r);
+        if (!chw) fail_ct(f);
+    }
+    ct_tensor_free(hwc);
+    return chw;
+}
+
 static ct_tensor *decode_jpeg(const unsigned char *data, size_t size, ct_image_mode mode, failure *f,
-                              uint64_t max_bytes) {
+                              uint64_t max_bytes, const box_job *box) {
     jpeg_job *j = calloc(1, sizeof *j);
     if (!j) {
         fail_with(f, CT_ENOMEM, "out of host memory");
         return NULL;
     }
     j->max_bytes = max_bytes;
+    j->box = *box;
     int rc = jpeg_run(j, data, size, mode);
     jpeg_destroy_decompress(&j->cinfo); /* safe on a struct never created: zeroed */
     free(j->line);
-    ct_tensor *hwc = j->hwc;
-    if (rc) {
-        *f = j->f;
-        ct_tensor_free(hwc);
-        hwc = NULL;
-    }
+    if (rc) *f = j->f;
+    ct_tensor *chw = box_view(rc, j->hwc, j->at, j->box.box, f);
     free(j);
-    return hwc;
+    return chw;
 }
 
 /* ==== PNG (libpng) ======================================================== */
@@ -272,6 +339,7 @@ typedef struct {
     const unsigned char *at; /* what is left to read */
     size_t left;
     uint64_t max_bytes;
+    box_job box;
     ct_tensor *hwc;
 } png_job;
 
@@ -328,7 +396,11 @@ static int png_run(png_job *j, ct_image_mode mode) {
 
     int c = (want_color ? 3 : 1) + want_alpha;
     ct_dtype dtype = depth == 16 ? CT_U16 : CT_U8;
-    if (new_hwc(&j->f, h, w, c, dtype, j->max_bytes, &j->hwc)) return j->f.code;
+    /* PNG rows are inflated in order, so the whole image is decoded and the
+     * box is a view of it */
+    if (check_size(&j->f, h, w, c, dtype, j->max_bytes) || pick_box(&j->f, &j->box, h, w) ||
+        new_hwc(&j->f, h, w, c, dtype, &j->hwc))
+        return j->f.code;
     size_t stride = (size_t)w * (size_t)c * ct_dtype_size(dtype);
     if (png_get_rowbytes(png, info) != stride) /* never: a guard for the rows written below */
         return fail_with(&j->f, CT_ENOTSUP, "libpng's rows (%zu bytes) do not fit the image",
@@ -341,7 +413,7 @@ static int png_run(png_job *j, ct_image_mode mode) {
 }
 
 static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mode mode, failure *f,
-                             uint64_t max_bytes) {
+                             uint64_t max_bytes, const box_job *box) {
     if (size < 8 || png_sig_cmp(data, 0, 8) != 0) {
         fail_with(f, CT_EFORMAT, "%s", size < 8 ? TRUNCATED : "not a PNG file (bad signature)");
         return NULL;
@@ -351,17 +423,13 @@ static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mo
         fail_with(f, CT_ENOMEM, "out of host memory");
         return NULL;
     }
-    *j = (png_job){.at = data + 8, .left = size - 8, .max_bytes = max_bytes};
+    *j = (png_job){.at = data + 8, .left = size - 8, .max_bytes = max_bytes, .box = *box};
     int rc = png_run(j, mode);
     png_destroy_read_struct(&j->png, j->info ? &j->info : NULL, NULL);
-    ct_tensor *hwc = j->hwc;
-    if (rc) {
-        *f = j->f;
-        ct_tensor_free(hwc);
-        hwc = NULL;
-    }
+    if (rc) *f = j->f;
+    ct_tensor *chw = box_view(rc, j->hwc, (const int64_t[]){j->box.box[0], j->box.box[1]}, j->box.box, f);
     free(j);
-    return hwc;
+    return chw;
 }
 
 /* ==== the API ============================================================= */
@@ -371,8 +439,8 @@ static bool starts_as(const unsigned char *data, size_t size, const unsigned cha
     return memcmp(data, sig, size < n ? size : n) == 0;
 }
 
-ct_tensor *ct_image_decode_limited(const void *data, size_t size, ct_image_mode mode, const char *name,
-                                   const char *fn, uint64_t max_bytes) {
+ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode, const char *name, const char *fn,
+                               uint64_t max_bytes, ct_image_box_fn pick, void *ctx) {
     if (!name) name = "<memory>";
     if (!data && size) {
         ct_set_error(CT_EINVAL, "%s: %s: data is NULL", fn, name);
@@ -385,38 +453,40 @@ ct_tensor *ct_image_decode_limited(const void *data, size_t size, ct_image_mode 
     static const unsigned char jpeg_sig[3] = {0xFF, 0xD8, 0xFF}, png_sig[4] = {0x89, 'P', 'N', 'G'};
     const unsigned char *p = data;
     failure f = {0};
-    ct_tensor *hwc = NULL;
+    box_job box = {.pick = pick, .ctx = ctx};
+    ct_tensor *chw = NULL;
     if (size == 0) fail_with(&f, CT_EFORMAT, "empty (0 bytes)");
-    else if (starts_as(p, size, jpeg_sig, sizeof jpeg_sig)) hwc = decode_jpeg(p, size, mode, &f, max_bytes);
-    else if (starts_as(p, size, png_sig, sizeof png_sig)) hwc = decode_png(p, size, mode, &f, max_bytes);
+    else if (starts_as(p, size, jpeg_sig, sizeof jpeg_sig)) chw = decode_jpeg(p, size, mode, &f, max_bytes, &box);
+    else if (starts_as(p, size, png_sig, sizeof png_sig)) chw = decode_png(p, size, mode, &f, max_bytes, &box);
     else fail_with(&f, CT_ENOTSUP, "not a JPEG or PNG file");
-    if (!hwc) {
-        ct_set_error(f.code ? f.code : CT_EFORMAT, "%s: %s: %s", fn, name, f.msg);
-        return NULL;
-    }
-    ct_tensor *chw = ct_permute(hwc, CT_DIMS(2, 0, 1));
-    ct_tensor_free(hwc);
+    if (!chw) ct_set_error(f.code ? f.code : CT_EFORMAT, "%s: %s: %s", fn, name, f.msg);
     return chw;
+}
+
+ct_tensor *ct_image_decode_limited(const void *data, size_t size, ct_image_mode mode, const char *name,
+                                   const char *fn, uint64_t max_bytes) {
+    return ct_image_decode_box(data, size, mode, name, fn, max_bytes, NULL, NULL);
 }
 
 ct_tensor *ct_image_decode(const void *data, size_t size, ct_image_mode mode, const char *name) {
     return ct_image_decode_limited(data, size, mode, name, "ct_image_decode", CT_IMAGE_MAX_BYTES);
 }
 
-ct_tensor *ct_image_read(const char *path, ct_image_mode mode) {
-    if (!path) {
-        ct_set_error(CT_EINVAL, "ct_image_read: path is NULL");
-        return NULL;
-    }
-    char *data = NULL;
-    size_t size = 0;
-    int rc = ct_read_file_raw(path, (size_t)CT_IMAGE_MAX_BYTES, &data, &size);
-    if (rc) { /* "PATH: why", named by this function */
+int ct_image_read_bytes(const char *path, const char *fn, char **data, size_t *size) {
+    if (!path) return ct_set_error(CT_EINVAL, "%s: path is NULL", fn);
+    int rc = ct_read_file_raw(path, (size_t)CT_IMAGE_MAX_BYTES, data, size);
+    if (rc) { /* "PATH: why", named by fn */
         char why[512];
         snprintf(why, sizeof why, "%s", ct_last_error());
-        ct_set_error(rc, "ct_image_read: %s", why);
-        return NULL;
+        ct_set_error(rc, "%s: %s", fn, why);
     }
+    return rc;
+}
+
+ct_tensor *ct_image_read(const char *path, ct_image_mode mode) {
+    char *data = NULL;
+    size_t size = 0;
+    if (ct_image_read_bytes(path, "ct_image_read", &data, &size)) return NULL;
     ct_tensor *t = ct_image_decode_limited(data, size, mode, path, "ct_image_read", CT_IMAGE_MAX_BYTES);
     free(data);
     return t;

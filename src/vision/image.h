@@ -11,6 +11,26 @@
 /* The most bytes a decoded image may take (ct_image_decode's limit): 2^31. */
 #define CT_IMAGE_MAX_BYTES ((uint64_t)1 << 31)
 
+/* Chooses the part of an image to decode once its header gives its size
+ * (h, w): box = {top, left, height, width}, inside the image (box holds
+ * the whole image on entry). 0, or a CT_E* code with the error set, which
+ * fails the decode. */
+typedef int (*ct_image_box_fn)(void *ctx, int64_t h, int64_t w, int64_t box[4]);
+
+/* ct_image_decode_limited of only the box that pick (NULL: the whole image)
+ * chooses: the same pixels as narrowing the whole image's decode to the
+ * box, as a view [C, box h, box w]. A JPEG decodes the box's rows and
+ * columns and one iMCU around them (the rest is entropy-decoded and
+ * dropped: a truncated file still fails); a PNG decodes whole. The limit
+ * is on the whole image. NEW tensor or NULL + error "fn: name: why". */
+ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode, const char *name, const char *fn,
+                               uint64_t max_bytes, ct_image_box_fn pick, void *ctx);
+
+/* The file at path, whole, into *data (malloc'd; the caller frees it) and
+ * *size, at most CT_IMAGE_MAX_BYTES: 0, or CT_EINVAL (path NULL) / CT_EIO
+ * with the error "fn: path: why". */
+int ct_image_read_bytes(const char *path, const char *fn, char **data, size_t *size);
+
 /* ct_image_decode with another limit on the decoded image's bytes (and on
  * libjpeg's working memory, a small multiple of it): the fuzzer runs under
  * a memory limit of its own. `fn` starts the messages. */

@@ -23,6 +23,9 @@
 #include <string.h>
 
 #include "ctrial/ops.h"
+#include "data/pool.h"
+#include "vision/folder.h"
+#include "vision/image.h"
 
 typedef enum {
     TF_RESIZE,
@@ -451,8 +454,17 @@ static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
     return resize_to(img, new_h, new_w);
 }
 
+/* CenterCrop's box in an h x w image at least as large as the crop:
+ * int(round((h - ch) / 2.0)), Python rounding half to even, as rint. */
+static void center_box(int64_t h, int64_t w, int64_t ch, int64_t cw, int64_t box[4]) {
+    box[0] = (int64_t)rint((double)(h - ch) / 2.0);
+    box[1] = (int64_t)rint((double)(w - cw) / 2.0);
+    box[2] = ch;
+    box[3] = cw;
+}
+
 static ct_tensor *apply_center_crop(const ct_transform *t, const ct_tensor *img) {
-    int64_t s[3];
+    int64_t s[3], box[4];
     if (chw(img, "CenterCrop", s)) return NULL;
     int64_t ch = t->h, cw = t->w, h = s[1], w = s[2];
     ct_tensor *x = ct_alias(img);
@@ -465,31 +477,34 @@ static ct_tensor *apply_center_crop(const ct_transform *t, const ct_tensor *img)
         w = ct_size(x, -1);
         if (ch == h && cw == w) return x;
     }
-    /* int(round((h - ch) / 2.0)): Python rounds half to even, as rint */
-    return crop(x, (int64_t)rint((double)(h - ch) / 2.0), (int64_t)rint((double)(w - cw) / 2.0), ch, cw);
+    center_box(h, w, ch, cw, box);
+    return crop(x, box[0], box[1], box[2], box[3]);
 }
 
-static ct_tensor *apply_random_resized_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
-    int64_t s[3];
-    if (chw(img, "RandomResizedCrop", s)) return NULL;
-    int64_t height = s[1], width = s[2], area = height * width;
+/* RandomResizedCrop.make_params: the box {top, left, h, w} of a height x
+ * width image. 0, or -1 + error. */
+static int resized_crop_box(const ct_transform *t, int64_t height, int64_t width, ct_rng *rng, int64_t box[4]) {
+    int64_t area = height * width;
     /* self._log_ratio = torch.log(torch.tensor(self.ratio)): float32 */
+    ct_scope *scope = ct_scope_begin();
     ct_tensor *lr = ct_log(ct_from_data((float[]){(float)t->ratio[0], (float)t->ratio[1]}, 1, (int64_t[]){2}, CT_F32));
     float log_ratio[2];
-    if (!lr || ct_read(lr, log_ratio, sizeof log_ratio) != 0) return NULL;
+    int rc = !lr || ct_read(lr, log_ratio, sizeof log_ratio) != 0 ? -1 : 0;
+    ct_scope_end(scope);
+    if (rc) return -1;
     int64_t top = 0, left = 0, h = 0, w = 0;
     bool found = false;
     for (int attempt = 0; attempt < 10 && !found; attempt++) {
         double u, r, aspect;
         if (ct_rng_uniform(rng, t->scale[0], t->scale[1], &u) || ct_rng_uniform(rng, log_ratio[0], log_ratio[1], &r) ||
             exp_f32(r, &aspect))
-            return NULL;
+            return -1;
         double target_area = (double)area * u;
         w = (int64_t)rint(sqrt(target_area * aspect));
         h = (int64_t)rint(sqrt(target_area / aspect));
         if (0 < w && w <= width && 0 < h && h <= height) {
             if (ct_rng_randint(rng, 0, height - h + 1, &top) || ct_rng_randint(rng, 0, width - w + 1, &left))
-                return NULL;
+                return -1;
             found = true;
         }
     }
@@ -509,7 +524,22 @@ static ct_tensor *apply_random_resized_crop(const ct_transform *t, const ct_tens
         top = (height - h) / 2;
         left = (width - w) / 2;
     }
-    return resize_to(crop(img, top, left, h, w), t->h, t->w);
+    box[0] = top, box[1] = left, box[2] = h, box[3] = w;
+    return 0;
+}
+
+static ct_tensor *apply_random_resized_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int64_t s[3], box[4];
+    if (chw(img, "RandomResizedCrop", s) || resized_crop_box(t, s[1], s[2], rng, box)) return NULL;
+    return resize_to(crop(img, box[0], box[1], box[2], box[3]), t->h, t->w);
+}
+
+/* RandomCrop.make_params' position in a (padded) ph x pw image. */
+static int random_crop_at(const ct_transform *t, int64_t ph, int64_t pw, ct_rng *rng, int64_t *top, int64_t *left) {
+    *top = 0, *left = 0;
+    if (ph > t->h && ct_rng_randint(rng, 0, ph - t->h + 1, top)) return -1;
+    if (pw > t->w && ct_rng_randint(rng, 0, pw - t->w + 1, left)) return -1;
+    return 0;
 }
 
 static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
@@ -538,9 +568,8 @@ static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img,
                      t->h, t->w, (t->pad.left | t->pad.top | t->pad.right | t->pad.bottom) ? "padded " : "", ph, pw);
         return NULL;
     }
-    int64_t top = 0, left = 0;
-    if (ph > t->h && ct_rng_randint(rng, 0, ph - t->h + 1, &top)) return NULL;
-    if (pw > t->w && ct_rng_randint(rng, 0, pw - t->w + 1, &left)) return NULL;
+    int64_t top, left;
+    if (random_crop_at(t, ph, pw, rng, &top, &left)) return NULL;
     ct_tensor *x = ct_alias(img);
     if (p.left || p.top || p.right || p.bottom) x = pad(x, (int64_t[]){p.left, p.right, p.top, p.bottom}, p.fill, p.mode);
     if (!x || (ph == t->h && pw == t->w)) return x;
@@ -586,10 +615,23 @@ static ct_tensor *apply_to_tensor(const ct_tensor *img) {
         ct_set_error(CT_EDTYPE, "ToTensor: takes uint8 or uint16 images, got %s", ct_dtype_name(d));
         return NULL;
     }
-    return CT_CALL("aten::div.Scalar", CT_T(ct_to_dtype(img, CT_F32)), CT_I(max_value(d)));
+    /* image.to(float32).div_(max): divided in place, one new buffer; in a
+     * loader, from its pool (data/pool.h), the conversion a copy into it */
+    ct_tensor *f;
+    if (ct_buf_pool_current()) {
+        int64_t shape[8];
+        int nd = ct_shape(img, shape, 8);
+        f = nd <= 8 ? ct_buf_empty(nd, shape, CT_F32) : NULL;
+        f = f ? CT_CALL("aten::copy_", CT_T(f), CT_T(img)) : NULL;
+    } else {
+        f = ct_to_dtype(img, CT_F32);
+    }
+    return CT_CALL("aten::div_.Scalar", CT_T(f), CT_I(max_value(d)));
 }
 
-static ct_tensor *apply_normalize(const ct_transform *t, const ct_tensor *img) {
+/* in_place: img is a buffer of our own (ToTensor's, just made), normalised
+ * where it lies, as v2.Normalize(inplace=True); the values are the same. */
+static ct_tensor *apply_normalize(const ct_transform *t, const ct_tensor *img, bool in_place) {
     int64_t s[3];
     if (chw(img, "Normalize", s)) return NULL;
     ct_dtype d = ct_dtype_of(img);
@@ -607,7 +649,25 @@ static ct_tensor *apply_normalize(const ct_transform *t, const ct_tensor *img) {
                               (int64_t[]){-1, 1, 1});
     ct_tensor *std = ct_view(ct_to_dtype(ct_from_data(t->std, 1, (int64_t[]){t->n}, CT_F64), d), 3,
                              (int64_t[]){-1, 1, 1});
-    return ct_div(ct_sub(img, mean), std);
+    /* image.sub(mean).div_(std): one new buffer */
+    ct_tensor *centred = in_place ? CT_CALL("aten::sub_.Tensor", CT_T(img), CT_T(mean)) : ct_sub(img, mean);
+    return CT_CALL("aten::div_.Tensor", CT_T(centred), CT_T(std));
+}
+
+static ct_tensor *apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng);
+
+/* A composition's parts from `from` on. ToTensor of an integer image then
+ * Normalize: one float buffer, normalised in place. */
+static ct_tensor *apply_parts(const ct_transform *t, int from, const ct_tensor *img, ct_rng *rng) {
+    ct_tensor *x = ct_alias(img);
+    for (int i = from; i < t->n && x; i++) {
+        const ct_transform *p = t->parts[i];
+        bool fuse = p->kind == TF_TO_TENSOR && i + 1 < t->n && t->parts[i + 1]->kind == TF_NORMALIZE &&
+                    !ct_dtype_is_floating(ct_dtype_of(x));
+        x = apply(p, x, rng);
+        if (fuse && x) x = apply_normalize(t->parts[++i], x, true);
+    }
+    return x;
 }
 
 static ct_tensor *apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
@@ -619,12 +679,8 @@ static ct_tensor *apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng
     case TF_HFLIP: return apply_hflip(t, img, rng);
     case TF_COLOR_JITTER: return apply_color_jitter(t, img, rng);
     case TF_TO_TENSOR: return apply_to_tensor(img);
-    case TF_NORMALIZE: return apply_normalize(t, img);
-    case TF_COMPOSE: {
-        ct_tensor *x = ct_alias(img);
-        for (int i = 0; i < t->n && x; i++) x = apply(t->parts[i], x, rng);
-        return x;
-    }
+    case TF_NORMALIZE: return apply_normalize(t, img, false);
+    case TF_COMPOSE: return apply_parts(t, 0, img, rng);
     }
     return NULL;
 }
@@ -659,6 +715,98 @@ ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img, ct_rn
         ct_set_error(ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL, "%s (the image: %s)", msg, what);
     }
     ct_scope_end(scope);
+    return out;
+}
+
+/* ==== decoding and transforming at once (ct_image_decode_transform) ====== */
+
+/* The step that sees the image first: t, or its first part's first step. */
+static const ct_transform *first_step(const ct_transform *t) {
+    while (t->kind == TF_COMPOSE) t = t->parts[0];
+    return t;
+}
+
+/* The box that the crop step t takes from an h x w image, drawn from rng
+ * as apply() draws it: 1 when t crops inside the image without padding
+ * (RandomResizedCrop; CenterCrop and RandomCrop with nothing to pad), 0
+ * when it does not (nothing drawn), -1 + error. */
+static int crop_box(const ct_transform *t, int64_t h, int64_t w, ct_rng *rng, int64_t box[4]) {
+    const ct_crop_padding *p = &t->pad;
+    switch (t->kind) {
+    case TF_RANDOM_RESIZED_CROP: return resized_crop_box(t, h, w, rng, box) ? -1 : 1;
+    case TF_CENTER_CROP:
+        if (t->h > h || t->w > w) return 0;
+        center_box(h, w, t->h, t->w, box);
+        return 1;
+    case TF_RANDOM_CROP:
+        if (p->left || p->top || p->right || p->bottom || t->h > h || t->w > w) return 0;
+        box[2] = t->h, box[3] = t->w;
+        return random_crop_at(t, h, w, rng, &box[0], &box[1]) ? -1 : 1;
+    default: return 0;
+    }
+}
+
+/* t on an image that its first step's crop has already cut: the rest of
+ * that step (RandomResizedCrop's resize), then every step after it. */
+static ct_tensor *apply_after_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    if (t->kind == TF_COMPOSE) {
+        ct_tensor *x = apply_after_crop(t->parts[0], img, rng);
+        return x ? apply_parts(t, 1, x, rng) : NULL;
+    }
+    return t->kind == TF_RANDOM_RESIZED_CROP ? resize_to(img, t->h, t->w) : ct_alias(img);
+}
+
+typedef struct {
+    const ct_transform *t;
+    ct_rng *rng;
+    bool cropped; /* the decoder cut the first step's box */
+} decode_plan;
+
+static int plan_box(void *ctx, int64_t h, int64_t w, int64_t box[4]) {
+    decode_plan *p = ctx;
+    int r = crop_box(first_step(p->t), h, w, p->rng, box);
+    if (r < 0) return ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL;
+    p->cropped = r == 1;
+    return 0;
+}
+
+static ct_tensor *decode_transform(const void *data, size_t size, ct_image_mode mode, const char *name,
+                                   const ct_transform *t, ct_rng *rng, const char *fn) {
+    if (!name) name = "<memory>";
+    if (!t) {
+        ct_set_error(CT_EINVAL, "%s: %s: transform is NULL", fn, name);
+        return NULL;
+    }
+    if (!rng && is_random(t)) {
+        ct_set_error(CT_EINVAL, "%s: %s: %s draws random parameters: it needs a ct_rng", fn, name, tf_names[t->kind]);
+        return NULL;
+    }
+    ct_scope *scope = ct_scope_begin();
+    decode_plan plan = {t, rng, false};
+    ct_tensor *img = ct_image_decode_box(data, size, mode, name, fn, CT_IMAGE_MAX_BYTES, plan_box, &plan);
+    ct_tensor *out = !img ? NULL : plan.cropped ? apply_after_crop(t, img, rng) : apply(t, img, rng);
+    if (out) out = ct_scope_return(out);
+    if (!out && img) { /* a transform failed: name the file */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_set_error(ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL, "%s: %s: %s", fn, name, msg);
+    }
+    ct_scope_end(scope);
+    return out;
+}
+
+ct_tensor *ct_image_decode_transform(const void *data, size_t size, ct_image_mode mode, const char *name,
+                                     const ct_transform *t, ct_rng *rng) {
+    return decode_transform(data, size, mode, name, t, rng, "ct_image_decode_transform");
+}
+
+ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, const ct_transform *t, ct_rng *rng) {
+    const char *fn = "ct_image_read_transform";
+    char *data = NULL;
+    size_t size = 0;
+    if (ct_image_read_bytes(path, fn, &data, &size)) return NULL;
+    ct_tensor *out = decode_transform(data, size, mode, path, t, rng, fn);
+    free(data);
     return out;
 }
 
@@ -711,6 +859,9 @@ ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t) {
                          field < 0 ? "field must be >= 0" : !t ? "transform is NULL" : "dataset is NULL");
         return NULL;
     }
+    /* an image folder's images: transformed as they are decoded, a first
+     * crop cut by the decoder */
+    if (field == 0 && ct_image_folder_is(d)) return ct_image_folder_transformed(d, t);
     transform_ctx *c = malloc(sizeof *c);
     if (!c) {
         ct_transform_free(t);

@@ -52,6 +52,11 @@ encoded png_encode(int w, int h, int color_type, int depth, bool interlace, cons
 }
 
 encoded jpeg_encode(int w, int h, int comps, bool progressive, int quality, const unsigned char *pixels) {
+    return jpeg_encode_sampled(w, h, comps, progressive, quality, comps == 3 ? 2 : 1, comps == 3 ? 2 : 1, 0, pixels);
+}
+
+encoded jpeg_encode_sampled(int w, int h, int comps, bool progressive, int quality, int hs, int vs,
+                            int restart_rows, const unsigned char *pixels) {
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr err;
     c.err = jpeg_std_error(&err); /* exits on error */
@@ -65,6 +70,10 @@ encoded jpeg_encode(int w, int h, int comps, bool progressive, int quality, cons
     c.in_color_space = comps == 1 ? JCS_GRAYSCALE : comps == 3 ? JCS_RGB : JCS_CMYK;
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, quality, TRUE);
+    c.comp_info[0].h_samp_factor = hs;
+    c.comp_info[0].v_samp_factor = vs;
+    for (int i = 1; i < comps; i++) c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
+    c.restart_in_rows = restart_rows;
     if (progressive) jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {

@@ -22,6 +22,11 @@ encoded png_encode(int w, int h, int color_type, int depth, bool interlace, cons
 /* A JPEG of w x h pixels of `comps` components (1 gray, 3 RGB, 4 CMYK),
  * baseline or progressive. Exits on failure. */
 encoded jpeg_encode(int w, int h, int comps, bool progressive, int quality, const unsigned char *pixels);
+/* jpeg_encode with the first component sampled hs x vs times the others
+ * (2 x 2: 4:2:0, libjpeg's default for colour; 2 x 1: 4:2:2; 1 x 1:
+ * 4:4:4) and a restart marker every restart_rows MCU rows (0: none). */
+encoded jpeg_encode_sampled(int w, int h, int comps, bool progressive, int quality, int hs, int vs,
+                            int restart_rows, const unsigned char *pixels);
 /* Writes e to path; exits on failure. */
 void write_file(const char *path, const void *data, size_t size);
 

@@ -11,6 +11,11 @@ ct_py_test(vision_decode_parity ${_vi}/test_decode_parity.py $<TARGET_FILE:visio
 set_tests_properties(vision_decode_parity PROPERTIES TIMEOUT 300)
 ct_c_test(vision_decode_errors ${_vi}/test_decode_errors.c ${_vi}/image_write.c)
 target_link_libraries(vision_decode_errors PRIVATE PNG::PNG JPEG::JPEG ZLIB::ZLIB)
+# Decoding with the first crop cut by the decoder (ct_image_decode_transform,
+# and ct_dataset_transform of a folder) against decoding whole, then
+# transforming: every JPEG sampling, boxes everywhere, damaged files.
+ct_c_test(vision_decode_box ${_vi}/test_decode_box.c ${_vi}/image_write.c)
+target_link_libraries(vision_decode_box PRIVATE PNG::PNG JPEG::JPEG ZLIB::ZLIB)
 ct_c_program(vision_folder_dump ${_vi}/folder_dump.c)
 ct_py_test(vision_image_folder ${_vi}/test_image_folder.py $<TARGET_FILE:vision_folder_dump>)
 ct_c_test(vision_folder_loader ${_vi}/test_image_folder.c ${_vi}/image_write.c)
