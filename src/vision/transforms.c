@@ -617,11 +617,11 @@ static ct_tensor *apply_to_tensor(const ct_tensor *img) {
     }
     /* image.to(float32).div_(max): divided in place, one new buffer; in a
      * loader, from its pool (data/pool.h), the conversion a copy into it */
+    int64_t shape[8];
+    int nd = ct_shape(img, shape, 8);
     ct_tensor *f;
-    if (ct_buf_pool_current()) {
-        int64_t shape[8];
-        int nd = ct_shape(img, shape, 8);
-        f = nd <= 8 ? ct_buf_empty(nd, shape, CT_F32) : NULL;
+    if (ct_buf_pool_current() && nd <= 8) {
+        f = ct_buf_empty(nd, shape, CT_F32);
         f = f ? CT_CALL("aten::copy_", CT_T(f), CT_T(img)) : NULL;
     } else {
         f = ct_to_dtype(img, CT_F32);
