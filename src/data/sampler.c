@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ctrial/data.h"
-#include "data/mt19937.h"
+#include "base/mt19937.h"
 
 struct ct_sampler {
     int64_t (*next)(ct_sampler *s, int64_t *out, int64_t cap);

@@ -1,8 +1,8 @@
-/* src/data/mt19937.h — the Mersenne Twister exactly as numpy's legacy
+/* src/base/mt19937.h — the Mersenne Twister exactly as numpy's legacy
  * RandomState(seed) runs it, so a seed gives numpy's (and Determined's)
- * shuffles. Internal to ctrial. */
-#ifndef CTRIAL_DATA_MT19937_H
-#define CTRIAL_DATA_MT19937_H
+ * shuffles and searches (Determined samples hyperparameters with it). Internal to ctrial. */
+#ifndef CTRIAL_BASE_MT19937_H
+#define CTRIAL_BASE_MT19937_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
-/* src/data/mt19937.c — numpy's legacy MT19937 (RandomState), reproduced bit for
+/* src/base/mt19937.c — numpy's legacy MT19937 (RandomState), reproduced bit for
  * bit: seeding (mt19937_seed), the 32-bit generator, random_interval and the
  * Fisher-Yates order of RandomState.shuffle. */
-#include "data/mt19937.h"
+#include "base/mt19937.h"
 
 #define N 624
 #define M 397
