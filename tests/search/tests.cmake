@@ -3,3 +3,6 @@
 # against values worked out from Determined's code and unit tests.
 set(_search ${CMAKE_CURRENT_LIST_DIR})
 ct_c_test(search_space ${_search}/test_space.c MODULES search)
+# adaptive ASHA's brackets, trials, concurrency and rungs against Determined's
+# unit tests and worked examples; Go's log where libm's turns a rung count.
+ct_c_test(search_asha_plan ${_search}/test_asha_plan.c MODULES search)
