@@ -6,3 +6,7 @@ ct_c_test(search_space ${_search}/test_space.c MODULES search)
 # adaptive ASHA's brackets, trials, concurrency and rungs against Determined's
 # unit tests and worked examples; Go's log where libm's turns a rung count.
 ct_c_test(search_asha_plan ${_search}/test_asha_plan.c MODULES search)
+# One ASHA bracket's decisions (promotion and stop_once), driven as
+# Determined's op-based tests drive them (one FIFO of operations), with
+# their expected training lengths per trial.
+ct_c_test(search_asha_rungs ${_search}/test_asha_rungs.c MODULES search)
