@@ -9,7 +9,8 @@
 # libFuzzer's coverage and ASan + UBSan, each fuzzer linked with the modules
 # it exercises. The pure-C ones link no libtorch: idx and csv (the parsers
 # of module formats), gzip (the layer every data file is read through),
-# config (ct_main's flags over an experiment config), pth (whole archives,
+# config (ct_main's flags over an experiment config), yaml (YAML configs:
+# the reader, then the config loader over what it reads), pth (whole archives,
 # from memory and from a file) and pkl (the pickle machine alone, past the
 # CRCs that stop mutated archives). wire (value_wire: bytes from other
 # ranks), records (the fixed-size records reader), shards (llm.c's token
@@ -30,7 +31,7 @@ if [ -z "$cc" ]; then
   exit 1
 fi
 out=$build/fuzz
-targets=(idx csv gzip config pth pkl wire records shards image restore)
+targets=(idx csv gzip config yaml pth pkl wire records shards image restore)
 mkdir -p "$out"
 
 # The shim and libtorch of BUILD_DIR (the test suite's build makes the archive).

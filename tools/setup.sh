@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything ctrial needs on a Debian/Ubuntu machine, idempotently:
-# Debian packages (compiler, CMake, OpenMPI, jansson, zlib, libpng, libjpeg-turbo, ccache) and a
+# Debian packages (compiler, CMake, OpenMPI, jansson, libyaml, zlib, libpng, libjpeg-turbo, ccache) and a
 # project-local virtual environment (.venv) holding the pinned torch wheel,
 # whose libtorch the build links against, and numpy for the parity tests.
 # Takes seconds when everything is already there.
@@ -12,7 +12,7 @@ NUMPY_SPEC='numpy>=1.26,<3'
 sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 debs=(build-essential cmake ninja-build ccache pkg-config git
-      libopenmpi-dev openmpi-bin libjansson-dev zlib1g-dev libpng-dev libjpeg-dev
+      libopenmpi-dev openmpi-bin libjansson-dev libyaml-dev zlib1g-dev libpng-dev libjpeg-dev
       python3 python3-venv clang libclang-rt-dev)
 missing=()
 for p in "${debs[@]}"; do

@@ -235,7 +235,8 @@ CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
  * returned 0) from a finished one. */
 CT_API int ct_fit_stop_signal(void);
 
-/* The standard program: parses flags and the JSON experiment config
+/* The standard program: parses flags and the experiment config (YAML or
+ * JSON)
  * (--help lists them), runs ct_fit, prints a one-line cause on failure and
  * returns the process exit code (ct_exit_code). It catches SIGTERM and
  * SIGINT from its first line until the process exits: one before ct_fit

@@ -20,6 +20,7 @@
 #include "base/files.h"
 #include "base/value_json.h"
 #include "config/period.h"
+#include "config/yaml.h"
 
 /* ---- owned storage ---------------------------------------------------------- */
 
@@ -691,10 +692,14 @@ int ct_config_load_file(ct_config *c, const char *path) {
     size_t len = 0;
     if (ct_read_file_raw(path, CT_CONFIG_FILE_MAX, &text, &len) != CT_OK)
         return ct_set_error(CT_ECONFIG, "%s", ct_last_error());
+    /* YAML by its extension, as Determined's configs are written; JSON else */
+    size_t n = strlen(path);
+    bool yaml = (n > 5 && strcmp(path + n - 5, ".yaml") == 0) || (n > 4 && strcmp(path + n - 4, ".yml") == 0);
     json_error_t err;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = yaml ? ct_yaml_to_json(text, len, path) : json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     free(text);
-    if (!root) return ct_set_error(CT_ECONFIG, "%s:%d:%d: %s", path, err.line, err.column, err.text);
+    if (!root)
+        return yaml ? ct_last_code() : ct_set_error(CT_ECONFIG, "%s:%d:%d: %s", path, err.line, err.column, err.text);
     rc = load_json(c, root, path);
     json_decref(root);
     return rc;

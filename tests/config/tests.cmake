@@ -9,3 +9,8 @@ ct_c_test(config_load ${CMAKE_CURRENT_LIST_DIR}/test_config.c MODULES config)
 ct_c_test(config_flags ${CMAKE_CURRENT_LIST_DIR}/test_flags.c MODULES config)
 target_link_libraries(config_flags PRIVATE ctrial)
 set_target_properties(config_flags PROPERTIES ENABLE_EXPORTS ON)
+
+# YAML experiment configs (src/config/yaml.c, libyaml): Determined's own
+# config layout in YAML equals its JSON form; the YAML 1.2 core schema's
+# scalars; every refusal with its line and column.
+ct_c_test(config_yaml ${CMAKE_CURRENT_LIST_DIR}/test_yaml.c MODULES config)
