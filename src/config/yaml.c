@@ -28,6 +28,7 @@
 
 #define MAX_DEPTH 64
 #define MAX_NODES 1000000 /* made, aliases expanded: far beyond any config */
+#define NOT_A_KEY "a key must be a plain value (a string), not a list or a mapping"
 
 /* An anchor and what it names, with the values it expands to. */
 typedef struct {
@@ -178,7 +179,7 @@ static int place(conv *c, json_t *v, yaml_mark_t m, bool is_scalar, const char *
     }
     if (!top->key) { /* a key: its text, whatever it would resolve to */
         json_decref(v);
-        if (!is_scalar) return fail_at(c, m, "a key must be a plain value (a string), not a list or a mapping");
+        if (!is_scalar) return fail_at(c, m, NOT_A_KEY);
         if (json_object_get(top->node, text)) {
             char what[300];
             snprintf(what, sizeof what, "duplicate key '%.200s'", text);
@@ -191,6 +192,12 @@ static int place(conv *c, json_t *v, yaml_mark_t m, bool is_scalar, const char *
     free(top->key);
     top->key = NULL;
     return rc;
+}
+
+/* The next value read is a key: the innermost open node is a mapping with
+ * no key waiting for its value. */
+static bool awaiting_key(const conv *c) {
+    return c->depth > 0 && json_is_object(c->stack[c->depth - 1].node) && !c->stack[c->depth - 1].key;
 }
 
 /* One more value made (n of them for an alias's expansion). */
@@ -207,7 +214,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
         return 0;
     case YAML_SCALAR_EVENT: {
         int rc = count(c, 1, m);
-        bool is_key = c->depth > 0 && json_is_object(c->stack[c->depth - 1].node) && !c->stack[c->depth - 1].key;
+        bool is_key = awaiting_key(c);
         json_t *v = rc ? NULL : is_key ? json_null() : scalar(c, e);
         if (!v) return rc ? rc : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ENOMEM, "%s: out of memory", c->label);
         if (e->data.scalar.anchor) {
@@ -226,15 +233,14 @@ static int on_event(conv *c, const yaml_event_t *e) {
         if (!a) return fail_at(c, m, "an alias to an anchor not defined before it");
         if (!a->value) return fail_at(c, m, "an alias inside its own anchor (a loop)");
         int rc = count(c, a->size, m);
-        bool is_key = c->depth > 0 && json_is_object(c->stack[c->depth - 1].node) && !c->stack[c->depth - 1].key;
-        if (!rc && is_key && !json_is_string(a->value)) return fail_at(c, m, "a key must be a plain value (a string), not a list or a mapping");
+        bool is_key = awaiting_key(c);
+        if (!rc && is_key && !json_is_string(a->value)) return fail_at(c, m, NOT_A_KEY);
         return rc ? rc : place(c, json_deep_copy(a->value), m, is_key, is_key ? json_string_value(a->value) : NULL);
     }
     case YAML_SEQUENCE_START_EVENT:
     case YAML_MAPPING_START_EVENT: {
         if (c->depth == MAX_DEPTH) return fail_at(c, m, "nested more than 64 deep");
-        if (c->depth > 0 && json_is_object(c->stack[c->depth - 1].node) && !c->stack[c->depth - 1].key)
-            return fail_at(c, m, "a key must be a plain value (a string), not a list or a mapping");
+        if (awaiting_key(c)) return fail_at(c, m, NOT_A_KEY);
         int rc = count(c, 1, m);
         if (rc) return rc;
         const unsigned char *name = e->type == YAML_SEQUENCE_START_EVENT ? e->data.sequence_start.anchor

@@ -43,11 +43,15 @@ ct_buf_pool *ct_buf_pool_new(int keep, const char *fn) {
     return p;
 }
 
-static void pool_destroy(ct_buf_pool *p) {
-    for (block *b = p->kept, *next; b; b = next) {
+static void free_blocks(block *b) {
+    for (block *next; b; b = next) {
         next = b->next;
         free(b);
     }
+}
+
+static void pool_destroy(ct_buf_pool *p) {
+    free_blocks(p->kept);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -131,10 +135,7 @@ void ct_buf_pool_release(ct_buf_pool *p) {
     p->n_kept = 0;
     p->keep = 0;
     unref_locked(p);
-    for (block *b = kept, *next; b; b = next) {
-        next = b->next;
-        free(b);
-    }
+    free_blocks(kept);
 }
 
 /* ---- this thread's pool ----------------------------------------------------- */

@@ -219,12 +219,16 @@ static void folder_free(void *self) {
 
 static int64_t folder_len(void *self) { return ((folder_ds *)self)->paths.n; }
 
-static ct_value *folder_get(void *self, int64_t index) {
-    folder_ds *ds = self;
-    ct_tensor *img = ct_image_read(ds->paths.items[index], ds->mode);
+/* Sample `index`: (img, its label); takes img. NULL + error when img is. */
+static ct_value *sample_of(const folder_ds *ds, int64_t index, ct_tensor *img) {
     if (!img) return NULL;
     ct_tensor *label = ct_scalar_tensor((double)ds->labels[index], &(ct_topts){.dtype = CT_I64});
     return ct_ds_pack(2, (ct_tensor *[]){img, label});
+}
+
+static ct_value *folder_get(void *self, int64_t index) {
+    const folder_ds *ds = self;
+    return sample_of(ds, index, ct_image_read(ds->paths.items[index], ds->mode));
 }
 
 /* Does this file count? CT_ENOTSUP for one that counts and that ctrial
@@ -411,9 +415,7 @@ static ct_value *folder_tf_get(void *self, int64_t index, uint64_t seed) {
     ct_rng *rng = ct_rng_new(seed);
     ct_tensor *img = rng ? ct_image_read_transform(f->ds->paths.items[index], f->ds->mode, f->t, rng) : NULL;
     ct_rng_free(rng);
-    if (!img) return NULL;
-    ct_tensor *label = ct_scalar_tensor((double)f->ds->labels[index], &(ct_topts){.dtype = CT_I64});
-    return ct_ds_pack(2, (ct_tensor *[]){img, label});
+    return sample_of(f->ds, index, img);
 }
 
 static void folder_tf_free(void *self) {
