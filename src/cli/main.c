@@ -4,6 +4,7 @@
 
 #include "base/launch.h"
 #include "config/flags.h"
+#include "experiment/experiment.h"
 #include "fit/stop.h"
 #include "ctrial/ctrial.h"
 #include "ctrial/dist.h"
@@ -65,8 +66,13 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
         ct_main_args_free(&args);
         return CT_EXIT_OK;
     }
+    /* Keys only a Determined cluster acts on: named once, then ignored. */
+    if (args.cfg.cluster_keys[0] && ct_launch_world_rank() == 0)
+        fprintf(stderr, "ctrial: warning: %s: ignoring what only a Determined cluster uses: %s\n", args.cfg.origin,
+                args.cfg.cluster_keys);
     rc = ct_dist_init();
-    if (rc == CT_OK) rc = ct_fit(trial, &args.cfg.fit);
+    if (rc == CT_OK && ct_config_is_search(&args.cfg)) rc = ct_experiment_run(trial, &args.cfg);
+    else if (rc == CT_OK) rc = ct_fit(trial, &args.cfg.fit);
     ct_main_args_free(&args);
     if (rc && ct_dist_is_distributed()) {
         /* The other ranks may be waiting for this one in a collective: end

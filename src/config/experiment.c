@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@
 int ct_config_init(ct_config *c) {
     memset(c, 0, sizeof *c);
     c->fit = ct_fit_defaults();
+    c->search = ct_searcher_defaults();
+    c->max_restarts = 5;
     c->hparams = ct_value_dict();
     if (!c->hparams) return ct_set_error(CT_ENOMEM, "config: out of memory");
     return 0;
@@ -40,6 +43,8 @@ void ct_config_free(ct_config *c) {
     ct_value_free(c->hparams);
     ct_value_free(c->data);
     ct_value_free(c->whole);
+    json_decref(c->hp_spec);
+    ct_hp_space_free(c->space);
     memset(c, 0, sizeof *c);
 }
 
@@ -188,11 +193,6 @@ static int ignore_count(loader *L, const char *path, json_t *v) {
     return get_int(L, path, v, 0, INT64_MAX, &i);
 }
 
-static int ignore_positive(loader *L, const char *path, json_t *v) {
-    int64_t i;
-    return get_int(L, path, v, 1, INT64_MAX, &i);
-}
-
 static int ignore_labels(loader *L, const char *path, json_t *v) {
     if (want_type(L, path, v, json_is_array(v), "an array of strings")) return CT_ECONFIG;
     size_t i;
@@ -213,17 +213,29 @@ static ct_value *oom(void) {
     return NULL;
 }
 
-/* Determined's hyperparameter spec {"type": "const", "val": v} stands for v;
- * the other types need a searcher that samples, which "single" does not. */
+static bool is_sampled_type(const char *type) {
+    return strcmp(type, "int") == 0 || strcmp(type, "double") == 0 || strcmp(type, "log") == 0 ||
+           strcmp(type, "categorical") == 0;
+}
+
+/* A hyperparameter spec whose value the searcher draws. */
+static bool is_sampled_spec(const json_t *j) {
+    const char *type = json_string_value(json_object_get(j, "type"));
+    return json_is_object(j) && type && is_sampled_type(type);
+}
+
+/* Determined's hyperparameter spec {"type": "const", "val": v} stands for v.
+ * The other types are drawn per trial (search/space.c checks them when the
+ * config is finished); until then they stand as None. */
 static ct_value *from_spec(loader *L, const char *path, json_t *j, const char *type) {
-    if (strcmp(type, "int") == 0 || strcmp(type, "double") == 0 || strcmp(type, "log") == 0 ||
-        strcmp(type, "categorical") == 0) {
-        fail(L, "'%s' has type '%s', which needs a searcher that samples; searcher 'single' "
-                "takes a plain value or {\"type\": \"const\", \"val\": ...}", path, type);
-        return NULL;
+    if (is_sampled_type(type)) {
+        L->c->hp_sampled = true;
+        ct_value *none = ct_value_none();
+        return none ? none : oom();
     }
     if (strcmp(type, "const") != 0) {
-        fail(L, "'%s.type' is '%s', expected 'const' (or a plain value)", path, type);
+        fail(L, "'%s.type' is '%s', expected one of const, int, double, log, categorical (or a plain value)",
+             path, type);
         return NULL;
     }
     const char *k;
@@ -349,12 +361,19 @@ static int on_hyperparameters(loader *L, const char *path, json_t *v) {
         }
     }
     const ct_value *gbs = ct_value_dict_get(hp, "global_batch_size");
-    if (gbs && !gbs_ok(gbs)) {
+    if (gbs && !is_sampled_spec(json_object_get(v, "global_batch_size")) && !gbs_ok(gbs)) {
         char got[160];
         gbs_wrong(gbs, got, sizeof got);
         ct_value_free(hp);
         return fail(L, "'%s.global_batch_size' %s", path, got);
     }
+    json_t *spec = json_deep_copy(v);
+    if (!spec) {
+        ct_value_free(hp);
+        return ct_set_error(CT_ENOMEM, "config: out of memory");
+    }
+    json_decref(L->c->hp_spec);
+    L->c->hp_spec = spec;
     ct_value_free(L->c->hparams);
     L->c->hparams = hp;
     return 0;
@@ -426,11 +445,91 @@ static int on_scheduling_unit(loader *L, const char *path, json_t *v) {
 /* ---- searcher ------------------------------------------------------------------ */
 
 static int on_searcher_name(loader *L, const char *path, json_t *v) {
+    static const ct_searcher_kind kinds[] = {CT_SEARCHER_SINGLE, CT_SEARCHER_RANDOM, CT_SEARCHER_GRID,
+                                             CT_SEARCHER_ADAPTIVE_ASHA};
     const char *s;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
-    if (strcmp(s, "single") != 0)
-        return fail(L, "'%s' is '%s'; ctrial runs one trial: only 'single' is supported", path, s);
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (strcmp(s, ct_searcher_kind_name(kinds[i])) == 0) {
+            L->c->search.kind = kinds[i];
+            return 0;
+        }
+    if (strcmp(s, "adaptive") == 0 || strcmp(s, "adaptive_simple") == 0 || strcmp(s, "sync_halving") == 0 ||
+        strcmp(s, "custom") == 0)
+        return fail(L, "'%s': the '%s' searcher has been removed from Determined and is not supported; use "
+                       "'adaptive_asha'", path, s);
+    return fail(L, "'%s' is '%s', expected one of single, random, grid, adaptive_asha", path, s);
+}
+
+static int on_max_trials(loader *L, const char *path, json_t *v) {
+    return get_int(L, path, v, 1, INT32_MAX, &L->c->search.max_trials);
+}
+
+static int on_max_concurrent_trials(loader *L, const char *path, json_t *v) {
+    return get_int(L, path, v, 0, INT32_MAX, &L->c->search.max_concurrent_trials);
+}
+
+static int on_stop_once(loader *L, const char *path, json_t *v) { return get_bool(L, path, v, &L->c->search.stop_once); }
+
+static int on_max_rungs(loader *L, const char *path, json_t *v) {
+    int64_t n = 0;
+    if (get_int(L, path, v, 1, CT_ASHA_MAX_RUNGS, &n)) return CT_ECONFIG;
+    L->c->search.max_rungs = (int)n;
     return 0;
+}
+
+/* Determined: a number > 1 (1.5 is allowed). */
+static int on_divisor(loader *L, const char *path, json_t *v) {
+    if (want_type(L, path, v, json_is_number(v), "a number greater than 1")) return CT_ECONFIG;
+    double d = json_number_value(v);
+    if (!(d > 1) || !isfinite(d)) return fail(L, "'%s' must be a number greater than 1, got %g", path, d);
+    L->c->search.divisor = d;
+    return 0;
+}
+
+static int on_mode(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (strcmp(s, "aggressive") == 0) L->c->search.mode = CT_ASHA_AGGRESSIVE;
+    else if (strcmp(s, "standard") == 0) L->c->search.mode = CT_ASHA_STANDARD;
+    else if (strcmp(s, "conservative") == 0) L->c->search.mode = CT_ASHA_CONSERVATIVE;
+    else return fail(L, "'%s' must be one of aggressive, standard, conservative, got '%s'", path, s);
+    return 0;
+}
+
+/* A list of rung counts, one bracket each (Determined takes any list;
+ * counts below 1 make it divide by zero, so they are refused). */
+static int on_bracket_rungs(loader *L, const char *path, json_t *v) {
+    if (want_type(L, path, v, json_is_array(v), "an array of rung counts")) return CT_ECONFIG;
+    if (json_array_size(v) > CT_ASHA_MAX_BRACKETS)
+        return fail(L, "'%s' has %zu brackets, at most %d", path, json_array_size(v), CT_ASHA_MAX_BRACKETS);
+    size_t i;
+    json_t *item;
+    json_array_foreach(v, i, item) {
+        char sub[PATH_MAX_];
+        snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+        int64_t n = 0;
+        if (get_int(L, sub, item, 1, CT_ASHA_MAX_RUNGS, &n)) return CT_ECONFIG;
+        L->c->search.bracket_rungs[i] = (int)n;
+    }
+    L->c->search.n_bracket_rungs = (int)json_array_size(v);
+    return 0;
+}
+
+/* Determined 0.38's form of adaptive_asha's length: max_time units of
+ * time_metric, which PyTorchTrial reports as "batches" or "epochs".
+ * Checked (and turned into max_length) once the searcher is walked. */
+static int on_time_metric(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (strcmp(s, "batches") != 0 && strcmp(s, "epochs") != 0 && strcmp(s, "records") != 0)
+        return fail(L, "'%s' is '%s': ctrial measures a trial's progress in batches, epochs or records", path, s);
+    return 0;
+}
+
+static int on_max_time(loader *L, const char *path, json_t *v) {
+    int64_t n;
+    return get_int(L, path, v, 1, INT64_MAX, &n);
 }
 
 static int on_searcher_metric(loader *L, const char *path, json_t *v) {
@@ -460,6 +559,38 @@ static int on_source_checkpoint(loader *L, const char *path, json_t *v) {
                 "path instead: \"warm_start\": \"DIR\" at the top level (or --warm-start DIR)", path);
 }
 
+/* Which searchers take each key beyond the common ones (Determined's
+ * schemas have additionalProperties false per searcher). */
+#define FOR_RANDOM (1u << CT_SEARCHER_RANDOM)
+#define FOR_GRID (1u << CT_SEARCHER_GRID)
+#define FOR_ASHA (1u << CT_SEARCHER_ADAPTIVE_ASHA)
+static const struct {
+    const char *key;
+    unsigned searchers;
+} searcher_only[] = {
+    {"max_trials", FOR_RANDOM | FOR_ASHA}, {"max_concurrent_trials", FOR_RANDOM | FOR_GRID | FOR_ASHA},
+    {"mode", FOR_ASHA}, {"divisor", FOR_ASHA}, {"max_rungs", FOR_ASHA}, {"bracket_rungs", FOR_ASHA},
+    {"stop_once", FOR_ASHA}, {"time_metric", FOR_ASHA}, {"max_time", FOR_ASHA},
+};
+
+/* time_metric + max_time (Determined 0.38) as max_length. */
+static int time_as_length(loader *L, const char *path, json_t *v) {
+    json_t *metric = json_object_get(v, "time_metric"), *time = json_object_get(v, "max_time");
+    if (!metric && !time) return 0;
+    if (!metric || !time)
+        return fail(L, "'%s.%s' needs '%s.%s'", path, metric ? "time_metric" : "max_time", path,
+                    metric ? "max_time" : "time_metric");
+    if (json_object_get(v, "max_length"))
+        return fail(L, "'%s' has both max_length and max_time: give one", path);
+    json_t *len = json_pack("{sI}", json_string_value(metric), json_integer_value(time));
+    if (!len) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    char sub[PATH_MAX_];
+    join(sub, path, "max_time");
+    int rc = get_length(L, sub, len, true, &L->c->fit.max_length, L->c->max_length_from);
+    json_decref(len);
+    return rc;
+}
+
 static int on_searcher(loader *L, const char *path, json_t *v) {
     static const key_entry keys[] = {{"name", on_searcher_name},
                                      {"metric", on_searcher_metric},
@@ -467,10 +598,26 @@ static int on_searcher(loader *L, const char *path, json_t *v) {
                                      {"max_length", on_max_length},
                                      {"source_checkpoint_uuid", on_source_checkpoint},
                                      {"source_trial_id", on_source_checkpoint},
+                                     {"max_trials", on_max_trials},
+                                     {"max_concurrent_trials", on_max_concurrent_trials},
+                                     {"mode", on_mode},
+                                     {"divisor", on_divisor},
+                                     {"max_rungs", on_max_rungs},
+                                     {"bracket_rungs", on_bracket_rungs},
+                                     {"stop_once", on_stop_once},
+                                     {"time_metric", on_time_metric},
+                                     {"max_time", on_max_time},
                                      {NULL, NULL}};
     if (walk(L, path, v, keys)) return CT_ECONFIG;
-    if (!json_object_get(v, "name")) return fail(L, "'%s.name' is missing (use \"single\")", path);
-    return 0;
+    if (!json_object_get(v, "name")) return fail(L, "'%s.name' is missing (single, random, grid or adaptive_asha)", path);
+    ct_searcher_kind kind = L->c->search.kind;
+    const char *name = ct_searcher_kind_name(kind);
+    for (size_t i = 0; i < sizeof searcher_only / sizeof *searcher_only; i++)
+        if (json_object_get(v, searcher_only[i].key) && !(searcher_only[i].searchers & (1u << kind)))
+            return fail(L, "'%s.%s' is not a key of searcher '%s'", path, searcher_only[i].key, name);
+    if ((kind == CT_SEARCHER_RANDOM || kind == CT_SEARCHER_ADAPTIVE_ASHA) && !json_object_get(v, "max_trials"))
+        return fail(L, "'%s.max_trials' is missing: searcher '%s' needs the number of trials", path, name);
+    return time_as_length(L, path, v);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------ */
@@ -597,9 +744,41 @@ static int on_device(loader *L, const char *path, json_t *v) {
     return L->c->fit.device ? 0 : ct_set_error(CT_ENOMEM, "config: out of memory");
 }
 
+/* Keys only a Determined cluster acts on (where and how its containers
+ * run): accepted with any value and named in one warning (ct_main prints
+ * c->cluster_keys), so Determined's own configs run unchanged. */
+static int cluster_only(loader *L, const char *path, json_t *v) {
+    (void)v;
+    char *keys = L->c->cluster_keys;
+    size_t n = strlen(keys);
+    if (n + strlen(path) + 3 < sizeof L->c->cluster_keys)
+        snprintf(keys + n, sizeof L->c->cluster_keys - n, "%s%s", n ? ", " : "", path);
+    return 0;
+}
+
+static int on_slots_per_trial(loader *L, const char *path, json_t *v) {
+    return get_int32(L, path, v, 1, &L->c->slots_per_trial);
+}
+
+static int on_max_restarts(loader *L, const char *path, json_t *v) {
+    return get_int32(L, path, v, 0, &L->c->max_restarts);
+}
+
 static int on_resources(loader *L, const char *path, json_t *v) {
-    /* The number of ranks comes from mpirun, not from the config. */
-    static const key_entry keys[] = {{"slots_per_trial", ignore_positive}, {"device", on_device}, {NULL, NULL}};
+    /* The number of ranks comes from mpirun; slots_per_trial splits them
+     * into groups in a search. */
+    static const key_entry keys[] = {{"slots_per_trial", on_slots_per_trial},
+                                     {"device", on_device},
+                                     {"resource_pool", cluster_only},
+                                     {"max_slots", cluster_only},
+                                     {"priority", cluster_only},
+                                     {"weight", cluster_only},
+                                     {"shm_size", cluster_only},
+                                     {"agent_label", cluster_only},
+                                     {"devices", cluster_only},
+                                     {"is_single_node", cluster_only},
+                                     {"native_parallel", cluster_only},
+                                     {NULL, NULL}};
     return walk(L, path, v, keys);
 }
 
@@ -650,13 +829,28 @@ static const key_entry top_keys[] = {
     {"entrypoint", ignore_string},
     {"workspace", ignore_string},
     {"project", ignore_string},
-    {"max_restarts", ignore_count},
+    {"max_restarts", on_max_restarts},
     {"resources", on_resources},
+    /* what only a cluster does: named in one warning, ignored */
+    {"environment", cluster_only},
+    {"bind_mounts", cluster_only},
+    {"integrations", cluster_only},
+    {"pbs", cluster_only},
+    {"slurm", cluster_only},
+    {"debug", cluster_only},
+    {"profiling", cluster_only},
+    {"log_policies", cluster_only},
+    {"preemption_timeout", cluster_only},
+    {"retention_policy", cluster_only},
+    {"security", cluster_only},
+    {"tensorboard_storage", cluster_only},
+    {"data_layer", cluster_only},
     {NULL, NULL},
 };
 
 static int load_json(ct_config *c, json_t *root, const char *label) {
     loader L = {c, label};
+    snprintf(c->origin, sizeof c->origin, "%s", label);
     int rc = walk(&L, "", root, top_keys);
     if (rc == 0) c->loaded = true;
     /* The whole config, as the trial reads it (ct_ctx_experiment_config). */
@@ -750,6 +944,39 @@ static ct_value *hparam_parent(ct_config *c, char *key, const char *full, char *
     return d;
 }
 
+/* The same assignment in c->hp_spec, where it fixes the value a search would
+ * draw: "--hparam lr=0.1" makes lr a constant in every trial. `key` is the
+ * dotted key (not modified). */
+static int spec_set(ct_config *c, const char *key, const char *full, const char *text) {
+    if (!c->hp_spec && !(c->hp_spec = json_object())) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    json_error_t err;
+    json_t *val = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
+    if (!val) val = json_string(text);
+    /* An object value is a constant, not a group or a spec. */
+    if (val && json_is_object(val)) val = json_pack("{sssO}", "type", "const", "val", val);
+    if (!val) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    json_t *d = c->hp_spec;
+    char part[PATH_MAX_];
+    const char *p = key;
+    for (const char *dot; (dot = strchr(p, '.')); p = dot + 1) {
+        snprintf(part, sizeof part, "%.*s", (int)(dot - p), p);
+        json_t *child = json_object_get(d, part);
+        if (!child) {
+            child = json_object();
+            if (!child || json_object_set_new(d, part, child)) goto oom;
+        } else if (!json_is_object(child) || json_object_get(child, "type")) {
+            json_decref(val);
+            return ct_set_error(CT_ECONFIG, "--hparam %s: '%s' is not a group of hyperparameters", full, part);
+        }
+        d = child;
+    }
+    if (json_object_set_new(d, p, val)) return ct_set_error(CT_ENOMEM, "config: out of memory");
+    return 0;
+oom:
+    json_decref(val);
+    return ct_set_error(CT_ENOMEM, "config: out of memory");
+}
+
 int ct_config_set_hparam(ct_config *c, const char *assignment) {
     const char *eq = strchr(assignment, '=');
     if (!eq || eq == assignment)
@@ -762,9 +989,9 @@ int ct_config_set_hparam(ct_config *c, const char *assignment) {
     char full[PATH_MAX_];
     snprintf(full, sizeof full, "%s", key);
 
-    int rc = 0;
+    int rc = spec_set(c, key, full, eq + 1);
     char *last = NULL;
-    ct_value *parent = hparam_parent(c, key, full, &last);
+    ct_value *parent = rc ? NULL : hparam_parent(c, key, full, &last);
     ct_value *val = parent ? hparam_value(eq + 1) : NULL;
     if (!val) rc = ct_last_code();
     else if (ct_value_dict_set(parent, last, val)) rc = ct_last_code();
@@ -792,9 +1019,59 @@ static int resolve_records(ct_period *p, int64_t gbs, const char *from) {
                                     "(in the config or --hparam global_batch_size=N)", from);
 }
 
+bool ct_config_is_search(const ct_config *c) { return c->search.kind != CT_SEARCHER_SINGLE; }
+
+/* The space of the sampled hyperparameters (and of every search, so that a
+ * grid counts its points), checked; searcher single draws its trial's
+ * values from it at once, as Determined's single search does. */
+static int finish_space(ct_config *c) {
+    bool search = ct_config_is_search(c);
+    if (!c->hp_sampled && !search) return 0;
+    json_t *empty = c->hp_spec ? NULL : json_object();
+    c->space = ct_hp_space_new(c->hp_spec ? c->hp_spec : empty, "hyperparameters",
+                               c->search.kind == CT_SEARCHER_GRID);
+    json_decref(empty);
+    if (!c->space) return ct_set_error(ct_last_code(), "%s: %s", c->origin[0] ? c->origin : "config", ct_last_error());
+    if (search) return 0;
+    ct_mt19937 mt;
+    ct_mt19937_seed(&mt, (uint32_t)c->fit.seed);
+    json_t *point = ct_hp_space_sample(c->space, &mt);
+    ct_value *hp = point ? ct_value_from_json(point) : NULL;
+    json_decref(point);
+    if (!hp) return ct_last_code() ? ct_last_code() : ct_set_error(CT_ENOMEM, "config: out of memory");
+    ct_value_free(c->hparams);
+    c->hparams = hp;
+    return 0;
+}
+
+/* A search's own checks: its ranks per trial, and the plan of
+ * adaptive_asha (whose errors name the searcher's keys). */
+static int finish_search(ct_config *c, int world_size) {
+    c->search.max_length = c->fit.max_length.n;
+    c->search.smaller_is_better = c->fit.smaller_is_better;
+    c->search.seed = (uint32_t)c->fit.seed;
+    int slots = c->slots_per_trial ? c->slots_per_trial : 1;
+    if (world_size % slots != 0)
+        return ct_set_error(CT_ECONFIG, "%s: 'resources.slots_per_trial' is %d, which does not divide the %d ranks "
+                            "of this job: a search trains each trial on a group of slots_per_trial ranks",
+                            c->origin, slots, world_size);
+    if (c->search.kind != CT_SEARCHER_ADAPTIVE_ASHA) return 0;
+    ct_searcher *s = ct_searcher_new(&c->search, c->space);
+    if (!s) return ct_set_error(ct_last_code(), "%s: %s", c->origin, ct_last_error());
+    ct_searcher_free(s);
+    return 0;
+}
+
 int ct_config_finish(ct_config *c, int world_size) {
     if (world_size < 1) return ct_set_error(CT_EINVAL, "ct_config_finish: world_size %d", world_size);
+    int rc = finish_space(c);
+    if (rc) return rc;
+    bool search = ct_config_is_search(c);
+    /* A trial of a search trains on slots_per_trial ranks. */
+    int trial_ranks = search ? (c->slots_per_trial ? c->slots_per_trial : 1) : world_size;
     const ct_value *gbs = ct_value_dict_get(c->hparams, "global_batch_size");
+    if (search && c->hp_spec && is_sampled_spec(json_object_get(c->hp_spec, "global_batch_size"))) gbs = NULL;
+    bool has_gbs = c->hp_spec && json_object_get(c->hp_spec, "global_batch_size");
     int64_t n = 0;
     if (gbs) {
         if (!gbs_ok(gbs) || ct_value_get_int(gbs, &n)) {
@@ -803,19 +1080,31 @@ int ct_config_finish(ct_config *c, int world_size) {
             return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size %s", got);
         }
         /* Each rank trains global_batch_size / world_size records a batch. */
-        if (n < world_size)
+        if (n < trial_ranks)
             return ct_set_error(CT_ECONFIG, "hyperparameters.global_batch_size is %lld, smaller "
                                             "than the number of ranks (%d)", (long long)n,
-                                world_size);
-        c->fit.global_batch_size = n;
+                                trial_ranks);
+        if (!search) c->fit.global_batch_size = n;
     }
-    if (resolve_records(&c->fit.max_length, n, c->max_length_from) ||
-        resolve_records(&c->fit.validation_period, n, c->validation_from) ||
-        resolve_records(&c->fit.checkpoint_period, n, c->checkpoint_from))
+    if (search) {
+        /* Records stay records: each trial's ct_fit divides each length
+         * by its own global_batch_size, as Determined does per rung. */
+        const char *from = c->fit.max_length.unit == CT_RECORDS         ? c->max_length_from
+                         : c->fit.validation_period.unit == CT_RECORDS ? c->validation_from
+                         : c->fit.checkpoint_period.unit == CT_RECORDS ? c->checkpoint_from
+                                                                        : NULL;
+        if (from && !has_gbs)
+            return ct_set_error(CT_ECONFIG, "%s: records need hyperparameters.global_batch_size (in the config or "
+                                            "--hparam global_batch_size=N)", from);
+    } else if (resolve_records(&c->fit.max_length, n, c->max_length_from) ||
+               resolve_records(&c->fit.validation_period, n, c->validation_from) ||
+               resolve_records(&c->fit.checkpoint_period, n, c->checkpoint_from)) {
         return CT_ECONFIG;
+    }
     if (c->fit.max_length.unit == CT_NEVER)
         return ct_set_error(CT_ECONFIG, "no max_length: set searcher.max_length in the config "
                                         "or pass --max-length");
+    if (search && (rc = finish_search(c, world_size))) return rc;
     c->fit.hparams = c->hparams;
     c->fit.data = c->data;
     c->fit.experiment_config = c->whole;

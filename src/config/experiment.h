@@ -22,7 +22,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "ctrial/trial.h"
+#include "search/searcher.h"
 
 /* Room for "config.json: 'searcher.max_length.records'" and the like. */
 #define CT_CONFIG_FROM_MAX 512
@@ -42,6 +45,17 @@ typedef struct {
     char validation_from[CT_CONFIG_FROM_MAX];
     char checkpoint_from[CT_CONFIG_FROM_MAX];
     bool loaded;        /* a config file or string was loaded */
+    char origin[256];   /* the config file's name (or string's label) for messages ("" before a load) */
+    /* The searcher's own keys (searcher.h; metric, smaller_is_better and
+     * max_length are in fit). search.max_length is fit.max_length's n, in
+     * its unit, after finish. */
+    ct_searcher_opts search;
+    json_t *hp_spec;      /* owned: the hyperparameters as written, --hparam applied (NULL: none given) */
+    ct_hp_space *space;   /* owned, after finish: hp_spec's space (NULL: no hyperparameter samples) */
+    bool hp_sampled;      /* hp_spec holds an int, double, log or categorical */
+    int max_restarts;     /* max_restarts: a failed trial's retries in a search (5) */
+    int slots_per_trial;  /* resources.slots_per_trial: ranks per trial in a search (0: not given) */
+    char cluster_keys[512]; /* "environment, bind_mounts": keys only a Determined cluster uses, ignored */
     /* Owned copies of every string put in fit (see ct_config_keep). */
     char **strs;
     size_t nstrs, capstrs;
@@ -75,7 +89,17 @@ int ct_config_set_hparam(ct_config *c, const char *assignment);
 
 /* Completes c->fit: global_batch_size from hparams (must not be smaller than
  * world_size), records turned into Batch(max(records / gbs, 1)),
- * max_length present, hparams and data wired in. */
+ * max_length present, hparams and data wired in. With sampled
+ * hyperparameters it builds c->space (a bad spec is CT_ECONFIG naming its
+ * key); searcher single then draws its one trial's hyperparameters into
+ * c->hparams. A search (ct_config_is_search) keeps periods in records as
+ * records (each trial's ct_fit turns them into batches by its own
+ * global_batch_size, Determined's rule for every rung length) and checks
+ * that slots_per_trial divides world_size. */
 int ct_config_finish(ct_config *c, int world_size);
+
+/* The config asks for more than one trial: searcher random, grid or
+ * adaptive_asha (src/experiment runs it); single is one ct_fit. */
+bool ct_config_is_search(const ct_config *c);
 
 #endif

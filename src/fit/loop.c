@@ -30,6 +30,7 @@
 #include "dist/agree.h"
 #include "dist/grad_sync.h"
 #include "dist/watch.h"
+#include "fit/outcome.h"
 #include "fit/stop.h"
 #include "fit/graph_step.h"
 #include "ctrial/dist.h"
@@ -1165,7 +1166,10 @@ static int setup(ct_context *ctx) {
 
 /* ---- the entry point ------------------------------------------------------- */
 
-int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
+int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return ct_fit_ex(trial, o, NULL); }
+
+int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) {
+    if (out) *out = (ct_fit_outcome){.last_validation_bt = -1};
     if (!trial || !o) return ct_set_error(CT_EINVAL, "ct_fit: %s is NULL", trial ? "opts" : "trial");
     int rc = check_trial(trial);
     if (rc == CT_OK) rc = check_opts(o);
@@ -1218,6 +1222,12 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) {
     if (rc == CT_OK && set_up) ct_report_summary(ctx, g_agreed_signal);
     char saved_msg[2048];
     snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
+    if (out && set_up) {
+        out->batches_trained = ctx->batches_trained;
+        out->last_validation_bt = ctx->last_validation ? ctx->last_validation_bt : -1;
+        out->last_validation = ctx->last_validation; /* taken */
+        ctx->last_validation = NULL;
+    }
     ct_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
     ctx->graph = NULL;
     ct_dist_watch_progress(NULL);

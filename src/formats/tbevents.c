@@ -179,11 +179,11 @@ static float to_float(double v) {
     return (float)v;
 }
 
-/* Offset of the first byte that is not valid UTF-8 (overlong forms,
- * surrogates and code points past U+10FFFF included), or n. Protobuf's
- * readers reject a proto3 string field that is not UTF-8, and with it the
- * whole event, so a bad tag is refused here rather than in TensorBoard. */
-static size_t utf8_error_at(const unsigned char *s, size_t n) {
+/* (tbevents.h) Protobuf's readers reject a proto3 string field that is not
+ * UTF-8, and with it the whole event, so a bad tag is refused here rather
+ * than in TensorBoard. */
+size_t ct_tb_utf8_error_at(const void *str, size_t n) {
+    const unsigned char *s = str;
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
@@ -263,7 +263,7 @@ static int check_tag_time(ct_tb_writer *w, const char *tag, size_t *tag_len, dou
     if (!tag) return ct_set_error(CT_EINVAL, "%s: %s: tag is NULL", fn, w->path);
     *tag_len = strlen(tag);
     if (*tag_len == 0) return ct_set_error(CT_EINVAL, "%s: %s: tag is empty", fn, w->path);
-    size_t bad = utf8_error_at((const unsigned char *)tag, *tag_len);
+    size_t bad = ct_tb_utf8_error_at(tag, *tag_len);
     if (bad < *tag_len)
         return ct_set_error(CT_EINVAL, "%s: %s: tag \"%s\" is not valid UTF-8 (byte %zu)", fn,
                             w->path, tag, bad);
@@ -641,7 +641,7 @@ int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t s
     if (rc != 0) return rc;
     if (!text) return ct_set_error(CT_EINVAL, "%s: %s: text is NULL (tag \"%s\")", fn, w->path, tag);
     size_t text_len = strlen(text);
-    size_t bad = utf8_error_at((const unsigned char *)text, text_len);
+    size_t bad = ct_tb_utf8_error_at(text, text_len);
     if (bad < text_len)
         return ct_set_error(CT_EINVAL, "%s: %s: text is not valid UTF-8 (byte %zu; tag \"%s\")", fn,
                             w->path, bad, tag);
@@ -663,6 +663,42 @@ int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t s
     const piece t[2] = {{tag, tag_len}, {suffix, sizeof suffix - 1}};
     const piece body[3] = {{head, hn}, {text, text_len}, {metadata, sizeof metadata}};
     return write_value(w, t, 2, body, 3, step, wall_time, fn);
+}
+
+/* ---- plugin metadata only (the hparams plugin's summaries) ---------------- */
+
+int ct_tb_add_plugin_value(ct_tb_writer *w, const char *tag, const char *plugin_name,
+                           const void *content, size_t content_len, int64_t step,
+                           double wall_time, const char *caller) {
+    const char *fn = caller ? caller : "ct_tb_add_plugin_value";
+    size_t tag_len;
+    int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
+    if (rc != 0) return rc;
+    if (!plugin_name || !*plugin_name)
+        return ct_set_error(CT_EINVAL, "%s: %s: plugin name is %s (tag \"%s\")", fn, w->path,
+                            plugin_name ? "empty" : "NULL", tag);
+    size_t name_len = strlen(plugin_name);
+    if (ct_tb_utf8_error_at(plugin_name, name_len) < name_len)
+        return ct_set_error(CT_EINVAL, "%s: %s: plugin name is not valid UTF-8 (tag \"%s\")", fn,
+                            w->path, tag);
+    if (!content && content_len > 0)
+        return ct_set_error(CT_EINVAL, "%s: %s: content is NULL (tag \"%s\")", fn, w->path, tag);
+    if ((rc = check_state(w, fn)) != 0) return rc;
+
+    /* Value.metadata = SummaryMetadata{plugin_data: PluginData{plugin_name,
+     * content}}; an empty content is left out, as proto3 leaves out bytes. */
+    uint64_t data_len = 1 + varint_size(name_len) + name_len;
+    if (content_len > 0) data_len += 1 + varint_size(content_len) + content_len;
+    uint64_t metadata_len = 1 + varint_size(data_len) + data_len;
+    uint8_t head[40], mid[12];
+    size_t hn = put_len_prefix(head, VALUE_METADATA, metadata_len);
+    hn += put_len_prefix(head + hn, 1 /* plugin_data */, data_len);
+    hn += put_len_prefix(head + hn, 1 /* plugin_name */, name_len);
+    size_t mn = content_len > 0 ? put_len_prefix(mid, 2 /* content */, content_len) : 0;
+
+    const piece t = {tag, tag_len};
+    const piece body[4] = {{head, hn}, {plugin_name, name_len}, {mid, mn}, {content, content_len}};
+    return write_value(w, &t, 1, body, content_len > 0 ? 4 : 2, step, wall_time, fn);
 }
 
 static int flush_writer(ct_tb_writer *w, const char *fn) {

@@ -193,4 +193,25 @@ int ct_tb_hist_edges(double *out);
  * two's complement: negative values take 10 bytes. */
 size_t ct_tb_put_varint(uint8_t *out, uint64_t v);
 
+/* Offset of the first byte of s[0..n) that is not valid UTF-8 (overlong
+ * forms, surrogates and code points past U+10FFFF count as invalid), or n.
+ * Protobuf's readers refuse a string field that is not UTF-8. */
+size_t ct_tb_utf8_error_at(const void *s, size_t n);
+
+/* ---- for the module's other writers (tb_hparams.c) ----------------------- */
+
+/* Appends Event{wall_time, step, summary: Summary{value: [Value{tag,
+ * metadata: SummaryMetadata{plugin_data: {plugin_name, content}}}]}}: a
+ * Value with no data of its own (no simple_value, no tensor), only a
+ * plugin's metadata, which is how the hparams plugin's summaries are
+ * written (torch's summary.hparams()). `content` is `content_len` bytes,
+ * already serialized, borrowed for the call (NULL only when content_len is
+ * 0; an empty content is left out, as proto3 does). `plugin_name` is
+ * non-empty UTF-8; tag, step and wall_time as in ct_tb_add_scalar.
+ * `caller` names the function in error messages (NULL: this one).
+ * Returns 0, CT_EINVAL (nothing written), CT_ESTATE or CT_EIO. */
+int ct_tb_add_plugin_value(ct_tb_writer *w, const char *tag, const char *plugin_name,
+                           const void *content, size_t content_len, int64_t step,
+                           double wall_time, const char *caller);
+
 #endif

@@ -21,7 +21,10 @@
  * the first layer's weight gradient with inf after backward in that batch),
  * clip (false: a clip callback reporting the gradient norm it sees as
  * "grad_norm"); with a scaler the metric "scale" is its scale; profile
- * (false: ct_ctx_set_profiler, schedule wait 1, warmup 1, active 2, once).
+ * (false: ct_ctx_set_profiler, schedule wait 1, warmup 1, active 2, once);
+ * failures for the search's restarts: fail_at (-1: train_batch fails in
+ * that batch index, every time), fail_once_at (-1: fails there once: only
+ * while the file fail_marker does not exist, which the failure creates).
  *
  * `ckpt_trial predict DIR` instead loads the trial from checkpoint DIR
  * (ct_load_trial_from_checkpoint) and prints the model's outputs for the
@@ -39,7 +42,8 @@
 typedef struct {
     ct_module *model;
     ct_optim *opt;
-    int64_t stop_at, sigterm_at, sleep_ms, workers, inf_at;
+    int64_t stop_at, sigterm_at, sleep_ms, workers, inf_at, fail_at, fail_once_at;
+    char fail_marker[1024];
     bool clip;
     double grad_norm; /* what the clip callback saw in this batch */
     ct_tensor *x, *y; /* all records (owned) */
@@ -122,6 +126,9 @@ static void *trial_init(ct_context *ctx) {
     t->workers = ct_ctx_hparam_int(ctx, "workers", 0);
     t->shuffle = ct_ctx_hparam_bool(ctx, "shuffle", true);
     t->inf_at = ct_ctx_hparam_int(ctx, "inf_at", -1);
+    t->fail_at = ct_ctx_hparam_int(ctx, "fail_at", -1);
+    t->fail_once_at = ct_ctx_hparam_int(ctx, "fail_once_at", -1);
+    snprintf(t->fail_marker, sizeof t->fail_marker, "%s", ct_ctx_hparam_str(ctx, "fail_marker", ""));
     t->clip = ct_ctx_hparam_bool(ctx, "clip", false);
     if (ct_ctx_hparam_bool(ctx, "profile", false)) {
         ct_profiler_opts po = ct_profiler_defaults();
@@ -180,6 +187,19 @@ static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch,
                              int64_t batch_idx) {
     Trial *t = self;
     if (batch_idx == t->sigterm_at) raise(SIGTERM);
+    if (batch_idx == t->fail_at) {
+        ct_set_error(CT_ETRIAL, "ckpt_trial: fail_at %lld", (long long)batch_idx);
+        return NULL;
+    }
+    if (batch_idx == t->fail_once_at && t->fail_marker[0]) {
+        FILE *f = fopen(t->fail_marker, "r");
+        if (f) fclose(f);
+        else if ((f = fopen(t->fail_marker, "w"))) {
+            fclose(f);
+            ct_set_error(CT_ETRIAL, "ckpt_trial: fail_once_at %lld", (long long)batch_idx);
+            return NULL;
+        }
+    }
     if (t->sleep_ms > 0) nanosleep(&(struct timespec){t->sleep_ms / 1000, (t->sleep_ms % 1000) * 1000000}, NULL);
     ct_tensor *loss = ct_cross_entropy(ct_nn_forward(t->model, ct_batch_at(batch, 0)), ct_batch_at(batch, 1));
     if (ct_ctx_backward(ctx, loss) != 0) return NULL;

@@ -1,0 +1,573 @@
+/* src/experiment/run.c — a search, step by step (experiment.h).
+ *
+ * The searcher hands out operations: CREATE a trial, TRAIN it to a length,
+ * CLOSE it. They are carried out in order, one TRAIN at a time (a "round"
+ * of one), each TRAIN a ct_fit of the trial resumed from its own latest
+ * checkpoint, and its last validation goes back to the searcher, which may
+ * hand out more. Everything that happens is an event in experiment.jsonl,
+ * which is also the search's state: a resumed search runs the searcher
+ * again from the start and takes each TRAIN's result from the log while
+ * the log has one, so it reaches exactly the state it was in, and trains
+ * on from there. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "experiment/experiment.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/files.h"
+#include "base/value_json.h"
+#include "ckpt/ckpt.h"
+#include "ctrial/dist.h"
+#include "experiment/events.h"
+#include "experiment/summary.h"
+#include "fit/outcome.h"
+#include "fit/report.h"
+
+#define PATH_LEN 4096
+
+typedef struct {
+    const ct_trial *trial;
+    const ct_config *cfg;
+    ct_searcher *s;
+    ct_search_ops q;   /* every operation so far; done ones are marked */
+    bool *done;
+    size_t cap_done, head;
+    ct_exp_trial *t;
+    int64_t cap_t;
+    ct_exp_log log;
+    json_t *replay;    /* {"<trial>": [its recorded results, in order]} from a resumed log */
+    char dir[PATH_LEN - 200]; /* room for /trials/<id>/... after it */
+    int rank;
+    bool stopped;      /* a stop signal ended a TRAIN: the search stops too */
+    bool resumed;      /* the folder held this search's log: it goes on */
+} run;
+
+static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); }
+
+/* The HParams dashboard's summaries are written once, by rank 0, with the
+ * event that ends or starts the trial (never again on a resume). */
+static bool tensorboard(const run *r) { return r->rank == 0 && r->cfg->fit.tensorboard; }
+
+static ct_exp_trial *rec(run *r, int64_t id) {
+    if (id >= r->cap_t) {
+        int64_t cap = r->cap_t ? 2 * r->cap_t : 64;
+        while (cap <= id) cap *= 2;
+        ct_exp_trial *v = realloc(r->t, (size_t)cap * sizeof *v);
+        if (!v) return NULL;
+        memset(v + r->cap_t, 0, (size_t)(cap - r->cap_t) * sizeof *v);
+        r->t = v;
+        r->cap_t = cap;
+    }
+    return &r->t[id];
+}
+
+static void trial_dir(const run *r, int64_t id, char *buf, size_t len) {
+    snprintf(buf, len, "%s/trials/%lld", r->dir, (long long)id);
+}
+
+static const char *metric_name(const run *r) { return r->cfg->fit.searcher_metric; }
+
+/* ---- the trial's validation -------------------------------------------------- */
+
+/* The validation at `batches` from the trial's metrics.jsonl: a TRAIN
+ * whose run found its length already trained and validated (a resume
+ * right after the rung's checkpoint) has no validation of its own. NEW
+ * dict, or NULL. */
+static ct_value *logged_validation(const char *tdir, int64_t batches) {
+    char path[PATH_LEN + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tdir);
+    long n = 0;
+    json_t *lines = ct_exp_log_read(path, false, &n);
+    ct_value *found = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(lines, i, e) {
+        const char *group = json_string_value(json_object_get(e, "group"));
+        if (group && strcmp(group, "validation") == 0 && json_integer_value(json_object_get(e, "batches")) == batches) {
+            ct_value_free(found);
+            found = ct_value_from_json(json_object_get(e, "metrics"));
+        }
+    }
+    json_decref(lines);
+    return found;
+}
+
+/* The searcher metric in `metrics`, or CT_ECONFIG naming what is there. */
+static int searcher_metric(const run *r, const ct_value *metrics, double *out) {
+    const ct_value *v = ct_value_dict_get(metrics, metric_name(r));
+    if (v && ct_value_get_float(v, out) == 0) return 0;
+    json_t *j = ct_json_from_value(metrics);
+    char names[512] = "";
+    const char *k;
+    json_t *x;
+    json_object_foreach(j, k, x) {
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", k);
+    }
+    json_decref(j);
+    return ct_set_error(CT_ECONFIG, "searcher.metric '%s' is %s the validation metrics (%s)", metric_name(r),
+                        v ? "not a number in" : "not among", names);
+}
+
+/* ---- one TRAIN ----------------------------------------------------------------- */
+
+typedef struct {
+    int rc;             /* 0: validated; else the trial failed for good */
+    double metric;
+    int64_t batches;
+    json_t *metrics;    /* owned */
+} train_result;
+
+/* One ct_fit of trial `id` to `length`, from its latest checkpoint. */
+static int fit_once(run *r, int64_t id, int64_t length, train_result *res) {
+    const ct_config *c = r->cfg;
+    char tdir[PATH_LEN], cdir[PATH_LEN];
+    trial_dir(r, id, tdir, sizeof tdir);
+    ct_fit_opts o = c->fit;
+    o.output_dir = tdir;
+    if (c->fit.checkpoint_dir) {
+        snprintf(cdir, sizeof cdir, "%s/trials/%lld", c->fit.checkpoint_dir, (long long)id);
+        o.checkpoint_dir = cdir;
+    }
+    o.max_length = (ct_period){.unit = c->fit.max_length.unit, .n = length};
+    o.seed = ct_searcher_trial_seed(r->s, id);
+    o.trial_id = id;
+    o.resume = "latest";
+    o.overwrite = false;
+    o.quiet = true;
+    ct_value *hp = ct_value_from_json(ct_searcher_hparams(r->s, id));
+    if (!hp) return oom();
+    o.hparams = hp;
+    ct_fit_outcome out;
+    int rc = ct_fit_ex(r->trial, &o, &out);
+    ct_value_free(hp);
+    res->batches = out.batches_trained;
+    if (rc == CT_OK && ct_fit_stop_signal()) r->stopped = true;
+    if (rc == CT_OK && !r->stopped) {
+        ct_value *m = out.last_validation && out.last_validation_bt == out.batches_trained
+                          ? out.last_validation
+                          : logged_validation(tdir, out.batches_trained);
+        if (m != out.last_validation) ct_value_free(out.last_validation);
+        out.last_validation = NULL;
+        if (!m) rc = ct_set_error(CT_ETRIAL, "trial %lld ended at %lld batches without a validation there",
+                                  (long long)id, (long long)out.batches_trained);
+        else if ((rc = searcher_metric(r, m, &res->metric)) == CT_OK)
+            res->metrics = ct_json_from_value(m);
+        ct_value_free(m);
+    }
+    ct_value_free(out.last_validation);
+    return rc;
+}
+
+/* A recorded result of trial `id` (resume): the next one in its list.
+ * 1 when there was one (res filled), 0 when the log has none left. */
+static int replayed(run *r, int64_t id, int64_t length, train_result *res) {
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)id);
+    json_t *list = json_object_get(r->replay, key);
+    json_t *e = json_array_get(list, 0);
+    if (!e) return 0;
+    if (json_integer_value(json_object_get(e, "length")) != length)
+        return ct_set_error(CT_ECONFIG, "%s/%s: trial %lld trained to %lld, but the searcher now asks for %lld: the "
+                            "config changed since the experiment started (resume it with the config it started with)",
+                            r->dir, CT_EXPERIMENT_LOG, (long long)id,
+                            (long long)json_integer_value(json_object_get(e, "length")), (long long)length);
+    const char *event = json_string_value(json_object_get(e, "event"));
+    res->batches = json_integer_value(json_object_get(e, "batches"));
+    if (strcmp(event, "trial_validated") == 0) {
+        res->rc = 0;
+        res->metric = json_is_number(json_object_get(e, "metric")) ? json_number_value(json_object_get(e, "metric"))
+                                                                   : NAN;
+        res->metrics = json_incref(json_object_get(e, "metrics"));
+    } else {
+        res->rc = CT_ETRIAL;
+        snprintf(rec(r, id)->error, sizeof rec(r, id)->error, "%s",
+                 json_string_value(json_object_get(e, "error")) ? json_string_value(json_object_get(e, "error")) : "");
+    }
+    json_array_remove(list, 0);
+    return 1;
+}
+
+/* Restarts already spent on trial `id` at `length` (resume). */
+static int recorded_restarts(run *r, int64_t id, int64_t length) {
+    char key[128];
+    int n = 0;
+    for (;;) {
+        ct_exp_event_key(key, sizeof key, "trial_restarted", id, length * 1000 + n);
+        if (!json_object_get(r->log.recorded, key)) return n;
+        n++;
+    }
+}
+
+/* TRAIN: ct_fit, retried from the latest checkpoint up to max_restarts
+ * times (a config error is not retried: it would fail again). */
+static int train(run *r, int64_t id, int64_t length, train_result *res) {
+    memset(res, 0, sizeof *res);
+    int rc = replayed(r, id, length, res);
+    if (rc < 0) return rc;
+    if (rc == 1) return 0;
+    ct_exp_trial *t = rec(r, id);
+    t->restarts = recorded_restarts(r, id, length);
+    for (;;) {
+        rc = fit_once(r, id, length, res);
+        if (rc == CT_OK || r->stopped) break;
+        snprintf(t->error, sizeof t->error, "%s: %s", ct_strerror(rc), ct_last_error());
+        if (rc == CT_ECONFIG || rc == CT_ENOMEM || t->restarts >= r->cfg->max_restarts) break;
+        t->restarts++;
+        json_t *e = json_pack("{sIsIsIss}", "trial", (json_int_t)id, "length", (json_int_t)length, "restarts",
+                              (json_int_t)t->restarts, "error", t->error);
+        /* the key's length holds the restart's number too, so each is logged once */
+        rc = ct_exp_log_event(&r->log, "trial_restarted", id, length * 1000 + t->restarts - 1, e,
+                              "trial %lld failed (%s); restart %d of %d from its latest checkpoint", (long long)id,
+                              t->error, t->restarts, r->cfg->max_restarts);
+        if (rc) return rc;
+    }
+    res->rc = rc;
+    return 0;
+}
+
+/* ---- operations ------------------------------------------------------------------ */
+
+static int create(run *r, int64_t id) {
+    ct_exp_trial *t = rec(r, id);
+    if (!t) return oom();
+    t->state = CT_EXP_ACTIVE;
+    const json_t *hp = ct_searcher_hparams(r->s, id);
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)id);
+    json_t *was = json_object_get(json_object_get(r->replay, "created"), key);
+    if (was && !json_equal(was, (json_t *)hp))
+        return ct_set_error(CT_ECONFIG, "%s/%s: trial %lld was created with other hyperparameters than the searcher "
+                            "draws now: the config changed since the experiment started (resume it with the config "
+                            "it started with)", r->dir, CT_EXPERIMENT_LOG, (long long)id);
+    char choice[512];
+    ct_exp_describe_hparams(r->cfg->hp_spec, hp, choice, sizeof choice);
+    int bracket = ct_searcher_bracket(r->s, id);
+    char where[32] = "";
+    if (ct_searcher_plan(r->s)) snprintf(where, sizeof where, " (bracket %d)", bracket);
+    if (tensorboard(r) && !ct_exp_log_has(&r->log, "trial_created", id, -1)) {
+        char tdir[PATH_LEN];
+        trial_dir(r, id, tdir, sizeof tdir);
+        int rc = id == 1 ? ct_exp_tb_experiment(r->dir, r->cfg->hp_spec, hp, metric_name(r)) : 0;
+        if (rc || (rc = ct_exp_tb_session(tdir, hp, true, CT_EXP_ACTIVE))) return rc;
+    }
+    json_t *e = json_pack("{sIsOsIsssi}", "trial", (json_int_t)id, "hparams", hp, "trial_seed",
+                          (json_int_t)ct_searcher_trial_seed(r->s, id), "request_id",
+                          ct_searcher_request_id(r->s, id), "bracket", bracket);
+    return ct_exp_log_event(&r->log, "trial_created", id, -1, e, "trial %lld created%s: %s", (long long)id, where,
+                            choice);
+}
+
+/* The trial's session end, with the event that ends it (its name). */
+static int session_end(run *r, int64_t id, const char *event) {
+    if (!tensorboard(r) || ct_exp_log_has(&r->log, event, id, -1)) return 0;
+    char tdir[PATH_LEN];
+    trial_dir(r, id, tdir, sizeof tdir);
+    return ct_exp_tb_session(tdir, NULL, false, rec(r, id)->state);
+}
+
+static int close_trial(run *r, int64_t id, ct_search_ops *out) {
+    ct_exp_trial *t = rec(r, id);
+    bool full = t->length >= r->cfg->search.max_length;
+    t->state = full ? CT_EXP_COMPLETED : CT_EXP_STOPPED;
+    json_t *e = json_pack("{sIsIsI}", "trial", (json_int_t)id, "length", (json_int_t)t->length, "batches",
+                          (json_int_t)t->batches);
+    if (t->has_best) json_object_set_new(e, "best_metric", json_real(t->best));
+    int rc = session_end(r, id, full ? "trial_completed" : "trial_stopped");
+    if (rc) {
+        json_decref(e);
+        return rc;
+    }
+    rc = full ? ct_exp_log_event(&r->log, "trial_completed", id, -1, e, "trial %lld completed: %lld batches, best "
+                                     "%s %.6g", (long long)id, (long long)t->batches, metric_name(r), t->best)
+                  : ct_exp_log_event(&r->log, "trial_stopped", id, -1, e, "trial %lld stopped by the searcher at %lld "
+                                     "batches (best %s %.6g)", (long long)id, (long long)t->batches, metric_name(r),
+                                     t->best);
+    return rc ? rc : ct_searcher_closed(r->s, id, out);
+}
+
+static bool pending(const run *r, int64_t id) {
+    for (size_t i = r->head; i < r->q.n; i++)
+        if (!r->done[i] && r->q.v[i].trial == id) return true;
+    return false;
+}
+
+static int grow_done(run *r) {
+    if (r->q.n <= r->cap_done) return 0;
+    size_t cap = r->cap_done ? r->cap_done : 64;
+    while (cap < r->q.n) cap *= 2;
+    bool *d = realloc(r->done, cap * sizeof *d);
+    if (!d) return oom();
+    memset(d + r->cap_done, 0, (cap - r->cap_done) * sizeof *d);
+    r->done = d;
+    r->cap_done = cap;
+    return 0;
+}
+
+/* The result of a TRAIN, to the searcher. */
+static int report(run *r, int64_t id, int64_t length, train_result *res) {
+    ct_exp_trial *t = rec(r, id);
+    t->batches = res->batches;
+    int rc;
+    if (res->rc) {
+        t->state = CT_EXP_ERRORED;
+        json_t *e = json_pack("{sIsIsIss}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
+                              (json_int_t)res->batches, "error", t->error);
+        rc = session_end(r, id, "trial_errored");
+        if (rc) json_decref(e);
+        else rc = ct_exp_log_event(&r->log, "trial_errored", id, -1, e, "trial %lld errored: %s", (long long)id,
+                                   t->error);
+        if (!rc) rc = ct_searcher_exited(r->s, id, &r->q);
+        for (size_t i = r->head; !rc && i < r->q.n; i++) /* what was queued for it is void */
+            if (r->q.v[i].trial == id && (rc = grow_done(r)) == 0) r->done[i] = true;
+        return rc;
+    }
+    t->length = length;
+    if (isfinite(res->metric) &&
+        (!t->has_best || (r->cfg->fit.smaller_is_better ? res->metric < t->best : res->metric > t->best))) {
+        t->has_best = true;
+        t->best = res->metric;
+    }
+    json_t *e = json_pack("{sIsIsIsfsO}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
+                          (json_int_t)res->batches, "metric", res->metric, "metrics",
+                          res->metrics ? res->metrics : json_null());
+    rc = ct_exp_log_event(&r->log, "trial_validated", id, length, e, "trial %lld validated at %lld batches: %s %.6g",
+                          (long long)id, (long long)res->batches, metric_name(r), res->metric);
+    if (!rc) rc = ct_searcher_validated(r->s, id, res->metric, &r->q);
+    if (!rc) rc = grow_done(r);
+    if (!rc && !pending(r, id)) {
+        t->state = CT_EXP_PAUSED;
+        e = json_pack("{sIsIsI}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
+                      (json_int_t)res->batches);
+        rc = ct_exp_log_event(&r->log, "trial_paused", id, length, e, "trial %lld paused at %lld batches, "
+                              "checkpointed: waits for the rung's other trials", (long long)id,
+                              (long long)res->batches);
+    }
+    return rc;
+}
+
+/* One TRAIN op: promoted first if it trained before. */
+static int do_train(run *r, const ct_search_op *op) {
+    ct_exp_trial *t = rec(r, op->trial);
+    int rc = 0;
+    if (t->length > 0) {
+        json_t *e = json_pack("{sIsIsI}", "trial", (json_int_t)op->trial, "from", (json_int_t)t->length, "length",
+                              (json_int_t)op->length);
+        rc = ct_exp_log_event(&r->log, "trial_promoted", op->trial, op->length, e, "trial %lld promoted: %lld -> %lld "
+                              "%s", (long long)op->trial, (long long)t->length, (long long)op->length,
+                              ct_exp_unit_name(r->cfg->fit.max_length.unit));
+    }
+    t->state = CT_EXP_ACTIVE;
+    train_result res;
+    if (!rc) rc = train(r, op->trial, op->length, &res);
+    if (!rc && !r->stopped) rc = report(r, op->trial, op->length, &res);
+    json_decref(res.metrics);
+    return rc;
+}
+
+/* The next operation in order, carried out. */
+static int step(run *r) {
+    while (r->head < r->q.n && r->done[r->head]) r->head++;
+    if (r->head == r->q.n)
+        return ct_set_error(CT_EINVAL, "search: the searcher has no operation left, but its search is not over");
+    size_t i = r->head;
+    ct_search_op op = r->q.v[i];
+    r->done[i] = true;
+    int rc;
+    switch (op.kind) {
+    case CT_SEARCH_CREATE: rc = create(r, op.trial); break;
+    case CT_SEARCH_TRAIN: rc = do_train(r, &op); break;
+    default: rc = close_trial(r, op.trial, &r->q); break;
+    }
+    return rc ? rc : grow_done(r);
+}
+
+/* ---- the experiment folder ------------------------------------------------------- */
+
+/* Removes an earlier experiment's results (--overwrite): the log, its
+ * TensorBoard files, and each trial folder's metrics, events and
+ * checkpoints. */
+static int remove_earlier(run *r) {
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
+    if (unlink(path) != 0 && errno != ENOENT) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", path);
+    int rc = ct_report_event_files(r->dir, true);
+    if (rc < 0) return rc;
+    snprintf(path, sizeof path, "%s/trials", r->dir);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *de;
+    rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char tdir[PATH_LEN + 400], sub[PATH_LEN + 500];
+        snprintf(tdir, sizeof tdir, "%s/%s", path, de->d_name);
+        snprintf(sub, sizeof sub, "%s/metrics.jsonl", tdir);
+        if (unlink(sub) != 0 && errno != ENOENT) rc = ct_set_error(CT_EIO, "--overwrite: cannot remove %s", sub);
+        if (!rc && (rc = ct_report_event_files(tdir, true)) > 0) rc = 0;
+        snprintf(sub, sizeof sub, "%s/checkpoints", tdir);
+        if (!rc) rc = ct_ckpt_remove_all(sub);
+        if (!rc) rmdir(sub);
+        if (!rc) rmdir(tdir);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* What the log of a resumed search already holds: the keys of its events,
+ * each trial's TRAIN results in order, and the hyperparameters each trial
+ * was created with. */
+static int load_replay(run *r, json_t *events, json_t *recorded) {
+    r->replay = json_object();
+    json_t *created = json_object();
+    if (!r->replay || !created || json_object_set_new(r->replay, "created", created)) return oom();
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e) {
+        const char *name = json_string_value(json_object_get(e, "event"));
+        json_t *trial = json_object_get(e, "trial"), *length = json_object_get(e, "length");
+        int64_t id = json_is_integer(trial) ? json_integer_value(trial) : -1;
+        char key[128];
+        if (strcmp(name, "trial_restarted") == 0)
+            ct_exp_event_key(key, sizeof key, name, id,
+                             json_integer_value(length) * 1000 + json_integer_value(json_object_get(e, "restarts")) - 1);
+        else
+            ct_exp_event_key(key, sizeof key, name, id,
+                             strcmp(name, "trial_validated") == 0 || strcmp(name, "trial_paused") == 0 ||
+                                     strcmp(name, "trial_promoted") == 0
+                                 ? json_integer_value(length)
+                                 : -1);
+        if ((id >= 0 && strncmp(name, "trial_", 6) == 0) || strcmp(name, "experiment_completed") == 0)
+            json_object_set_new(recorded, key, json_true());
+        char tkey[32];
+        snprintf(tkey, sizeof tkey, "%lld", (long long)id);
+        if (strcmp(name, "trial_created") == 0) json_object_set(created, tkey, json_object_get(e, "hparams"));
+        if (strcmp(name, "trial_validated") == 0 || strcmp(name, "trial_errored") == 0) {
+            json_t *list = json_object_get(r->replay, tkey);
+            if (!list) json_object_set_new(r->replay, tkey, list = json_array());
+            json_array_append(list, e);
+        }
+    }
+    return 0;
+}
+
+/* Opens the experiment folder: a new search refuses an earlier one's
+ * results (unless --overwrite), a resumed one reads its log and cuts a
+ * line a crash left half-written. */
+static int open_folder(run *r) {
+    const ct_fit_opts *o = &r->cfg->fit;
+    bool resume = o->resume && o->resume[0];
+    if (resume && strcmp(o->resume, "latest") != 0)
+        return ct_set_error(CT_ECONFIG, "--resume %s: a search resumes as a whole, from its folder: use --resume "
+                            "latest (each trial goes on from its own latest checkpoint)", o->resume);
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    json_t *recorded = json_object();
+    if (!recorded) return oom();
+    int rc = 0;
+    if (exists && resume) {
+        long keep = 0;
+        json_t *events = ct_exp_log_read(path, true, &keep);
+        if (!events) rc = ct_last_code();
+        if (!rc && r->rank == 0 && keep != st.st_size && truncate(path, keep) != 0)
+            rc = ct_set_error(CT_EIO, "cannot cut the half-written last line of %s: %s", path, strerror(errno));
+        if (!rc) rc = load_replay(r, events, recorded);
+        json_decref(events);
+        r->resumed = true;
+    } else if (exists && st.st_size > 0 && !o->overwrite) {
+        rc = ct_set_error(CT_ECONFIG, "%s holds an earlier search (%s): continue it with --resume latest, write this "
+                          "one to another --output, or replace it with --overwrite", r->dir, CT_EXPERIMENT_LOG);
+    } else if (r->rank == 0 && o->overwrite) {
+        rc = remove_earlier(r);
+    }
+    if (!rc && !r->replay && !(r->replay = json_object())) rc = oom();
+    if (!rc && r->rank == 0) rc = ct_make_dirs(r->dir, "output directory");
+    if (rc) {
+        json_decref(recorded);
+        return rc;
+    }
+    return ct_exp_log_open(&r->log, path, r->rank == 0, o->quiet, recorded);
+}
+
+/* ---- the search ------------------------------------------------------------------- */
+
+static int started(run *r, bool resumed) {
+    const ct_config *c = r->cfg;
+    const ct_searcher_opts *so = &c->search;
+    json_t *e = json_pack("{sssssbsIsIsIsssO*}", "searcher", ct_searcher_kind_name(so->kind), "metric", metric_name(r),
+                          "smaller_is_better", c->fit.smaller_is_better, "seed", (json_int_t)so->seed, "trials",
+                          (json_int_t)ct_searcher_total(r->s), "max_length", (json_int_t)so->max_length, "unit",
+                          ct_exp_unit_name(c->fit.max_length.unit), "hyperparameters", c->hp_spec);
+    const ct_asha_plan *plan = ct_searcher_plan(r->s);
+    if (plan) {
+        json_t *brackets = json_array();
+        for (int b = 0; b < plan->n; b++) {
+            json_t *units = json_array();
+            for (int k = 0; k < plan->b[b].rungs; k++) json_array_append_new(units, json_integer(plan->b[b].units[k]));
+            json_array_append_new(brackets, json_pack("{sIsIso}", "trials", (json_int_t)plan->b[b].max_trials,
+                                                      "max_concurrent", (json_int_t)plan->b[b].max_concurrent, "rungs",
+                                                      units));
+        }
+        json_object_set_new(e, "brackets", brackets);
+    }
+    char rungs[256] = "";
+    for (int b = 0; plan && b < plan->n; b++) {
+        size_t n = strlen(rungs);
+        snprintf(rungs + n, sizeof rungs - n, "%s%lld trials at", b ? "; " : ", brackets: ",
+                 (long long)plan->b[b].max_trials);
+        for (int k = 0; k < plan->b[b].rungs; k++) {
+            n = strlen(rungs);
+            snprintf(rungs + n, sizeof rungs - n, "%s%lld", k ? "/" : " ", (long long)plan->b[b].units[k]);
+        }
+    }
+    /* a resumed search's start is an event of its own each time */
+    return ct_exp_log_event(&r->log, resumed ? "experiment_resumed" : "experiment_started", -1,
+                            -1, e, "%s %s: %lld trials of up to %lld %s%s, "
+                            "%s %s, seed %u", resumed ? "resumed" : "started", ct_searcher_kind_name(so->kind),
+                            (long long)ct_searcher_total(r->s), (long long)so->max_length,
+                            ct_exp_unit_name(c->fit.max_length.unit), rungs, c->fit.smaller_is_better ? "minimizing"
+                                                                                                   : "maximizing",
+                            metric_name(r), so->seed);
+}
+
+int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
+    run r;
+    memset(&r, 0, sizeof r);
+    r.trial = trial;
+    r.cfg = c;
+    r.rank = ct_dist_rank();
+    snprintf(r.dir, sizeof r.dir, "%s", c->fit.output_dir ? c->fit.output_dir : "output");
+    int rc = 0;
+    if (ct_dist_size() > 1)
+        rc = ct_set_error(CT_ECONFIG, "a search under mpirun is not supported yet: run it in one process");
+    if (!rc && !(r.s = ct_searcher_new(&c->search, c->space))) rc = ct_last_code();
+    if (!rc) rc = open_folder(&r);
+    if (!rc) rc = started(&r, r.resumed);
+    if (!rc) rc = ct_searcher_start(r.s, &r.q);
+    if (!rc) rc = grow_done(&r);
+    while (!rc && !r.stopped && !ct_searcher_done(r.s)) rc = step(&r);
+    if (!rc && r.stopped) {
+        json_t *e = json_pack("{si}", "signal", ct_fit_stop_signal());
+        rc = ct_exp_log_event(&r.log, "experiment_stopped", -1, -1, e,
+                              "stopped by a signal; every trial is checkpointed: continue with --resume latest");
+    } else if (!rc) {
+        rc = ct_exp_finish(&r.log, r.s, c, r.dir, r.t, r.cap_t);
+    }
+    ct_exp_log_close(&r.log);
+    json_decref(r.replay);
+    free(r.q.v);
+    free(r.done);
+    free(r.t);
+    ct_searcher_free(r.s);
+    return rc;
+}

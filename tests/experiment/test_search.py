@@ -1,0 +1,299 @@
+"""Hyperparameter searches through ct_main, end to end.
+
+Runs tests/ckpt/ckpt_trial (a ct_main program whose dropout, shuffling,
+StepLR and callback state all need an exact resume) under the adaptive_asha,
+random and grid searchers, and checks:
+
+- a trial that ASHA paused at a rung and promoted later trains exactly as
+  the same trial trained straight through (every metrics.jsonl line equal,
+  clock readings aside);
+- a search stopped by SIGTERM, or killed with SIGKILL, and resumed with
+  --resume latest ends exactly as an uninterrupted one (the same events
+  with the same metrics, the same trial logs);
+- a trial that fails is restarted from its latest checkpoint (max_restarts)
+  and ends as if it had not failed; one that keeps failing is recorded as
+  errored and the search carries on; when every trial fails, the exit code
+  says so;
+- grid creates its points from the last; random draws Determined's values;
+- bad configs are refused before anything trains, naming the key; keys
+  only a cluster uses are named in one warning; an earlier search is not
+  overwritten unless asked.
+
+    test_search.py CKPT_TRIAL
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, run_cmd, spawn, wait_or_kill  # noqa: E402
+
+TRIAL = sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="search_")
+LIMIT = 300
+
+
+def config(name, **over):
+    """8 trials of adaptive ASHA over 36 batches (180 records in batches of
+    16: 12 batches an epoch), divisor 3: brackets of rungs [12, 36] (5
+    trials) and [36] (3 trials). Validation every 12 batches."""
+    c = {
+        "name": "search",
+        "hyperparameters": {
+            "global_batch_size": 16,
+            "lr": {"type": "log", "minval": -3, "maxval": -1, "base": 10},
+            "dropout": {"type": "double", "minval": 0.0, "maxval": 0.5},
+            "hidden": {"type": "int", "minval": 8, "maxval": 32},
+        },
+        "searcher": {"name": "adaptive_asha", "metric": "validation_loss", "smaller_is_better": True,
+                     "max_trials": 8, "divisor": 3, "max_length": {"batches": 36}},
+        "min_validation_period": {"batches": 12},
+        "reproducibility": {"experiment_seed": 7},
+    }
+    for k, v in over.items():
+        c[k] = v
+    path = os.path.join(WORK, name + ".json")
+    with open(path, "w") as f:
+        json.dump(c, f)
+    return path
+
+
+def run(cfg, out, *args, expect=0):
+    cmd = [TRIAL, "--config", cfg, "--output", out, "--threads", "1", *args]
+    p = run_cmd(cmd, LIMIT)
+    if p.returncode != expect:
+        print(" ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:])
+    check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {os.path.basename(out)} {' '.join(args)}")
+    return p
+
+
+def events(out):
+    return [json.loads(line) for line in open(os.path.join(out, "experiment.jsonl"))]
+
+
+def outcome(out):
+    """What a search decided, without clock readings: each trial event's
+    name, trial, length, batches, metric and hyperparameters, in order."""
+    keep = ("event", "trial", "length", "batches", "metric", "metrics", "hparams", "trial_seed", "from",
+            "best_metric", "best_trial", "best_hparams")
+    got = [{k: e[k] for k in keep if k in e} for e in events(out)
+           if e["event"] not in ("experiment_started", "experiment_resumed", "experiment_stopped")]
+    for e in got:  # the slowed-down runs' only difference
+        for k in ("hparams", "best_hparams"):
+            if k in e:
+                e[k] = {n: v for n, v in e[k].items() if n != "sleep_ms"}
+    return got
+
+
+def metrics(path):
+    lines = [json.loads(line) for line in open(path)]
+    for line in lines:
+        del line["time"]
+        line.pop("timings", None)
+    return lines
+
+
+def trial_logs(out):
+    d = os.path.join(out, "trials")
+    return {t: metrics(os.path.join(d, t, "metrics.jsonl")) for t in sorted(os.listdir(d))}
+
+
+# ---- a search to its end --------------------------------------------------------------
+
+ref = os.path.join(WORK, "ref")
+p = run(config("asha"), ref)
+ev = events(ref)
+names = [e["event"] for e in ev]
+check(names[0] == "experiment_started" and names[-1] == "experiment_completed", "first and last events")
+started = ev[0]
+check(started["brackets"] == [{"trials": 5, "max_concurrent": 8, "rungs": [12, 36]},
+                              {"trials": 3, "max_concurrent": 8, "rungs": [36]}],
+      f"Determined's plan for T 8, L 36, d 3: {started['brackets']}")
+created = [e for e in ev if e["event"] == "trial_created"]
+check([e["trial"] for e in created] == list(range(1, 9)), "8 trials created, ids 1..8")
+closed = [e for e in ev if e["event"] in ("trial_completed", "trial_stopped")]
+check(sorted(e["trial"] for e in closed) == list(range(1, 9)), "every trial closed exactly once")
+promoted = [e for e in ev if e["event"] == "trial_promoted"]
+paused = {e["trial"] for e in ev if e["event"] == "trial_paused"}
+woken = [e for e in promoted if e["trial"] in paused]
+check(len(woken) >= 1, f"ASHA promoted {len(promoted)} trial(s), {len(woken)} of them after a pause")
+for e in ev:
+    if e["event"] == "trial_validated":
+        check(e["metric"] == e["metrics"]["validation_loss"] and e["batches"] == e["length"],
+              f"trial {e['trial']} validated at its rung {e['length']}")
+last = ev[-1]
+best = min((e for e in ev if e["event"] == "trial_validated"), key=lambda e: (e["metric"], e["trial"]))
+check(last["best_trial"] == best["trial"] and last["best_metric"] == best["metric"],
+      f"best trial {last['best_trial']} is the one with the lowest validation_loss")
+check(last["best_checkpoint"] and os.path.isdir(last["best_checkpoint"]) and
+      f"/trials/{best['trial']}/checkpoints/" in last["best_checkpoint"], "the best trial's checkpoint exists")
+check("best trial: %d" % best["trial"] in p.stdout and last["best_checkpoint"] in p.stdout,
+      "the summary names the best trial and its checkpoint")
+for t in range(1, 9):
+    check(os.path.exists(os.path.join(ref, "trials", str(t), "metrics.jsonl")), f"trial {t} has its own metrics.jsonl")
+check(sum(line.startswith("[search") for line in p.stdout.splitlines()) == len(ev),
+      "one console line per event")
+
+# TensorBoard's HParams dashboard: the experiment at the top, each trial's
+# session start and end in its folder (tests/tb_hparams checks the records)
+import glob  # noqa: E402
+check(len(glob.glob(os.path.join(ref, "*.hparams"))) == 1, "one HParams experiment file in the search's folder")
+check(all(len(glob.glob(os.path.join(ref, "trials", str(t), "*.hparams"))) == 2 for t in range(1, 9)),
+      "a session start and a session end in each trial's folder")
+
+# ---- a promoted trial trains as if straight through -----------------------------------
+
+t = woken[0]["trial"]
+c = created[t - 1]
+straight = os.path.join(WORK, "straight")
+hp = dict(c["hparams"])
+cfg = config("straight", hyperparameters=hp,
+             searcher={"name": "single", "metric": "validation_loss", "max_length": {"batches": 36}},
+             reproducibility={"experiment_seed": c["trial_seed"]})
+run(cfg, straight)
+a = metrics(os.path.join(ref, "trials", str(t), "metrics.jsonl"))
+b = metrics(os.path.join(straight, "metrics.jsonl"))
+check(a == b and len(a) > 4, f"promoted trial {t}: {len(a)} metrics lines equal to the same trial trained straight "
+      f"through ({len(b)})")
+
+# ---- stopped by SIGTERM, resumed --------------------------------------------------------
+
+slow = config("slow", hyperparameters={**json.load(open(config("asha")))["hyperparameters"], "sleep_ms": 15})
+for how in (signal.SIGTERM, signal.SIGKILL):
+    out = os.path.join(WORK, f"stop_{how.name}")
+    proc = spawn([TRIAL, "--config", slow, "--output", out, "--threads", "1"])
+    log = os.path.join(out, "experiment.jsonl")
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if os.path.exists(log) and sum(1 for _ in open(log)) >= 9:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, how)
+    r = wait_or_kill(proc, 60)
+    if how == signal.SIGTERM:
+        check(r.returncode == 0 and events(out)[-1]["event"] == "experiment_stopped",
+              f"SIGTERM: the search stops cleanly (exit {r.returncode}, last event {events(out)[-1]['event']})")
+    else:
+        check(r.returncode == -signal.SIGKILL, "SIGKILL: killed")
+    run(slow, out, "--resume", "latest")
+    want = [dict(e) for e in outcome(ref)]
+    got = outcome(out)
+    check(got == want, f"{how.name} + --resume latest: the same events and metrics as without a stop "
+          f"({len(got)} vs {len(want)})")
+    check(trial_logs(out) == trial_logs(ref), f"{how.name}: every trial's metrics.jsonl as without a stop")
+    check(sum(e["event"] == "experiment_resumed" for e in events(out)) == 1, f"{how.name}: one experiment_resumed")
+
+    check(all(len(glob.glob(os.path.join(out, "trials", str(t), "*.hparams"))) == 2 for t in range(1, 9)),
+          f"{how.name}: each trial's session written once")
+
+# a completed search resumed again changes nothing
+n_before = len(events(ref))
+run(config("asha"), ref, "--resume", "latest")
+check(outcome(ref) == outcome(os.path.join(WORK, "stop_SIGTERM")) and len(events(ref)) == n_before + 1,
+      "resuming a completed search adds only experiment_resumed")
+
+# ---- restarts and errored trials ---------------------------------------------------------
+
+base_hp = json.load(open(config("asha")))["hyperparameters"]
+rand = {"name": "random", "metric": "validation_loss", "max_trials": 3, "max_length": {"batches": 24}}
+ok_run = os.path.join(WORK, "rand_ok")
+run(config("rand_ok", searcher=rand), ok_run)
+marker = os.path.join(WORK, "failed_once")
+once = os.path.join(WORK, "rand_once")
+run(config("rand_once", searcher=rand, max_restarts=2,
+           hyperparameters={**base_hp, "fail_once_at": 7, "fail_marker": marker}), once)
+ev = events(once)
+restarted = [e for e in ev if e["event"] == "trial_restarted"]
+check(len(restarted) == 1 and restarted[0]["trial"] == 1 and "fail_once_at 7" in restarted[0]["error"],
+      "a failing trial is restarted once, the error recorded")
+check(trial_logs(once) == trial_logs(ok_run), "the restarted trial ends as if it had not failed")
+
+err = os.path.join(WORK, "rand_err")
+hp_err = {**base_hp, "fail_at": {"type": "categorical", "vals": [-1, 5]}}
+p = run(config("rand_err", searcher={**rand, "max_trials": 6}, max_restarts=1, hyperparameters=hp_err), err)
+ev = events(err)
+failing = {e["trial"] for e in ev if e["event"] == "trial_created" and e["hparams"]["fail_at"] == 5}
+errored = {e["trial"] for e in ev if e["event"] == "trial_errored"}
+check(failing and errored == failing, f"trials that always fail are errored ({sorted(errored)})")
+check(all(sum(e["event"] == "trial_restarted" and e["trial"] == t for e in ev) == 1 for t in failing),
+      "each was restarted max_restarts (1) times first")
+check(ev[-1]["event"] == "experiment_completed" and ev[-1]["errored"] == len(failing) and ev[-1]["trials"] == 6,
+      "the search carries on to its end")
+check("errored" in p.stdout, "the summary shows the errored trials")
+run(config("all_err", searcher=rand, max_restarts=0, hyperparameters={**base_hp, "fail_at": 3}),
+    os.path.join(WORK, "all_err"), expect=1)
+
+# ---- grid and random ---------------------------------------------------------------------------
+
+grid = os.path.join(WORK, "grid")
+run(config("grid", searcher={"name": "grid", "metric": "validation_loss", "max_length": {"batches": 12}},
+           hyperparameters={"global_batch_size": 16, "hidden": {"type": "int", "minval": 8, "maxval": 16, "count": 2},
+                            "lr": {"type": "categorical", "vals": [0.01, 0.1]}}), grid)
+got = [(e["hparams"]["hidden"], e["hparams"]["lr"]) for e in events(grid) if e["event"] == "trial_created"]
+check(got == [(16, 0.1), (16, 0.01), (8, 0.1), (8, 0.01)], f"grid: points from the last, first axis slowest: {got}")
+
+# Determined's draws (master/pkg/searcher, seed 42 over its mnist adaptive.yaml space)
+det = os.path.join(WORK, "det")
+run(config("det", searcher={"name": "random", "metric": "validation_loss", "max_trials": 2,
+                            "max_length": {"batches": 1}},
+           reproducibility={"experiment_seed": 42},
+           hyperparameters={"global_batch_size": 16,
+                            "learning_rate": {"type": "double", "minval": .0001, "maxval": 1.0},
+                            "n_filters1": {"type": "int", "minval": 8, "maxval": 64},
+                            "n_filters2": {"type": "int", "minval": 8, "maxval": 72},
+                            "dropout1": {"type": "double", "minval": .2, "maxval": .8},
+                            "dropout2": {"type": "double", "minval": .2, "maxval": .8}}), det)
+c1 = [e for e in events(det) if e["event"] == "trial_created"][0]
+check(c1["hparams"] == {"global_batch_size": 16, "dropout1": 0.42472407130841755, "dropout2": 0.7704285838459497,
+                        "learning_rate": 0.7320207424172239, "n_filters1": 28, "n_filters2": 31}
+      and c1["trial_seed"] == 953477463 and c1["request_id"] == "82a0a0a6-9506-4505-b4fd-700e01034cf8",
+      f"random: Determined's first trial for seed 42: {c1['hparams']}, {c1['trial_seed']}")
+
+# ---- refusals ------------------------------------------------------------------------------------
+
+
+def refused(name, want, **over):
+    out = os.path.join(WORK, "bad_" + name)
+    p = run(config("bad_" + name, **over), out, expect=2)
+    check(want in p.stderr and not os.path.exists(os.path.join(out, "trials")),
+          f"{name}: refused naming it ({p.stderr.strip()[-160:]})")
+
+
+asha = json.load(open(config("asha")))["searcher"]
+refused("empty_categorical", "hyperparameters.opt", hyperparameters={**base_hp, "opt": {"type": "categorical",
+                                                                                         "vals": []}})
+refused("minval", "hyperparameters.lr", hyperparameters={**base_hp, "lr": {"type": "double", "minval": 1,
+                                                                            "maxval": 0.5}})
+refused("base", "hyperparameters.lr", hyperparameters={**base_hp, "lr": {"type": "log", "minval": -3, "maxval": -1,
+                                                                          "base": 0}})
+refused("max_trials", "searcher.max_trials", searcher={**asha, "max_trials": 0})
+refused("grid_max_trials", "'searcher.max_trials' is not a key of searcher 'grid'",
+        searcher={"name": "grid", "metric": "x", "max_trials": 3, "max_length": {"batches": 3}})
+refused("typo", "searcher.max_trails", searcher={**asha, "max_trails": 3})
+refused("slots", "resources.slots_per_trial", resources={"slots_per_trial": 2})
+refused("grid_count", "count", searcher={"name": "grid", "metric": "x", "max_length": {"batches": 3}})
+
+# keys only a cluster uses: one warning naming them, and the search runs
+warn = os.path.join(WORK, "warn")
+p = run(config("warn", searcher={**rand, "max_trials": 1}, environment={"image": "x"}, bind_mounts=[],
+               resources={"resource_pool": "gpu", "slots_per_trial": 1}), warn)
+lines = [line for line in p.stderr.splitlines() if "warning" in line]
+check(len(lines) == 1 and all(k in lines[0] for k in ("environment", "bind_mounts", "resources.resource_pool")),
+      f"one warning names the cluster-only keys: {lines}")
+
+# an earlier search is kept unless --overwrite
+p = run(config("warn", searcher={**rand, "max_trials": 1}), warn, expect=2)
+check("holds an earlier search" in p.stderr, "a second search in the same folder is refused")
+run(config("warn", searcher={**rand, "max_trials": 1}), warn, "--overwrite")
+check(len([e for e in events(warn) if e["event"] == "trial_created"]) == 1, "--overwrite starts over")
+
+shutil.rmtree(WORK, ignore_errors=True)
+if FAILURES:
+    print(f"{len(FAILURES)} check(s) failed")
+    sys.exit(1)
+print("all checks passed")
