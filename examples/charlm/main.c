@@ -695,6 +695,7 @@ static ct_loader *build_training_data_loader(void *self, ct_context *ctx) {
     o.seed = ct_ctx_trial_seed(ctx);
     o.num_workers = t->workers;
     o.device = ct_ctx_device(ctx);
+    o.pin_memory = o.device.type == CT_CUDA; /* page-locked: the copy to the GPU runs asynchronously */
     if (t->train_shards) { /* every offset of every shard, shuffled by the loader */
         ct_shards_opts so = ct_shards_defaults();
         so.block_size = t->cfg.block_size;

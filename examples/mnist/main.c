@@ -132,6 +132,7 @@ static ct_loader *build_training_data_loader(void *self, ct_context *ctx) {
     o.seed = ct_ctx_trial_seed(ctx);
     o.num_workers = t->workers;
     o.device = ct_ctx_device(ctx);
+    o.pin_memory = o.device.type == CT_CUDA; /* page-locked: the copy to the GPU runs asynchronously */
     ct_dataset *d = t->train_set;
     t->train_set = NULL; /* the loader takes it */
     return ct_loader_new(d, &o);

@@ -225,6 +225,14 @@ static void check_identical(ct_module *net) {
     }
 }
 
+/* NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): a host with
+ * fewer GPUs than ranks skips the CUDA buckets, every rank alike. */
+static bool few_gpus_for_ranks(void) {
+    int64_t few = ct_cuda_device_count() < ct_dist_local_size();
+    CHECK_OK(ct_dist_allreduce_i64(&few, 1, CT_DIST_MAX));
+    return few != 0;
+}
+
 int main(void) {
     if (ct_dist_init() != 0) {
         fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
@@ -431,6 +439,10 @@ int main(void) {
         CHECK_OK(ct_nn_to_device(net, ct_cuda(0)));
         CHECK(ct_grad_sync_new(net, 600) == NULL);
         CHECK_ERR(CT_ENOTSUP, "NCCL");
+    } else if (few_gpus_for_ranks()) {
+        if (R == 0)
+            printf("SKIP: CUDA buckets (NCCL): %d ranks on this host but %d GPU(s): NCCL needs one per rank\n",
+                   ct_dist_local_size(), ct_cuda_device_count());
     } else {
         int dev = ct_dist_local_rank() % ct_cuda_device_count();
         CHECK_OK(ct_nn_to_device(net, ct_cuda(dev)));

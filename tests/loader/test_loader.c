@@ -721,6 +721,9 @@ int main(void) {
     ct_loader_next(warm, &b);
     ct_value_free(b);
     ct_loader_free(warm);
+    /* And CUDA: its first use (test_device) starts the driver's own threads,
+     * which stay for the life of the process. */
+    if (ct_cuda_is_available()) ct_tensor_free(ct_zeros(CT_SHAPE(1), &(ct_topts){.device = ct_cuda(0)}));
     int threads = count_threads();
     size_t live = ct_tensor_live_count();
 
