@@ -22,11 +22,14 @@
 #include "ctrial/error.h"
 #include "ctrial/trial.h" /* CT_EXIT_DIST */
 #include "dist/agree.h"
+#include "dist/group.h"
 #include "dist/nccl_comm.h"
 #include "dist/watch.h"
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
+
+#include "dist/comm.h"
 #endif
 
 static struct {
@@ -58,6 +61,16 @@ void ct_dist_watch_progress(const int64_t *batches) { progress = batches; }
  * the timeout's queries on another (dup'd from MPI_COMM_WORLD at init):
  * neither ever matches a message of the program's. */
 static MPI_Comm coll_comm = MPI_COMM_NULL, ctl_comm = MPI_COMM_NULL;
+
+/* A group (group.h): its communicator, and the job's state to go back to. */
+static struct {
+    bool active;
+    MPI_Comm base;
+    MPI_Comm coll, ctl; /* the job's */
+    int rank, size, local_rank, local_size;
+} grp = {.base = MPI_COMM_NULL};
+
+MPI_Comm ct_dist_base_comm(void) { return grp.active ? grp.base : MPI_COMM_WORLD; }
 
 static int mpi_failed(const char *call, int err) {
     char text[MPI_MAX_ERROR_STRING] = "";
@@ -363,6 +376,18 @@ static int timeout_from_env(void) {
     return CT_OK;
 }
 
+/* rank, size and local rank and size within comm. */
+static int describe_comm(MPI_Comm comm) {
+    MPI_CHECK(MPI_Comm_rank(comm, &g.rank));
+    MPI_CHECK(MPI_Comm_size(comm, &g.size));
+    MPI_Comm local;
+    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
+    MPI_Comm_rank(local, &g.local_rank);
+    MPI_Comm_size(local, &g.local_size);
+    MPI_Comm_free(&local);
+    return CT_OK;
+}
+
 int ct_dist_init(void) {
     if (g.init) return CT_OK;
     int started = 0;
@@ -381,13 +406,7 @@ int ct_dist_init(void) {
     }
     /* Errors come back as codes (then CT_EDIST), not as an abort inside MPI. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g.rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g.size));
-    MPI_Comm local;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
-    MPI_Comm_rank(local, &g.local_rank);
-    MPI_Comm_size(local, &g.local_size);
-    MPI_Comm_free(&local);
+    if ((rc = describe_comm(MPI_COMM_WORLD)) != CT_OK) return rc;
     if (g.size > 1) {
         MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &coll_comm));
         MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ctl_comm));
@@ -396,8 +415,41 @@ int ct_dist_init(void) {
     return CT_OK;
 }
 
+int ct_dist_group_begin(int color) {
+    if (grp.active) return ct_set_error(CT_ESTATE, "ct_dist_group_begin: already in a group");
+    if (!g.init || g.size == 1) return CT_OK; /* one rank: its own group */
+    MPI_Comm base = MPI_COMM_NULL, coll = MPI_COMM_NULL, ctl = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, g.rank, &base));
+    MPI_Comm_set_errhandler(base, MPI_ERRORS_RETURN);
+    MPI_CHECK(MPI_Comm_dup(base, &coll));
+    MPI_CHECK(MPI_Comm_dup(base, &ctl));
+    /* NCCL's communicators are the job's: the group makes its own */
+    ct_nccl_finalize();
+    grp.active = true;
+    grp.base = base;
+    grp.coll = coll_comm, grp.ctl = ctl_comm;
+    grp.rank = g.rank, grp.size = g.size, grp.local_rank = g.local_rank, grp.local_size = g.local_size;
+    coll_comm = coll;
+    ctl_comm = ctl;
+    return describe_comm(base);
+}
+
+int ct_dist_group_end(void) {
+    if (!grp.active) return CT_OK;
+    ct_nccl_finalize();
+    MPI_Comm_free(&coll_comm);
+    MPI_Comm_free(&ctl_comm);
+    MPI_Comm_free(&grp.base);
+    coll_comm = grp.coll;
+    ctl_comm = grp.ctl;
+    g.rank = grp.rank, g.size = grp.size, g.local_rank = grp.local_rank, g.local_size = grp.local_size;
+    grp.active = false;
+    return CT_OK;
+}
+
 void ct_dist_finalize(void) {
     int done = 0;
+    ct_dist_group_end();
     ct_nccl_finalize(); /* NCCL's communicators before the MPI that bootstrapped them */
     if (g.we_started_mpi && (MPI_Finalized(&done), !done)) {
         if (coll_comm != MPI_COMM_NULL) MPI_Comm_free(&coll_comm);
@@ -594,6 +646,11 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
 
 #else /* no MPI in this build: one process */
 
+int ct_dist_group_begin(int color) {
+    (void)color;
+    return CT_OK;
+}
+int ct_dist_group_end(void) { return CT_OK; }
 int ct_dist_init(void) {
     if (ct_launch_world_size() > 1)
         return ct_set_error(CT_ENOTSUP, "launched by mpirun with several ranks, but this ctrial was built without MPI");

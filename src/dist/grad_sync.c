@@ -110,6 +110,8 @@
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
+
+#include "dist/comm.h"
 #endif
 
 enum { MSG_LEN = 512 };
@@ -836,7 +838,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
 #if CTRIAL_HAVE_MPI
     {
         /* Collective: every rank builds its sync at the same point. */
-        int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
+        int err = MPI_Comm_dup(ct_dist_base_comm(), &s->comm);
         if (err != MPI_SUCCESS) {
             char text[MPI_MAX_ERROR_STRING] = "";
             int len = 0;

@@ -28,6 +28,7 @@ static bool op_is_valid(ct_dist_op op) { return (int)op >= CT_DIST_SUM && (int)o
 #include <mpi.h>
 
 #include "ctrial/cuda.h"
+#include "dist/comm.h"
 #include "dist/nccl_vendor.h" /* NVIDIA's nccl.h */
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 10, 0)
@@ -135,7 +136,7 @@ static void set_exit_hook(void) {
  * status (CT_EDIST when MPI fails). */
 static int agree_ready(const char *fn, bool ready, int *first) {
     int mine = ready ? INT_MAX : ct_dist_rank();
-    int err = MPI_Allreduce(&mine, first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int err = MPI_Allreduce(&mine, first, 1, MPI_INT, MPI_MIN, ct_dist_base_comm());
     return err == MPI_SUCCESS ? CT_OK : mpi_failed(fn, "MPI_Allreduce", err);
 }
 
@@ -159,7 +160,7 @@ static int create_communicator(const char *fn, int device) {
     if (first != INT_MAX)
         return ct_set_error(CT_EDIST, "%s: rank %d: no NCCL communicator for cuda:%d: rank %d could not prepare "
                             "(its message says why)", fn, rank, device, first);
-    int err = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int err = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ct_dist_base_comm());
     if (err != MPI_SUCCESS) return mpi_failed(fn, "MPI_Bcast", err);
 
     /* A rank that fails here returns CT_EDIST and the loop ends the job

@@ -82,22 +82,27 @@ json_t *ct_exp_log_read(const char *path, bool want_events, long *n_bytes) {
     char *text = NULL;
     size_t len = 0;
     if (ct_read_file_raw(path, (size_t)1 << 30, &text, &len) != CT_OK) return NULL;
+    json_t *events = ct_exp_log_parse(text, len, path, want_events, n_bytes);
+    free(text);
+    return events;
+}
+
+json_t *ct_exp_log_parse(const char *text, size_t len, const char *path, bool want_events, long *n_bytes) {
+    *n_bytes = 0;
     json_t *events = json_array();
     if (!events) {
-        free(text);
         ct_set_error(CT_ENOMEM, "search: out of memory");
         return NULL;
     }
     size_t at = 0;
     for (int line = 1; at < len; line++) {
-        char *end = memchr(text + at, '\n', len - at);
+        const char *end = memchr(text + at, '\n', len - at);
         if (!end) break; /* a last line cut short: the crash came while writing it */
         json_error_t err;
         json_t *e = json_loadb(text + at, (size_t)(end - (text + at)), 0, &err);
         if (!json_is_object(e) || (want_events && !json_is_string(json_object_get(e, "event")))) {
             json_decref(e);
             json_decref(events);
-            free(text);
             ct_set_error(CT_ECHECKPOINT, "%s:%d: damaged (%s)%s", path, line, e ? "not an event" : err.text,
                          want_events ? ": the search cannot be resumed from it" : "");
             return NULL;
@@ -106,6 +111,5 @@ json_t *ct_exp_log_read(const char *path, bool want_events, long *n_bytes) {
         at = (size_t)(end - text) + 1;
     }
     *n_bytes = (long)at;
-    free(text);
     return events;
 }

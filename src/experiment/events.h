@@ -56,6 +56,8 @@ bool ct_exp_log_has(const ct_exp_log *l, const char *name, int64_t trial, int64_
  * crash is dropped; *n_bytes receives the length of the intact part (the
  * caller cuts the file there). */
 json_t *ct_exp_log_read(const char *path, bool events, long *n_bytes);
+/* The same for the file's text (`path` names it in messages). */
+json_t *ct_exp_log_parse(const char *text, size_t len, const char *path, bool events, long *n_bytes);
 
 /* The key an event has in `recorded`. */
 void ct_exp_event_key(char *buf, size_t len, const char *name, int64_t trial, int64_t length);

@@ -26,6 +26,8 @@
 #include "base/value_json.h"
 #include "ckpt/ckpt.h"
 #include "ctrial/dist.h"
+#include "dist/agree.h"
+#include "dist/group.h"
 #include "experiment/events.h"
 #include "experiment/summary.h"
 #include "fit/outcome.h"
@@ -45,7 +47,8 @@ typedef struct {
     ct_exp_log log;
     json_t *replay;    /* {"<trial>": [its recorded results, in order]} from a resumed log */
     char dir[PATH_LEN - 200]; /* room for /trials/<id>/... after it */
-    int rank;
+    int rank;          /* in the job (rank 0 writes the log) */
+    int world_rank, world, slots; /* groups of `slots` ranks train a trial each */
     bool stopped;      /* a stop signal ended a TRAIN: the search stops too */
     bool resumed;      /* the folder held this search's log: it goes on */
 } run;
@@ -120,10 +123,15 @@ static int searcher_metric(const run *r, const ct_value *metrics, double *out) {
 /* ---- one TRAIN ----------------------------------------------------------------- */
 
 typedef struct {
+    bool replayed;      /* taken from the log of a resumed search */
     int rc;             /* 0: validated; else the trial failed for good */
     double metric;
     int64_t batches;
     json_t *metrics;    /* owned */
+    bool stopped;       /* a stop signal ended it: the search stops */
+    char error[512];    /* why it failed */
+    int first_restart;  /* restarts spent before (a resumed search's) */
+    json_t *restarts;   /* owned: the errors of the restarts it took */
 } train_result;
 
 /* One ct_fit of trial `id` to `length`, from its latest checkpoint. */
@@ -150,8 +158,8 @@ static int fit_once(run *r, int64_t id, int64_t length, train_result *res) {
     int rc = ct_fit_ex(r->trial, &o, &out);
     ct_value_free(hp);
     res->batches = out.batches_trained;
-    if (rc == CT_OK && ct_fit_stop_signal()) r->stopped = true;
-    if (rc == CT_OK && !r->stopped) {
+    if (rc == CT_OK && ct_fit_stop_signal()) res->stopped = true;
+    if (rc == CT_OK && !res->stopped) {
         ct_value *m = out.last_validation && out.last_validation_bt == out.batches_trained
                           ? out.last_validation
                           : logged_validation(tdir, out.batches_trained);
@@ -189,10 +197,11 @@ static int replayed(run *r, int64_t id, int64_t length, train_result *res) {
         res->metrics = json_incref(json_object_get(e, "metrics"));
     } else {
         res->rc = CT_ETRIAL;
-        snprintf(rec(r, id)->error, sizeof rec(r, id)->error, "%s",
-                 json_string_value(json_object_get(e, "error")) ? json_string_value(json_object_get(e, "error")) : "");
+        const char *why = json_string_value(json_object_get(e, "error"));
+        snprintf(res->error, sizeof res->error, "%s", why ? why : "");
     }
     json_array_remove(list, 0);
+    res->replayed = true;
     return 1;
 }
 
@@ -207,28 +216,21 @@ static int recorded_restarts(run *r, int64_t id, int64_t length) {
     }
 }
 
-/* TRAIN: ct_fit, retried from the latest checkpoint up to max_restarts
- * times (a config error is not retried: it would fail again). */
-static int train(run *r, int64_t id, int64_t length, train_result *res) {
-    memset(res, 0, sizeof *res);
-    int rc = replayed(r, id, length, res);
-    if (rc < 0) return rc;
-    if (rc == 1) return 0;
-    ct_exp_trial *t = rec(r, id);
-    t->restarts = recorded_restarts(r, id, length);
+/* TRAIN where this group trains it: ct_fit, retried from the latest
+ * checkpoint up to max_restarts times (a config error is not retried: it
+ * would fail again). The restarts are logged once the round is over, by
+ * rank 0 (res->restarts). */
+static int train_here(run *r, int64_t id, int64_t length, train_result *res) {
+    int restarts = res->first_restart = recorded_restarts(r, id, length);
+    if (!(res->restarts = json_array())) return oom();
+    int rc;
     for (;;) {
         rc = fit_once(r, id, length, res);
-        if (rc == CT_OK || r->stopped) break;
-        snprintf(t->error, sizeof t->error, "%s: %s", ct_strerror(rc), ct_last_error());
-        if (rc == CT_ECONFIG || rc == CT_ENOMEM || t->restarts >= r->cfg->max_restarts) break;
-        t->restarts++;
-        json_t *e = json_pack("{sIsIsIss}", "trial", (json_int_t)id, "length", (json_int_t)length, "restarts",
-                              (json_int_t)t->restarts, "error", t->error);
-        /* the key's length holds the restart's number too, so each is logged once */
-        rc = ct_exp_log_event(&r->log, "trial_restarted", id, length * 1000 + t->restarts - 1, e,
-                              "trial %lld failed (%s); restart %d of %d from its latest checkpoint", (long long)id,
-                              t->error, t->restarts, r->cfg->max_restarts);
-        if (rc) return rc;
+        if (rc == CT_OK || res->stopped) break;
+        snprintf(res->error, sizeof res->error, "%s: %s", ct_strerror(rc), ct_last_error());
+        if (rc == CT_ECONFIG || rc == CT_ENOMEM || rc == CT_EDIST || restarts >= r->cfg->max_restarts) break;
+        restarts++;
+        json_array_append_new(res->restarts, json_string(res->error));
     }
     res->rc = rc;
     return 0;
@@ -319,6 +321,7 @@ static int report(run *r, int64_t id, int64_t length, train_result *res) {
     int rc;
     if (res->rc) {
         t->state = CT_EXP_ERRORED;
+        snprintf(t->error, sizeof t->error, "%s", res->error);
         json_t *e = json_pack("{sIsIsIss}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
                               (json_int_t)res->batches, "error", t->error);
         rc = session_end(r, id, "trial_errored");
@@ -354,8 +357,8 @@ static int report(run *r, int64_t id, int64_t length, train_result *res) {
     return rc;
 }
 
-/* One TRAIN op: promoted first if it trained before. */
-static int do_train(run *r, const ct_search_op *op) {
+/* "trial 3 promoted: 12 -> 36 batches", before it trains on. */
+static int promote(run *r, const ct_search_op *op) {
     ct_exp_trial *t = rec(r, op->trial);
     int rc = 0;
     if (t->length > 0) {
@@ -366,28 +369,148 @@ static int do_train(run *r, const ct_search_op *op) {
                               ct_exp_unit_name(r->cfg->fit.max_length.unit));
     }
     t->state = CT_EXP_ACTIVE;
-    train_result res;
-    if (!rc) rc = train(r, op->trial, op->length, &res);
-    if (!rc && !r->stopped) rc = report(r, op->trial, op->length, &res);
-    json_decref(res.metrics);
     return rc;
 }
 
-/* The next operation in order, carried out. */
-static int step(run *r) {
-    while (r->head < r->q.n && r->done[r->head]) r->head++;
-    if (r->head == r->q.n)
-        return ct_set_error(CT_EINVAL, "search: the searcher has no operation left, but its search is not over");
-    size_t i = r->head;
-    ct_search_op op = r->q.v[i];
-    r->done[i] = true;
-    int rc;
-    switch (op.kind) {
-    case CT_SEARCH_CREATE: rc = create(r, op.trial); break;
-    case CT_SEARCH_TRAIN: rc = do_train(r, &op); break;
-    default: rc = close_trial(r, op.trial, &r->q); break;
+/* The restarts a TRAIN took, logged in order. */
+static int log_restarts(run *r, int64_t id, int64_t length, const train_result *res) {
+    size_t i;
+    json_t *why;
+    json_array_foreach(res->restarts, i, why) {
+        int n = res->first_restart + (int)i + 1;
+        json_t *e = json_pack("{sIsIsiss}", "trial", (json_int_t)id, "length", (json_int_t)length, "restarts", n,
+                              "error", json_string_value(why));
+        /* the key's length holds the restart's number too, so each is logged once */
+        int rc = ct_exp_log_event(&r->log, "trial_restarted", id, length * 1000 + n - 1, e,
+                                  "trial %lld failed (%s); restart %d of %d from its latest checkpoint", (long long)id,
+                                  json_string_value(why), n, r->cfg->max_restarts);
+        if (rc) return rc;
     }
-    return rc ? rc : grow_done(r);
+    return 0;
+}
+
+/* ---- rounds: one TRAIN per group of ranks -------------------------------------- */
+
+static json_t *result_to_json(const train_result *res) {
+    return json_pack("{sisosIsOsssbsisO}", "rc", res->rc, "metric",
+                     isfinite(res->metric) ? json_real(res->metric) : json_null(), "batches",
+                     (json_int_t)res->batches, "metrics", res->metrics ? res->metrics : json_null(), "error",
+                     res->error, "stopped", res->stopped, "first_restart", res->first_restart, "restarts",
+                     res->restarts ? res->restarts : json_null());
+}
+
+static void result_from_json(const json_t *j, train_result *res) {
+    res->rc = (int)json_integer_value(json_object_get(j, "rc"));
+    const json_t *m = json_object_get(j, "metric");
+    res->metric = json_is_number(m) ? json_number_value(m) : NAN;
+    res->batches = json_integer_value(json_object_get(j, "batches"));
+    json_t *metrics = json_object_get(j, "metrics");
+    res->metrics = json_is_object(metrics) ? json_incref(metrics) : NULL;
+    snprintf(res->error, sizeof res->error, "%s", json_string_value(json_object_get(j, "error")));
+    res->stopped = json_is_true(json_object_get(j, "stopped"));
+    res->first_restart = (int)json_integer_value(json_object_get(j, "first_restart"));
+    json_t *restarts = json_object_get(j, "restarts");
+    res->restarts = json_is_array(restarts) ? json_incref(restarts) : NULL;
+}
+
+/* Every rank learns every group's result: the group leaders' results go to
+ * rank 0, which sends them all to every rank. */
+static int exchange(run *r, train_result *res, int n) {
+    if (r->world == 1) return 0;
+    int color = r->world_rank / r->slots;
+    char *mine = NULL;
+    if (r->world_rank % r->slots == 0 && color < n && !res[color].replayed) {
+        json_t *j = result_to_json(&res[color]);
+        mine = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!mine) return oom();
+    }
+    void *all = NULL;
+    size_t *lens = calloc((size_t)r->world, sizeof *lens);
+    int rc = lens ? ct_dist_gather_bytes(mine, mine ? strlen(mine) : 0, 0, &all, lens) : oom();
+    free(mine);
+    char *text = NULL;
+    int64_t len = 0;
+    if (rc == 0 && r->world_rank == 0) { /* [result of group 0, of group 1, ...] as one JSON text */
+        json_t *arr = json_array();
+        size_t at = 0;
+        for (int w = 0; w < r->world && arr; at += lens[w], w++) {
+            if (w % r->slots != 0 || w / r->slots >= n) continue;
+            json_t *x = lens[w] ? json_loadb((char *)all + at, lens[w], 0, NULL) : json_null();
+            json_array_append_new(arr, x ? x : json_null());
+        }
+        text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+        json_decref(arr);
+        if (!text) rc = oom();
+        else len = (int64_t)strlen(text) + 1;
+    }
+    free(all);
+    free(lens);
+    if (rc == 0) rc = ct_dist_broadcast_bytes(&len, sizeof len, 0);
+    if (rc == 0 && r->world_rank != 0 && !(text = malloc((size_t)len))) rc = oom();
+    if (rc == 0) rc = ct_dist_broadcast_bytes(text, (size_t)len, 0);
+    json_t *arr = rc == 0 ? json_loads(text, 0, NULL) : NULL;
+    for (int k = 0; rc == 0 && k < n; k++)
+        if (!res[k].replayed && json_is_object(json_array_get(arr, (size_t)k)))
+            result_from_json(json_array_get(arr, (size_t)k), &res[k]);
+    json_decref(arr);
+    free(text);
+    return rc;
+}
+
+/* Carries out operations in order up to the next TRAIN of each group (the
+ * ops of a trial that trains in this round wait for the next), trains them
+ * side by side, one per group, and reports the results in order. With one
+ * group that is each operation in turn. */
+static int run_round(run *r) {
+    enum { MAX_ROUND = 1024 };
+    size_t picked[MAX_ROUND];
+    int n = 0, rc = 0;
+    bool any = false;
+    int groups = r->world / r->slots < MAX_ROUND ? r->world / r->slots : MAX_ROUND;
+    for (size_t i = r->head; !rc && i < r->q.n && n < groups; i++) {
+        if (r->done[i]) continue;
+        ct_search_op op = r->q.v[i];
+        bool busy = false;
+        for (int k = 0; k < n; k++) busy |= r->q.v[picked[k]].trial == op.trial;
+        if (busy) continue;
+        r->done[i] = any = true;
+        if (op.kind == CT_SEARCH_TRAIN) picked[n++] = i;
+        else if (op.kind == CT_SEARCH_CREATE) rc = create(r, op.trial);
+        else rc = close_trial(r, op.trial, &r->q);
+        if (!rc) rc = grow_done(r);
+    }
+    if (rc) return rc;
+    if (!any) return ct_set_error(CT_EINVAL, "search: the searcher has no operation left, but its search is not over");
+    train_result res[MAX_ROUND];
+    memset(res, 0, (size_t)n * sizeof *res);
+    for (int k = 0; !rc && k < n; k++) {
+        const ct_search_op *op = &r->q.v[picked[k]];
+        rc = promote(r, op);
+        if (!rc && (rc = replayed(r, op->trial, op->length, &res[k])) > 0) rc = 0;
+    }
+    int color = r->world_rank / r->slots;
+    if (!rc && n > 0) rc = ct_dist_group_begin(color);
+    if (!rc && color < n && !res[color].replayed)
+        rc = train_here(r, r->q.v[picked[color]].trial, r->q.v[picked[color]].length, &res[color]);
+    if (n > 0) {
+        int end = ct_dist_group_end();
+        if (!rc) rc = end;
+    }
+    if (!rc && n > 0) rc = exchange(r, res, n);
+    for (int k = 0; !rc && k < n; k++) {
+        const ct_search_op op = r->q.v[picked[k]];
+        rc = log_restarts(r, op.trial, op.length, &res[k]);
+        if (!rc && res[k].rc == CT_EDIST)
+            rc = ct_set_error(CT_EDIST, "trial %lld: %s", (long long)op.trial, res[k].error);
+        if (!rc && res[k].stopped) r->stopped = true;
+        else if (!rc) rc = report(r, op.trial, op.length, &res[k]);
+    }
+    for (int k = 0; k < n; k++) {
+        json_decref(res[k].metrics);
+        json_decref(res[k].restarts);
+    }
+    return rc;
 }
 
 /* ---- the experiment folder ------------------------------------------------------- */
@@ -459,39 +582,62 @@ static int load_replay(run *r, json_t *events, json_t *recorded) {
     return 0;
 }
 
-/* Opens the experiment folder: a new search refuses an earlier one's
- * results (unless --overwrite), a resumed one reads its log and cuts a
- * line a crash left half-written. */
+/* Rank 0's look at the folder: a new search refuses an earlier one's
+ * results (unless --overwrite, which removes them); a resumed one reads its
+ * log (*text, *len) and cuts a line a crash left half-written. */
+static int check_folder(run *r, bool resume, char **text, int64_t *len) {
+    const ct_fit_opts *o = &r->cfg->fit;
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    int rc = 0;
+    if (exists && resume) {
+        size_t n = 0;
+        long keep = 0;
+        if (ct_read_file_raw(path, (size_t)1 << 30, text, &n) != CT_OK) return ct_last_code();
+        json_t *events = ct_exp_log_parse(*text, n, path, true, &keep);
+        if (!events) return ct_last_code();
+        json_decref(events);
+        *len = keep;
+        if (keep != st.st_size && truncate(path, keep) != 0)
+            return ct_set_error(CT_EIO, "cannot cut the half-written last line of %s: %s", path, strerror(errno));
+    } else if (exists && st.st_size > 0 && !o->overwrite) {
+        return ct_set_error(CT_ECONFIG, "%s holds an earlier search (%s): continue it with --resume latest, write "
+                            "this one to another --output, or replace it with --overwrite", r->dir, CT_EXPERIMENT_LOG);
+    } else if (o->overwrite) {
+        rc = remove_earlier(r);
+    }
+    return rc ? rc : ct_make_dirs(r->dir, "output directory");
+}
+
+/* Opens the experiment folder. Rank 0 looks at it and hands every rank the
+ * log of a resumed search, so that every rank replays the same state. */
 static int open_folder(run *r) {
     const ct_fit_opts *o = &r->cfg->fit;
     bool resume = o->resume && o->resume[0];
     if (resume && strcmp(o->resume, "latest") != 0)
         return ct_set_error(CT_ECONFIG, "--resume %s: a search resumes as a whole, from its folder: use --resume "
                             "latest (each trial goes on from its own latest checkpoint)", o->resume);
+    char *text = NULL;
+    int64_t len = -1; /* -1: nothing to resume */
+    int rc = ct_ranks_agree(r->rank == 0 ? check_folder(r, resume, &text, &len) : 0);
+    if (rc == 0) rc = ct_dist_broadcast_bytes(&len, sizeof len, 0);
+    if (rc == 0 && len >= 0 && r->rank != 0 && !(text = malloc((size_t)len + 1))) rc = oom();
+    if (rc == 0 && len > 0) rc = ct_dist_broadcast_bytes(text, (size_t)len, 0);
+    json_t *recorded = rc == 0 ? json_object() : NULL;
+    if (rc == 0 && !recorded) rc = oom();
     char path[PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
-    struct stat st;
-    bool exists = stat(path, &st) == 0;
-    json_t *recorded = json_object();
-    if (!recorded) return oom();
-    int rc = 0;
-    if (exists && resume) {
+    if (rc == 0 && len >= 0) {
         long keep = 0;
-        json_t *events = ct_exp_log_read(path, true, &keep);
-        if (!events) rc = ct_last_code();
-        if (!rc && r->rank == 0 && keep != st.st_size && truncate(path, keep) != 0)
-            rc = ct_set_error(CT_EIO, "cannot cut the half-written last line of %s: %s", path, strerror(errno));
-        if (!rc) rc = load_replay(r, events, recorded);
+        json_t *events = ct_exp_log_parse(text ? text : "", (size_t)len, path, true, &keep);
+        rc = events ? load_replay(r, events, recorded) : ct_last_code();
         json_decref(events);
         r->resumed = true;
-    } else if (exists && st.st_size > 0 && !o->overwrite) {
-        rc = ct_set_error(CT_ECONFIG, "%s holds an earlier search (%s): continue it with --resume latest, write this "
-                          "one to another --output, or replace it with --overwrite", r->dir, CT_EXPERIMENT_LOG);
-    } else if (r->rank == 0 && o->overwrite) {
-        rc = remove_earlier(r);
     }
-    if (!rc && !r->replay && !(r->replay = json_object())) rc = oom();
-    if (!rc && r->rank == 0) rc = ct_make_dirs(r->dir, "output directory");
+    free(text);
+    if (rc == 0 && !r->replay && !(r->replay = json_object())) rc = oom();
     if (rc) {
         json_decref(recorded);
         return rc;
@@ -545,17 +691,17 @@ int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
     memset(&r, 0, sizeof r);
     r.trial = trial;
     r.cfg = c;
-    r.rank = ct_dist_rank();
+    r.rank = r.world_rank = ct_dist_rank();
+    r.world = ct_dist_size();
+    r.slots = c->slots_per_trial ? c->slots_per_trial : 1;
     snprintf(r.dir, sizeof r.dir, "%s", c->fit.output_dir ? c->fit.output_dir : "output");
     int rc = 0;
-    if (ct_dist_size() > 1)
-        rc = ct_set_error(CT_ECONFIG, "a search under mpirun is not supported yet: run it in one process");
-    if (!rc && !(r.s = ct_searcher_new(&c->search, c->space))) rc = ct_last_code();
+    if (!(r.s = ct_searcher_new(&c->search, c->space))) rc = ct_last_code();
     if (!rc) rc = open_folder(&r);
     if (!rc) rc = started(&r, r.resumed);
     if (!rc) rc = ct_searcher_start(r.s, &r.q);
     if (!rc) rc = grow_done(&r);
-    while (!rc && !r.stopped && !ct_searcher_done(r.s)) rc = step(&r);
+    while (!rc && !r.stopped && !ct_searcher_done(r.s)) rc = run_round(&r);
     if (!rc && r.stopped) {
         json_t *e = json_pack("{si}", "signal", ct_fit_stop_signal());
         rc = ct_exp_log_event(&r.log, "experiment_stopped", -1, -1, e,

@@ -443,7 +443,7 @@ void ct_report_setup(ct_context *ctx) {
 static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 void ct_report_preempted(ct_context *ctx, int sig) {
-    if (ctx->rank != 0) return;
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
     char line[4608];
     snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s", signal_name(sig),
              (long long)ctx->batches_trained, ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
@@ -451,7 +451,7 @@ void ct_report_preempted(ct_context *ctx, int sig) {
 }
 
 void ct_report_stopped_before_training(ct_context *ctx, int sig) {
-    if (ctx->rank != 0) return;
+    if (ctx->rank != 0 || ctx->opts.quiet) return;
     /* The checkpoint the run resumed (after the set-up), else the --resume
      * it was given, else latest: none yet starts from the beginning. */
     const char *resume = ctx->resume_dir[0]                     ? ctx->resume_dir

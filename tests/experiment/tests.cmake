@@ -5,3 +5,9 @@
 # cluster-only keys' warning. Runs tests/ckpt's ckpt_trial.
 ct_py_test(experiment_search ${CMAKE_CURRENT_LIST_DIR}/test_search.py $<TARGET_FILE:ckpt_trial>)
 set_tests_properties(experiment_search PROPERTIES TIMEOUT 600)
+# Under mpirun: ranks in groups of slots_per_trial, one trial per group —
+# trials equal to one process's (groups of 1) and to one group's (groups of
+# 2), ASHA's promoted trials exact, SIGTERM + resume, slots that do not
+# divide the ranks refused.
+ct_py_test(experiment_search_mpi ${CMAKE_CURRENT_LIST_DIR}/test_search_mpi.py $<TARGET_FILE:ckpt_trial>)
+set_tests_properties(experiment_search_mpi PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)

@@ -1,0 +1,13 @@
+/* src/dist/comm.h — the MPI communicator of the ranks that work together
+ * now, for the dist module's own MPI calls (grad_sync duplicates it, NCCL
+ * is bootstrapped over it). Internal to src/dist (it includes mpi.h). */
+#ifndef CTRIAL_DIST_COMM_H
+#define CTRIAL_DIST_COMM_H
+
+#include <mpi.h>
+
+/* A group's communicator between ct_dist_group_begin and _end (group.h),
+ * else MPI_COMM_WORLD. */
+MPI_Comm ct_dist_base_comm(void);
+
+#endif
