@@ -14,3 +14,9 @@ set_target_properties(config_flags PROPERTIES ENABLE_EXPORTS ON)
 # config layout in YAML equals its JSON form; the YAML 1.2 core schema's
 # scalars; every refusal with its line and column.
 ct_c_test(config_yaml ${CMAKE_CURRENT_LIST_DIR}/test_yaml.c MODULES config)
+
+# The searcher's part of the config: Determined's own mnist_pytorch configs
+# (before and after 0.38) load unchanged into the searcher's options and
+# space; --hparam fixes a sampled value; single draws at once; the keys only
+# a cluster uses are collected for ct_main's one warning.
+ct_c_test(config_search ${CMAKE_CURRENT_LIST_DIR}/test_config_search.c MODULES config)

@@ -10,3 +10,7 @@ ct_c_test(search_asha_plan ${_search}/test_asha_plan.c MODULES search)
 # Determined's op-based tests drive them (one FIFO of operations), with
 # their expected training lengths per trial.
 ct_c_test(search_asha_rungs ${_search}/test_asha_rungs.c MODULES search)
+# The searchers behind one interface: adaptive_asha as Determined's
+# tournament of brackets (both rules), random's concurrency and count,
+# grid's order, a single trial's request id and seed.
+ct_c_test(search_searcher ${_search}/test_searcher.c MODULES search)
