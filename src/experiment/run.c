@@ -1,10 +1,12 @@
 /* src/experiment/run.c — a search, step by step (experiment.h).
  *
  * The searcher hands out operations: CREATE a trial, TRAIN it to a length,
- * CLOSE it. They are carried out in order, one TRAIN at a time (a "round"
- * of one), each TRAIN a ct_fit of the trial resumed from its own latest
- * checkpoint, and its last validation goes back to the searcher, which may
- * hand out more. Everything that happens is an event in experiment.jsonl,
+ * CLOSE it. They are carried out in order, in rounds of one TRAIN per
+ * group of ranks (one TRAIN at a time in one process; under mpirun every
+ * rank runs the same searcher and each group of slots_per_trial ranks
+ * trains one trial of the round). Each TRAIN is a ct_fit of the trial
+ * resumed from its own latest checkpoint, and its last validation goes back
+ * to the searcher, in group order, which may hand out more. Everything that happens is an event in experiment.jsonl,
  * which is also the search's state: a resumed search runs the searcher
  * again from the start and takes each TRAIN's result from the log while
  * the log has one, so it reaches exactly the state it was in, and trains
@@ -47,8 +49,7 @@ typedef struct {
     ct_exp_log log;
     json_t *replay;    /* {"<trial>": [its recorded results, in order]} from a resumed log */
     char dir[PATH_LEN - 200]; /* room for /trials/<id>/... after it */
-    int rank;          /* in the job (rank 0 writes the log) */
-    int world_rank, world, slots; /* groups of `slots` ranks train a trial each */
+    int world_rank, world, slots; /* groups of `slots` ranks train a trial each; rank 0 writes the log */
     bool stopped;      /* a stop signal ended a TRAIN: the search stops too */
     bool resumed;      /* the folder held this search's log: it goes on */
 } run;
@@ -57,7 +58,7 @@ static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); 
 
 /* The HParams dashboard's summaries are written once, by rank 0, with the
  * event that ends or starts the trial (never again on a resume). */
-static bool tensorboard(const run *r) { return r->rank == 0 && r->cfg->fit.tensorboard; }
+static bool tensorboard(const run *r) { return r->world_rank == 0 && r->cfg->fit.tensorboard; }
 
 static ct_exp_trial *rec(run *r, int64_t id) {
     if (id >= r->cap_t) {
@@ -468,6 +469,7 @@ static int run_round(run *r) {
     int n = 0, rc = 0;
     bool any = false;
     int groups = r->world / r->slots < MAX_ROUND ? r->world / r->slots : MAX_ROUND;
+    while (r->head < r->q.n && r->done[r->head]) r->head++;
     for (size_t i = r->head; !rc && i < r->q.n && n < groups; i++) {
         if (r->done[i]) continue;
         ct_search_op op = r->q.v[i];
@@ -621,9 +623,9 @@ static int open_folder(run *r) {
                             "latest (each trial goes on from its own latest checkpoint)", o->resume);
     char *text = NULL;
     int64_t len = -1; /* -1: nothing to resume */
-    int rc = ct_ranks_agree(r->rank == 0 ? check_folder(r, resume, &text, &len) : 0);
+    int rc = ct_ranks_agree(r->world_rank == 0 ? check_folder(r, resume, &text, &len) : 0);
     if (rc == 0) rc = ct_dist_broadcast_bytes(&len, sizeof len, 0);
-    if (rc == 0 && len >= 0 && r->rank != 0 && !(text = malloc((size_t)len + 1))) rc = oom();
+    if (rc == 0 && len >= 0 && r->world_rank != 0 && !(text = malloc((size_t)len + 1))) rc = oom();
     if (rc == 0 && len > 0) rc = ct_dist_broadcast_bytes(text, (size_t)len, 0);
     json_t *recorded = rc == 0 ? json_object() : NULL;
     if (rc == 0 && !recorded) rc = oom();
@@ -642,7 +644,7 @@ static int open_folder(run *r) {
         json_decref(recorded);
         return rc;
     }
-    return ct_exp_log_open(&r->log, path, r->rank == 0, o->quiet, recorded);
+    return ct_exp_log_open(&r->log, path, r->world_rank == 0, o->quiet, recorded);
 }
 
 /* ---- the search ------------------------------------------------------------------- */
@@ -691,7 +693,7 @@ int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
     memset(&r, 0, sizeof r);
     r.trial = trial;
     r.cfg = c;
-    r.rank = r.world_rank = ct_dist_rank();
+    r.world_rank = ct_dist_rank();
     r.world = ct_dist_size();
     r.slots = c->slots_per_trial ? c->slots_per_trial : 1;
     snprintf(r.dir, sizeof r.dir, "%s", c->fit.output_dir ? c->fit.output_dir : "output");

@@ -43,7 +43,7 @@ struct ct_rungs {
 
 static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); }
 
-static int push(ct_search_ops *out, ct_search_op_kind kind, int64_t trial, int64_t length) {
+int ct_search_ops_push(ct_search_ops *out, ct_search_op_kind kind, int64_t trial, int64_t length) {
     if (out->n == out->cap) {
         size_t cap = out->cap ? 2 * out->cap : 16;
         ct_search_op *v = realloc(out->v, cap * sizeof *v);
@@ -101,8 +101,8 @@ static int create(ct_rungs *r, ct_search_ops *out) {
     if (!t) return oom();
     *t = (trial_state){.mine = true};
     r->created++;
-    int rc = push(out, CT_SEARCH_CREATE, id, 0);
-    return rc ? rc : push(out, CT_SEARCH_TRAIN, id, r->rungs[0].units);
+    int rc = ct_search_ops_push(out, CT_SEARCH_CREATE, id, 0);
+    return rc ? rc : ct_search_ops_push(out, CT_SEARCH_TRAIN, id, r->rungs[0].units);
 }
 
 int ct_rungs_start(ct_rungs *r, ct_search_ops *out) {
@@ -175,7 +175,7 @@ static int close_out(ct_rungs *r, ct_search_ops *out) {
             trial_state *t = &r->trials[x->trial];
             if (x->promoted || t->closed) continue;
             t->closed = true; /* an early exit is already closed */
-            int rc = push(out, CT_SEARCH_CLOSE, x->trial, 0);
+            int rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, x->trial, 0);
             if (rc) return rc;
         }
     return 0;
@@ -193,7 +193,7 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
         if (insert(g, metric, trial, true, false) < 0) return oom();
         if (!t->exited) {
             t->closed = true;
-            rc = push(out, CT_SEARCH_CLOSE, trial, 0);
+            rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, trial, 0);
         }
     } else if (!r->stop_once) {
         int64_t p = 0;
@@ -203,7 +203,7 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
             pt->rung = k + 1;
             r->rungs[k + 1].outstanding++;
             if (pt->exited) return report(r, p, EXITED, out); /* as if it ran and got the worst */
-            rc = push(out, CT_SEARCH_TRAIN, p, r->rungs[k + 1].units);
+            rc = ct_search_ops_push(out, CT_SEARCH_TRAIN, p, r->rungs[k + 1].units);
             trained = true;
         }
     } else { /* continueTraining */
@@ -217,11 +217,11 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
             if (go_on) {
                 t->rung = k + 1;
                 r->rungs[k + 1].outstanding++;
-                rc = push(out, CT_SEARCH_TRAIN, trial, r->rungs[k + 1].units);
+                rc = ct_search_ops_push(out, CT_SEARCH_TRAIN, trial, r->rungs[k + 1].units);
                 trained = true;
             } else {
                 t->closed = true;
-                rc = push(out, CT_SEARCH_CLOSE, trial, 0);
+                rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, trial, 0);
             }
         }
     }

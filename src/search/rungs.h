@@ -44,6 +44,9 @@ typedef struct {
     size_t n, cap;
 } ct_search_ops;
 
+/* Appends {kind, trial, length} to out: 0 or CT_ENOMEM. */
+int ct_search_ops_push(ct_search_ops *out, ct_search_op_kind kind, int64_t trial, int64_t length);
+
 typedef struct ct_rungs ct_rungs;
 
 /* The search of bracket b. Trial ids come from *next_id (shared by the

@@ -175,25 +175,13 @@ static int register_creates(ct_searcher *s, const ct_search_ops *out, size_t fro
     return 0;
 }
 
-static int push(ct_search_ops *out, ct_search_op_kind kind, int64_t trial, int64_t length) {
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? 2 * out->cap : 16;
-        ct_search_op *v = realloc(out->v, cap * sizeof *v);
-        if (!v) return oom();
-        out->v = v;
-        out->cap = cap;
-    }
-    out->v[out->n++] = (ct_search_op){kind, trial, length};
-    return 0;
-}
-
 /* random / grid / single: CREATE, TRAIN to max_length, CLOSE. */
 static int create_whole(ct_searcher *s, ct_search_ops *out) {
     size_t from = out->n;
     int64_t id = s->next_id++;
-    int rc = push(out, CT_SEARCH_CREATE, id, 0);
-    if (!rc) rc = push(out, CT_SEARCH_TRAIN, id, s->o.max_length);
-    if (!rc) rc = push(out, CT_SEARCH_CLOSE, id, 0);
+    int rc = ct_search_ops_push(out, CT_SEARCH_CREATE, id, 0);
+    if (!rc) rc = ct_search_ops_push(out, CT_SEARCH_TRAIN, id, s->o.max_length);
+    if (!rc) rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, id, 0);
     return rc ? rc : register_creates(s, out, from, 0);
 }
 
