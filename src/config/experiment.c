@@ -966,7 +966,11 @@ static int spec_set(ct_config *c, const char *key, const char *full, const char 
             if (!child || json_object_set_new(d, part, child)) goto oom;
         } else if (!json_is_object(child) || json_object_get(child, "type")) {
             json_decref(val);
-            return ct_set_error(CT_ECONFIG, "--hparam %s: '%s' is not a group of hyperparameters", full, part);
+            /* the value's kind as --hparam's dicts name it (ct_value's) */
+            const char *kind = json_is_object(child) ? "hyperparameter spec" : json_is_integer(child) ? "int"
+                             : json_is_real(child) ? "float" : json_is_string(child) ? "str"
+                             : json_is_boolean(child) ? "bool" : json_is_array(child) ? "list" : "None";
+            return ct_set_error(CT_ECONFIG, "--hparam %s: '%s' is a %s, not a dict", full, part, kind);
         }
         d = child;
     }

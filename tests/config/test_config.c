@@ -324,7 +324,7 @@ static void test_errors(void) {
     FAIL("{" ML ", \"resources\": {\"device\": 0}}", "resources.device");
     FAIL("{" ML ", \"min_validation_period\": {\"steps\": 1}}",
          "unknown key 'min_validation_period.steps'");
-    FAIL("{" ML ", \"environment\": {}}", "unknown key 'environment'");
+    FAIL("{" ML ", \"environmnet\": {}}", "unknown key 'environmnet'"); /* environment: a cluster's (config_search) */
     FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"const\", \"val\": 1, \"vale\": 2}}}",
          "unknown key 'hyperparameters.lr.vale'");
 
@@ -402,7 +402,11 @@ static void test_errors(void) {
     FAIL("{" ML ", \"checkpoint_policy\": \"sometimes\"}",
          "'checkpoint_policy' must be one of best, all, none, got 'sometimes'");
     FAIL("{\"searcher\": {\"name\": \"adaptive_asha\", \"max_length\": {\"batches\": 1}}}",
-         "'searcher.name' is 'adaptive_asha'; ctrial runs one trial: only 'single'");
+         "'searcher.max_trials' is missing: searcher 'adaptive_asha' needs the number of trials");
+    FAIL("{\"searcher\": {\"name\": \"sync_halving\", \"max_length\": {\"batches\": 1}}}",
+         "the 'sync_halving' searcher has been removed from Determined");
+    FAIL("{\"searcher\": {\"name\": \"bayes\", \"max_length\": {\"batches\": 1}}}",
+         "'searcher.name' is 'bayes', expected one of single, random, grid, adaptive_asha");
     FAIL("{\"searcher\": {\"max_length\": {\"batches\": 1}}}", "'searcher.name' is missing");
     FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"b\"}}",
          "'checkpoint_storage.type' is 's3'; only 'shared_fs'");
@@ -427,11 +431,11 @@ static void test_errors(void) {
     FAIL("{" ML ", \"hyperparameters\": {\"global_batch_size\": 1099511627777}}",
          "'hyperparameters.global_batch_size' is 1099511627777, at most 1099511627776");
     FAIL("{" ML ", \"hyperparameters\": {\"opt\": {\"lr\": {\"type\": \"log\", \"minval\": -4}}}}",
-         "'hyperparameters.opt.lr' has type 'log', which needs a searcher that samples");
+         "hyperparameters.opt.lr.maxval: is missing"); /* single draws it: the spec is checked */
     FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"const\"}}}",
          "'hyperparameters.lr.val' is missing");
     FAIL("{" ML ", \"hyperparameters\": {\"lr\": {\"type\": \"constant\", \"val\": 1}}}",
-         "'hyperparameters.lr.type' is 'constant', expected 'const'");
+         "'hyperparameters.lr.type' is 'constant', expected one of const, int, double, log, categorical");
 
     /* finishing: records need global_batch_size, which must cover every rank */
     FAIL("{\"searcher\": {\"name\": \"single\", \"max_length\": {\"records\": 6400}}}",

@@ -85,7 +85,7 @@ static void test_same_as_json(void) {
     char yml_path[] = "/tmp/ct_yaml_XXXXXX.yml";
     fd1 = mkstemps(yml_path, 4);
     close(fd1);
-    write_text(yml_path, "searcher:\n  name: random\n");
+    write_text(yml_path, "searcher:\n  name: bayes\n");
     CHECK_OK(ct_config_init(&a));
     CHECK(ct_config_load_file(&a, yml_path) == CT_ECONFIG); /* parsed as YAML: the searcher is refused by name */
     CHECK_ERR(CT_ECONFIG, "searcher.name");
