@@ -517,34 +517,66 @@ static int run_round(run *r) {
 
 /* ---- the experiment folder ------------------------------------------------------- */
 
+/* The trial folders under `root` (<root>/<id>) that hold results of an
+ * earlier run: metrics.jsonl, TensorBoard files or checkpoints (in `sub`,
+ * "checkpoints", or the folder itself when sub is NULL: a
+ * checkpoint_storage.host_path). With `remove` (--overwrite) each is
+ * deleted. Returns how many held any, or a negative code. */
+static int earlier_trials(const char *root, const char *sub, bool remove) {
+    DIR *d = opendir(root);
+    if (!d) return 0;
+    struct dirent *de;
+    int rc = 0, n = 0;
+    while (rc >= 0 && (de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char tdir[PATH_LEN + 400], log[PATH_LEN + 500], ckpt[PATH_LEN + 500];
+        snprintf(tdir, sizeof tdir, "%s/%s", root, de->d_name);
+        snprintf(log, sizeof log, "%s/metrics.jsonl", tdir);
+        snprintf(ckpt, sizeof ckpt, "%s%s%s", tdir, sub ? "/" : "", sub ? sub : "");
+        struct stat st;
+        size_t ckpts = 0;
+        int events = sub ? ct_report_event_files(tdir, false) : 0;
+        if (events < 0 || (rc = ct_ckpt_count(ckpt, &ckpts)) < 0) {
+            rc = events < 0 ? events : rc;
+            break;
+        }
+        bool held = ckpts > 0 || events > 0 || (sub && stat(log, &st) == 0);
+        n += held;
+        if (!remove || !held) continue;
+        if (sub && unlink(log) != 0 && errno != ENOENT) rc = ct_set_error(CT_EIO, "--overwrite: cannot remove %s", log);
+        if (rc >= 0 && sub && (rc = ct_report_event_files(tdir, true)) > 0) rc = 0;
+        if (rc >= 0) rc = ct_ckpt_remove_all(ckpt);
+        if (rc >= 0 && sub) rmdir(ckpt);
+        if (rc >= 0) rmdir(tdir);
+    }
+    closedir(d);
+    return rc < 0 ? rc : n;
+}
+
+/* Earlier results where this search would write: the trial folders and,
+ * with checkpoint_storage.host_path, its trials' checkpoint folders (a
+ * trial resumes from the latest checkpoint there, so another search's
+ * must not be there). Count, or removed with `remove`. */
+static int earlier_results(run *r, bool remove) {
+    char root[PATH_LEN + 64];
+    snprintf(root, sizeof root, "%s/trials", r->dir);
+    int n = earlier_trials(root, "checkpoints", remove), m = 0;
+    if (n >= 0 && r->cfg->fit.checkpoint_dir) {
+        snprintf(root, sizeof root, "%s/trials", r->cfg->fit.checkpoint_dir);
+        m = earlier_trials(root, NULL, remove);
+    }
+    return n < 0 ? n : m < 0 ? m : n + m;
+}
+
 /* Removes an earlier experiment's results (--overwrite): the log, its
- * TensorBoard files, and each trial folder's metrics, events and
- * checkpoints. */
+ * TensorBoard files, and each trial's metrics, events and checkpoints. */
 static int remove_earlier(run *r) {
     char path[PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
     if (unlink(path) != 0 && errno != ENOENT) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", path);
     int rc = ct_report_event_files(r->dir, true);
-    if (rc < 0) return rc;
-    snprintf(path, sizeof path, "%s/trials", r->dir);
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    struct dirent *de;
-    rc = 0;
-    while (!rc && (de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        char tdir[PATH_LEN + 400], sub[PATH_LEN + 500];
-        snprintf(tdir, sizeof tdir, "%s/%s", path, de->d_name);
-        snprintf(sub, sizeof sub, "%s/metrics.jsonl", tdir);
-        if (unlink(sub) != 0 && errno != ENOENT) rc = ct_set_error(CT_EIO, "--overwrite: cannot remove %s", sub);
-        if (!rc && (rc = ct_report_event_files(tdir, true)) > 0) rc = 0;
-        snprintf(sub, sizeof sub, "%s/checkpoints", tdir);
-        if (!rc) rc = ct_ckpt_remove_all(sub);
-        if (!rc) rmdir(sub);
-        if (!rc) rmdir(tdir);
-    }
-    closedir(d);
-    return rc;
+    if (rc >= 0) rc = earlier_results(r, true);
+    return rc < 0 ? rc : 0;
 }
 
 /* What the log of a resumed search already holds: the keys of its events,
@@ -609,6 +641,13 @@ static int check_folder(run *r, bool resume, char **text, int64_t *len) {
                             "this one to another --output, or replace it with --overwrite", r->dir, CT_EXPERIMENT_LOG);
     } else if (o->overwrite) {
         rc = remove_earlier(r);
+    } else if ((rc = earlier_results(r, false)) > 0) {
+        char where[2 * PATH_LEN];
+        snprintf(where, sizeof where, "%s/trials%s%s%s", r->dir, o->checkpoint_dir ? " and " : "",
+                 o->checkpoint_dir ? o->checkpoint_dir : "", o->checkpoint_dir ? "/trials" : "");
+        return ct_set_error(CT_ECONFIG, "%s hold the results of %d trial%s of an earlier run without its %s: write "
+                            "this search to another --output (and checkpoint_storage.host_path), or replace them "
+                            "with --overwrite", where, rc, rc == 1 ? "" : "s", CT_EXPERIMENT_LOG);
     }
     return rc ? rc : ct_make_dirs(r->dir, "output directory");
 }

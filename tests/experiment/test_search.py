@@ -292,6 +292,24 @@ check("holds an earlier search" in p.stderr, "a second search in the same folder
 run(config("warn", searcher={**rand, "max_trials": 1}), warn, "--overwrite")
 check(len([e for e in events(warn) if e["event"] == "trial_created"]) == 1, "--overwrite starts over")
 
+# checkpoints in checkpoint_storage.host_path: each trial's in <host_path>/trials/<id>; another search
+# pointed at the same storage is refused (its trials would resume this one's checkpoints) unless --overwrite
+store = os.path.join(WORK, "store")
+shared = config("shared", searcher={**rand, "max_trials": 2}, checkpoint_storage={"host_path": store})
+run(shared, os.path.join(WORK, "shared_a"))
+check(all(os.listdir(os.path.join(store, "trials", t)) for t in ("1", "2")), "trials' checkpoints in host_path/trials/<id>")
+p = run(shared, os.path.join(WORK, "shared_b"), expect=2)
+check("results of 2 trials of an earlier run" in p.stderr and store in p.stderr,
+      "a second search on the same checkpoint storage is refused, naming it")
+run(shared, os.path.join(WORK, "shared_b"), "--overwrite")
+check(trial_logs(os.path.join(WORK, "shared_b")) == trial_logs(os.path.join(WORK, "shared_a")),
+      "--overwrite starts its trials afresh (not from the other search's checkpoints)")
+# trial folders without a log (it was deleted) are not resumed as this search's
+os.remove(os.path.join(WORK, "shared_a", "experiment.jsonl"))
+p = run(config("shared_a2", searcher={**rand, "max_trials": 2}), os.path.join(WORK, "shared_a"), "--resume", "latest",
+        expect=2)
+check("without its experiment.jsonl" in p.stderr, "trial folders without their log are refused")
+
 shutil.rmtree(WORK, ignore_errors=True)
 if FAILURES:
     print(f"{len(FAILURES)} check(s) failed")
