@@ -13,6 +13,10 @@ relative to it) with --config CONFIG --output <build>/tests/examples/<name>
     finite KEYS       every training report has finite values for the
                       comma-separated KEYS, and training reached max_length
     config-error KEY  the run exits 2 (bad config) and stderr names KEY
+    search N MIN      a search: OUTPUT/experiment.jsonl ends with
+                      experiment_completed for N trials, each closed once,
+                      whose best validation_accuracy is >= MIN and whose best
+                      checkpoint exists
 """
 import json
 import math
@@ -108,6 +112,22 @@ def check_finite(out, keys, config):
           "last validation:", val[-1]["metrics"])
 
 
+def check_search(out, trials, minimum):
+    with open(os.path.join(out, "experiment.jsonl")) as f:
+        events = [json.loads(l) for l in f if l.strip()]
+    last = events[-1]
+    if last["event"] != "experiment_completed" or last["trials"] != trials or last["errored"] != 0:
+        fail(f"the search did not complete {trials} trials without error: {last}")
+    closed = sorted(e["trial"] for e in events if e["event"] in ("trial_completed", "trial_stopped"))
+    if closed != list(range(1, trials + 1)):
+        fail(f"trials closed: {closed}, expected each of 1..{trials} once")
+    if last["best_metric"] < minimum or not os.path.isdir(last["best_checkpoint"] or ""):
+        fail(f"best trial {last['best_trial']}: {last['best_metric']} (want >= {minimum}), "
+             f"checkpoint {last['best_checkpoint']}")
+    print(f"{trials} trials; best trial {last['best_trial']} at {last['best_metric']:.4f} >= {minimum};",
+          f"checkpoint {last['best_checkpoint']}")
+
+
 def main():
     args = sys.argv[1:]
     extra = []
@@ -133,6 +153,8 @@ def main():
     elif check == "accuracy":
         check_accuracy(out, float(args[3]))
         print(f"trained and validated in {secs:.1f} s")
+    elif check == "search":
+        check_search(out, int(args[3]), float(args[4]))
     elif check == "finite":
         check_finite(out, args[3].split(","), os.path.join(os.environ["CTRIAL_SOURCE_DIR"], config))
     else:
