@@ -953,7 +953,7 @@ static int spec_set(ct_config *c, const char *key, const char *full, const char 
     json_t *val = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
     if (!val) val = json_string(text);
     /* An object value is a constant, not a group or a spec. */
-    if (val && json_is_object(val)) val = json_pack("{sssO}", "type", "const", "val", val);
+    if (val && json_is_object(val)) val = json_pack("{ssso}", "type", "const", "val", val);
     if (!val) return ct_set_error(CT_ENOMEM, "config: out of memory");
     json_t *d = c->hp_spec;
     char part[PATH_MAX_];

@@ -400,7 +400,11 @@ static json_t *result_to_json(const train_result *res) {
                      res->restarts ? res->restarts : json_null());
 }
 
+/* res as the group's leader saw it (what this rank computed itself, as a
+ * member of that group, is replaced: the leader's is the one reported). */
 static void result_from_json(const json_t *j, train_result *res) {
+    json_decref(res->metrics);
+    json_decref(res->restarts);
     res->rc = (int)json_integer_value(json_object_get(j, "rc"));
     const json_t *m = json_object_get(j, "metric");
     res->metric = json_is_number(m) ? json_number_value(m) : NAN;

@@ -60,7 +60,9 @@ static void check_lengths(const trace *t, const char *const *want, int n, const 
 }
 
 static void adaptive(void) {
-    ct_hp_space *space = ct_hp_space_new(json_object(), "hyperparameters", false);
+    json_t *none = json_object();
+    ct_hp_space *space = ct_hp_space_new(none, "hyperparameters", false);
+    json_decref(none);
     CHECK(space != NULL);
     ct_searcher_opts o = ct_searcher_defaults();
     o.kind = CT_SEARCHER_ADAPTIVE_ASHA;
