@@ -1,12 +1,12 @@
 /* src/experiment/run.c — a search, step by step (experiment.h).
  *
  * The searcher hands out operations: CREATE a trial, TRAIN it to a length,
- * CLOSE it. They are carried out in order, in rounds of one TRAIN per
- * group of ranks (one TRAIN at a time in one process; under mpirun every
- * rank runs the same searcher and each group of slots_per_trial ranks
- * trains one trial of the round). Each TRAIN is a ct_fit of the trial
- * resumed from its own latest checkpoint, and its last validation goes back
- * to the searcher, in group order, which may hand out more. Everything that happens is an event in experiment.jsonl,
+ * CLOSE it. They are carried out in order, one TRAIN at a time in one
+ * process; under mpirun every rank runs the same searcher, and each round
+ * hands every queued TRAIN round-robin to the groups of slots_per_trial
+ * ranks. Each TRAIN is a ct_fit of the trial resumed from its own latest
+ * checkpoint, and its last validation goes back to the searcher, in queue
+ * order, which may hand out more. Everything that happens is an event in experiment.jsonl,
  * which is also the search's state: a resumed search runs the searcher
  * again from the start and takes each TRAIN's result from the log while
  * the log has one, so it reaches exactly the state it was in, and trains
@@ -418,14 +418,20 @@ static void result_from_json(const json_t *j, train_result *res) {
     res->restarts = json_is_array(restarts) ? json_incref(restarts) : NULL;
 }
 
-/* Every rank learns every group's result: the group leaders' results go to
- * rank 0, which sends them all to every rank. */
-static int exchange(run *r, train_result *res, int n) {
+/* Every rank learns every group's results: each group leader's results
+ * (an object "pick index": result) go to rank 0, which sends them all, as
+ * one array by pick, to every rank. */
+static int exchange(run *r, train_result *res, int n, int groups) {
     if (r->world == 1) return 0;
     int color = r->world_rank / r->slots;
     char *mine = NULL;
-    if (r->world_rank % r->slots == 0 && color < n && !res[color].replayed) {
-        json_t *j = result_to_json(&res[color]);
+    if (r->world_rank % r->slots == 0) {
+        json_t *j = json_object();
+        for (int k = color; j && k < n; k += groups) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", k);
+            if (!res[k].replayed) json_object_set_new(j, key, result_to_json(&res[k]));
+        }
         mine = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!mine) return oom();
@@ -436,13 +442,16 @@ static int exchange(run *r, train_result *res, int n) {
     free(mine);
     char *text = NULL;
     int64_t len = 0;
-    if (rc == 0 && r->world_rank == 0) { /* [result of group 0, of group 1, ...] as one JSON text */
+    if (rc == 0 && r->world_rank == 0) { /* [result of pick 0, of pick 1, ...] as one JSON text */
         json_t *arr = json_array();
+        for (int k = 0; arr && k < n; k++) json_array_append_new(arr, json_null());
         size_t at = 0;
         for (int w = 0; w < r->world && arr; at += lens[w], w++) {
-            if (w % r->slots != 0 || w / r->slots >= n) continue;
-            json_t *x = lens[w] ? json_loadb((char *)all + at, lens[w], 0, NULL) : json_null();
-            json_array_append_new(arr, x ? x : json_null());
+            json_t *x = lens[w] ? json_loadb((char *)all + at, lens[w], 0, NULL) : NULL;
+            const char *key;
+            json_t *v;
+            json_object_foreach(x, key, v) json_array_set(arr, (size_t)atoi(key), v);
+            json_decref(x);
         }
         text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
         json_decref(arr);
@@ -463,18 +472,22 @@ static int exchange(run *r, train_result *res, int n) {
     return rc;
 }
 
-/* Carries out operations in order up to the next TRAIN of each group (the
- * ops of a trial that trains in this round wait for the next), trains them
- * side by side, one per group, and reports the results in order. With one
- * group that is each operation in turn. */
+/* Carries out operations in order up to the next TRAIN (one process), or
+ * (under mpirun, several groups) up to every TRAIN that can run now, one of
+ * each trial: pick k goes to group k % groups, each group trains its picks
+ * in order, side by side, and the results are reported in pick order. The
+ * searcher sees the same results in the same order either way: the picked
+ * TRAINs were already queued, and what their results add comes behind
+ * them. */
 static int run_round(run *r) {
     enum { MAX_ROUND = 1024 };
     size_t picked[MAX_ROUND];
     int n = 0, rc = 0;
     bool any = false;
     int groups = r->world / r->slots < MAX_ROUND ? r->world / r->slots : MAX_ROUND;
+    int limit = groups == 1 ? 1 : MAX_ROUND;
     while (r->head < r->q.n && r->done[r->head]) r->head++;
-    for (size_t i = r->head; !rc && i < r->q.n && n < groups; i++) {
+    for (size_t i = r->head; !rc && i < r->q.n && n < limit; i++) {
         if (r->done[i]) continue;
         ct_search_op op = r->q.v[i];
         bool busy = false;
@@ -488,8 +501,8 @@ static int run_round(run *r) {
     }
     if (rc) return rc;
     if (!any) return ct_set_error(CT_EINVAL, "search: the searcher has no operation left, but its search is not over");
-    train_result res[MAX_ROUND];
-    memset(res, 0, (size_t)n * sizeof *res);
+    train_result *res = n ? calloc((size_t)n, sizeof *res) : NULL;
+    if (n && !res) return oom();
     for (int k = 0; !rc && k < n; k++) {
         const ct_search_op *op = &r->q.v[picked[k]];
         rc = promote(r, op);
@@ -497,13 +510,18 @@ static int run_round(run *r) {
     }
     int color = r->world_rank / r->slots;
     if (!rc && n > 0) rc = ct_dist_group_begin(color);
-    if (!rc && color < n && !res[color].replayed)
-        rc = train_here(r, r->q.v[picked[color]].trial, r->q.v[picked[color]].length, &res[color]);
+    bool stopped = false; /* a stop signal: this group starts no more trials */
+    for (int k = color; !rc && k < n; k += groups) {
+        if (res[k].replayed) continue;
+        if (stopped) res[k].stopped = true;
+        else rc = train_here(r, r->q.v[picked[k]].trial, r->q.v[picked[k]].length, &res[k]);
+        stopped |= res[k].stopped;
+    }
     if (n > 0) {
         int end = ct_dist_group_end();
         if (!rc) rc = end;
     }
-    if (!rc && n > 0) rc = exchange(r, res, n);
+    if (!rc && n > 0) rc = exchange(r, res, n, groups);
     for (int k = 0; !rc && k < n; k++) {
         const ct_search_op op = r->q.v[picked[k]];
         rc = log_restarts(r, op.trial, op.length, &res[k]);
@@ -516,6 +534,7 @@ static int run_round(run *r) {
         json_decref(res[k].metrics);
         json_decref(res[k].restarts);
     }
+    free(res);
     return rc;
 }
 

@@ -5,8 +5,10 @@ resources.slots_per_trial, each group training one trial at a time.
   process (its metrics.jsonl equal, clock readings aside);
 - random, 4 ranks in groups of 2: every trial trains exactly as with 2 ranks
   in one group (data parallel within the group);
-- adaptive_asha, 2 groups: every trial closed once, a paused and promoted
-  trial equal to the same trial trained straight through in one process;
+- adaptive_asha, 2 groups: every trial's events, decisions and metrics as in
+  one process (the groups take every queued TRAIN, and the searcher gets
+  the results in queue order); a paused and promoted trial equal to the
+  same trial trained straight through;
   stopped by SIGTERM and resumed, the same events as uninterrupted;
 - slots_per_trial that does not divide the ranks is refused before training.
 
@@ -77,13 +79,19 @@ def outcome(out):
             if e["event"] not in ("experiment_started", "experiment_resumed", "experiment_stopped")]
 
 
+def per_trial(evs):
+    """Each trial's events in their order (stable sort): with several groups
+    the trials of a round report together, so only the file's interleaving
+    differs from one process's."""
+    return sorted(evs, key=lambda e: e.get("trial", 1 << 30))
+
+
 rand = {"name": "random", "metric": "validation_loss", "max_trials": 4, "max_length": {"batches": 24}}
 one, two = os.path.join(WORK, "one"), os.path.join(WORK, "two")
 run(0, config("r1", rand), one)
 run(2, config("r1", rand), two)
 check(trial_logs(one) == trial_logs(two) and len(trial_logs(two)) == 4,
       "random, 2 groups of 1 rank: every trial as in one process")
-per_trial = lambda evs: sorted(evs, key=lambda e: e.get("trial", 1 << 30))  # noqa: E731 (stable: each trial's order)
 check(per_trial(outcome(one)) == per_trial(outcome(two)),
       "random, 2 groups: the same events for each trial (two trials train in each round)")
 
@@ -99,6 +107,10 @@ asha = {"name": "adaptive_asha", "metric": "validation_loss", "max_trials": 8, "
         "max_length": {"batches": 36}}
 ref = os.path.join(WORK, "asha")
 run(2, config("asha", asha), ref)
+solo = os.path.join(WORK, "asha_solo")
+run(0, config("asha", asha), solo)
+check(per_trial(outcome(ref)) == per_trial(outcome(solo)) and trial_logs(ref) == trial_logs(solo),
+      "adaptive_asha, 2 groups: every trial's events, decisions and metrics as in one process")
 ev = events(ref)
 closed = sorted(e["trial"] for e in ev if e["event"] in ("trial_completed", "trial_stopped"))
 check(closed == list(range(1, 9)) and ev[-1]["event"] == "experiment_completed",
@@ -139,7 +151,8 @@ check(len(ranks) == 2 and r.returncode == 0 and events(out)[-1]["event"] == "exp
 run(2, slow, out, "--resume", "latest")
 strip = lambda evs: [{k: ({n: v for n, v in x.items() if n != "sleep_ms"} if k == "hparams" else x)  # noqa: E731
                       for k, x in e.items()} for e in evs]
-check(strip(outcome(out)) == outcome(ref), "stopped and resumed under mpirun: the same events as uninterrupted")
+check(per_trial(strip(outcome(out))) == per_trial(outcome(ref)) and trial_logs(out) == trial_logs(ref),
+      "stopped and resumed under mpirun: every trial's events and metrics as uninterrupted")
 
 p = run(2, config("bad", rand, slots=3), os.path.join(WORK, "bad"), expect=2)
 check("'resources.slots_per_trial' is 3, which does not divide the 2 ranks" in p.stderr,
