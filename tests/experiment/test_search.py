@@ -25,13 +25,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from harness import FAILURES, check, run_cmd, spawn, wait_or_kill  # noqa: E402
+from search_files import events, metrics, outcome, trial_logs  # noqa: E402
 
 TRIAL = sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="search_")
@@ -70,37 +70,6 @@ def run(cfg, out, *args, expect=0):
         print(" ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:])
     check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {os.path.basename(out)} {' '.join(args)}")
     return p
-
-
-def events(out):
-    return [json.loads(line) for line in open(os.path.join(out, "experiment.jsonl"))]
-
-
-def outcome(out):
-    """What a search decided, without clock readings: each trial event's
-    name, trial, length, batches, metric and hyperparameters, in order."""
-    keep = ("event", "trial", "length", "batches", "metric", "metrics", "hparams", "trial_seed", "from",
-            "best_metric", "best_trial", "best_hparams")
-    got = [{k: e[k] for k in keep if k in e} for e in events(out)
-           if e["event"] not in ("experiment_started", "experiment_resumed", "experiment_stopped")]
-    for e in got:  # the slowed-down runs' only difference
-        for k in ("hparams", "best_hparams"):
-            if k in e:
-                e[k] = {n: v for n, v in e[k].items() if n != "sleep_ms"}
-    return got
-
-
-def metrics(path):
-    lines = [json.loads(line) for line in open(path)]
-    for line in lines:
-        del line["time"]
-        line.pop("timings", None)
-    return lines
-
-
-def trial_logs(out):
-    d = os.path.join(out, "trials")
-    return {t: metrics(os.path.join(d, t, "metrics.jsonl")) for t in sorted(os.listdir(d))}
 
 
 # ---- a search to its end --------------------------------------------------------------

@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, spawn, wait_or_kill  # noqa: E402
+from search_files import events, metrics, outcome, per_trial, trial_logs  # noqa: E402
 
 need_mpirun()
 TRIAL = sys.argv[1]
@@ -54,36 +55,6 @@ def run(np, cfg, out, *args, expect=0):
     check(p.returncode == expect, f"exit code {p.returncode} (want {expect}): {np} ranks, {os.path.basename(out)} "
           f"{' '.join(args)}")
     return p
-
-
-def events(out):
-    return [json.loads(line) for line in open(os.path.join(out, "experiment.jsonl"))]
-
-
-def metrics(path):
-    lines = [json.loads(line) for line in open(path)]
-    for line in lines:
-        del line["time"]
-        line.pop("timings", None)
-    return lines
-
-
-def trial_logs(out):
-    d = os.path.join(out, "trials")
-    return {t: metrics(os.path.join(d, t, "metrics.jsonl")) for t in sorted(os.listdir(d))}
-
-
-def outcome(out):
-    keep = ("event", "trial", "length", "batches", "metric", "hparams", "best_trial", "best_metric")
-    return [{k: e[k] for k in keep if k in e} for e in events(out)
-            if e["event"] not in ("experiment_started", "experiment_resumed", "experiment_stopped")]
-
-
-def per_trial(evs):
-    """Each trial's events in their order (stable sort): with several groups
-    the trials of a round report together, so only the file's interleaving
-    differs from one process's."""
-    return sorted(evs, key=lambda e: e.get("trial", 1 << 30))
 
 
 rand = {"name": "random", "metric": "validation_loss", "max_trials": 4, "max_length": {"batches": 24}}
@@ -149,9 +120,7 @@ r = wait_or_kill(proc, 60)
 check(len(ranks) == 2 and r.returncode == 0 and events(out)[-1]["event"] == "experiment_stopped",
       f"SIGTERM to the {len(ranks)} ranks: the search stops cleanly (exit {r.returncode})")
 run(2, slow, out, "--resume", "latest")
-strip = lambda evs: [{k: ({n: v for n, v in x.items() if n != "sleep_ms"} if k == "hparams" else x)  # noqa: E731
-                      for k, x in e.items()} for e in evs]
-check(per_trial(strip(outcome(out))) == per_trial(outcome(ref)) and trial_logs(out) == trial_logs(ref),
+check(per_trial(outcome(out)) == per_trial(outcome(ref)) and trial_logs(out) == trial_logs(ref),
       "stopped and resumed under mpirun: every trial's events and metrics as uninterrupted")
 
 p = run(2, config("bad", rand, slots=3), os.path.join(WORK, "bad"), expect=2)
