@@ -1,6 +1,8 @@
 /* src/cli/main.c — ct_main: the standard program around a trial (its flags,
  * the experiment config, ct_fit, exit codes). See trial.h and config/flags.h. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdio.h>
+#include <time.h>
 
 #include "base/launch.h"
 #include "config/flags.h"
@@ -57,6 +59,10 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
          * is enough. Any failure here (also out of memory) is a config one:
          * nothing ran. */
         if (ct_launch_world_rank() == 0) report(rc, world);
+        /* mpirun ends the job at the first rank that exits with an error,
+         * and may kill rank 0 before its line has reached mpirun: the
+         * others leave a moment later. */
+        else if (world > 1) nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
         ct_main_args_free(&args);
         return CT_EXIT_CONFIG;
     }
