@@ -70,6 +70,12 @@ at::IntArrayRef dims(int n, const int64_t *v); // throws on bad n / NULL
 // applied to an integer tensor is an int (t + 5 stays int64), else a float.
 at::Scalar scalar_for(const at::Tensor &t, double v);
 
+// ---- dropout -----------------------------------------------------------------
+// at::dropout (feature = false) or at::feature_dropout (true): the same
+// values and the same use of torch's CPU generator, with the CPU mask drawn
+// by vectorized loops instead of ATen's element-at-a-time kernel (ops.cpp).
+at::Tensor dropout(const at::Tensor &x, double p, bool train, bool feature);
+
 // Runs f (returning at::Tensor) and wraps the result, turning any exception
 // into NULL + error. Every tensor-returning entry point goes through here.
 template <class F>

@@ -720,7 +720,7 @@ at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
         return at::layer_norm(x, c.sizes, opt(m->weight), opt(m->bias), c.eps,
                               at::globalContext().userEnabledCuDNN());
     case Kind::Embedding: return at::embedding(m->weight->t, x, c.padding_idx, false, false);
-    case Kind::Dropout: return at::dropout(x, c.p, m->training);
+    case Kind::Dropout: return ct::dropout(x, c.p, m->training, false);
     case Kind::ReLU: return at::relu(x);
     case Kind::GELU: return at::gelu(x, "none");
     case Kind::SiLU: return at::silu(x);
@@ -768,12 +768,12 @@ at::Tensor builtin_forward(ct_module *m, const at::Tensor &x) {
                                          "D input. Note that dropout1d exists to provide channel-wise dropout on "
                                          "inputs with 1 spatial dimension, a channel dimension, and an optional "
                                          "batch dimension (i.e. 2D or 3D inputs)."};
-        if (x.dim() == 3) return at::feature_dropout(x, c.p, m->training);
-        return at::feature_dropout(x.unsqueeze(0), c.p, m->training).squeeze(0);
+        if (x.dim() == 3) return ct::dropout(x, c.p, m->training, true);
+        return ct::dropout(x.unsqueeze(0), c.p, m->training, true).squeeze(0);
     }
     // F.dropout2d: feature_dropout on the input as it is (Python only warns
     // about inputs that are not 3-D or 4-D, and reads a 3-D one as (N, C, L)).
-    case Kind::Dropout2d: return at::feature_dropout(x, c.p, m->training);
+    case Kind::Dropout2d: return ct::dropout(x, c.p, m->training, true);
     case Kind::Identity: return x;
     case Kind::Softmax: return at::softmax(x, c.dim, std::nullopt);
     case Kind::LogSoftmax: return at::log_softmax(x, c.dim, std::nullopt);

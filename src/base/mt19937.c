@@ -1,7 +1,22 @@
 /* src/base/mt19937.c — numpy's legacy MT19937 (RandomState), reproduced bit for
  * bit: seeding (mt19937_seed), the 32-bit generator, random_interval and the
- * Fisher-Yates order of RandomState.shuffle. */
+ * Fisher-Yates order of RandomState.shuffle; and the same generator a block
+ * at a time (torch's CPU generator runs it too: dropout masks).
+ *
+ * The block loops are written for the vectorizer (src/CMakeLists.txt builds
+ * this file at -O3), and on x86-64 each is also compiled for AVX2 and picked
+ * at load time: the twist's two loops read words 1 and 397 ahead (or 227
+ * behind) of the one they write, and tempering and the bernoulli test are
+ * per word, so 8 words at a time give what one at a time gives. */
 #include "base/mt19937.h"
+
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__clang__) ? __clang_major__ >= 14 : __GNUC__ >= 6)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 #define N 624
 #define M 397
@@ -18,7 +33,7 @@ void ct_mt19937_seed(ct_mt19937 *mt, uint32_t seed) {
 }
 
 /* Regenerates the whole state block (numpy's mt19937_gen). */
-static void generate(ct_mt19937 *mt) {
+VECTOR_CLONES static void generate(ct_mt19937 *mt) {
     uint32_t y;
     int i;
     for (i = 0; i < N - M; i++) {
@@ -42,6 +57,52 @@ uint32_t ct_mt19937_next32(ct_mt19937 *mt) {
     y ^= (y << 15) & 0xefc60000U;
     y ^= (y >> 18);
     return y;
+}
+
+VECTOR_CLONES static void temper(const uint32_t *key, uint32_t *out, int n) {
+    for (int i = 0; i < n; i++) {
+        uint32_t y = key[i];
+        y ^= (y >> 11);
+        y ^= (y << 7) & 0x9d2c5680U;
+        y ^= (y << 15) & 0xefc60000U;
+        y ^= (y >> 18);
+        out[i] = y;
+    }
+}
+
+void ct_mt19937_fill(ct_mt19937 *mt, uint32_t *out, size_t n) {
+    while (n > 0) {
+        if (mt->pos == N) generate(mt);
+        int take = N - mt->pos;
+        if ((size_t)take > n) take = (int)n;
+        temper(mt->key + mt->pos, out, take);
+        mt->pos += take;
+        out += take;
+        n -= (size_t)take;
+    }
+}
+
+/* u < p for u = k * 2^-53 (k < 2^53, exact in a double) is k < p * 2^53,
+ * which for an integer k is k < ceil(p * 2^53): a 64-bit integer compare. */
+VECTOR_CLONES static void bernoulli_block(const uint32_t *r, float *out, int n, uint64_t below, float value) {
+    for (int i = 0; i < n; i++) {
+        uint64_t k = (((uint64_t)r[2 * i] << 32) | r[2 * i + 1]) & ((UINT64_C(1) << 53) - 1);
+        out[i] = k < below ? value : 0.0f;
+    }
+}
+
+void ct_mt19937_bernoulli_f32(ct_mt19937 *mt, float *out, size_t n, double p, float value) {
+    enum { BLOCK = 1024 };
+    uint32_t r[2 * BLOCK];
+    double t = ceil(p * 9007199254740992.0); /* 2^53; a NaN p keeps every draw out, as u < NaN does */
+    uint64_t below = !(t > 0) ? 0 : t >= 9007199254740992.0 ? UINT64_C(1) << 53 : (uint64_t)t;
+    while (n > 0) {
+        int take = n < BLOCK ? (int)n : BLOCK;
+        ct_mt19937_fill(mt, r, 2 * (size_t)take);
+        bernoulli_block(r, out, take, below, value);
+        out += take;
+        n -= (size_t)take;
+    }
 }
 
 uint64_t ct_mt19937_interval(ct_mt19937 *mt, uint64_t max) {

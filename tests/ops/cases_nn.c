@@ -120,6 +120,21 @@ void case_dropout(void) {
     put("after", RN(4)); /* the generator advanced as in Python */
 }
 
+/* Masks of many draws (the shim draws them a block at a time: several
+ * twists of the MT19937 per mask, and each mask starts where the last left
+ * the generator), and the inputs ATen's own kernel keeps: float64, a
+ * transposed (non-contiguous) input. */
+void case_dropout_masks(void) {
+    ct_tensor *x = RN(40, 500);
+    put("p0_1", ct_dropout(x, 0.1, true));
+    put("p0_9", ct_dropout(x, 0.9, true));
+    put("p1_3", ct_dropout(x, 1.0 / 3.0, true));
+    put("p0_5_odd", ct_dropout(RN(7, 13), 0.5, true));
+    put("transposed", ct_dropout(ct_transpose(x, 0, 1), 0.25, true));
+    put("f64", ct_dropout(ct_to_dtype(x, CT_F64), 0.25, true));
+    put("after", RN(700)); /* crosses the next twist */
+}
+
 void case_batch_norm(void) {
     ct_tensor *x = RNG(4, 3, 5, 5), *w = RNG(3), *b = RNG(3);
     ct_tensor *x_b = RN(4, 3, 5, 5), *x2 = RNG(8, 3), *x3 = RNG(2, 3, 6);

@@ -103,6 +103,20 @@ def _():
     return r
 
 
+@case("dropout_masks")
+def _():
+    x = rn(40, 500)
+    return {
+        "p0_1": F.dropout(x, 0.1, training=True),
+        "p0_9": F.dropout(x, 0.9, training=True),
+        "p1_3": F.dropout(x, 1.0 / 3.0, training=True),
+        "p0_5_odd": F.dropout(rn(7, 13), 0.5, training=True),
+        "transposed": F.dropout(x.t(), 0.25, training=True),
+        "f64": F.dropout(x.double(), 0.25, training=True),
+        "after": rn(700),
+    }
+
+
 @case("batch_norm")
 def _():
     x, w, b = rng(4, 3, 5, 5), rng(3), rng(3)

@@ -90,7 +90,8 @@ ct_tensor *G(ct_tensor *t);
     X(clamp) X(inplace) X(inplace_int) X(reductions) X(max_min_dim)            \
     X(norm_topk_cumsum)                                                        \
     /* cases_nn.c */                                                           \
-    X(matmul) X(conv) X(pool) X(activations) X(dropout) X(batch_norm)          \
+    X(matmul) X(conv) X(pool) X(activations) X(dropout) X(dropout_masks)      \
+    X(batch_norm)                                                              \
     X(layer_norm) X(embedding) X(sdpa) X(one_hot) X(cross_entropy) X(nll_loss) \
     X(regression_losses) X(bce_with_logits)                                    \
     /* cases_autograd.c */                                                     \
