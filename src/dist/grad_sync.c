@@ -26,7 +26,8 @@
  *   ct_grad_sync_free  completes a window left open, removes the hooks and
  *                      frees the buckets and the communicator.
  *
- * The reduction. A bucket is averaged by a ring all-reduce built on
+ * The reduction. Ranks on one machine average float buckets in shared
+ * memory (below); otherwise a bucket is averaged by a ring all-reduce built on
  * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
  * steps (send one chunk to the right, receive one from the left, add it;
  * the last addition also multiplies by 1/p, so the chunk a rank then owns
@@ -58,6 +59,27 @@
  * copying its part in the chunk this rank sends first (1/p of it) and
  * keeping a reference; the reduce-scatter reads the rest straight from the
  * tensor as it adds.
+ *
+ * Shared memory. When every rank of the sync's communicator runs on this
+ * machine (MPI_Comm_split_type), the float32/float64 buckets are laid out
+ * in one shared-memory segment per rank that every other rank maps
+ * read-only (node_shm.c), and no message moves: once every rank has
+ * launched a bucket (its gradients are in its copy), rank r averages chunk
+ * r of all p copies into its own (spans.c, added in rank order), then
+ * copies each other chunk from the rank that averaged it. Each rank
+ * publishes how far it got in flags at the head of its segment, one set
+ * per bucket, numbered by window: arrived (its gradients are in), reduced
+ * (its chunk holds averages), gathered (it has every chunk). A bucket is
+ * done when every rank has gathered — until then the others may still read
+ * this rank's copy, so nothing may write it (the next backward, a zero_grad
+ * in place). Per rank that is reading p chunks and writing one, then
+ * copying p-1: about a quarter of the memory traffic of MPI's
+ * shared-memory transport, which copies every message into and out of its
+ * own buffers (or, single-copy, pins pages per message) — bench/dist
+ * measures it beside a bare MPI_Allreduce. Staging copies a gradient that
+ * is not its slot whole (the others read it), and polls, hooks and the
+ * collective timeout work as for the ring. Half-precision buckets stay on
+ * the ring (their additions go through libtorch).
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
  * flag is the share of ranks that had a gradient for that parameter, so
@@ -93,6 +115,7 @@
 #include "base/clock.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,9 +133,12 @@
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
+#include <stdatomic.h>
 
 #include "dist/comm.h"
+#include "dist/node_shm.h"
 #endif
+#include "dist/spans.h"
 
 enum { MSG_LEN = 512 };
 
@@ -161,8 +187,12 @@ typedef struct {
     int nready;
     bucket_state state;
     bool written;         /* its averages are in .grad (this window) */
-    int step;             /* ring step in flight: 0 .. 2(p-1)-1 */
+    int step;             /* ring step in flight: 0 .. 2(p-1)-1; shared memory: 0 .. 2 */
     double t_launch;
+    bool shm;             /* buf is in this rank's shared segment: averaged there (see "Shared memory") */
+    const char **peer;    /* shm: [p] every rank's copy of this bucket, as mapped here */
+    const void **mine_in; /* shm: [p] chunk `rank` of every rank's copy: what this rank averages */
+    bool *got;            /* shm: [p] the chunk of that rank copied in this window */
 #if CTRIAL_HAVE_MPI
     MPI_Datatype type; /* an unsigned integer of elsize bytes: MPI only moves bytes */
     MPI_Request req[2];
@@ -189,6 +219,9 @@ struct ct_grad_sync {
     ct_grad_sync_stats stats;
 #if CTRIAL_HAVE_MPI
     MPI_Comm comm;   /* ours: never matches anyone else's messages */
+    ct_node_shm *shm; /* every rank's bucket segment (NULL: messages only) */
+    uint32_t gen;    /* the window's number, the same on every rank (shared memory's flags) */
+    char why_not_shm[160];
 #endif
 };
 
@@ -267,26 +300,6 @@ static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     }
 }
 
-/* d = a + x over n elements of the bucket's float dtype, times k on the
- * last reduce-scatter step; a == NULL stands for zeros, and a may be d. */
-static void add_span(ct_dtype dt, void *d, const void *a, const void *x, int64_t n, bool scale, double k) {
-    if (dt == CT_F32) {
-        float *dd = d;
-        const float *aa = a, *xx = x, kk = (float)k;
-        if (!aa && !scale) memcpy(dd, xx, (size_t)n * sizeof *dd);
-        else if (!aa) for (int64_t i = 0; i < n; i++) dd[i] = xx[i] * kk;
-        else if (scale) for (int64_t i = 0; i < n; i++) dd[i] = (aa[i] + xx[i]) * kk;
-        else for (int64_t i = 0; i < n; i++) dd[i] = aa[i] + xx[i];
-    } else {
-        double *dd = d;
-        const double *aa = a, *xx = x;
-        if (!aa && !scale) memcpy(dd, xx, (size_t)n * sizeof *dd);
-        else if (!aa) for (int64_t i = 0; i < n; i++) dd[i] = xx[i] * k;
-        else if (scale) for (int64_t i = 0; i < n; i++) dd[i] = (aa[i] + xx[i]) * k;
-        else for (int64_t i = 0; i < n; i++) dd[i] = aa[i] + xx[i];
-    }
-}
-
 /* The local work after step b->step's messages arrived: in the
  * reduce-scatter steps, the incoming chunk plus this rank's own gradients
  * for it go into the buffer; the last such step (after which this rank's
@@ -315,14 +328,86 @@ static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
         int64_t qn = (int64_t)(q->bytes / el);
         int64_t a0 = lo > q->off ? lo : q->off, a1 = hi < q->off + qn ? hi : q->off + qn;
         if (a0 >= a1) continue;
-        add_span(b->dtype, b->base + (size_t)a0 * el, q->src ? q->src + (size_t)(a0 - q->off) * el : NULL,
-                 x + (size_t)(a0 - lo) * el, a1 - a0, last, 1.0 / p);
+        ct_span_add(b->dtype, b->base + (size_t)a0 * el, q->src ? q->src + (size_t)(a0 - q->off) * el : NULL,
+                    x + (size_t)(a0 - lo) * el, a1 - a0, last, 1.0 / p);
     }
     /* The flags live in the buffer itself. */
     int64_t f0 = lo > b->numel ? lo : b->numel;
     if (f0 < hi)
-        add_span(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el, hi - f0,
-                 last, 1.0 / p);
+        ct_span_add(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el,
+                    hi - f0, last, 1.0 / p);
+}
+
+/* Bucket b is reduced: the stats count it. */
+static void bucket_done(ct_grad_sync *s, gs_bucket *b) {
+    b->state = B_DONE;
+    double t = ct_clock_monotonic();
+    s->stats.comm_seconds += t - b->t_launch;
+    if (s->in_finish) s->stats.wait_seconds += t - (b->t_launch > s->t_finish ? b->t_launch : s->t_finish);
+    s->stats.bytes += (uint64_t)b->n * b->elsize;
+    s->stats.buckets++;
+}
+
+/* ---- shared memory ------------------------------------------------------- */
+
+/* One rank's flags for one bucket, at the head of its segment: the number
+ * of the last window in which it published its gradients (arrived),
+ * averaged its chunk (reduced) and copied every other chunk (gathered).
+ * Each rank writes only its own; 32 bits, so that a peer's segment, mapped
+ * read-only, is read with plain loads on every platform. */
+typedef struct {
+    _Atomic uint32_t arrived, reduced, gathered;
+    char pad[64 - 3 * sizeof(uint32_t)];
+} gs_flags;
+
+static gs_flags *flags_of(const ct_grad_sync *s, int q, int bi) {
+    return (gs_flags *)ct_node_shm_at(s->shm, q) + bi;
+}
+
+/* Whether a flag has reached window gen (wrap-around safe). */
+static bool reached(_Atomic uint32_t *flag, uint32_t gen) {
+    return (int32_t)(atomic_load_explicit(flag, memory_order_acquire) - gen) >= 0;
+}
+
+static bool all_reached(const ct_grad_sync *s, int bi, size_t which) {
+    for (int q = 0; q < s->size; q++)
+        if (!reached((_Atomic uint32_t *)((char *)flags_of(s, q, bi) + which), s->gen)) return false;
+    return true;
+}
+
+/* Moves a shared-memory bucket as far as the other ranks allow: once every
+ * rank's gradients are in (arrived), this rank averages chunk `rank` of
+ * every rank's copy into its own; once a rank has averaged its chunk, this
+ * rank copies it; once every rank has all chunks (gathered), no rank reads
+ * this rank's copy any more and it may change again (the next backward, a
+ * zero_grad in place): the bucket is done. */
+static void advance_shm(ct_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    int p = s->size, r = s->rank;
+    size_t el = b->elsize;
+    if (b->step == 0) {
+        if (!all_reached(s, bi, offsetof(gs_flags, arrived))) return;
+        ct_span_mean(b->dtype, b->base + (size_t)b->chunk_off[r] * el, b->mine_in, p, b->chunk_len[r], 1.0 / p);
+        atomic_store_explicit(&flags_of(s, r, bi)->reduced, s->gen, memory_order_release);
+        b->step = 1;
+    }
+    if (b->step == 1) {
+        bool all = true;
+        for (int q = 0; q < p; q++) {
+            if (q == r || b->got[q]) continue;
+            if (!reached(&flags_of(s, q, bi)->reduced, s->gen)) {
+                all = false;
+                continue;
+            }
+            size_t at = (size_t)b->chunk_off[q] * el;
+            memcpy(b->base + at, b->peer[q] + at, (size_t)b->chunk_len[q] * el);
+            b->got[q] = true;
+        }
+        if (!all) return;
+        atomic_store_explicit(&flags_of(s, r, bi)->gathered, s->gen, memory_order_release);
+        b->step = 2;
+    }
+    if (all_reached(s, bi, offsetof(gs_flags, gathered))) bucket_done(s, b);
 }
 
 /* Moves bucket bi as far as its messages allow: polls the step in flight
@@ -330,6 +415,10 @@ static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
  * next. On the last step the bucket is DONE and the stats count it. */
 static void advance(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
+    if (b->shm) {
+        if (b->state == B_RUNNING) advance_shm(s, bi);
+        return;
+    }
     while (b->state == B_RUNNING) {
         int done = 0;
         int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
@@ -344,12 +433,7 @@ static void advance(ct_grad_sync *s, int bi) {
             post_step(s, b, bi);
             continue;
         }
-        b->state = B_DONE;
-        double t = ct_clock_monotonic();
-        s->stats.comm_seconds += t - b->t_launch;
-        if (s->in_finish) s->stats.wait_seconds += t - (b->t_launch > s->t_finish ? b->t_launch : s->t_finish);
-        s->stats.bytes += (uint64_t)b->n * b->elsize;
-        s->stats.buckets++;
+        bucket_done(s, b);
     }
 }
 
@@ -452,7 +536,8 @@ static void stage(ct_grad_sync *s, gs_param *p) {
     int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
     size_t from = a0 < a1 ? (size_t)(a0 - p->off) * el : 0, len = a0 < a1 ? (size_t)(a1 - a0) * el : 0;
     const char *data = has ? contiguous_data(s, g) : NULL;
-    bool fused = b->dtype == CT_F32 || b->dtype == CT_F64; /* finish_step reads src */
+    /* finish_step reads src; a shared-memory bucket must hold it all */
+    bool fused = !b->shm && (b->dtype == CT_F32 || b->dtype == CT_F64);
     if (!has && fused) {
         memset(p->at + from, 0, len);
     } else if (!has) {
@@ -518,6 +603,11 @@ static void launch(ct_grad_sync *s, int bi) {
     b->state = B_RUNNING;
     b->step = 0;
     b->t_launch = ct_clock_monotonic();
+    if (b->shm) {
+        memset(b->got, 0, (size_t)s->size * sizeof *b->got);
+        atomic_store_explicit(&flags_of(s, s->rank, bi)->arrived, s->gen, memory_order_release);
+        return;
+    }
     post_step(s, b, bi);
 }
 
@@ -606,6 +696,7 @@ static void complete(ct_grad_sync *s) {
         s->buckets[i].all_had = true;
     }
     s->next_launch = 0;
+    s->gen++;
 }
 
 /* ---- the hook ------------------------------------------------------------ */
@@ -757,12 +848,50 @@ static int build_bucket_cuda(ct_grad_sync *s, int bi) {
     return make_slots(s, b);
 }
 
+/* The p chunks of bucket b's n elements, as even as they go. */
+static void lay_chunks(gs_bucket *b, int p) {
+    int64_t even = b->n / p, rest = b->n % p;
+    for (int c = 0; c < p; c++) {
+        b->chunk_off[c] = c * even + (c < rest ? c : rest);
+        b->chunk_len[c] = even + (c < rest);
+    }
+}
+
+/* A shared-memory bucket: its buffer at `off` in this rank's segment (a
+ * tensor holding a reference to the mapping), every rank's copy, and the
+ * slots; no scratch and no messages. */
+static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
+    gs_bucket *b = &s->buckets[bi];
+    int p = s->size;
+    b->shm = true;
+    b->peer = calloc((size_t)p, sizeof *b->peer);
+    b->mine_in = calloc((size_t)p, sizeof *b->mine_in);
+    b->got = calloc((size_t)p, sizeof *b->got);
+    b->chunk_off = calloc((size_t)p, sizeof *b->chunk_off);
+    b->chunk_len = calloc((size_t)p, sizeof *b->chunk_len);
+    if (!b->peer || !b->mine_in || !b->got || !b->chunk_off || !b->chunk_len)
+        return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    lay_chunks(b, p);
+    char *base = ct_node_shm_at(s->shm, s->rank) + off;
+    void *ref = ct_node_shm_ref(s->shm);
+    ct_tensor *buf = ct_from_blob(base, 1, (int64_t[]){b->n}, b->dtype, ct_node_shm_unref, ref);
+    if (!buf) {
+        ct_node_shm_unref(NULL, ref); /* a failed ct_from_blob never calls its deleter */
+        return ct_last_code();
+    }
+    b->buf = ct_keep(buf);
+    b->base = base;
+    for (int q = 0; q < p; q++) {
+        b->peer[q] = ct_node_shm_at(s->shm, q) + off;
+        b->mine_in[q] = b->peer[q] + (size_t)b->chunk_off[s->rank] * b->elsize;
+    }
+    return make_slots(s, b);
+}
+
 /* Allocates bucket bi's buffer, scratch, ring chunks and parameter slots. */
 static int build_bucket(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     int p = s->size;
-    b->n = b->numel + b->count;
-    b->all_had = true;
     if (s->cuda) return build_bucket_cuda(s, bi);
     int64_t largest = b->n / p + (b->n % p != 0);
     if (largest > INT_MAX)
@@ -783,15 +912,52 @@ static int build_bucket(ct_grad_sync *s, int bi) {
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
     b->base = ct_data_ptr(b->buf);
     if (!b->base) return ct_last_code();
-    int64_t even = b->n / p, rest = b->n % p;
+    lay_chunks(b, p);
     for (int c = 0; c < p; c++) {
-        b->chunk_off[c] = c * even + (c < rest ? c : rest);
-        b->chunk_len[c] = even + (c < rest);
         b->chunk[c] = flat_view(b->buf, b->chunk_off[c], b->chunk_len[c]);
         b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
         if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
     }
     return make_slots(s, b);
+}
+
+/* Whether bucket b can be averaged in shared memory: float32 and float64
+ * are added by spans.c; half types go through libtorch on the ring. */
+static bool shm_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dtype == CT_F64; }
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Builds every bucket: in shared memory when the ranks share this machine
+ * (and CTRIAL_GRAD_SYNC is not "ring"), the others on the ring. Collective:
+ * the ranks agree on shared memory or none. */
+static int build_buckets(ct_grad_sync *s) {
+    for (int bi = 0; bi < s->nbuckets; bi++) {
+        s->buckets[bi].n = s->buckets[bi].numel + s->buckets[bi].count;
+        s->buckets[bi].all_had = true;
+    }
+    size_t bytes = align64((size_t)s->nbuckets * sizeof(gs_flags));
+    size_t *at = calloc(s->nbuckets > 0 ? (size_t)s->nbuckets : 1, sizeof *at);
+    if (!at) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    bool any = false;
+    for (int bi = 0; bi < s->nbuckets; bi++) {
+        at[bi] = bytes;
+        if (shm_dtype(&s->buckets[bi])) {
+            bytes += align64((size_t)s->buckets[bi].n * s->buckets[bi].elsize);
+            any = true;
+        }
+    }
+    if (!s->cuda) {
+        const char *env = getenv("CTRIAL_GRAD_SYNC");
+        bool ring = env && strcmp(env, "ring") == 0;
+        s->shm = ct_node_shm_new(s->comm, bytes, any && !ring, s->why_not_shm, sizeof s->why_not_shm);
+        if (!any) snprintf(s->why_not_shm, sizeof s->why_not_shm, "no float32 or float64 bucket");
+        else if (ring) snprintf(s->why_not_shm, sizeof s->why_not_shm, "CTRIAL_GRAD_SYNC=ring");
+    }
+    int rc = CT_OK;
+    for (int bi = 0; rc == CT_OK && bi < s->nbuckets; bi++)
+        rc = s->shm && shm_dtype(&s->buckets[bi]) ? build_bucket_shm(s, bi, at[bi]) : build_bucket(s, bi);
+    free(at);
+    return rc;
 }
 
 #endif /* CTRIAL_HAVE_MPI */
@@ -811,6 +977,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
     s->size = ct_dist_size();
 #if CTRIAL_HAVE_MPI
     s->comm = MPI_COMM_NULL;
+    s->gen = 1;
 #endif
     /* The parameters that require grad, last registered first. */
     size_t n = ct_nn_num_params(model);
@@ -854,8 +1021,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
                          s->rank, s->nbuckets, *tag_ub);
             goto fail;
         }
-        for (int bi = 0; bi < s->nbuckets; bi++)
-            if (build_bucket(s, bi) != CT_OK) goto fail;
+        if (build_buckets(s) != CT_OK) goto fail;
         /* NCCL's communicator is created over MPI, which runs FUNNELED:
          * here, on this thread, not later in a hook on autograd's. */
         if (s->cuda && ct_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
@@ -966,6 +1132,18 @@ bool ct_grad_sync_stray(ct_grad_sync *s, char *name, size_t len) {
     return true;
 }
 
+const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len) {
+    if (why && len) why[0] = '\0';
+    if (!s || s->size == 1) return "none";
+    if (s->cuda) return "nccl";
+#if CTRIAL_HAVE_MPI
+    if (why && len && !s->shm) snprintf(why, len, "%s", s->why_not_shm);
+    for (int bi = 0; bi < s->nbuckets; bi++)
+        if (s->buckets[bi].shm) return "shared memory";
+#endif
+    return "ring";
+}
+
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {
     if (!out) return;
     if (s) *out = s->stats;
@@ -999,6 +1177,9 @@ void ct_grad_sync_free(ct_grad_sync *s) {
         for (int c = 0; b->incoming && c < s->size; c++) ct_tensor_free(b->incoming[c]);
         free(b->chunk);
         free(b->incoming);
+        free(b->peer);
+        free(b->mine_in);
+        free(b->got);
         free(b->chunk_off);
         free(b->chunk_len);
         ct_tensor_free(b->buf);
@@ -1007,6 +1188,7 @@ void ct_grad_sync_free(ct_grad_sync *s) {
         ct_tensor_free(b->flags);
     }
     if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);
+    ct_node_shm_free(s->shm); /* this rank's mapping stays while a .grad views it */
 #endif
     free(s->buckets);
     free(s->params);

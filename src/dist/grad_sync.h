@@ -43,6 +43,12 @@
  * collectives they run. A gradient reaching an already launched bucket in
  * a backward no arm call announced is reported by finish (CT_ESTATE).
  *
+ * Transports. CPU buckets of float32/float64 gradients are averaged in
+ * shared memory when every rank runs on this machine (node_shm.h: a
+ * segment per rank that the others map; CTRIAL_GRAD_SYNC=ring turns it
+ * off), else by a ring of MPI messages; half-precision buckets always take
+ * the ring. ct_grad_sync_transport says which.
+ *
  * Every rank must create, arm, finish and free its syncs in the same order
  * (new and free are collective). CPU hooks act only on the thread that
  * armed the window (MPI runs FUNNELED); free a sync before its model.
@@ -107,6 +113,11 @@ typedef struct {
     int64_t buckets;      /* bucket reductions so far */
 } ct_grad_sync_stats;
 
+/* How the buckets travel: "shared memory" (every rank on this machine:
+ * each reads the others' buckets directly, see grad_sync.c), "ring" (MPI
+ * messages), "nccl" (CUDA), or "none" (one rank). A static string. When
+ * shared memory is not used and why is not NULL, why (len bytes) says why. */
+const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len);
 /* Copies the running totals into *out (zeros for a NULL s). */
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out);
 /* Removes the hooks and frees. Accepts NULL. Collective under mpirun: it

@@ -28,6 +28,10 @@
  *   - a sync freed with buckets in flight completes them, and a new sync
  *     (one 1 MiB bucket) works after it;
  *   - stats, and the refusals;
+ *   - the transport: ranks of one machine average their float32/float64
+ *     buckets in shared memory (the bfloat16 one stays on the ring), unless
+ *     CTRIAL_GRAD_SYNC=ring (tests.cmake runs both); every check above
+ *     holds for either;
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
  *     NCCL give the same averages. */
 #define _POSIX_C_SOURCE 200809L
@@ -254,6 +258,15 @@ int main(void) {
     make_data();
     ct_grad_sync *s = ct_grad_sync_new(net, 600);
     CHECK(s != NULL);
+    {
+        char why[200];
+        const char *env = getenv("CTRIAL_GRAD_SYNC"), *how = ct_grad_sync_transport(s, why, sizeof why);
+        bool ring = env && strcmp(env, "ring") == 0;
+        if (R == 0) printf("%d ranks: transport %s%s%s\n", P, how, why[0] ? ": " : "", why);
+        if (P == 1) CHECK(strcmp(how, "none") == 0);
+        else if (ring) CHECK(strcmp(how, "ring") == 0 && strcmp(why, "CTRIAL_GRAD_SYNC=ring") == 0);
+        else CHECK(strcmp(how, "shared memory") == 0); /* the test's ranks share this machine */
+    }
     ct_grad_sync_stats st0, st;
     ct_grad_sync_get_stats(s, &st0);
     CHECK(st0.bytes == 0 && st0.buckets == 0);

@@ -16,6 +16,13 @@ ct_mpi_test(dist_collectives_np5 5 dist_collectives)
 ct_c_test(dist_grad_sync ${_dist}/test_grad_sync.c MODULES dist)
 ct_mpi_test(dist_grad_sync_np2 2 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np3 3 dist_grad_sync)
+# The same checks on the ring of MPI messages (ranks of one machine use
+# shared memory unless told not to).
+ct_mpi_test(dist_grad_sync_np2_ring 2 dist_grad_sync)
+ct_mpi_test(dist_grad_sync_np3_ring 3 dist_grad_sync)
+if(TEST dist_grad_sync_np2_ring)
+  set_property(TEST dist_grad_sync_np2_ring dist_grad_sync_np3_ring APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC=ring)
+endif()
 
 # Collectives on CUDA tensors through NCCL (src/dist/nccl_comm.c, called
 # directly too). On a machine without a GPU per rank it prints "SKIP: ..."

@@ -1,0 +1,186 @@
+/* src/dist/node_shm.c — one shared-memory segment per rank, mapped by every
+ * rank (node_shm.h). */
+#define _GNU_SOURCE /* posix_fallocate, MAP_ANONYMOUS names */
+#include "dist/node_shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "ctrial/dist.h"
+
+enum { NAME_LEN = 64 };
+
+/* This rank's own mapping, shared by the handle and the tensors over it. */
+typedef struct {
+    char *base;
+    size_t bytes;
+    atomic_int refs;
+} own_map;
+
+struct ct_node_shm {
+    int size, rank;
+    size_t bytes;
+    char **at;   /* [size]: every rank's segment as mapped here */
+    own_map *own;
+};
+
+void *ct_node_shm_ref(ct_node_shm *m) {
+    atomic_fetch_add(&m->own->refs, 1);
+    return m->own;
+}
+
+void ct_node_shm_unref(void *data, void *ctx) {
+    (void)data;
+    own_map *o = ctx;
+    if (atomic_fetch_sub(&o->refs, 1) != 1) return;
+    munmap(o->base, o->bytes);
+    free(o);
+}
+
+char *ct_node_shm_at(const ct_node_shm *m, int q) { return m->at[q]; }
+
+void ct_node_shm_free(ct_node_shm *m) {
+    if (!m) return;
+    for (int q = 0; m->at && q < m->size; q++)
+        if (q != m->rank && m->at[q]) munmap(m->at[q], m->bytes);
+    if (m->own) ct_node_shm_unref(NULL, m->own);
+    free(m->at);
+    free(m);
+}
+
+/* Every rank's answer: true when all of them said yes. */
+static bool all_agree(bool mine) {
+    int64_t v = mine;
+    return ct_dist_allreduce_i64(&v, 1, CT_DIST_MIN) == 0 && v == 1;
+}
+
+/* Whether every rank of comm shares this machine's memory. */
+static bool one_machine(MPI_Comm comm, int size) {
+    MPI_Comm node = MPI_COMM_NULL;
+    int n = 0;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return false;
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    return n == size;
+}
+
+/* Creates, reserves and maps this rank's segment under a fresh name. */
+static bool create_own(ct_node_shm *m, char *name, char *why, size_t why_len) {
+    static unsigned seq;
+    snprintf(name, NAME_LEN, "/ctrial-%ld-%d-%u-%llx", (long)getpid(), m->rank, ++seq,
+             (unsigned long long)(ct_clock_monotonic() * 1e9));
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        snprintf(why, why_len, "rank %d: shm_open %s: %s", m->rank, name, strerror(errno));
+        name[0] = '\0';
+        return false;
+    }
+    int err = ftruncate(fd, (off_t)m->bytes) != 0 ? errno : posix_fallocate(fd, 0, (off_t)m->bytes);
+    void *p = err ? MAP_FAILED : mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!err && p == MAP_FAILED) err = errno;
+    close(fd);
+    if (err) {
+        snprintf(why, why_len, "rank %d: reserving %zu bytes of shared memory (%s): %s", m->rank, m->bytes, name,
+                 strerror(err));
+        shm_unlink(name);
+        name[0] = '\0';
+        return false;
+    }
+    m->own = malloc(sizeof *m->own);
+    if (!m->own) {
+        munmap(p, m->bytes);
+        shm_unlink(name);
+        name[0] = '\0';
+        snprintf(why, why_len, "rank %d: out of memory", m->rank);
+        return false;
+    }
+    m->own->base = p;
+    m->own->bytes = m->bytes;
+    atomic_init(&m->own->refs, 1);
+    m->at[m->rank] = p;
+    return true;
+}
+
+/* Maps every other rank's segment read-only, by the names all_names holds
+ * (NAME_LEN bytes per rank). */
+static bool map_peers(ct_node_shm *m, const char *all_names, char *why, size_t why_len) {
+    for (int q = 0; q < m->size; q++) {
+        if (q == m->rank) continue;
+        const char *name = all_names + (size_t)q * NAME_LEN;
+        int fd = shm_open(name, O_RDONLY, 0);
+        if (fd < 0) {
+            snprintf(why, why_len, "rank %d: opening rank %d's segment %s: %s", m->rank, q, name, strerror(errno));
+            return false;
+        }
+        void *p = mmap(NULL, m->bytes, PROT_READ, MAP_SHARED, fd, 0);
+        int err = errno;
+        close(fd);
+        if (p == MAP_FAILED) {
+            snprintf(why, why_len, "rank %d: mapping rank %d's segment: %s", m->rank, q, strerror(err));
+            return false;
+        }
+        m->at[q] = p;
+    }
+    return true;
+}
+
+/* Every rank's name into all (NAME_LEN bytes each, in rank order):
+ * gathered on rank 0 and sent to every rank. */
+static bool exchange_names(const ct_node_shm *m, const char *name, char *all) {
+    void *gathered = NULL;
+    size_t *lens = calloc((size_t)m->size, sizeof *lens);
+    bool ok = lens && ct_dist_gather_bytes(name, NAME_LEN, 0, &gathered, lens) == 0;
+    if (ok && m->rank == 0) memcpy(all, gathered, (size_t)m->size * NAME_LEN);
+    ok = ct_dist_broadcast_bytes(all, (size_t)m->size * NAME_LEN, 0) == 0 && ok;
+    free(gathered);
+    free(lens);
+    return ok;
+}
+
+ct_node_shm *ct_node_shm_new(MPI_Comm comm, size_t bytes, bool want, char *why, size_t why_len) {
+    snprintf(why, why_len, "%s", "");
+    ct_node_shm *m = calloc(1, sizeof *m);
+    int size = 0, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    if (m) {
+        m->size = size;
+        m->rank = rank;
+        m->bytes = bytes ? bytes : 1;
+        m->at = calloc((size_t)size, sizeof *m->at);
+    }
+    char *all = calloc((size_t)size, NAME_LEN);
+    bool ok = m && m->at && all;
+    if (!ok) snprintf(why, why_len, "rank %d: out of memory", rank);
+    else if (!want) snprintf(why, why_len, "rank %d: not asked to", rank);
+    bool shared = one_machine(comm, size); /* collective: before anything can differ between ranks */
+    if (!all_agree(ok && want && shared)) {
+        if (!why[0]) snprintf(why, why_len, "%s", shared ? "another rank did not take part" : "the ranks are not all on one machine");
+        ct_node_shm_free(m);
+        free(all);
+        return NULL;
+    }
+    char name[NAME_LEN] = "";
+    ok = create_own(m, name, why, why_len);
+    ok = exchange_names(m, name, all) && ok;
+    ok = all_agree(ok) && map_peers(m, all, why, why_len);
+    ok = all_agree(ok);
+    /* Every rank has mapped every segment (or given up): the names can go. */
+    if (name[0]) shm_unlink(name);
+    free(all);
+    if (!ok) {
+        if (!why[0]) snprintf(why, why_len, "another rank could not share memory");
+        ct_node_shm_free(m);
+        return NULL;
+    }
+    return m;
+}
