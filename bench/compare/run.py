@@ -376,14 +376,25 @@ def part_rows(parts):
     if ds and "bandwidth" in ds:
         for r in ds["bandwidth"]:
             zero = "grads set to None" if r["variant"] == "none" else "grads zeroed in place"
-            row("gradient all-reduce", f"{r['mb']:g} MB, 2 ranks, {zero}", f"{r['mb']:g} MB [{zero}]", "GB/s",
-                r["grad_sync_gb_per_s"], r["mpi_allreduce_gb_per_s"], "MPI_Allreduce")
+            how = r.get("transport", "ring")
+            row("gradient all-reduce", f"{r['mb']:g} MB, 2 ranks, {how}, {zero}", f"{r['mb']:g} MB [{how}, {zero}]",
+                "GB/s", r["grad_sync_gb_per_s"], r["mpi_allreduce_gb_per_s"], "MPI_Allreduce")
     if ds and ds.get("train"):
-        base = next(r for r in ds["train"] if r["ranks"] == 1 and r["threads"] == 1)
-        for r in ds["train"]:
+        ctrial = [r for r in ds["train"] if r.get("system", "ctrial") == "ctrial"]
+        base = next(r for r in ctrial if r["ranks"] == 1 and r["threads"] == 1)
+        gb = ds["meta"]["global_batch"]
+        for r in ctrial:
             if r is not base:
-                row("ranks", f"{r['configuration']}, global batch {ds['meta']['global_batch']}", r["configuration"],
-                    "samples/s", r["samples_per_s"], base["samples_per_s"], "1 rank, 1 thread")
+                row("ranks", f"{r['configuration']}, global batch {gb}", r["configuration"], "samples/s",
+                    r["samples_per_s"], base["samples_per_s"], "1 rank, 1 thread")
+        # the same job in PyTorch: one process, and DistributedDataParallel (gloo) on as many ranks
+        torch = {r["ranks"]: r for r in ds["train"] if r.get("system") == "torch"}
+        for r in ctrial:
+            ref = torch.get(r["ranks"])
+            if ref and r["threads"] == 1 and r["zero"] == "none" and not r.get("environment"):
+                row("ranks", f"{r['configuration']} vs {ref['configuration']}, global batch {gb}",
+                    f"{r['configuration']} vs torch", "samples/s", r["samples_per_s"], ref["samples_per_s"],
+                    ref["configuration"])
     return rows
 
 

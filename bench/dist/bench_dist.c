@@ -29,18 +29,28 @@
  *   bench_dist train [--steps 30] [--global-batch 128] [--width 1024] [--threads 1] [--zero none|inplace]
  *       An MLP 784 -> W -> W -> 10 trained with SGD, each rank on
  *       GLOBAL/size rows of random data: samples/s of the whole job
- *       (GLOBAL * steps / wall time of the timed steps), and the sync's
- *       comm/wait per step. --zero as for bandwidth (the optimizer's
- *       zero_grad after each step).
+ *       (GLOBAL * steps / wall time of the timed steps), the sync's
+ *       comm/wait per step, where a step's time goes (forward with arm,
+ *       backward with the hooks, the sync after it, optimizer, zero_grad:
+ *       rank 0's, per step) and the last step's loss on rank 0 (run.py
+ *       checks it against torch DDP's, ddp_train.py). --zero as for
+ *       bandwidth (the optimizer's zero_grad after each step).
  *
  * Options common to all: --threads N (libtorch's intra-op threads per rank,
- * default 1), --warmup N (untimed steps/reps first, default 2). */
+ * default 1), --warmup N (untimed steps/reps first, default 2), --tune-malloc
+ * 1|0 (default 1: glibc's malloc keeps freed blocks up to 32 MiB, as ct_fit
+ * sets it by default). Every JSON line says which transport the sync used
+ * (ct_grad_sync_transport: "shared memory", "ring"; CTRIAL_GRAD_SYNC=ring
+ * in the environment picks the ring). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <ctrial/config.h>
 #include <ctrial/ctrial.h>
@@ -80,11 +90,12 @@ typedef struct {
     const char *mb, *zero;
     int params, reps, steps, batch, global_batch, width, threads, warmup;
     double bucket_mb;
+    bool tune_malloc;
 } opts;
 
 static opts parse(int argc, char **argv) {
     opts o = {.mb = "1,10,100", .zero = "none", .params = 64, .reps = 7, .steps = 0, .batch = 64, .global_batch = 128,
-              .width = 0, .threads = 1, .warmup = 2, .bucket_mb = 25};
+              .width = 0, .threads = 1, .warmup = 2, .bucket_mb = 25, .tune_malloc = true};
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--mb")) o.mb = v;
@@ -98,6 +109,7 @@ static opts parse(int argc, char **argv) {
         else if (!strcmp(k, "--warmup")) o.warmup = atoi(v);
         else if (!strcmp(k, "--bucket-mb")) o.bucket_mb = atof(v);
         else if (!strcmp(k, "--zero")) o.zero = v;
+        else if (!strcmp(k, "--tune-malloc")) o.tune_malloc = atoi(v) != 0;
         else {
             fprintf(stderr, "bench_dist: unknown option %s\n", k);
             exit(2);
@@ -186,9 +198,9 @@ static void bandwidth_one(const opts *o, double mb) {
         printf("{\"mode\": \"bandwidth\", \"ranks\": %d, \"zero\": \"%s\", \"mb\": %.3f, \"params\": %d, "
                "\"buckets_per_step\": %.2f, \"backward_s\": %.6f, \"sync_step_s\": %.6f, \"sync_s\": %.6f, "
                "\"allreduce_s\": %.6f, \"sync_gbs\": %.4f, \"ring_gbs\": %.4f, \"allreduce_gbs\": %.4f, "
-               "\"ratio\": %.4f}\n",
+               "\"ratio\": %.4f, \"transport\": \"%s\"}\n",
                P, o->zero, bytes / 1e6, o->params, (double)(st.buckets - st0.buckets) / o->reps, b, sy, sy - b, a,
-               bytes / (sy - b) / 1e9, ring_gbs, bytes / a / 1e9, a / (sy - b));
+               bytes / (sy - b) / 1e9, ring_gbs, bytes / a / 1e9, a / (sy - b), ct_grad_sync_transport(s, NULL, 0));
     fflush(stdout);
     free(tb);
     free(ts);
@@ -315,20 +327,39 @@ static int train(const opts *o) {
     ct_manual_seed(1 + (uint64_t)R);
     ct_tensor *x = ct_randn(CT_SHAPE(local, 784), NULL);
     ct_tensor *y = ct_randint(0, 10, CT_SHAPE(local), NULL);
-    double t0 = 0;
+    /* Where a step's time goes, summed over the timed steps (this rank's
+     * clock): forward (and the loss), backward (with the hooks that stage
+     * gradients and poll buckets in flight), the sync after it (launching
+     * what is left and waiting for every bucket: after_backward + finish),
+     * the optimizer step and zero_grad. No data part: the batch is fixed. */
+    enum { FWD, BWD, SYNC, OPT, ZERO, PHASES };
+    double phase[PHASES] = {0}, t0 = 0, loss_value = 0;
     ct_grad_sync_stats before = {0}, after;
     for (int i = -o->warmup; i < steps; i++) {
         if (i == 0) {
             ct_dist_barrier();
             t0 = now_s();
         }
+        double t[PHASES + 1];
+        t[0] = now_s();
         ct_grad_sync_arm(s, true);
-        if (step_backward(net, x, y) != 0) die("backward");
+        ct_scope *sc = ct_scope_begin();
+        ct_tensor *loss = ct_cross_entropy(ct_nn_forward(net, x), y);
+        if (!loss) die("forward");
+        t[1] = now_s();
+        if (ct_backward(loss) != 0) die("backward");
+        t[2] = now_s();
+        if (i == steps - 1 && ct_item(loss, &loss_value) != 0) die("loss");
+        ct_scope_end(sc);
         ct_grad_sync_after_backward(s);
         if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        t[3] = now_s();
         if (ct_optim_step(opt) != 0) die("step");
+        t[4] = now_s();
         ct_optim_zero_grad(opt, strcmp(o->zero, "inplace") != 0);
+        t[5] = now_s();
         if (i == -1) ct_grad_sync_get_stats(s, &before);
+        for (int k = 0; i >= 0 && k < PHASES; k++) phase[k] += t[k + 1] - t[k];
     }
     ct_dist_barrier();
     double wall = now_s() - t0;
@@ -336,10 +367,15 @@ static int train(const opts *o) {
     if (R == 0)
         printf("{\"mode\": \"train\", \"ranks\": %d, \"threads\": %d, \"zero\": \"%s\", \"width\": %d, "
                "\"global_batch\": %d, \"steps\": %d, \"samples_per_s\": %.2f, \"ms_per_step\": %.3f, "
-               "\"comm_ms_per_step\": %.3f, \"wait_ms_per_step\": %.3f}\n",
+               "\"comm_ms_per_step\": %.3f, \"wait_ms_per_step\": %.3f, \"forward_ms\": %.3f, "
+               "\"backward_ms\": %.3f, \"sync_ms\": %.3f, \"optimizer_ms\": %.3f, \"zero_grad_ms\": %.3f, "
+               "\"final_loss\": %.9g, \"transport\": \"%s\", \"malloc_tuned\": %s}\n",
                P, o->threads, o->zero, width, o->global_batch, steps, (double)o->global_batch * steps / wall,
                1e3 * wall / steps, 1e3 * (after.comm_seconds - before.comm_seconds) / steps,
-               1e3 * (after.wait_seconds - before.wait_seconds) / steps);
+               1e3 * (after.wait_seconds - before.wait_seconds) / steps, 1e3 * phase[FWD] / steps,
+               1e3 * phase[BWD] / steps, 1e3 * phase[SYNC] / steps, 1e3 * phase[OPT] / steps,
+               1e3 * phase[ZERO] / steps, loss_value, ct_grad_sync_transport(s, NULL, 0),
+               o->tune_malloc ? "true" : "false");
     ct_tensor_free(x);
     ct_tensor_free(y);
     ct_optim_free(opt);
@@ -361,6 +397,17 @@ int main(int argc, char **argv) {
     P = ct_dist_size();
     opts o = parse(argc, argv);
     ct_set_num_threads(o.threads);
+#ifdef __GLIBC__
+    /* What ct_fit does by default (ct_fit_opts.tune_malloc, src/fit/loop.c):
+     * freed blocks up to 32 MiB stay in the heap instead of going back to
+     * the kernel, so a step's fresh gradients and activations cost no page
+     * faults. The training part measures what ct_fit would run. */
+    if (o.tune_malloc) {
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        mallopt(M_TRIM_THRESHOLD, 64 << 20);
+        mallopt(M_TOP_PAD, 16 << 20);
+    }
+#endif
     int rc;
     if (!strcmp(argv[1], "bandwidth")) rc = bandwidth(&o);
     else if (!strcmp(argv[1], "overlap")) rc = overlap(&o);
