@@ -18,8 +18,13 @@ static int env_count(const char *const *names, int def) {
     return def;
 }
 
-/* The launchers' world-size variables, first set wins. */
-static const char *const size_names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+/* The launchers' world-size variables, first set wins. Slurm's srun sets
+ * SLURM_STEP_NUM_TASKS in every task of a step (its PMIx plugin sets no
+ * size of its own; the batch script, outside any step, has none), and
+ * comes last: an mpirun inside an allocation starts its daemons with srun,
+ * and its ranks inherit that step's variables beside mpirun's own. */
+static const char *const size_names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS",
+                                         NULL};
 
 int ct_launch_world_size(void) {
     int n = env_count(size_names, 1);
@@ -33,6 +38,6 @@ int ct_launch_by_launcher(void) {
 }
 
 int ct_launch_world_rank(void) {
-    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
     return env_count(names, 0);
 }

@@ -542,6 +542,23 @@ static void test_ct_main(void) {
     CHECK(ct_launch_world_size() == 1);
     unsetenv("PMI_SIZE");
     CHECK(ct_launch_world_size() == 1);
+    /* srun's step (srun --mpi=pmix sets PMIX_RANK but no size) */
+    setenv("SLURM_STEP_NUM_TASKS", "6", 1);
+    setenv("SLURM_PROCID", "5", 1);
+    CHECK(ct_launch_world_size() == 6 && ct_launch_world_rank() == 5 && ct_launch_by_launcher());
+    setenv("PMIX_RANK", "4", 1);
+    CHECK(ct_launch_world_rank() == 4);
+    /* mpirun inside an allocation: its ranks also carry the step of the
+     * srun that started its daemons (one task per node); mpirun's win */
+    setenv("OMPI_COMM_WORLD_SIZE", "16", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "9", 1);
+    CHECK(ct_launch_world_size() == 16 && ct_launch_world_rank() == 9);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("PMIX_RANK");
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    unsetenv("SLURM_PROCID");
+    CHECK(ct_launch_world_size() == 1 && ct_launch_world_rank() == 0 && !ct_launch_by_launcher());
 
     /* a NULL trial is the program's mistake, not the config's */
     capture cap;
