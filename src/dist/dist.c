@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/cpus.h"
 #include "base/launch.h"
 #include "ctrial/config.h"
 #include "ctrial/cuda.h"
@@ -238,7 +239,13 @@ static void timed_out(ct_dist_watch *w, double now) {
     ct_dist_abort(CT_EXIT_DIST, why);
 }
 
+/* More ranks on this machine than it has CPUs (mpirun --oversubscribe): a
+ * rank that waits gives its CPU away at every poll, since the rank it
+ * waits for may be the one that needs it. Set by describe_comm. */
+static bool oversubscribed;
+
 void ct_dist_watch_poll(ct_dist_watch *w) {
+    if (oversubscribed) sched_yield();
     if (++w->polls & 15) return;
     double now = ct_clock_monotonic();
     if (now - w->start > 0.002) sched_yield();
@@ -385,6 +392,7 @@ static int describe_comm(MPI_Comm comm) {
     MPI_Comm_rank(local, &g.local_rank);
     MPI_Comm_size(local, &g.local_size);
     MPI_Comm_free(&local);
+    oversubscribed = g.local_size > ct_cpus_online();
     return CT_OK;
 }
 

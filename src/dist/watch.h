@@ -15,7 +15,8 @@
  * What that costs a collective that completes: a counter increment and
  * one clock reading at begin, and one clock reading per 16 polls while it
  * waits. After 2 ms of waiting it also yields the CPU once per 16 polls
- * (a rank waiting for a slower one on the same cores leaves them to it).
+ * (a rank waiting for a slower one on the same cores leaves them to it);
+ * with more ranks on the machine than CPUs, at every poll from the start.
  *
  * Naming the stuck rank. A rank past the deadline asks every other rank,
  * on a second communicator, where it is; a rank inside any watched wait
