@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Two hosts on one machine: ctrial's ranks in two Linux network namespaces
+joined by a veth pair, talking TCP (Open MPI's tcp transport, no shared
+memory between them), the link shaped by tc to a given rate. Measures what
+bench/dist measures on one host — grad_sync's ring beside a bare
+MPI_Allreduce, and training throughput — and checks that ct_fit across the
+two "hosts" computes what one process computes.
+
+    sudo .venv/bin/python bench/dist/two_hosts.py [BUILD_DIR] [--rates unshaped,10gbit,1gbit]
+        [--runs 3] [--mb 1,10,100] [--steps 30] [--json PATH] [--keep-netns]
+
+Needs root (ip netns, tc), iproute2, and mpirun (Open MPI). Nothing is left
+behind: the namespaces (and their veth pair) are removed at the end, even on
+an error, unless --keep-netns.
+
+How the two hosts are made:
+  - namespaces ctrial-h0 and ctrial-h1, a veth pair between them
+    (10.199.0.1/24 and 10.199.0.2/24), loopback up in each;
+  - each host gets its own hostname (unshare --uts), so Open MPI sees two
+    nodes: no shared-memory transport between them, and grad_sync's
+    MPI_Comm_split_type finds one rank per node, so it uses the ring;
+  - mpirun runs in ctrial-h0; Open MPI's rsh launcher starts the daemon of
+    the second host through a small agent script (written to a temporary
+    folder) that runs the command in ctrial-h1, where ssh would log in;
+  - Open MPI's out-of-band and byte transports are told to use the veth's
+    subnet (oob_tcp_if_include, btl_tcp_if_include) and btl tcp,self;
+  - tc: a token bucket (tbf) on each end of the veth, at the rate, with a
+    burst of rate x 1 ms (at least 64 KiB) and 50 ms of queue. Latency is
+    the veth's own: this kernel has no netem (CONFIG_NET_SCH_NETEM is off),
+    so an added delay cannot be shaped here; the round trip of 8 bytes over
+    TCP is measured and reported.
+
+What runs on each rate (one rank per host, one intra-op thread each):
+  bench_dist bandwidth  --mb MB (grad_sync's ring vs MPI_Allreduce over TCP)
+  bench_dist train      (MLP 784-1024-1024-10, SGD, global batch 128)
+  ct_fit across hosts   examples/mnist's MLP on the bundled digits (without
+                        dropout: masks are drawn per rank), 2 ranks, against
+                        the same run in one process: the two runs'
+                        metrics.jsonl (training loss per report, validation)
+                        must agree to 1e-5 relative, as tests/dist_fit checks
+                        on one host.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+HOSTS = [("ctrial-h0", "10.199.0.1", "veth-ct0"), ("ctrial-h1", "10.199.0.2", "veth-ct1")]
+SUBNET = "10.199.0.0/24"
+
+AGENT = """#!/bin/sh
+# Open MPI's rsh launcher calls this as ssh: AGENT HOST COMMAND... ; the
+# command runs in HOST's network namespace, under HOST's own hostname.
+host=$1
+shift
+case "$host" in
+{cases}
+  *) echo "two_hosts agent: unknown host $host" >&2; exit 1 ;;
+esac
+exec ip netns exec "$ns" unshare --uts /bin/sh -c "hostname $name && exec $*"
+"""
+
+
+def sh(*cmd, check=True, capture=False):
+    p = subprocess.run(list(cmd), capture_output=capture, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr if capture else ''}")
+    return p
+
+
+def teardown():
+    for ns, _, _ in HOSTS:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def setup():
+    teardown()
+    (ns0, ip0, if0), (ns1, ip1, if1) = HOSTS
+    for ns, _, _ in HOSTS:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    sh("ip", "link", "add", if0, "netns", ns0, "type", "veth", "peer", "name", if1, "netns", ns1)
+    for ns, ip, ifname in HOSTS:
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", ifname)
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", ifname, "up")
+
+
+def shape(rate):
+    """tbf at `rate` on both ends ("unshaped": no qdisc)."""
+    for ns, _, ifname in HOSTS:
+        subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", ifname, "root"], capture_output=True)
+        if rate == "unshaped":
+            continue
+        bits = parse_rate(rate)
+        burst = max(64 * 1024, int(bits / 8 / 1000))  # 1 ms of the rate
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", ifname, "root", "tbf", "rate", rate,
+           "burst", str(burst), "latency", "50ms")
+
+
+def parse_rate(rate):
+    units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3}
+    for u, k in units.items():
+        if rate.endswith(u):
+            return float(rate[:-len(u)]) * k
+    raise SystemExit(f"two_hosts.py: rate {rate!r}: use e.g. 10gbit, 1gbit, 500mbit or unshaped")
+
+
+PINGPONG = r"""
+import socket, statistics, sys, time
+role, host = sys.argv[1], sys.argv[2]
+if role == "server":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, 47999)); s.listen(1)
+    c, _ = s.accept(); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        b = c.recv(8)
+        if not b:
+            break
+        c.sendall(b)
+else:
+    for _ in range(100):
+        try:
+            c = socket.create_connection((host, 47999)); break
+        except OSError:
+            time.sleep(0.02)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rtt = []
+    for _ in range(200):
+        t = time.perf_counter(); c.sendall(b"12345678"); c.recv(8); rtt.append(time.perf_counter() - t)
+    print(statistics.median(rtt[20:]) * 1e3)
+"""
+
+
+def rtt_ms():
+    """Median round trip of 8 bytes over TCP from host 0 to host 1 (ms): the link's latency as MPI's small
+    messages see it (no ping on this machine; TCP_NODELAY, 180 round trips after 20 to warm up)."""
+    server = subprocess.Popen(["ip", "netns", "exec", HOSTS[1][0], sys.executable, "-c", PINGPONG, "server",
+                               HOSTS[1][1]])
+    try:
+        p = sh("ip", "netns", "exec", HOSTS[0][0], sys.executable, "-c", PINGPONG, "client", HOSTS[1][1],
+               capture=True, check=False)
+        return round(float(p.stdout.strip()), 4) if p.returncode == 0 and p.stdout.strip() else None
+    finally:
+        server.wait(timeout=10)
+
+
+class Job:
+    """mpirun across the two hosts, launched from host 0."""
+
+    def __init__(self, tmp):
+        self.agent = os.path.join(tmp, "ns-agent")
+        cases = "\n".join(f"  {ip}|{ns}) ns={ns}; name={ns} ;;" for ns, ip, _ in HOSTS)
+        with open(self.agent, "w") as f:
+            f.write(AGENT.format(cases=cases))
+        os.chmod(self.agent, 0o755)
+
+    def cmd(self, prog_args, env_names=("OMP_NUM_THREADS",)):
+        ns0, ip0, _ = HOSTS[0]
+        mpirun = ["mpirun", "--allow-run-as-root", "--host", f"{HOSTS[0][1]}:1,{HOSTS[1][1]}:1", "-np", "2",
+                  "--map-by", "node", "--bind-to", "none",
+                  "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self",
+                  "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
+        for name in env_names:
+            mpirun += ["-x", name]
+        inner = " ".join(_quote(x) for x in mpirun + list(prog_args))
+        return ["ip", "netns", "exec", ns0, "unshare", "--uts", "/bin/sh", "-c", f"hostname {ns0} && exec {inner}"]
+
+
+def _quote(s):
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def json_lines(cmd, env):
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def fit_agrees(job, mnist, tmp, env):
+    """examples/mnist's MLP for 60 batches (a validation every 20) across the two hosts and in one process:
+    (ok, message)."""
+    cfg = os.path.join(tmp, "mlp.json")
+    with open(os.path.join(ROOT, "examples", "mnist", "mnist_mlp.json")) as f:
+        c = json.load(f)
+    c["searcher"]["max_length"] = {"batches": 60}
+    # no dropout: each rank draws its own rows' masks, one process draws the whole batch's (different numbers,
+    # both right); everything else is the same arithmetic up to the order of the gradient sums
+    c["hyperparameters"]["dropout2"] = 0.0
+    c["min_validation_period"] = {"batches": 20}
+    c["scheduling_unit"] = 10
+    c.setdefault("data", {})["dir"] = os.path.join(ROOT, "examples", "data", "digits")
+    with open(cfg, "w") as f:
+        json.dump(c, f)
+    outs = {}
+    for where in ("one process", "two hosts"):
+        out = os.path.join(tmp, where.replace(" ", "_"))
+        args = [mnist, "--config", cfg, "--output", out, "--overwrite", "--quiet", "--threads", "1"]
+        cmd = job.cmd(args) if where == "two hosts" else args
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+        if p.returncode != 0:
+            return False, f"ct_fit on {where} exited {p.returncode}: {p.stderr[-1500:]}"
+        outs[where] = read_metrics(os.path.join(out, "metrics.jsonl"))
+    a, b = outs["one process"], outs["two hosts"]
+    keys = [("training", "loss"), ("validation", "validation_loss"), ("validation", "validation_accuracy")]
+    worst, n = 0.0, 0
+    for group, key in keys:
+        xs = [r["metrics"][key] for r in a if r["group"] == group]
+        ys = [r["metrics"][key] for r in b if r["group"] == group]
+        if len(xs) != len(ys) or not xs:
+            return False, f"{group} {key}: {len(xs)} reports in one process, {len(ys)} across the hosts"
+        for x, y in zip(xs, ys):
+            worst = max(worst, abs(x - y) / max(abs(x), 1e-12))
+            n += 1
+    ok = worst <= 1e-5
+    return ok, f"{n} reported values (training loss, validation loss and accuracy): largest relative difference " \
+               f"{worst:.2e} ({'equal' if ok else 'DIFFERENT'} at 1e-5)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("build_dir", nargs="?", default=os.environ.get("CTRIAL_BUILD_DIR", os.path.join(ROOT, "build")))
+    ap.add_argument("--rates", default="unshaped,10gbit,1gbit")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--mb", default="1,10,100")
+    ap.add_argument("--reps", type=int, default=11)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--keep-netns", action="store_true")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("two_hosts.py: needs root (ip netns, tc)")
+    for tool in ("ip", "tc", "mpirun", "unshare"):
+        if not shutil.which(tool):
+            sys.exit(f"two_hosts.py: {tool} is not on PATH")
+    build = os.path.abspath(a.build_dir)
+    prog = os.path.join(build, "bench", "dist", "bench_dist")
+    mnist = os.path.join(build, "examples", "mnist", "mnist")
+    for p in (prog, mnist):
+        if not os.access(p, os.X_OK):
+            sys.exit(f"two_hosts.py: {p} is not built")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    results = {"rates": {}, "meta": {"runs": a.runs, "mb": a.mb, "steps": a.steps, "reps": a.reps}}
+    tmp = tempfile.mkdtemp(prefix="ctrial_two_hosts_")
+    try:
+        setup()
+        job = Job(tmp)
+        for rate in a.rates.split(","):
+            shape(rate)
+            rr = {"rtt_ms": rtt_ms(), "bandwidth": {}, "train": []}
+            for _ in range(a.runs):
+                for r in json_lines(job.cmd([prog, "bandwidth", "--mb", a.mb, "--reps", str(a.reps)]), env):
+                    rr["bandwidth"].setdefault(str(r["mb"]), []).append(r)
+                rr["train"] += json_lines(job.cmd([prog, "train", "--steps", str(a.steps)]), env)
+            ok, msg = fit_agrees(job, mnist, tmp, env)
+            rr["fit_agrees"], rr["fit_message"] = ok, msg
+            results["rates"][rate] = rr
+            print(f"[{rate}] rtt {rr['rtt_ms']} ms; ct_fit across hosts: {msg}", file=sys.stderr, flush=True)
+    finally:
+        if not a.keep_netns:
+            teardown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(results)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+    sys.exit(0 if all(r["fit_agrees"] for r in results["rates"].values()) else 1)
+
+
+def report(results):
+    med = statistics.median
+
+    def fmt(xs, f="{:.3f}"):
+        return f"{f.format(med(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
+
+    print("## Two hosts (network namespaces, Open MPI over TCP), one rank each\n")
+    print("| link | round trip ms | MB | grad_sync ring GB/s | MPI_Allreduce GB/s | ratio | transport |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for rate, rr in results["rates"].items():
+        for mb, rs in rr["bandwidth"].items():
+            print(f"| {rate} | {rr['rtt_ms']} | {float(mb):g} | {fmt([r['sync_gbs'] for r in rs])} | "
+                  f"{fmt([r['allreduce_gbs'] for r in rs])} | {fmt([r['ratio'] for r in rs], '{:.2f}')} | "
+                  f"{rs[0].get('transport', '?')} |")
+    print()
+    print("| link | samples/s (MLP 784-1024-1024-10, global batch 128) | ms/step | sync ms/step | "
+          "ct_fit across hosts vs one process |")
+    print("|---|---:|---:|---:|---|")
+    for rate, rr in results["rates"].items():
+        rs = rr["train"]
+        print(f"| {rate} | {fmt([r['samples_per_s'] for r in rs], '{:.0f}')} | {med(r['ms_per_step'] for r in rs):.2f} | "
+              f"{med(r['sync_ms'] for r in rs):.2f} | {rr['fit_message']} |")
+    print()
+
+
+if __name__ == "__main__":
+    main()
