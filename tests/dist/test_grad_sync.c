@@ -31,7 +31,8 @@
  *   - the transport: ranks of one machine average their float32/float64
  *     buckets in shared memory (the bfloat16 one stays on the ring), unless
  *     CTRIAL_GRAD_SYNC=ring (tests.cmake runs both); every check above
- *     holds for either;
+ *     holds for either; when one rank alone is told to take the ring, all
+ *     take it (the choice is agreed, nobody hangs);
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
  *     NCCL give the same averages. */
 #define _POSIX_C_SOURCE 200809L
@@ -441,6 +442,30 @@ int main(void) {
     CHECK_OK(ct_grad_sync_finish(s3));
     check_grads(net, mean, 1.0, 1e-6, "a new sync after an abandoned one");
     ct_grad_sync_free(s3);
+
+    /* 8b. Ranks that disagree on shared memory (here the last one is told
+     * to take the ring) all take the ring, and nobody waits for anybody:
+     * the choice is agreed when the sync is made. */
+    if (P > 1) {
+        const char *env = getenv("CTRIAL_GRAD_SYNC");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        if (R == P - 1) setenv("CTRIAL_GRAD_SYNC", "ring", 1);
+        ct_grad_sync *s5 = ct_grad_sync_new(net, 600);
+        if (R == P - 1) {
+            if (keep[0]) setenv("CTRIAL_GRAD_SYNC", keep, 1);
+            else unsetenv("CTRIAL_GRAD_SYNC");
+        }
+        CHECK(s5 != NULL);
+        char why[200];
+        CHECK(strcmp(ct_grad_sync_transport(s5, why, sizeof why), "ring") == 0);
+        CHECK(why[0] != '\0');
+        CHECK_OK(ct_nn_zero_grad(net, true));
+        CHECK_OK(local_backward(s5, &n, true));
+        CHECK_OK(ct_grad_sync_finish(s5));
+        check_grads(net, mean, 1.0, 1e-6, "ranks that disagreed on shared memory, on the ring");
+        ct_grad_sync_free(s5);
+    }
 
     /* 9. On a GPU (each rank its own when there are enough): CUDA buckets
      * averaged by NCCL, hooks on autograd's device thread, the same
