@@ -1,6 +1,10 @@
 /* src/dist/node_shm.c — one shared-memory segment per rank, mapped by every
  * rank (node_shm.h). */
-#define _GNU_SOURCE /* posix_fallocate, MAP_ANONYMOUS names */
+#define _GNU_SOURCE /* posix_fallocate */
+#include "ctrial/config.h"
+#include "ctrial/dist.h"
+
+#if CTRIAL_HAVE_MPI /* only the MPI paths of grad_sync.c use it */
 #include "dist/node_shm.h"
 
 #include <errno.h>
@@ -15,7 +19,6 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "ctrial/dist.h"
 
 enum { NAME_LEN = 64 };
 
@@ -184,3 +187,5 @@ ct_node_shm *ct_node_shm_new(MPI_Comm comm, size_t bytes, bool want, char *why, 
     }
     return m;
 }
+
+#endif /* CTRIAL_HAVE_MPI */
