@@ -286,11 +286,14 @@ def check_early(name, out, np, code, text, before_training=True):
 # signal takes to land: it stops before training. One process goes from
 # ct_main's first line to its first batch in milliseconds, so there the
 # signal may also land in the first batch: then it stops after that batch
-# with a checkpoint, as in training.
+# with a checkpoint, as in training. Each batch sleeps 30 ms, so that the
+# 10 batches cannot all be over before the signal lands (on a loaded
+# machine this script polls the process's signal mask slowly; without the
+# sleep the run once finished first).
 for np, target in ((0, 0), (2, 1)):
     name = f"{'-np 2, rank 1' if np else 'one process'}: SIGTERM as soon as the process catches it"
     out = os.path.join(WORK, f"early_np{np}")
-    p = start(out, np, cfg=SHORT)
+    p = start(out, np, ["--hparam", "sleep_ms=30"], cfg=SHORT)
     t = time.time()
     pid = None
     while p.poll() is None and time.time() - t < LIMIT and pid is None:
