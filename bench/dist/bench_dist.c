@@ -48,13 +48,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include <ctrial/config.h>
 #include <ctrial/ctrial.h>
 
+#include "base/heap.h"
 #include "dist/grad_sync.h"
 
 #if CTRIAL_HAVE_MPI
@@ -397,17 +395,11 @@ int main(int argc, char **argv) {
     P = ct_dist_size();
     opts o = parse(argc, argv);
     ct_set_num_threads(o.threads);
-#ifdef __GLIBC__
-    /* What ct_fit does by default (ct_fit_opts.tune_malloc, src/fit/loop.c):
-     * freed blocks up to 32 MiB stay in the heap instead of going back to
-     * the kernel, so a step's fresh gradients and activations cost no page
-     * faults. The training part measures what ct_fit would run. */
-    if (o.tune_malloc) {
-        mallopt(M_MMAP_THRESHOLD, 32 << 20);
-        mallopt(M_TRIM_THRESHOLD, 64 << 20);
-        mallopt(M_TOP_PAD, 16 << 20);
-    }
-#endif
+    /* What ct_fit does by default (ct_fit_opts.tune_malloc): freed blocks up
+     * to 32 MiB stay in the heap instead of going back to the kernel, so a
+     * step's fresh gradients and activations cost no page faults. The
+     * training part measures what ct_fit would run. */
+    if (o.tune_malloc) ct_heap_tune_for_training();
     int rc;
     if (!strcmp(argv[1], "bandwidth")) rc = bandwidth(&o);
     else if (!strcmp(argv[1], "overlap")) rc = overlap(&o);

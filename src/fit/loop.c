@@ -15,14 +15,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#ifdef __GLIBC__ /* defined by the libc headers above */
-#include <malloc.h>
-#endif
 
 #include <pthread.h>
 
 #include "base/cpus.h"
 #include "base/files.h"
+#include "base/heap.h"
 #include "ckpt/ckpt.h"
 #include "config/period.h"
 #include "fit/state.h"
@@ -155,35 +153,6 @@ static int agree_on_preemption(ct_context *ctx) {
         g_agreed_signal = (int)sig;
     }
     return rc;
-}
-
-/* ---- the heap ---------------------------------------------------------------- */
-
-/* glibc's defaults suit programs that allocate a little at a time: it maps
- * every allocation over its mmap threshold (128 KiB, raised only as such
- * blocks are freed) on its own and unmaps it when freed, and it gives the
- * heap's free top back to the kernel once 128 KiB lie there. A training step
- * frees its activations and gradients and allocates them again the next
- * step, so each step faulted the same pages in afresh: 3,200 page faults a
- * step and a third of the time in the digits CNN at batch 128
- * (bench/compare/README.md). Keeping blocks up to 32 MiB on the heap and up
- * to 64 MiB free at its top (plus 16 MiB of slack when it grows) keeps those
- * pages; the cost is at most that much resident memory that was in use
- * anyway. Process-wide and left in place after ct_fit (mallopt has no getter
- * to restore from); a MALLOC_*_ variable or a malloc tunable in the
- * environment is the user's own choice and wins. */
-static void tune_malloc(bool on) {
-#ifdef __GLIBC__
-    const char *tunables = getenv("GLIBC_TUNABLES");
-    if (!on || getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_") ||
-        getenv("MALLOC_TOP_PAD_") || (tunables && strstr(tunables, "glibc.malloc.")))
-        return;
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 64 << 20);
-    mallopt(M_TOP_PAD, 16 << 20);
-#else
-    (void)on;
-#endif
 }
 
 /* ---- periods --------------------------------------------------------------- */
@@ -1190,7 +1159,7 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
         rc = ct_set_error(CT_ECONFIG, "ct_fit_opts.dist_timeout is %g: expected seconds, a number >= 0 (0: "
                           "CTRIAL_DIST_TIMEOUT or 30 minutes; infinity: none)", o->dist_timeout);
     ct_dist_watch_progress(&ctx->batches_trained);
-    tune_malloc(o->tune_malloc);
+    if (o->tune_malloc) ct_heap_tune_for_training(); /* src/base/heap.c says why */
     ct_report_start(ctx);
     /* A stop signal before training (caught by ct_main since its start, or
      * during the set-up) stops the run there: nothing to save, and a resume
