@@ -12,11 +12,7 @@
 
 #include <math.h>
 
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__clang__) ? __clang_major__ >= 14 : __GNUC__ >= 6)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+#include "base/vector_clones.h"
 
 #define N 624
 #define M 397
@@ -49,9 +45,8 @@ VECTOR_CLONES static void generate(ct_mt19937 *mt) {
     mt->pos = 0;
 }
 
-uint32_t ct_mt19937_next32(ct_mt19937 *mt) {
-    if (mt->pos == N) generate(mt);
-    uint32_t y = mt->key[mt->pos++];
+/* MT19937's output function: one state word tempered. */
+static inline uint32_t temper1(uint32_t y) {
     y ^= (y >> 11);
     y ^= (y << 7) & 0x9d2c5680U;
     y ^= (y << 15) & 0xefc60000U;
@@ -59,15 +54,13 @@ uint32_t ct_mt19937_next32(ct_mt19937 *mt) {
     return y;
 }
 
+uint32_t ct_mt19937_next32(ct_mt19937 *mt) {
+    if (mt->pos == N) generate(mt);
+    return temper1(mt->key[mt->pos++]);
+}
+
 VECTOR_CLONES static void temper(const uint32_t *key, uint32_t *out, int n) {
-    for (int i = 0; i < n; i++) {
-        uint32_t y = key[i];
-        y ^= (y >> 11);
-        y ^= (y << 7) & 0x9d2c5680U;
-        y ^= (y << 15) & 0xefc60000U;
-        y ^= (y >> 18);
-        out[i] = y;
-    }
+    for (int i = 0; i < n; i++) out[i] = temper1(key[i]);
 }
 
 void ct_mt19937_fill(ct_mt19937 *mt, uint32_t *out, size_t n) {

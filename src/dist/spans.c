@@ -9,11 +9,7 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__clang__) ? __clang_major__ >= 14 : __GNUC__ >= 6)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+#include "base/vector_clones.h"
 
 /* Blocks small enough that the running sum stays in L1 while each source
  * is added into it. */
