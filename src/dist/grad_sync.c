@@ -115,7 +115,6 @@
 #include "base/clock.h"
 
 #include <limits.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -351,27 +350,34 @@ static void bucket_done(ct_grad_sync *s, gs_bucket *b) {
 /* ---- shared memory ------------------------------------------------------- */
 
 /* One rank's flags for one bucket, at the head of its segment: the number
- * of the last window in which it published its gradients (arrived),
- * averaged its chunk (reduced) and copied every other chunk (gathered).
+ * of the last window in which it published its gradients (ARRIVED),
+ * averaged its chunk (REDUCED) and copied every other chunk (GATHERED).
  * Each rank writes only its own; 32 bits, so that a peer's segment, mapped
  * read-only, is read with plain loads on every platform. */
+enum { ARRIVED, REDUCED, GATHERED, FLAGS };
 typedef struct {
-    _Atomic uint32_t arrived, reduced, gathered;
-    char pad[64 - 3 * sizeof(uint32_t)];
+    _Atomic uint32_t at[FLAGS];
+    char pad[64 - FLAGS * sizeof(uint32_t)];
 } gs_flags;
 
-static gs_flags *flags_of(const ct_grad_sync *s, int q, int bi) {
-    return (gs_flags *)ct_node_shm_at(s->shm, q) + bi;
+/* Rank q's flag `which` for bucket bi. */
+static _Atomic uint32_t *flag_of(const ct_grad_sync *s, int q, int bi, int which) {
+    return &((gs_flags *)ct_node_shm_at(s->shm, q) + bi)->at[which];
 }
 
-/* Whether a flag has reached window gen (wrap-around safe). */
-static bool reached(_Atomic uint32_t *flag, uint32_t gen) {
-    return (int32_t)(atomic_load_explicit(flag, memory_order_acquire) - gen) >= 0;
+/* This rank has reached `which` in this window. */
+static void publish(ct_grad_sync *s, int bi, int which) {
+    atomic_store_explicit(flag_of(s, s->rank, bi, which), s->gen, memory_order_release);
 }
 
-static bool all_reached(const ct_grad_sync *s, int bi, size_t which) {
+/* Whether rank q has reached `which` in this window (wrap-around safe). */
+static bool reached(const ct_grad_sync *s, int q, int bi, int which) {
+    return (int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - s->gen) >= 0;
+}
+
+static bool all_reached(const ct_grad_sync *s, int bi, int which) {
     for (int q = 0; q < s->size; q++)
-        if (!reached((_Atomic uint32_t *)((char *)flags_of(s, q, bi) + which), s->gen)) return false;
+        if (!reached(s, q, bi, which)) return false;
     return true;
 }
 
@@ -386,16 +392,16 @@ static void advance_shm(ct_grad_sync *s, int bi) {
     int p = s->size, r = s->rank;
     size_t el = b->elsize;
     if (b->step == 0) {
-        if (!all_reached(s, bi, offsetof(gs_flags, arrived))) return;
+        if (!all_reached(s, bi, ARRIVED)) return;
         ct_span_mean(b->dtype, b->base + (size_t)b->chunk_off[r] * el, b->mine_in, p, b->chunk_len[r], 1.0 / p);
-        atomic_store_explicit(&flags_of(s, r, bi)->reduced, s->gen, memory_order_release);
+        publish(s, bi, REDUCED);
         b->step = 1;
     }
     if (b->step == 1) {
         bool all = true;
         for (int q = 0; q < p; q++) {
             if (q == r || b->got[q]) continue;
-            if (!reached(&flags_of(s, q, bi)->reduced, s->gen)) {
+            if (!reached(s, q, bi, REDUCED)) {
                 all = false;
                 continue;
             }
@@ -404,10 +410,10 @@ static void advance_shm(ct_grad_sync *s, int bi) {
             b->got[q] = true;
         }
         if (!all) return;
-        atomic_store_explicit(&flags_of(s, r, bi)->gathered, s->gen, memory_order_release);
+        publish(s, bi, GATHERED);
         b->step = 2;
     }
-    if (all_reached(s, bi, offsetof(gs_flags, gathered))) bucket_done(s, b);
+    if (all_reached(s, bi, GATHERED)) bucket_done(s, b);
 }
 
 /* Moves bucket bi as far as its messages allow: polls the step in flight
@@ -605,7 +611,7 @@ static void launch(ct_grad_sync *s, int bi) {
     b->t_launch = ct_clock_monotonic();
     if (b->shm) {
         memset(b->got, 0, (size_t)s->size * sizeof *b->got);
-        atomic_store_explicit(&flags_of(s, s->rank, bi)->arrived, s->gen, memory_order_release);
+        publish(s, bi, ARRIVED);
         return;
     }
     post_step(s, b, bi);
