@@ -82,7 +82,7 @@ def teardown():
 
 def setup():
     teardown()
-    (ns0, ip0, if0), (ns1, ip1, if1) = HOSTS
+    (ns0, _, if0), (ns1, _, if1) = HOSTS
     for ns, _, _ in HOSTS:
         sh("ip", "netns", "add", ns)
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
@@ -161,8 +161,8 @@ class Job:
         os.chmod(self.agent, 0o755)
 
     def cmd(self, prog_args, env_names=("OMP_NUM_THREADS",)):
-        ns0, ip0, _ = HOSTS[0]
-        mpirun = ["mpirun", "--allow-run-as-root", "--host", f"{HOSTS[0][1]}:1,{HOSTS[1][1]}:1", "-np", "2",
+        (ns0, ip0, _), (_, ip1, _) = HOSTS
+        mpirun = ["mpirun", "--allow-run-as-root", "--host", f"{ip0}:1,{ip1}:1", "-np", "2",
                   "--map-by", "node", "--bind-to", "none",
                   "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self",
                   "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
