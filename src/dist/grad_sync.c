@@ -1143,9 +1143,9 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
     if (!s || s->size == 1) return "none";
     if (s->cuda) return "nccl";
 #if CTRIAL_HAVE_MPI
-    if (why && len && !s->shm) snprintf(why, len, "%s", s->why_not_shm);
-    for (int bi = 0; bi < s->nbuckets; bi++)
-        if (s->buckets[bi].shm) return "shared memory";
+    /* a segment is made only when some bucket goes in it (build_buckets) */
+    if (s->shm) return "shared memory";
+    if (why && len) snprintf(why, len, "%s", s->why_not_shm);
 #endif
     return "ring";
 }
