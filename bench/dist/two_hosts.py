@@ -7,7 +7,7 @@ MPI_Allreduce, and training throughput — and checks that ct_fit across the
 two "hosts" computes what one process computes.
 
     sudo .venv/bin/python bench/dist/two_hosts.py [BUILD_DIR] [--rates unshaped,10gbit,1gbit]
-        [--runs 3] [--mb 1,10,100] [--steps 30] [--json PATH] [--keep-netns]
+        [--per-host 1,2] [--runs 3] [--mb 1,10,100] [--steps 30] [--json PATH] [--keep-netns]
 
 Needs root (ip netns, tc), iproute2, and mpirun (Open MPI). Nothing is left
 behind: the namespaces (and their veth pair) are removed at the end, even on
@@ -18,24 +18,33 @@ How the two hosts are made:
     (10.199.0.1/24 and 10.199.0.2/24), loopback up in each;
   - each host gets its own hostname (unshare --uts), so Open MPI sees two
     nodes: no shared-memory transport between them, and grad_sync's
-    MPI_Comm_split_type finds one rank per node, so it uses the ring;
+    MPI_Comm_split_type tells the hosts apart: with one rank on each it
+    uses the ring, with two on each shared memory on each host and a ring
+    between them ("shared memory + ring");
   - mpirun runs in ctrial-h0; Open MPI's rsh launcher starts the daemon of
     the second host through a small agent script (written to a temporary
     folder) that runs the command in ctrial-h1, where ssh would log in;
   - Open MPI's out-of-band and byte transports are told to use the veth's
-    subnet (oob_tcp_if_include, btl_tcp_if_include) and btl tcp,self;
+    subnet (oob_tcp_if_include, btl_tcp_if_include) and btl tcp,self (and
+    vader, its shared memory, between the ranks of one host);
   - tc: a token bucket (tbf) on each end of the veth, at the rate, with a
     burst of rate x 1 ms (at least 64 KiB) and 50 ms of queue. Latency is
     the veth's own: this kernel has no netem (CONFIG_NET_SCH_NETEM is off),
     so an added delay cannot be shaped here; the round trip of 8 bytes over
     TCP is measured and reported.
 
-What runs on each rate (one rank per host, one intra-op thread each):
-  bench_dist bandwidth  --mb MB (grad_sync's ring vs MPI_Allreduce over TCP)
-  bench_dist train      (MLP 784-1024-1024-10, SGD, global batch 128)
+What runs on each rate, with each number of ranks per host (--per-host;
+one intra-op thread each; two per host oversubscribe this machine's two
+cores, so their training throughput says little, their bytes per second
+and their correctness do):
+  bench_dist bandwidth  --mb MB (grad_sync vs MPI_Allreduce over TCP; with
+                        two ranks per host both of grad_sync's transports:
+                        shared memory + ring, and the ring of every rank)
+  bench_dist train      (MLP 784-1024-1024-10, SGD, global batch 128; both
+                        transports with two per host)
   ct_fit across hosts   examples/mnist's MLP on the bundled digits (without
-                        dropout: masks are drawn per rank), 2 ranks, against
-                        the same run in one process: the two runs'
+                        dropout: masks are drawn per rank), 2 or 4 ranks,
+                        against the same run in one process: the two runs'
                         metrics.jsonl (training loss per report, validation)
                         must agree to 1e-5 relative, as tests/dist_fit checks
                         on one host.
@@ -160,11 +169,12 @@ class Job:
             f.write(AGENT.format(cases=cases))
         os.chmod(self.agent, 0o755)
 
-    def cmd(self, prog_args, env_names=("OMP_NUM_THREADS",)):
+    def cmd(self, prog_args, per_host=1, env_names=("OMP_NUM_THREADS", "CTRIAL_GRAD_SYNC")):
+        """per_host ranks on each host, ranks 0 .. per_host-1 on the first."""
         (ns0, ip0, _), (_, ip1, _) = HOSTS
-        mpirun = ["mpirun", "--allow-run-as-root", "--host", f"{ip0}:1,{ip1}:1", "-np", "2",
-                  "--map-by", "node", "--bind-to", "none",
-                  "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self",
+        mpirun = ["mpirun", "--allow-run-as-root", "--host", f"{ip0}:{per_host},{ip1}:{per_host}",
+                  "-np", str(2 * per_host), "--map-by", "slot", "--bind-to", "none",
+                  "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self" if per_host == 1 else "tcp,vader,self",
                   "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
         for name in env_names:
             mpirun += ["-x", name]
@@ -188,9 +198,9 @@ def read_metrics(path):
         return [json.loads(l) for l in f if l.strip()]
 
 
-def fit_agrees(job, mnist, tmp, env):
-    """examples/mnist's MLP for 60 batches (a validation every 20) across the two hosts and in one process:
-    (ok, message)."""
+def fit_agrees(job, mnist, tmp, env, per_host):
+    """examples/mnist's MLP for 60 batches (a validation every 20) across the two hosts (per_host ranks on each)
+    and in one process: (ok, message)."""
     cfg = os.path.join(tmp, "mlp.json")
     with open(os.path.join(ROOT, "examples", "mnist", "mnist_mlp.json")) as f:
         c = json.load(f)
@@ -207,7 +217,7 @@ def fit_agrees(job, mnist, tmp, env):
     for where in ("one process", "two hosts"):
         out = os.path.join(tmp, where.replace(" ", "_"))
         args = [mnist, "--config", cfg, "--output", out, "--overwrite", "--quiet", "--threads", "1"]
-        cmd = job.cmd(args) if where == "two hosts" else args
+        cmd = job.cmd(args, per_host) if where == "two hosts" else args
         p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
         if p.returncode != 0:
             return False, f"ct_fit on {where} exited {p.returncode}: {p.stderr[-1500:]}"
@@ -232,6 +242,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build_dir", nargs="?", default=os.environ.get("CTRIAL_BUILD_DIR", os.path.join(ROOT, "build")))
     ap.add_argument("--rates", default="unshaped,10gbit,1gbit")
+    ap.add_argument("--per-host", default="1,2", help="ranks on each host, a list")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--mb", default="1,10,100")
     ap.add_argument("--reps", type=int, default=11)
@@ -251,6 +262,9 @@ def main():
         if not os.access(p, os.X_OK):
             sys.exit(f"two_hosts.py: {p} is not built")
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("CTRIAL_GRAD_SYNC", None)
+    ring_env = dict(env, CTRIAL_GRAD_SYNC="ring")
+    per_host = [int(k) for k in a.per_host.split(",")]
     results = {"rates": {}, "meta": {"runs": a.runs, "mb": a.mb, "steps": a.steps, "reps": a.reps}}
     tmp = tempfile.mkdtemp(prefix="ctrial_two_hosts_")
     try:
@@ -258,15 +272,22 @@ def main():
         job = Job(tmp)
         for rate in a.rates.split(","):
             shape(rate)
-            rr = {"rtt_ms": rtt_ms(), "bandwidth": {}, "train": []}
-            for _ in range(a.runs):
-                for r in json_lines(job.cmd([prog, "bandwidth", "--mb", a.mb, "--reps", str(a.reps)]), env):
-                    rr["bandwidth"].setdefault(str(r["mb"]), []).append(r)
-                rr["train"] += json_lines(job.cmd([prog, "train", "--steps", str(a.steps)]), env)
-            ok, msg = fit_agrees(job, mnist, tmp, env)
-            rr["fit_agrees"], rr["fit_message"] = ok, msg
+            rr = {"rtt_ms": rtt_ms(), "layouts": {}}
+            for k in per_host:
+                # with one rank per host the default is the ring already
+                envs = [env] if k == 1 else [env, ring_env]
+                lay = {"bandwidth": {}, "train": []}
+                for _ in range(a.runs):  # the transports interleaved
+                    for e in envs:
+                        for r in json_lines(job.cmd([prog, "bandwidth", "--mb", a.mb, "--reps", str(a.reps)], k), e):
+                            lay["bandwidth"].setdefault(r["transport"], {}).setdefault(str(r["mb"]), []).append(r)
+                        lay["train"] += json_lines(job.cmd([prog, "train", "--steps", str(a.steps)], k), e)
+                ok, msg = fit_agrees(job, mnist, tmp, env, k)
+                lay["fit_agrees"], lay["fit_message"] = ok, msg
+                rr["layouts"][str(k)] = lay
+                print(f"[{rate}, {k} per host] ct_fit across hosts: {msg}", file=sys.stderr, flush=True)
             results["rates"][rate] = rr
-            print(f"[{rate}] rtt {rr['rtt_ms']} ms; ct_fit across hosts: {msg}", file=sys.stderr, flush=True)
+            print(f"[{rate}] rtt {rr['rtt_ms']} ms", file=sys.stderr, flush=True)
     finally:
         if not a.keep_netns:
             teardown()
@@ -276,7 +297,7 @@ def main():
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
             f.write("\n")
-    sys.exit(0 if all(r["fit_agrees"] for r in results["rates"].values()) else 1)
+    sys.exit(0 if all(lay["fit_agrees"] for r in results["rates"].values() for lay in r["layouts"].values()) else 1)
 
 
 def report(results):
@@ -285,22 +306,32 @@ def report(results):
     def fmt(xs, f="{:.3f}"):
         return f"{f.format(med(xs))} [{f.format(min(xs))}, {f.format(max(xs))}]"
 
-    print("## Two hosts (network namespaces, Open MPI over TCP), one rank each\n")
-    print("| link | round trip ms | MB | grad_sync ring GB/s | MPI_Allreduce GB/s | ratio | transport |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("## Two hosts (network namespaces, Open MPI over TCP)\n")
+    print("| link | round trip ms | ranks per host | transport | MB | grad_sync GB/s | MPI_Allreduce GB/s | ratio |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
     for rate, rr in results["rates"].items():
-        for mb, rs in rr["bandwidth"].items():
-            print(f"| {rate} | {rr['rtt_ms']} | {float(mb):g} | {fmt([r['sync_gbs'] for r in rs])} | "
-                  f"{fmt([r['allreduce_gbs'] for r in rs])} | {fmt([r['ratio'] for r in rs], '{:.2f}')} | "
-                  f"{rs[0].get('transport', '?')} |")
+        for k, lay in rr["layouts"].items():
+            for transport, by_mb in lay["bandwidth"].items():
+                for mb, rs in by_mb.items():
+                    print(f"| {rate} | {rr['rtt_ms']} | {k} | {transport} | {float(mb):g} | "
+                          f"{fmt([r['sync_gbs'] for r in rs])} | {fmt([r['allreduce_gbs'] for r in rs])} | "
+                          f"{fmt([r['ratio'] for r in rs], '{:.2f}')} |")
     print()
-    print("| link | samples/s (MLP 784-1024-1024-10, global batch 128) | ms/step | sync ms/step | "
-          "ct_fit across hosts vs one process |")
-    print("|---|---:|---:|---:|---|")
+    print("| link | ranks per host | transport | samples/s (MLP 784-1024-1024-10, global batch 128) | ms/step | "
+          "sync ms/step |")
+    print("|---|---:|---|---:|---:|---:|")
     for rate, rr in results["rates"].items():
-        rs = rr["train"]
-        print(f"| {rate} | {fmt([r['samples_per_s'] for r in rs], '{:.0f}')} | {med(r['ms_per_step'] for r in rs):.2f} | "
-              f"{med(r['sync_ms'] for r in rs):.2f} | {rr['fit_message']} |")
+        for k, lay in rr["layouts"].items():
+            for transport in dict.fromkeys(r["transport"] for r in lay["train"]):
+                rs = [r for r in lay["train"] if r["transport"] == transport]
+                print(f"| {rate} | {k} | {transport} | {fmt([r['samples_per_s'] for r in rs], '{:.0f}')} | "
+                      f"{med(r['ms_per_step'] for r in rs):.2f} | {med(r['sync_ms'] for r in rs):.2f} |")
+    print()
+    print("| link | ranks per host | ct_fit across hosts vs one process |")
+    print("|---|---:|---|")
+    for rate, rr in results["rates"].items():
+        for k, lay in rr["layouts"].items():
+            print(f"| {rate} | {k} | {lay['fit_message']} |")
     print()
 
 

@@ -27,7 +27,8 @@
  *                      frees the buckets and the communicator.
  *
  * The reduction. Ranks on one machine average float buckets in shared
- * memory (below); otherwise a bucket is averaged by a ring all-reduce built on
+ * memory (below; on several hosts, shared memory on each and a ring
+ * between them); otherwise a bucket is averaged by a ring all-reduce built on
  * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
  * steps (send one chunk to the right, receive one from the left, add it;
  * the last addition also multiplies by 1/p, so the chunk a rank then owns
@@ -80,6 +81,22 @@
  * is not its slot whole (the others read it), and polls, hooks and the
  * collective timeout work as for the ring. Half-precision buckets stay on
  * the ring (their additions go through libtorch).
+ *
+ * Several hosts. When the ranks run on several hosts, several on each and
+ * as many on each (node_shm.h's layout: L ranks on each of H hosts), a
+ * float bucket is averaged in three stages, each rank moving 1/L of it
+ * between hosts: host rank l adds up share l of its host's L copies in
+ * shared memory (the host's sum); the ring of the H ranks that are l on
+ * their hosts (a communicator split by local rank) all-reduces that share,
+ * dividing by H·L on its last addition; then every host rank copies the
+ * other shares from their owners, as on one machine. The L rings run at
+ * once, so each host sends and receives 2(H-1)/H of the bucket in all, as
+ * one ring of hosts would, while no byte crosses the host's memory through
+ * MPI; a flat ring of H·L ranks would move the same bytes through MPI
+ * within each host too, and pay 2(H·L-1) message latencies per bucket
+ * instead of 2(H-1). Uneven hosts, and one rank per host, take the ring of
+ * every rank. CTRIAL_GRAD_SYNC_HOST_RANKS fakes hosts on one machine
+ * (tests, bench/dist).
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
  * flag is the share of ranks that had a gradient for that parameter, so
@@ -167,6 +184,16 @@ typedef struct gs_param {
     bool lent;        /* arm gave it its zeroed slot as .grad (it had none) */
 } gs_param;
 
+#if CTRIAL_HAVE_MPI
+/* The ranks a bucket's ring runs around: every rank (the sync's
+ * communicator), or, between hosts, the ranks that have this rank's place
+ * on every host (see "Several hosts"). */
+typedef struct {
+    MPI_Comm comm;
+    int p, r; /* its size, and this rank's place in it */
+} gs_ring;
+#endif
+
 typedef struct {
     ct_dtype dtype;
     size_t elsize;
@@ -179,21 +206,25 @@ typedef struct {
     ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
     bool all_had;         /* every parameter staged in this window had a local gradient */
     ct_tensor *scratch;   /* NEW: one chunk from the left neighbour */
-    int64_t *chunk_off;   /* p ring chunks of buf, in elements */
+    int64_t *chunk_off;   /* the ring's chunks of buf (one per rank of the ring), in elements */
     int64_t *chunk_len;
     ct_tensor **chunk;    /* NEW views: buf[chunk_off[c] .. +chunk_len[c]) */
     ct_tensor **incoming; /* NEW views: scratch[0 .. chunk_len[c]) */
     int nready;
     bucket_state state;
     bool written;         /* its averages are in .grad (this window) */
-    int step;             /* ring step in flight: 0 .. 2(p-1)-1; shared memory: 0 .. 2 */
+    int step;             /* ring step in flight: 0 .. 2(p-1)-1 */
     double t_launch;
     bool shm;             /* buf is in this rank's shared segment: averaged there (see "Shared memory") */
-    const char **peer;    /* shm: [p] every rank's copy of this bucket, as mapped here */
-    const void **mine_in; /* shm: [p] chunk `rank` of every rank's copy: what this rank averages */
-    bool *got;            /* shm: [p] the chunk of that rank copied in this window */
+    int phase;            /* shm: 0 .. 3, see advance_shm */
+    int64_t *share_off;   /* shm: [L] the share of buf each rank of the host averages, in elements */
+    int64_t *share_len;
+    const char **peer;    /* shm: [L] every host rank's copy of this bucket, as mapped here */
+    const void **mine_in; /* shm: [L] this rank's share of every host rank's copy: what it adds up */
+    bool *got;            /* shm: [L] the share of that rank copied in this window */
 #if CTRIAL_HAVE_MPI
-    MPI_Datatype type; /* an unsigned integer of elsize bytes: MPI only moves bytes */
+    const gs_ring *ring; /* the ring it runs around (NULL: shared memory alone) */
+    MPI_Datatype type;   /* an unsigned integer of elsize bytes: MPI only moves bytes */
     MPI_Request req[2];
 #endif
 } gs_bucket;
@@ -217,9 +248,12 @@ struct ct_grad_sync {
     char msg[MSG_LEN];
     ct_grad_sync_stats stats;
 #if CTRIAL_HAVE_MPI
-    MPI_Comm comm;   /* ours: never matches anyone else's messages */
-    ct_node_shm *shm; /* every rank's bucket segment (NULL: messages only) */
-    uint32_t gen;    /* the window's number, the same on every rank (shared memory's flags) */
+    MPI_Comm comm;     /* ours: never matches anyone else's messages */
+    gs_ring all;       /* every rank, around comm */
+    gs_ring across;    /* between hosts: this rank's place on every host (comm NULL: one host, or no shared memory) */
+    ct_node_layout lay; /* which ranks share this rank's host */
+    ct_node_shm *shm;  /* every host rank's bucket segment (NULL: messages only) */
+    uint32_t gen;      /* the window's number, the same on every rank (shared memory's flags) */
     char why_not_shm[160];
 #endif
 };
@@ -267,9 +301,11 @@ static int mod(int a, int p) { return ((a % p) + p) % p; }
 /* Posts ring step b->step: the pair of messages that step exchanges. Steps
  * 0 .. p-2 reduce-scatter (receive into scratch), the rest all-gather
  * (receive straight into place). Messages of one bucket share a tag and
- * pair up in order: MPI does not let messages between two ranks overtake. */
-static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
-    int p = s->size, r = s->rank, st = b->step;
+ * pair up in order: MPI does not let messages between two ranks overtake.
+ * Returns false when MPI refused (recorded; nothing is left posted but
+ * what MPI completes on its own). */
+static bool post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
+    int p = b->ring->p, r = b->ring->r, st = b->step;
     int right = mod(r + 1, p), left = mod(r - 1, p);
     int send_c, recv_c;
     void *recv_at;
@@ -283,39 +319,42 @@ static void post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
         recv_c = mod(r - t, p);
         recv_at = b->base + (size_t)b->chunk_off[recv_c] * b->elsize;
     }
-    int err = MPI_Irecv(recv_at, (int)b->chunk_len[recv_c], b->type, left, bi, s->comm, &b->req[1]);
+    int err = MPI_Irecv(recv_at, (int)b->chunk_len[recv_c], b->type, left, bi, b->ring->comm, &b->req[1]);
     if (err != MPI_SUCCESS) {
         record_mpi(s, bi, "MPI_Irecv", err);
-        b->state = B_DONE;
-        return;
+        return false;
     }
     err = MPI_Isend(b->base + (size_t)b->chunk_off[send_c] * b->elsize, (int)b->chunk_len[send_c], b->type, right,
-                    bi, s->comm, &b->req[0]);
+                    bi, b->ring->comm, &b->req[0]);
     if (err != MPI_SUCCESS) {
         record_mpi(s, bi, "MPI_Isend", err);
         /* The receive may never match now; leave it to MPI rather than wait. */
         MPI_Request_free(&b->req[1]);
-        b->state = B_DONE;
+        return false;
     }
+    return true;
 }
 
 /* The local work after step b->step's messages arrived: in the
  * reduce-scatter steps, the incoming chunk plus this rank's own gradients
  * for it go into the buffer; the last such step (after which this rank's
- * chunk, (r + 1) mod p, holds the sum over all ranks) also multiplies by
- * 1/p, so the all-gather spreads averages. Each chunk but the one sent
- * first is received exactly once here, so float32/float64 gradients are
- * read straight from their tensors (stage copied only the first chunk):
- * the copy into the bucket and the addition are one pass. Half types were
- * staged whole and are added in place through libtorch. */
+ * chunk, (r + 1) mod p, holds the sum over all ranks) also divides by the
+ * number of ranks of the sync, so the all-gather spreads averages. Each
+ * chunk but the one sent first is received exactly once here, so
+ * float32/float64 gradients are read straight from their tensors (stage
+ * copied only the first chunk): the copy into the bucket and the addition
+ * are one pass. Half types were staged whole and are added in place
+ * through libtorch. Between hosts the buffer already holds the host's sum
+ * (src is the slot itself), and the addition is in place. */
 static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
-    int p = s->size, r = s->rank, st = b->step;
+    int p = b->ring->p, r = b->ring->r, st = b->step;
     if (st >= p - 1) return;
     int c = mod(r - st - 1, p);
     bool last = st == p - 2;
+    double k = 1.0 / s->size;
     if (b->dtype != CT_F32 && b->dtype != CT_F64) {
         if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK ||
-            (last && ct_mul_scalar_(b->chunk[c], 1.0 / p) != CT_OK))
+            (last && ct_mul_scalar_(b->chunk[c], k) != CT_OK))
             record_last(s, "adding a neighbour's chunk", bi, NULL);
         return;
     }
@@ -328,13 +367,38 @@ static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
         int64_t a0 = lo > q->off ? lo : q->off, a1 = hi < q->off + qn ? hi : q->off + qn;
         if (a0 >= a1) continue;
         ct_span_add(b->dtype, b->base + (size_t)a0 * el, q->src ? q->src + (size_t)(a0 - q->off) * el : NULL,
-                    x + (size_t)(a0 - lo) * el, a1 - a0, last, 1.0 / p);
+                    x + (size_t)(a0 - lo) * el, a1 - a0, last, k);
     }
     /* The flags live in the buffer itself. */
     int64_t f0 = lo > b->numel ? lo : b->numel;
     if (f0 < hi)
         ct_span_add(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el,
-                    hi - f0, last, 1.0 / p);
+                    hi - f0, last, k);
+}
+
+/* Starts bucket b's ring at its first step. false: MPI refused (recorded). */
+static bool ring_start(ct_grad_sync *s, gs_bucket *b, int bi) {
+    b->step = 0;
+    return post_step(s, b, bi);
+}
+
+/* Moves bucket b's ring as far as its messages allow: polls the step in
+ * flight and, each time it is complete, does the step's local work and
+ * posts the next. Returns 0 while steps remain, 1 when the last one is
+ * done, -1 when MPI failed (recorded). */
+static int ring_advance(ct_grad_sync *s, gs_bucket *b, int bi) {
+    for (;;) {
+        int done = 0;
+        int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
+        if (err != MPI_SUCCESS) {
+            record_mpi(s, bi, "MPI_Testall", err);
+            return -1;
+        }
+        if (!done) return 0;
+        finish_step(s, b, bi);
+        if (++b->step == 2 * (b->ring->p - 1)) return 1;
+        if (!post_step(s, b, bi)) return -1;
+    }
 }
 
 /* Bucket b is reduced: the stats count it. */
@@ -360,87 +424,85 @@ typedef struct {
     char pad[64 - FLAGS * sizeof(uint32_t)];
 } gs_flags;
 
-/* Rank q's flag `which` for bucket bi. */
+/* Host rank q's flag `which` for bucket bi. */
 static _Atomic uint32_t *flag_of(const ct_grad_sync *s, int q, int bi, int which) {
     return &((gs_flags *)ct_node_shm_at(s->shm, q) + bi)->at[which];
 }
 
 /* This rank has reached `which` in this window. */
 static void publish(ct_grad_sync *s, int bi, int which) {
-    atomic_store_explicit(flag_of(s, s->rank, bi, which), s->gen, memory_order_release);
+    atomic_store_explicit(flag_of(s, s->lay.local_rank, bi, which), s->gen, memory_order_release);
 }
 
-/* Whether rank q has reached `which` in this window (wrap-around safe). */
+/* Whether host rank q has reached `which` in this window (wrap-around safe). */
 static bool reached(const ct_grad_sync *s, int q, int bi, int which) {
     return (int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - s->gen) >= 0;
 }
 
 static bool all_reached(const ct_grad_sync *s, int bi, int which) {
-    for (int q = 0; q < s->size; q++)
+    for (int q = 0; q < s->lay.local_size; q++)
         if (!reached(s, q, bi, which)) return false;
     return true;
 }
 
-/* Moves a shared-memory bucket as far as the other ranks allow: once every
- * rank's gradients are in (arrived), this rank averages chunk `rank` of
- * every rank's copy into its own; once a rank has averaged its chunk, this
- * rank copies it; once every rank has all chunks (gathered), no rank reads
- * this rank's copy any more and it may change again (the next backward, a
- * zero_grad in place): the bucket is done. */
+/* Moves a shared-memory bucket as far as the other ranks allow, in four
+ * phases. 0: once every host rank's gradients are in (arrived), this rank
+ * adds up its share of every host rank's copy into its own — averages
+ * when the host is every rank, else the host's sum, which 1: the ring
+ * between hosts (this rank and the ones with its place on every other
+ * host) turns into the average over all ranks. 2: once a host rank has
+ * averaged its share (reduced), this rank copies it. 3: once every host
+ * rank has every share (gathered), none reads this rank's copy any more
+ * and it may change again (the next backward, a zero_grad in place): the
+ * bucket is done. A ring that fails is recorded and the phases go on, so
+ * that the host's other ranks are not left waiting. */
 static void advance_shm(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    int p = s->size, r = s->rank;
+    int n = s->lay.local_size, me = s->lay.local_rank;
     size_t el = b->elsize;
-    if (b->step == 0) {
+    if (b->phase == 0) {
         if (!all_reached(s, bi, ARRIVED)) return;
-        ct_span_mean(b->dtype, b->base + (size_t)b->chunk_off[r] * el, b->mine_in, p, b->chunk_len[r], 1.0 / p);
-        publish(s, bi, REDUCED);
-        b->step = 1;
+        ct_span_mean(b->dtype, b->base + (size_t)b->share_off[me] * el, b->mine_in, n, b->share_len[me],
+                     b->ring ? 1.0 : 1.0 / s->size);
+        b->phase = b->ring && ring_start(s, b, bi) ? 1 : 2;
+        if (b->phase == 2) publish(s, bi, REDUCED);
     }
-    if (b->step == 1) {
+    if (b->phase == 1) {
+        if (ring_advance(s, b, bi) == 0) return;
+        publish(s, bi, REDUCED);
+        b->phase = 2;
+    }
+    if (b->phase == 2) {
         bool all = true;
-        for (int q = 0; q < p; q++) {
-            if (q == r || b->got[q]) continue;
+        for (int q = 0; q < n; q++) {
+            if (q == me || b->got[q]) continue;
             if (!reached(s, q, bi, REDUCED)) {
                 all = false;
                 continue;
             }
-            size_t at = (size_t)b->chunk_off[q] * el;
-            memcpy(b->base + at, b->peer[q] + at, (size_t)b->chunk_len[q] * el);
+            size_t at = (size_t)b->share_off[q] * el;
+            memcpy(b->base + at, b->peer[q] + at, (size_t)b->share_len[q] * el);
             b->got[q] = true;
         }
         if (!all) return;
         publish(s, bi, GATHERED);
-        b->step = 2;
+        b->phase = 3;
     }
     if (all_reached(s, bi, GATHERED)) bucket_done(s, b);
 }
 
-/* Moves bucket bi as far as its messages allow: polls the step in flight
- * and, each time it is complete, does the step's local work and posts the
- * next. On the last step the bucket is DONE and the stats count it. */
+/* Moves bucket bi as far as the other ranks allow. On the last step the
+ * bucket is DONE and the stats count it. */
 static void advance(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
+    if (b->state != B_RUNNING) return;
     if (b->shm) {
-        if (b->state == B_RUNNING) advance_shm(s, bi);
+        advance_shm(s, bi);
         return;
     }
-    while (b->state == B_RUNNING) {
-        int done = 0;
-        int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
-        if (err != MPI_SUCCESS) {
-            record_mpi(s, bi, "MPI_Testall", err);
-            b->state = B_DONE;
-            return;
-        }
-        if (!done) return;
-        finish_step(s, b, bi);
-        if (++b->step < 2 * (s->size - 1)) {
-            post_step(s, b, bi);
-            continue;
-        }
-        bucket_done(s, b);
-    }
+    int rc = ring_advance(s, b, bi);
+    if (rc > 0) bucket_done(s, b);
+    else if (rc < 0) b->state = B_DONE;
 }
 
 /* Every bucket in flight, one poll further. */
@@ -536,14 +598,17 @@ static void stage(ct_grad_sync *s, gs_param *p) {
         ct_tensor_free(g);
         return;
     }
-    /* The part of p inside the chunk sent first, in bytes from p's start. */
-    size_t el = b->elsize;
-    int64_t lo = b->chunk_off[s->rank], hi = lo + b->chunk_len[s->rank], pn = (int64_t)(p->bytes / el);
-    int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
-    size_t from = a0 < a1 ? (size_t)(a0 - p->off) * el : 0, len = a0 < a1 ? (size_t)(a1 - a0) * el : 0;
     const char *data = has ? contiguous_data(s, g) : NULL;
     /* finish_step reads src; a shared-memory bucket must hold it all */
     bool fused = !b->shm && (b->dtype == CT_F32 || b->dtype == CT_F64);
+    /* The part of p inside the chunk the ring sends first, in bytes from p's start. */
+    size_t from = 0, len = 0;
+    if (fused) {
+        size_t el = b->elsize;
+        int64_t lo = b->chunk_off[b->ring->r], hi = lo + b->chunk_len[b->ring->r], pn = (int64_t)(p->bytes / el);
+        int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
+        if (a0 < a1) from = (size_t)(a0 - p->off) * el, len = (size_t)(a1 - a0) * el;
+    }
     if (!has && fused) {
         memset(p->at + from, 0, len);
     } else if (!has) {
@@ -607,14 +672,14 @@ static void launch(ct_grad_sync *s, int bi) {
         return;
     }
     b->state = B_RUNNING;
-    b->step = 0;
     b->t_launch = ct_clock_monotonic();
     if (b->shm) {
-        memset(b->got, 0, (size_t)s->size * sizeof *b->got);
+        b->phase = 0;
+        memset(b->got, 0, (size_t)s->lay.local_size * sizeof *b->got);
         publish(s, bi, ARRIVED);
         return;
     }
-    post_step(s, b, bi);
+    if (!ring_start(s, b, bi)) b->state = B_DONE;
 }
 
 /* Launches, in index order, every bucket whose parameters are all ready. */
@@ -854,31 +919,65 @@ static int build_bucket_cuda(ct_grad_sync *s, int bi) {
     return make_slots(s, b);
 }
 
-/* The p chunks of bucket b's n elements, as even as they go. */
-static void lay_chunks(gs_bucket *b, int p) {
-    int64_t even = b->n / p, rest = b->n % p;
+/* Elements [at, at + n) cut into p pieces as even as they go: off[c],
+ * len[c]. */
+static void lay_chunks(int64_t at, int64_t n, int p, int64_t *off, int64_t *len) {
+    int64_t even = n / p, rest = n % p;
     for (int c = 0; c < p; c++) {
-        b->chunk_off[c] = c * even + (c < rest ? c : rest);
-        b->chunk_len[c] = even + (c < rest);
+        off[c] = at + c * even + (c < rest ? c : rest);
+        len[c] = even + (c < rest);
     }
 }
 
-/* A shared-memory bucket: its buffer at `off` in this rank's segment (a
- * tensor holding a reference to the mapping), every rank's copy, and the
- * slots; no scratch and no messages. */
-static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
-    gs_bucket *b = &s->buckets[bi];
-    int p = s->size;
-    b->shm = true;
-    b->peer = calloc((size_t)p, sizeof *b->peer);
-    b->mine_in = calloc((size_t)p, sizeof *b->mine_in);
-    b->got = calloc((size_t)p, sizeof *b->got);
+/* Bucket b's ring: around `ring`, over the elements [at, at + n) of its
+ * buffer cut into one chunk per rank of it, with a scratch chunk for what
+ * comes from the left. Half types (the ring of every rank only) get views
+ * of the chunks for libtorch's additions. */
+static int make_ring(ct_grad_sync *s, gs_bucket *b, int bi, const gs_ring *ring, int64_t at, int64_t n) {
+    int p = ring->p;
+    b->ring = ring;
+    int64_t largest = n / p + (n % p != 0);
+    if (largest > INT_MAX)
+        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a ring chunk exceeds MPI's "
+                            "int count (use a smaller bucket size or more ranks)",
+                            s->rank, bi, (long long)b->n);
+    b->type = bytes_type(b->elsize);
+    b->req[0] = b->req[1] = MPI_REQUEST_NULL;
+    ct_topts o = {.dtype = b->dtype};
+    b->scratch = ct_keep(ct_zeros(CT_SHAPE(largest > 0 ? largest : 1), &o));
     b->chunk_off = calloc((size_t)p, sizeof *b->chunk_off);
     b->chunk_len = calloc((size_t)p, sizeof *b->chunk_len);
-    if (!b->peer || !b->mine_in || !b->got || !b->chunk_off || !b->chunk_len)
+    if (!b->scratch) return ct_last_code();
+    if (!b->chunk_off || !b->chunk_len) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    lay_chunks(at, n, p, b->chunk_off, b->chunk_len);
+    if (b->dtype == CT_F32 || b->dtype == CT_F64) return CT_OK;
+    b->chunk = calloc((size_t)p, sizeof *b->chunk);
+    b->incoming = calloc((size_t)p, sizeof *b->incoming);
+    if (!b->chunk || !b->incoming) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    for (int c = 0; c < p; c++) {
+        b->chunk[c] = flat_view(b->buf, b->chunk_off[c], b->chunk_len[c]);
+        b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
+        if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
+    }
+    return CT_OK;
+}
+
+/* A shared-memory bucket: its buffer at `off` in this rank's segment (a
+ * tensor holding a reference to the mapping), every host rank's copy, and
+ * the slots; between hosts, a ring over this rank's share. */
+static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
+    gs_bucket *b = &s->buckets[bi];
+    int n = s->lay.local_size, me = s->lay.local_rank;
+    b->shm = true;
+    b->peer = calloc((size_t)n, sizeof *b->peer);
+    b->mine_in = calloc((size_t)n, sizeof *b->mine_in);
+    b->got = calloc((size_t)n, sizeof *b->got);
+    b->share_off = calloc((size_t)n, sizeof *b->share_off);
+    b->share_len = calloc((size_t)n, sizeof *b->share_len);
+    if (!b->peer || !b->mine_in || !b->got || !b->share_off || !b->share_len)
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
-    lay_chunks(b, p);
-    char *base = ct_node_shm_at(s->shm, s->rank) + off;
+    lay_chunks(0, b->n, n, b->share_off, b->share_len);
+    char *base = ct_node_shm_at(s->shm, me) + off;
     void *ref = ct_node_shm_ref(s->shm);
     ct_tensor *buf = ct_from_blob(base, 1, (int64_t[]){b->n}, b->dtype, ct_node_shm_unref, ref);
     if (!buf) {
@@ -887,44 +986,28 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     }
     b->buf = ct_keep(buf);
     b->base = base;
-    for (int q = 0; q < p; q++) {
+    for (int q = 0; q < n; q++) {
         b->peer[q] = ct_node_shm_at(s->shm, q) + off;
-        b->mine_in[q] = b->peer[q] + (size_t)b->chunk_off[s->rank] * b->elsize;
+        b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
+    }
+    if (s->across.comm != MPI_COMM_NULL) {
+        int rc = make_ring(s, b, bi, &s->across, b->share_off[me], b->share_len[me]);
+        if (rc != CT_OK) return rc;
     }
     return make_slots(s, b);
 }
 
-/* Allocates bucket bi's buffer, scratch, ring chunks and parameter slots. */
+/* A bucket on the ring of every rank: its buffer, the ring, the slots. */
 static int build_bucket(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    int p = s->size;
     if (s->cuda) return build_bucket_cuda(s, bi);
-    int64_t largest = b->n / p + (b->n % p != 0);
-    if (largest > INT_MAX)
-        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a ring chunk exceeds MPI's "
-                            "int count (use a smaller bucket size or more ranks)",
-                            s->rank, bi, (long long)b->n);
-    b->type = bytes_type(b->elsize);
-    b->req[0] = b->req[1] = MPI_REQUEST_NULL;
     ct_topts o = {.dtype = b->dtype};
     b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
-    b->scratch = ct_keep(ct_zeros(CT_SHAPE(largest > 0 ? largest : 1), &o));
-    b->chunk_off = calloc((size_t)p, sizeof *b->chunk_off);
-    b->chunk_len = calloc((size_t)p, sizeof *b->chunk_len);
-    b->chunk = calloc((size_t)p, sizeof *b->chunk);
-    b->incoming = calloc((size_t)p, sizeof *b->incoming);
-    if (!b->buf || !b->scratch) return ct_last_code();
-    if (!b->chunk_off || !b->chunk_len || !b->chunk || !b->incoming)
-        return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    if (!b->buf) return ct_last_code();
     b->base = ct_data_ptr(b->buf);
     if (!b->base) return ct_last_code();
-    lay_chunks(b, p);
-    for (int c = 0; c < p; c++) {
-        b->chunk[c] = flat_view(b->buf, b->chunk_off[c], b->chunk_len[c]);
-        b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
-        if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
-    }
-    return make_slots(s, b);
+    int rc = make_ring(s, b, bi, &s->all, 0, b->n);
+    return rc != CT_OK ? rc : make_slots(s, b);
 }
 
 /* Whether bucket b can be averaged in shared memory: float32 and float64
@@ -933,9 +1016,44 @@ static bool shm_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dtyp
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Whether the hosts' layout lets their ranks share memory: every rank on
+ * one host, or several ranks on each of several hosts, as many on each
+ * (rank i of every host in one ring between them). Otherwise why says
+ * why not. */
+static bool shm_layout(const ct_grad_sync *s) {
+    const ct_node_layout *l = &s->lay;
+    return l->hosts == 1 || (l->even && l->local_size > 1);
+}
+
+/* Why shm_layout said no. */
+static void why_not_layout(ct_grad_sync *s) {
+    const ct_node_layout *l = &s->lay;
+    if (!l->even)
+        snprintf(s->why_not_shm, sizeof s->why_not_shm, "the %d hosts do not all run as many ranks", l->hosts);
+    else
+        snprintf(s->why_not_shm, sizeof s->why_not_shm, "one rank on each of %d hosts", l->hosts);
+}
+
+/* The ring between hosts: this rank and the ranks with its place on every
+ * other host, in host order. Collective over the sync's communicator. */
+static int make_across(ct_grad_sync *s) {
+    int err = MPI_Comm_split(s->comm, s->lay.local_rank, s->lay.host, &s->across.comm);
+    if (err != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        MPI_Error_string(err, text, &len);
+        return ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_split (the ring between hosts) failed: %s",
+                            s->rank, text);
+    }
+    s->across.p = s->lay.hosts;
+    s->across.r = s->lay.host;
+    return CT_OK;
+}
+
 /* Builds every bucket: in shared memory when the ranks share this machine
- * (and CTRIAL_GRAD_SYNC is not "ring"), the others on the ring. Collective:
- * the ranks agree on shared memory or none. */
+ * (and CTRIAL_GRAD_SYNC is not "ring"), the others on the ring; on several
+ * hosts with several ranks each, in shared memory on each host with a ring
+ * between hosts. Collective: the ranks agree on shared memory or none. */
 static int build_buckets(ct_grad_sync *s) {
     for (int bi = 0; bi < s->nbuckets; bi++) {
         s->buckets[bi].n = s->buckets[bi].numel + s->buckets[bi].count;
@@ -952,14 +1070,24 @@ static int build_buckets(ct_grad_sync *s) {
             any = true;
         }
     }
+    int rc = CT_OK;
     if (!s->cuda) {
         const char *env = getenv("CTRIAL_GRAD_SYNC");
         bool ring = env && strcmp(env, "ring") == 0;
-        s->shm = ct_node_shm_new(s->comm, bytes, any && !ring, s->why_not_shm, sizeof s->why_not_shm);
+        rc = ct_node_layout_get(s->comm, &s->lay);
+        if (rc != CT_OK) {
+            free(at);
+            return rc;
+        }
+        bool layout = shm_layout(s); /* the same on every rank */
+        s->shm = ct_node_shm_new(s->comm, s->lay.local_size, s->lay.members, bytes, any && !ring && layout,
+                                 s->why_not_shm, sizeof s->why_not_shm);
         if (!any) snprintf(s->why_not_shm, sizeof s->why_not_shm, "no float32 or float64 bucket");
         else if (ring) snprintf(s->why_not_shm, sizeof s->why_not_shm, "CTRIAL_GRAD_SYNC=ring");
+        else if (!layout) why_not_layout(s);
+        /* every rank has a segment or none, so every rank splits or none */
+        if (s->shm && s->lay.hosts > 1) rc = make_across(s);
     }
-    int rc = CT_OK;
     for (int bi = 0; rc == CT_OK && bi < s->nbuckets; bi++)
         rc = s->shm && shm_dtype(&s->buckets[bi]) ? build_bucket_shm(s, bi, at[bi]) : build_bucket(s, bi);
     free(at);
@@ -983,6 +1111,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
     s->size = ct_dist_size();
 #if CTRIAL_HAVE_MPI
     s->comm = MPI_COMM_NULL;
+    s->across.comm = MPI_COMM_NULL;
     s->gen = 1;
 #endif
     /* The parameters that require grad, last registered first. */
@@ -1019,6 +1148,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
             ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_dup failed: %s", s->rank, text);
             goto fail;
         }
+        s->all = (gs_ring){.comm = s->comm, .p = s->size, .r = s->rank};
         if (plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES) != CT_OK) goto fail;
         int *tag_ub = NULL, flag = 0;
         MPI_Comm_get_attr(s->comm, MPI_TAG_UB, &tag_ub, &flag);
@@ -1144,6 +1274,10 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
     if (s->cuda) return "nccl";
 #if CTRIAL_HAVE_MPI
     /* a segment is made only when some bucket goes in it (build_buckets) */
+    if (s->shm && s->across.comm != MPI_COMM_NULL) {
+        if (why && len) snprintf(why, len, "%d hosts of %d ranks", s->lay.hosts, s->lay.local_size);
+        return "shared memory + ring";
+    }
     if (s->shm) return "shared memory";
     if (why && len) snprintf(why, len, "%s", s->why_not_shm);
 #endif
@@ -1179,13 +1313,15 @@ void ct_grad_sync_free(ct_grad_sync *s) {
 #if CTRIAL_HAVE_MPI
     for (int bi = 0; bi < s->nbuckets; bi++) {
         gs_bucket *b = &s->buckets[bi];
-        for (int c = 0; b->chunk && c < s->size; c++) ct_tensor_free(b->chunk[c]);
-        for (int c = 0; b->incoming && c < s->size; c++) ct_tensor_free(b->incoming[c]);
+        for (int c = 0; b->chunk && c < b->ring->p; c++) ct_tensor_free(b->chunk[c]);
+        for (int c = 0; b->incoming && c < b->ring->p; c++) ct_tensor_free(b->incoming[c]);
         free(b->chunk);
         free(b->incoming);
         free(b->peer);
         free(b->mine_in);
         free(b->got);
+        free(b->share_off);
+        free(b->share_len);
         free(b->chunk_off);
         free(b->chunk_len);
         ct_tensor_free(b->buf);
@@ -1193,8 +1329,10 @@ void ct_grad_sync_free(ct_grad_sync *s) {
         ct_tensor_free(b->grads);
         ct_tensor_free(b->flags);
     }
+    if (s->across.comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->across.comm);
     if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);
     ct_node_shm_free(s->shm); /* this rank's mapping stays while a .grad views it */
+    ct_node_layout_clear(&s->lay);
 #endif
     free(s->buckets);
     free(s->params);

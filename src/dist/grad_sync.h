@@ -46,8 +46,11 @@
  * Transports. CPU buckets of float32/float64 gradients are averaged in
  * shared memory when every rank runs on this machine (node_shm.h: a
  * segment per rank that the others map; CTRIAL_GRAD_SYNC=ring turns it
- * off), else by a ring of MPI messages; half-precision buckets always take
- * the ring. ct_grad_sync_transport says which.
+ * off); on several hosts with as many ranks on each (more than one), in
+ * shared memory on each host with a ring of MPI messages between hosts;
+ * else by a ring of MPI messages through every rank. Half-precision
+ * buckets always take the ring of every rank. ct_grad_sync_transport says
+ * which.
  *
  * Every rank must create, arm, finish and free its syncs in the same order
  * (new and free are collective). CPU hooks act only on the thread that
@@ -114,9 +117,12 @@ typedef struct {
 } ct_grad_sync_stats;
 
 /* How the buckets travel: "shared memory" (every rank on this machine:
- * each reads the others' buckets directly, see grad_sync.c), "ring" (MPI
- * messages), "nccl" (CUDA), or "none" (one rank). A static string. When
- * shared memory is not used and why is not NULL, why (len bytes) says why. */
+ * each reads the others' buckets directly, see grad_sync.c), "shared
+ * memory + ring" (several hosts: shared memory on each, a ring between
+ * them), "ring" (MPI messages through every rank), "nccl" (CUDA), or
+ * "none" (one rank). A static string. When why is not NULL, why (len
+ * bytes) says why shared memory is not used ("ring"), or how many hosts
+ * of how many ranks ("shared memory + ring"); else it is empty. */
 const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len);
 /* Copies the running totals into *out (zeros for a NULL s). */
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out);

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "ctrial/error.h"
 
 enum { NAME_LEN = 64 };
 
@@ -30,11 +32,105 @@ typedef struct {
 } own_map;
 
 struct ct_node_shm {
-    int size, rank;
+    int size, rank; /* in comm */
+    int n, me;      /* the host's ranks, and this one's place among them */
     size_t bytes;
-    char **at;   /* [size]: every rank's segment as mapped here */
+    char **at;      /* [n]: every host rank's segment as mapped here */
     own_map *own;
 };
+
+/* ---- the hosts ------------------------------------------------------------ */
+
+void ct_node_layout_clear(ct_node_layout *lay) {
+    free(lay->members);
+    memset(lay, 0, sizeof *lay);
+}
+
+/* CTRIAL_GRAD_SYNC_HOST_RANKS: 0 when unset, -1 when not a positive int. */
+static int host_ranks_env(void) {
+    const char *v = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    errno = 0;
+    long k = strtol(v, &end, 10);
+    return errno || *end || k < 1 || k > INT_MAX ? -1 : (int)k;
+}
+
+/* This rank's host's lowest rank in comm: the machine's ranks, split into
+ * hosts of k when k > 0. MPI_SUCCESS or an MPI error. */
+static int host_leader(MPI_Comm comm, int rank, int k, int *leader) {
+    MPI_Comm machine = MPI_COMM_NULL, host = MPI_COMM_NULL;
+    int err = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &machine);
+    int mrank = 0;
+    if (err == MPI_SUCCESS) err = MPI_Comm_rank(machine, &mrank);
+    if (err == MPI_SUCCESS) err = MPI_Comm_split(machine, k > 0 ? mrank / k : 0, mrank, &host);
+    if (err == MPI_SUCCESS) err = MPI_Allreduce(&rank, leader, 1, MPI_INT, MPI_MIN, host);
+    if (host != MPI_COMM_NULL) MPI_Comm_free(&host);
+    if (machine != MPI_COMM_NULL) MPI_Comm_free(&machine);
+    return err;
+}
+
+int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
+    memset(out, 0, sizeof *out);
+    int size = 0, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    int k = host_ranks_env();
+    /* [2 * size]: every rank's host leader and whether its setting was bad */
+    int mine[2] = {rank, k < 0}, *all = malloc(2 * (size_t)size * sizeof *all);
+    int *count = calloc((size_t)size, sizeof *count);
+    int err = host_leader(comm, rank, k < 0 ? 0 : k, &mine[0]);
+    if (err == MPI_SUCCESS) err = MPI_Allgather(mine, 2, MPI_INT, all ? all : mine, all ? 2 : 0, MPI_INT, comm);
+    int rc = CT_OK;
+    if (err != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        MPI_Error_string(err, text, &len);
+        rc = ct_set_error(CT_EDIST, "grad_sync: rank %d: finding the ranks of each host: %s", rank, text);
+    } else if (!all || !count) {
+        rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", rank);
+    } else {
+        for (int q = 0; q < size; q++) {
+            if (!all[2 * q + 1]) continue;
+            if (q == rank)
+                rc = ct_set_error(CT_EINVAL,
+                                  "grad_sync: rank %d: CTRIAL_GRAD_SYNC_HOST_RANKS='%s': expected a positive number "
+                                  "of ranks per host",
+                                  q, getenv("CTRIAL_GRAD_SYNC_HOST_RANKS"));
+            else
+                rc = ct_set_error(CT_EINVAL,
+                                  "grad_sync: rank %d's CTRIAL_GRAD_SYNC_HOST_RANKS is not a positive number of "
+                                  "ranks per host",
+                                  q);
+            break;
+        }
+    }
+    if (rc == CT_OK) {
+        for (int q = 0; q < size; q++) count[all[2 * q]]++;
+        out->local_size = count[mine[0]];
+        out->members = malloc((size_t)out->local_size * sizeof *out->members);
+        if (!out->members) rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", rank);
+    }
+    if (rc == CT_OK) {
+        out->even = true;
+        for (int q = 0, m = 0; q < size; q++) {
+            if (all[2 * q] == q) { /* q leads a host */
+                if (q < mine[0]) out->host++;
+                out->hosts++;
+                out->even = out->even && count[q] == out->local_size;
+            }
+            if (all[2 * q] != mine[0]) continue;
+            if (q == rank) out->local_rank = m;
+            out->members[m++] = q;
+        }
+    }
+    free(all);
+    free(count);
+    if (rc != CT_OK) ct_node_layout_clear(out);
+    return rc;
+}
+
+/* ---- the segments ---------------------------------------------------------- */
 
 void *ct_node_shm_ref(ct_node_shm *m) {
     atomic_fetch_add(&m->own->refs, 1);
@@ -53,8 +149,8 @@ char *ct_node_shm_at(const ct_node_shm *m, int q) { return m->at[q]; }
 
 void ct_node_shm_free(ct_node_shm *m) {
     if (!m) return;
-    for (int q = 0; m->at && q < m->size; q++)
-        if (q != m->rank && m->at[q]) munmap(m->at[q], m->bytes);
+    for (int q = 0; m->at && q < m->n; q++)
+        if (q != m->me && m->at[q]) munmap(m->at[q], m->bytes);
     if (m->own) ct_node_shm_unref(NULL, m->own);
     free(m->at);
     free(m);
@@ -64,16 +160,6 @@ void ct_node_shm_free(ct_node_shm *m) {
 static bool all_agree(bool mine) {
     int64_t v = mine;
     return ct_dist_allreduce_i64(&v, 1, CT_DIST_MIN) == 0 && v == 1;
-}
-
-/* Whether every rank of comm shares this machine's memory. */
-static bool one_machine(MPI_Comm comm, int size) {
-    MPI_Comm node = MPI_COMM_NULL;
-    int n = 0;
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return false;
-    MPI_Comm_size(node, &n);
-    MPI_Comm_free(&node);
-    return n == size;
 }
 
 /* Creates, reserves and maps this rank's segment under a fresh name. */
@@ -109,14 +195,15 @@ static bool create_own(ct_node_shm *m, char *name, char *why, size_t why_len) {
     m->own->base = p;
     m->own->bytes = m->bytes;
     atomic_init(&m->own->refs, 1);
-    m->at[m->rank] = p;
+    m->at[m->me] = p;
     return true;
 }
 
-/* Maps every other rank's segment read-only, by the names all_names holds
- * (NAME_LEN bytes per rank). */
-static bool map_peers(ct_node_shm *m, const char *all_names, char *why, size_t why_len) {
-    for (int q = 0; q < m->size; q++) {
+/* Maps every other rank of the host's segment read-only, by the names
+ * all_names holds (NAME_LEN bytes per rank of comm). */
+static bool map_peers(ct_node_shm *m, const int *members, const char *all_names, char *why, size_t why_len) {
+    for (int i = 0; i < m->n; i++) {
+        int q = members[i];
         if (q == m->rank) continue;
         const char *name = all_names + (size_t)q * NAME_LEN;
         int fd = shm_open(name, O_RDONLY, 0);
@@ -131,7 +218,7 @@ static bool map_peers(ct_node_shm *m, const char *all_names, char *why, size_t w
             snprintf(why, why_len, "rank %d: mapping rank %d's segment: %s", m->rank, q, strerror(err));
             return false;
         }
-        m->at[q] = p;
+        m->at[i] = p;
     }
     return true;
 }
@@ -149,7 +236,8 @@ static bool exchange_names(const ct_node_shm *m, const char *name, char *all) {
     return ok;
 }
 
-ct_node_shm *ct_node_shm_new(MPI_Comm comm, size_t bytes, bool want, char *why, size_t why_len) {
+ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t bytes, bool want, char *why,
+                             size_t why_len) {
     snprintf(why, why_len, "%s", "");
     ct_node_shm *m = calloc(1, sizeof *m);
     int size = 0, rank = 0;
@@ -158,16 +246,19 @@ ct_node_shm *ct_node_shm_new(MPI_Comm comm, size_t bytes, bool want, char *why, 
     if (m) {
         m->size = size;
         m->rank = rank;
+        m->n = n;
+        m->me = -1;
+        for (int i = 0; i < n; i++)
+            if (members[i] == rank) m->me = i;
         m->bytes = bytes ? bytes : 1;
-        m->at = calloc((size_t)size, sizeof *m->at);
+        m->at = calloc((size_t)n, sizeof *m->at);
     }
     char *all = calloc((size_t)size, NAME_LEN);
-    bool ok = m && m->at && all;
+    bool ok = m && m->at && all && m->me >= 0;
     if (!ok) snprintf(why, why_len, "rank %d: out of memory", rank);
     else if (!want) snprintf(why, why_len, "rank %d: not asked to", rank);
-    bool shared = one_machine(comm, size); /* collective: before anything can differ between ranks */
-    if (!all_agree(ok && want && shared)) {
-        if (!why[0]) snprintf(why, why_len, "%s", shared ? "another rank did not take part" : "the ranks are not all on one machine");
+    if (!all_agree(ok && want)) {
+        if (!why[0]) snprintf(why, why_len, "%s", "another rank did not take part");
         ct_node_shm_free(m);
         free(all);
         return NULL;
@@ -175,7 +266,7 @@ ct_node_shm *ct_node_shm_new(MPI_Comm comm, size_t bytes, bool want, char *why, 
     char name[NAME_LEN] = "";
     ok = create_own(m, name, why, why_len);
     ok = exchange_names(m, name, all) && ok;
-    ok = all_agree(ok) && map_peers(m, all, why, why_len);
+    ok = all_agree(ok) && map_peers(m, members, all, why, why_len);
     ok = all_agree(ok);
     /* Every rank has mapped every segment (or given up): the names can go. */
     if (name[0]) shm_unlink(name);

@@ -1,12 +1,16 @@
-/* src/dist/node_shm.h — one shared-memory segment per rank, mapped by every
- * rank: how the ranks of one machine read each other's gradient buckets
- * directly (grad_sync.c) instead of passing them through MPI messages.
- * Internal to src/dist (it includes mpi.h).
+/* src/dist/node_shm.h — which ranks share a host, and one shared-memory
+ * segment per rank mapped by every rank of its host: how the ranks of one
+ * machine read each other's gradient buckets directly (grad_sync.c) instead
+ * of passing them through MPI messages. Internal to src/dist (it includes
+ * mpi.h).
  *
- *     ct_node_shm *m = ct_node_shm_new(comm, bytes, true, why, sizeof why);  // collective
+ *     ct_node_layout lay;
+ *     ct_node_layout_get(comm, &lay);                  // collective
+ *     ct_node_shm *m = ct_node_shm_new(comm, lay.local_size, lay.members,
+ *                                      bytes, true, why, sizeof why);  // collective
  *     if (m) {
- *         char *mine = ct_node_shm_at(m, rank);     // read-write
- *         const char *theirs = ct_node_shm_at(m, q); // read-only
+ *         char *mine = ct_node_shm_at(m, lay.local_rank); // read-write
+ *         const char *theirs = ct_node_shm_at(m, q);      // q: 0 .. local_size-1, read-only
  *         ct_tensor *t = ct_from_blob(mine, ..., ct_node_shm_unref, ct_node_shm_ref(m));
  *         ...
  *         ct_node_shm_free(m);                       // collective
@@ -31,16 +35,39 @@
 
 #include <mpi.h>
 
+/* The hosts of comm's ranks. A host is a machine (the ranks that share
+ * memory, MPI_COMM_TYPE_SHARED); CTRIAL_GRAD_SYNC_HOST_RANKS=k splits each
+ * machine's ranks into hosts of k consecutive ranks, so that a test or a
+ * benchmark runs the several-host path on one machine. Hosts are numbered
+ * by their lowest rank. Every rank gets the same picture. */
+typedef struct {
+    int hosts;      /* how many */
+    int host;       /* this rank's, 0 .. hosts-1 */
+    int local_size; /* ranks on this rank's host */
+    int local_rank; /* this rank's place among them */
+    int *members;   /* [local_size]: their ranks in comm, ascending (owned: ct_node_layout_clear) */
+    bool even;      /* every host has local_size ranks */
+} ct_node_layout;
+
+/* Collective over comm. 0, or CT_EINVAL (on every rank) when some rank's
+ * CTRIAL_GRAD_SYNC_HOST_RANKS is not a positive number, CT_EDIST when MPI
+ * fails, CT_ENOMEM; the error is set, *out is cleared. */
+int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out);
+/* Frees members. Accepts a zeroed layout. */
+void ct_node_layout_clear(ct_node_layout *lay);
+
 typedef struct ct_node_shm ct_node_shm;
 
-/* Collective over comm (every rank calls it, `want` or not). A segment of
- * `bytes` for every rank, when every rank wants one, every rank of comm
- * runs on this machine, and each one could create, reserve and map all of
- * them; otherwise NULL on every rank (they agree), with the reason in why
- * (no error is set: the caller falls back to messages). */
-ct_node_shm *ct_node_shm_new(MPI_Comm comm, size_t bytes, bool want, char *why, size_t why_len);
-/* Rank q's segment (of comm): this rank's is writable, the others are not.
- * BORROWED. */
+/* Collective over comm (every rank calls it, `want` or not, each with its
+ * own host's members: n ranks of comm, this one among them). A segment of
+ * `bytes` for every rank, mapped by every rank of its host, when every
+ * rank of comm wants one and each one could create, reserve and map its
+ * host's; otherwise NULL on every rank (they agree), with the reason in
+ * why (no error is set: the caller falls back to messages). */
+ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t bytes, bool want, char *why,
+                             size_t why_len);
+/* The segment of members[q] (q: 0 .. n-1): this rank's is writable, the
+ * others are not. BORROWED. */
 char *ct_node_shm_at(const ct_node_shm *m, int q);
 /* A reference to this rank's own mapping, for a tensor's deleter: returns
  * the context to pass to ct_node_shm_unref (the data argument is ignored). */

@@ -33,6 +33,11 @@
  *     CTRIAL_GRAD_SYNC=ring (tests.cmake runs both); every check above
  *     holds for either; when one rank alone is told to take the ring, all
  *     take it (the choice is agreed, nobody hangs);
+ *   - several hosts, faked on this machine (CTRIAL_GRAD_SYNC_HOST_RANKS=k:
+ *     hosts of k ranks; tests.cmake runs 2 hosts of 2 and 2 of 3): shared
+ *     memory on each host and a ring between them, every check above
+ *     holding; uneven hosts or one rank per host take the ring; a host
+ *     size that is not a number on one rank is refused on every rank;
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
  *     NCCL give the same averages. */
 #define _POSIX_C_SOURCE 200809L
@@ -262,11 +267,26 @@ int main(void) {
     {
         char why[200];
         const char *env = getenv("CTRIAL_GRAD_SYNC"), *how = ct_grad_sync_transport(s, why, sizeof why);
+        const char *hosts_env = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
+        int k = hosts_env ? atoi(hosts_env) : P, hosts = (P + k - 1) / k;
         bool ring = env && strcmp(env, "ring") == 0;
         if (R == 0) printf("%d ranks: transport %s%s%s\n", P, how, why[0] ? ": " : "", why);
-        if (P == 1) CHECK(strcmp(how, "none") == 0);
-        else if (ring) CHECK(strcmp(how, "ring") == 0 && strcmp(why, "CTRIAL_GRAD_SYNC=ring") == 0);
-        else CHECK(strcmp(how, "shared memory") == 0); /* the test's ranks share this machine */
+        if (P == 1) {
+            CHECK(strcmp(how, "none") == 0);
+        } else if (ring) {
+            CHECK(strcmp(how, "ring") == 0 && strcmp(why, "CTRIAL_GRAD_SYNC=ring") == 0);
+        } else if (hosts == 1) {
+            CHECK(strcmp(how, "shared memory") == 0); /* the test's ranks share this machine */
+        } else if (P % k != 0) {
+            /* hosts of k ranks, the last one smaller */
+            CHECK(strcmp(how, "ring") == 0 && strstr(why, "do not all run as many ranks"));
+        } else if (k == 1) {
+            CHECK(strcmp(how, "ring") == 0 && strstr(why, "one rank on each of"));
+        } else {
+            char want[64];
+            snprintf(want, sizeof want, "%d hosts of %d ranks", hosts, k);
+            CHECK(strcmp(how, "shared memory + ring") == 0 && strcmp(why, want) == 0);
+        }
     }
     ct_grad_sync_stats st0, st;
     ct_grad_sync_get_stats(s, &st0);
@@ -465,6 +485,24 @@ int main(void) {
         CHECK_OK(ct_grad_sync_finish(s5));
         check_grads(net, mean, 1.0, 1e-6, "ranks that disagreed on shared memory, on the ring");
         ct_grad_sync_free(s5);
+    }
+
+    /* 8c. A host size that is not a number, on one rank only: every rank
+     * refuses the sync, naming the variable (nobody is left waiting). */
+    if (P > 1) {
+        const char *env = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        if (R == P - 1) setenv("CTRIAL_GRAD_SYNC_HOST_RANKS", "two", 1);
+        ct_grad_sync *s6 = ct_grad_sync_new(net, 600);
+        if (R == P - 1) {
+            if (keep[0]) setenv("CTRIAL_GRAD_SYNC_HOST_RANKS", keep, 1);
+            else unsetenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
+        }
+        CHECK(s6 == NULL);
+        /* the rank that has the value quotes it */
+        CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC_HOST_RANKS='two'" : "CTRIAL_GRAD_SYNC_HOST_RANKS");
+        ct_grad_sync_free(s6);
     }
 
     /* 9. On a GPU (each rank its own when there are enough): CUDA buckets

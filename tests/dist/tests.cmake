@@ -23,6 +23,17 @@ ct_mpi_test(dist_grad_sync_np3_ring 3 dist_grad_sync)
 if(TEST dist_grad_sync_np2_ring)
   set_property(TEST dist_grad_sync_np2_ring dist_grad_sync_np3_ring APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC=ring)
 endif()
+# Several hosts, faked on this machine: hosts of 2 and of 3 ranks (shared
+# memory on each, a ring between them), and hosts of 2 ranks out of 3
+# (uneven: the ring).
+ct_mpi_test(dist_grad_sync_np4_2hosts 4 dist_grad_sync)
+ct_mpi_test(dist_grad_sync_np6_2hosts 6 dist_grad_sync)
+ct_mpi_test(dist_grad_sync_np3_uneven 3 dist_grad_sync)
+if(TEST dist_grad_sync_np4_2hosts)
+  set_property(TEST dist_grad_sync_np4_2hosts dist_grad_sync_np3_uneven APPEND PROPERTY ENVIRONMENT
+               CTRIAL_GRAD_SYNC_HOST_RANKS=2)
+  set_property(TEST dist_grad_sync_np6_2hosts APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC_HOST_RANKS=3)
+endif()
 
 # Collectives on CUDA tensors through NCCL (src/dist/nccl_comm.c, called
 # directly too). On a machine without a GPU per rank it prints "SKIP: ..."
