@@ -53,7 +53,12 @@ Weak scaling (the per-rank batch fixed, the global batch growing with n):
 efficiency = T(1) / T(n). The flat ring's latency term grows with n (2(n-1)
 steps per bucket); the projection also gives a log-depth all-reduce
 (recursive halving-doubling, what MPI_Allreduce and NCCL's trees use):
-2 log2(n) k alpha.
+2 log2(n) k alpha; and, for hosts of L = 8 ranks (one core each),
+grad_sync's hierarchical average: shared memory on each host (the fitted
+shared-memory beta and alpha at L ranks) plus L rings between the n / L
+hosts that run at once, each over 1/L of a bucket, so the host's link
+carries 2(H-1)/H S and a bucket pays 2(H-1) latencies:
+AR_shm(L, S) + AR(n / L, S).
 """
 import argparse
 import json
@@ -72,6 +77,7 @@ GLOBAL_BATCH = 128
 GRAD_BYTES_MLP = 4 * (784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)  # bench_dist train's MLP
 GRAD_BYTES_WIDE = 4 * (784 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 10 + 10)  # the overlap MLP
 BUCKET = 25 << 20
+PER_HOST = 8  # ranks a host in the hierarchical projection
 
 LINKS = {  # name: (beta bytes/s, alpha s) — assumptions, see the docstring
     "10 GbE": (1.1e9, 25e-6),
@@ -175,6 +181,11 @@ def ar_time(n, s, beta, alpha, tree=False):
     return 2 * (n - 1) / n * s / beta + steps * k * alpha
 
 
+def ar_hier(n, per_host, s, beta, alpha, shm):
+    """grad_sync on hosts of per_host ranks: shared memory on each, a ring per local rank between hosts."""
+    return ar_time(min(n, per_host), s, shm["beta"], shm["alpha"]) + ar_time(max(1, n // per_host), s, beta, alpha)
+
+
 def step_here(m, n, transport):
     """The model of bench_dist train on this machine at n ranks (global batch 128)."""
     tr = m["transports"][transport]
@@ -210,8 +221,9 @@ def report(data, m):
     # projections
     per_rank_b = 64
     t1 = m["c0"] + m["c1"] * per_rank_b + m["opt"]
-    print(f"Projection, weak scaling (each rank {per_rank_b} samples a step, one rank per machine, the compute "
-          "and optimizer fitted above, the link assumed: see model.py), efficiency T(1) / T(n):\n")
+    print(f"Projection, weak scaling (each rank {per_rank_b} samples a step on a core of its own, one rank per "
+          f"machine but in the shared-memory rows ({PER_HOST} a machine), the compute and optimizer fitted above, "
+          "the link assumed: see model.py), efficiency T(1) / T(n):\n")
     ns = [8, 16, 32, 64, 128, 256]
     print("| model | gradients | link | all-reduce | " + " | ".join(f"{n}" for n in ns) + " |")
     print("|---|---:|---|---|" + "---:|" * len(ns))
@@ -221,11 +233,15 @@ def report(data, m):
         wide = med([r["step_ms_without"] / 1e3 for r in data["wide"]]) + m["opt"] * GRAD_BYTES_WIDE / GRAD_BYTES_MLP
         rows.append(("overlap MLP 784-2048x3-10", GRAD_BYTES_WIDE, wide))
     links = [("10 GbE", *LINKS["10 GbE"]), ("100 Gb/s InfiniBand", *LINKS["100 Gb/s InfiniBand"])]
+    shm = m["transports"].get("shared memory")
     for name, s, comp in rows:
         for lname, beta, alpha in links:
-            for tree in (False, True):
-                effs = [comp / (comp + ar_time(n, s, beta, alpha, tree)) for n in ns]
-                print(f"| {name} ({comp * 1e3:.1f} ms of compute) | {s / 1e6:.1f} MB | {lname} | {'log-depth' if tree else 'ring'} | " +
+            ars = {"ring": lambda n: ar_time(n, s, beta, alpha), "log-depth": lambda n: ar_time(n, s, beta, alpha, True)}
+            if shm:
+                ars[f"shared memory + ring, {PER_HOST} ranks a host"] = lambda n: ar_hier(n, PER_HOST, s, beta, alpha, shm)
+            for how, ar in ars.items():
+                effs = [comp / (comp + ar(n)) for n in ns]
+                print(f"| {name} ({comp * 1e3:.1f} ms of compute) | {s / 1e6:.1f} MB | {lname} | {how} | " +
                       " | ".join(f"{e:.0%}" for e in effs) + " |")
     # the GPT on GPUs: NCCL overlaps backward
     gpt_bytes = 124e6 * 4

@@ -36,7 +36,8 @@ How the two hosts are made:
 What runs on each rate, with each number of ranks per host (--per-host;
 one intra-op thread each; two per host oversubscribe this machine's two
 cores, so their training throughput says little, their bytes per second
-and their correctness do):
+and their correctness do; Open MPI is then told to yield when idle, so that
+the reference MPI_Allreduce does not spin through its peers' time):
   bench_dist bandwidth  --mb MB (grad_sync vs MPI_Allreduce over TCP; with
                         two ranks per host both of grad_sync's transports:
                         shared memory + ring, and the ring of every rank)
@@ -176,6 +177,10 @@ class Job:
                   "-np", str(2 * per_host), "--map-by", "slot", "--bind-to", "none",
                   "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self" if per_host == 1 else "tcp,vader,self",
                   "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
+        if 2 * per_host > (os.cpu_count() or 1):
+            # more ranks than cores: MPI_Allreduce (the reference) would spin through the time its peers need
+            # (grad_sync yields on its own, dist.c)
+            mpirun += ["--mca", "mpi_yield_when_idle", "1"]
         for name in env_names:
             mpirun += ["-x", name]
         inner = " ".join(_quote(x) for x in mpirun + list(prog_args))

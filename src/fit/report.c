@@ -12,6 +12,7 @@
 #include "base/value_json.h"
 #include "ckpt/ckpt.h" /* ct_ckpt_find_latest */
 #include "config/period.h"
+#include "dist/grad_sync.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -404,16 +405,27 @@ static void format_records(const ct_loader *l, char *buf, size_t len) {
     else snprintf(buf, len, "an iterable loader");
 }
 
+/* Under mpirun, how the first model's gradients are averaged, as
+ * " (gradients: TRANSPORT[, WHY])"; "" for one rank. */
+static void format_transport(const ct_context *ctx, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (ctx->size == 1 || !ctx->syncs || !ctx->syncs[0]) return;
+    char why[200];
+    const char *how = ct_grad_sync_transport(ctx->syncs[0], why, sizeof why);
+    snprintf(buf, len, " (gradients: %s%s%s)", how, why[0] ? ", " : "", why);
+}
+
 void ct_report_setup(ct_context *ctx) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
-    char dev[32], line[4608];
+    char dev[32], line[4608], transport[256];
     ct_device_format(ctx->device, dev, sizeof dev);
     int64_t params = count_parameters(ctx);
-    snprintf(line, sizeof line, "ctrial %s: trial %s on %s, %d intra-op thread%s per rank (%s), %d rank%s; %zu model%s, "
+    format_transport(ctx, transport, sizeof transport);
+    snprintf(line, sizeof line, "ctrial %s: trial %s on %s, %d intra-op thread%s per rank (%s), %d rank%s%s; %zu model%s, "
                                 "%lld parameter%s",
              ct_version(), ctx->trial->name ? ctx->trial->name : "(unnamed)", dev, ct_get_num_threads(),
-             ct_get_num_threads() == 1 ? "" : "s", ctx->threads_from, ctx->size, ctx->size == 1 ? "" : "s", ctx->n_models,
-             ctx->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
+             ct_get_num_threads() == 1 ? "" : "s", ctx->threads_from, ctx->size, ctx->size == 1 ? "" : "s", transport,
+             ctx->n_models, ctx->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
     print_line(ctx, line);
     char train[64], val[64], epoch[96];
     format_records(ctx->train_loader, train, sizeof train);

@@ -18,7 +18,8 @@ under `mpirun -np 2`, each run with a timeout (a hang is a failure).
    refused at the optimizer step instead of letting the ranks diverge.
 7. evaluate_batch's metric names differing on one rank: an error on every
    rank, no hang.
-8. The console under mpirun is plain lines.
+8. The console under mpirun is plain lines, and the start-up summary names
+   the gradients' transport.
 
 Exits 77 (skipped) without mpirun.
 """
@@ -116,6 +117,9 @@ run("console", "console", text_out=said)
 text = said[0] if said else ""
 check("\r" not in text and "\x1b" not in text and "validation at batch 8" in text,
       f"console under mpirun: plain lines ({text[-300:]!r})")
+# The start-up summary says how the gradients travel (the two ranks share
+# this machine: shared memory).
+check(", 2 ranks (gradients: shared memory); " in text, f"console under mpirun: the transport ({text[:600]!r})")
 
 shutil.rmtree(WORK, ignore_errors=True)
 if FAILURES:
