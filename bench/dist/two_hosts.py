@@ -21,6 +21,8 @@ How the two hosts are made:
     MPI_Comm_split_type tells the hosts apart: with one rank on each it
     uses the ring, with two on each shared memory on each host and a ring
     between them ("shared memory + ring");
+  - each host runs on a CPU of its own (taskset -c 0, -c 1; mpirun binds
+    nothing, so the ranks inherit it);
   - mpirun runs in ctrial-h0; Open MPI's rsh launcher starts the daemon of
     the second host through a small agent script (written to a temporary
     folder) that runs the command in ctrial-h1, where ssh would log in;
@@ -34,10 +36,11 @@ How the two hosts are made:
     TCP is measured and reported.
 
 What runs on each rate, with each number of ranks per host (--per-host;
-one intra-op thread each; two per host oversubscribe this machine's two
-cores, so their training throughput says little, their bytes per second
-and their correctness do; Open MPI is then told to yield when idle, so that
-the reference MPI_Allreduce does not spin through its peers' time):
+one intra-op thread each; two per host share their host's one CPU, so
+their training throughput says little, their bytes per second and their
+correctness do; Open MPI is then told to yield when idle, as ctrial's
+ranks do on their own, so that the reference MPI_Allreduce does not spin
+through its peers' time):
   bench_dist bandwidth  --mb MB (grad_sync vs MPI_Allreduce over TCP; with
                         two ranks per host both of grad_sync's transports:
                         shared memory + ring, and the ring of every rank)
@@ -63,6 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 HOSTS = [("ctrial-h0", "10.199.0.1", "veth-ct0"), ("ctrial-h1", "10.199.0.2", "veth-ct1")]
+CPUS = ["0", "1"]  # each host's own CPU (taskset): hosts do not share cores
 SUBNET = "10.199.0.0/24"
 
 AGENT = """#!/bin/sh
@@ -74,7 +78,7 @@ case "$host" in
 {cases}
   *) echo "two_hosts agent: unknown host $host" >&2; exit 1 ;;
 esac
-exec ip netns exec "$ns" unshare --uts /bin/sh -c "hostname $name && exec $*"
+exec ip netns exec "$ns" taskset -c "$cpu" unshare --uts /bin/sh -c "hostname $name && exec $*"
 """
 
 
@@ -165,7 +169,7 @@ class Job:
 
     def __init__(self, tmp):
         self.agent = os.path.join(tmp, "ns-agent")
-        cases = "\n".join(f"  {ip}|{ns}) ns={ns}; name={ns} ;;" for ns, ip, _ in HOSTS)
+        cases = "\n".join(f"  {ip}|{ns}) ns={ns}; name={ns}; cpu={cpu} ;;" for (ns, ip, _), cpu in zip(HOSTS, CPUS))
         with open(self.agent, "w") as f:
             f.write(AGENT.format(cases=cases))
         os.chmod(self.agent, 0o755)
@@ -177,14 +181,15 @@ class Job:
                   "-np", str(2 * per_host), "--map-by", "slot", "--bind-to", "none",
                   "--mca", "plm_rsh_agent", self.agent, "--mca", "btl", "tcp,self" if per_host == 1 else "tcp,vader,self",
                   "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
-        if 2 * per_host > (os.cpu_count() or 1):
-            # more ranks than cores: MPI_Allreduce (the reference) would spin through the time its peers need
-            # (grad_sync yields on its own, dist.c)
+        if per_host > 1:
+            # more ranks than the host's one CPU: MPI_Allreduce (the reference) would spin through the time its
+            # peers need (ctrial sees the shared cpuset and yields on its own, dist.c)
             mpirun += ["--mca", "mpi_yield_when_idle", "1"]
         for name in env_names:
             mpirun += ["-x", name]
         inner = " ".join(_quote(x) for x in mpirun + list(prog_args))
-        return ["ip", "netns", "exec", ns0, "unshare", "--uts", "/bin/sh", "-c", f"hostname {ns0} && exec {inner}"]
+        return ["ip", "netns", "exec", ns0, "taskset", "-c", CPUS[0], "unshare", "--uts", "/bin/sh", "-c",
+                f"hostname {ns0} && exec {inner}"]
 
 
 def _quote(s):

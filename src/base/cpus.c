@@ -5,6 +5,8 @@
 
 #include <math.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <string.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,21 @@ int ct_cpus_usable(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 1) return CPU_COUNT(&set);
     return ct_cpus_online();
+}
+
+void ct_cpus_usable_set(uint64_t words[CT_CPU_WORDS]) {
+    memset(words, 0, CT_CPU_WORDS * sizeof *words);
+    cpu_set_t set;
+    bool ok = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) >= 1;
+    int n = ok ? CPU_SETSIZE : ct_cpus_online();
+    for (int i = 0; i < n && i < 64 * CT_CPU_WORDS; i++)
+        if (!ok || CPU_ISSET(i, &set)) words[i / 64] |= (uint64_t)1 << (i % 64);
+}
+
+int ct_cpus_count_set(const uint64_t words[CT_CPU_WORDS]) {
+    int n = 0;
+    for (int w = 0; w < CT_CPU_WORDS; w++) n += __builtin_popcountll(words[w]);
+    return n;
 }
 
 /* The first line of /proc/stat: the machine's total and idle (idle +

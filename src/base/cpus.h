@@ -3,11 +3,22 @@
 #ifndef CTRIAL_BASE_CPUS_H
 #define CTRIAL_BASE_CPUS_H
 
+#include <stdint.h>
+
 /* CPUs this process may run on (its affinity mask: taskset, a launcher's
  * binding); the online CPUs when the mask cannot be read. >= 1. */
 int ct_cpus_usable(void);
 /* CPUs online on the machine. >= 1. */
 int ct_cpus_online(void);
+
+/* The CPUs this process may run on as a bit set, CPU i at bit i % 64 of
+ * word i / 64 (CT_CPU_WORDS words: CPUs 0 .. 1023): the affinity mask, or
+ * the first online CPUs when the mask cannot be read. The ranks of a host
+ * OR theirs together to count the CPUs they share. */
+enum { CT_CPU_WORDS = 16 };
+void ct_cpus_usable_set(uint64_t words[CT_CPU_WORDS]);
+/* The number of CPUs in such a set. */
+int ct_cpus_count_set(const uint64_t words[CT_CPU_WORDS]);
 /* How many CPUs' worth of time the whole machine left idle during the next
  * `seconds` (two readings of /proc/stat, the process sleeping between
  * them); -1 when it cannot be measured (no /proc/stat). */

@@ -239,10 +239,13 @@ static void timed_out(ct_dist_watch *w, double now) {
     ct_dist_abort(CT_EXIT_DIST, why);
 }
 
-/* More ranks on this machine than it has CPUs (mpirun --oversubscribe): a
+/* More ranks on this machine than the CPUs they may run on together
+ * (mpirun --oversubscribe, or a cpuset smaller than the host's ranks): a
  * rank that waits gives its CPU away at every poll, since the rank it
  * waits for may be the one that needs it. Set by describe_comm. */
 static bool oversubscribed;
+
+bool ct_dist_watch_yields(void) { return oversubscribed; }
 
 void ct_dist_watch_poll(ct_dist_watch *w) {
     if (oversubscribed) sched_yield();
@@ -391,8 +394,14 @@ static int describe_comm(MPI_Comm comm) {
     MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local));
     MPI_Comm_rank(local, &g.local_rank);
     MPI_Comm_size(local, &g.local_size);
+    /* the CPUs this host's ranks may run on, all together: one CPU each
+     * (bound) is not oversubscribed, four ranks in a cpuset of two are */
+    uint64_t cpus[CT_CPU_WORDS];
+    ct_cpus_usable_set(cpus);
+    int err = MPI_Allreduce(MPI_IN_PLACE, cpus, CT_CPU_WORDS, MPI_UINT64_T, MPI_BOR, local);
     MPI_Comm_free(&local);
-    oversubscribed = g.local_size > ct_cpus_online();
+    if (err != MPI_SUCCESS) return mpi_failed("MPI_Allreduce (the CPUs of this host's ranks)", err);
+    oversubscribed = g.local_size > ct_cpus_count_set(cpus);
     return CT_OK;
 }
 

@@ -38,16 +38,19 @@
  *     memory on each host and a ring between them, every check above
  *     holding; uneven hosts or one rank per host take the ring; a host
  *     size that is not a number on one rank is refused on every rank;
+ *   - ranks that share one CPU (a cpuset) yield while they wait;
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
  *     NCCL give the same averages. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/cpus.h"
 #include "ct_test.h"
 #include "ctrial/cuda.h"
 #include "dist/grad_sync.h"
 #include "dist/nccl_comm.h"
+#include "dist/watch.h"
 
 enum { B = 6, IN = 8, HID = 16, OUT = 4, NP = 10 };
 
@@ -251,6 +254,18 @@ int main(void) {
     R = ct_dist_rank();
     P = ct_dist_size();
     ct_set_num_threads(1);
+
+    /* 0. Oversubscription: tests.cmake runs 2 ranks in a cpuset of one CPU
+     * (CT_TEST_ONE_CPU): they share it, so a waiting rank yields; one rank
+     * never does. */
+    if (getenv("CT_TEST_ONE_CPU")) {
+        uint64_t set[CT_CPU_WORDS];
+        ct_cpus_usable_set(set);
+        CHECK(ct_cpus_count_set(set) == 1 && set[0] == 1);
+        CHECK(ct_dist_watch_yields() == (P > 1));
+    } else if (P == 1) {
+        CHECK(!ct_dist_watch_yields());
+    }
 
     CHECK(ct_grad_sync_new(NULL, 0) == NULL);
     CHECK_ERR(CT_EINVAL, "model is NULL");

@@ -34,6 +34,17 @@ if(TEST dist_grad_sync_np4_2hosts)
                CTRIAL_GRAD_SYNC_HOST_RANKS=2)
   set_property(TEST dist_grad_sync_np6_2hosts APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC_HOST_RANKS=3)
 endif()
+# Two ranks in a cpuset of one CPU (taskset; mpirun binds nothing): they
+# find they share it, and yield while they wait.
+find_program(TASKSET_EXECUTABLE taskset)
+if(TEST dist_grad_sync_np2 AND TASKSET_EXECUTABLE)
+  add_test(NAME dist_grad_sync_np2_one_cpu
+    COMMAND ${TASKSET_EXECUTABLE} -c 0 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe --allow-run-as-root
+            --bind-to none ${MPIEXEC_PREFLAGS} $<TARGET_FILE:dist_grad_sync> ${MPIEXEC_POSTFLAGS})
+  get_test_property(dist_grad_sync_np2 ENVIRONMENT _np2_env)
+  set_tests_properties(dist_grad_sync_np2_one_cpu PROPERTIES TIMEOUT 120 LABELS mpi
+                       ENVIRONMENT "${_np2_env};CT_TEST_ONE_CPU=1")
+endif()
 
 # Collectives on CUDA tensors through NCCL (src/dist/nccl_comm.c, called
 # directly too). On a machine without a GPU per rank it prints "SKIP: ..."
