@@ -65,10 +65,16 @@ double ct_cpus_idle(double seconds) {
     return (i1 - i0) / (t1 - t0) * ct_cpus_online();
 }
 
-int ct_cpus_default_threads(int local_ranks, double *idle) {
+int ct_cpus_share(int usable, int host_cpus, int local_ranks) {
     if (local_ranks < 1) local_ranks = 1;
-    int usable = ct_cpus_usable(), online = ct_cpus_online();
-    int share = usable < online ? usable : online / local_ranks;
+    int share = host_cpus / local_ranks;
+    if (share > usable) share = usable;
+    return share >= 1 ? share : 1;
+}
+
+int ct_cpus_default_threads(int local_ranks, int host_cpus, double *idle) {
+    if (local_ranks < 1) local_ranks = 1;
+    int share = ct_cpus_share(ct_cpus_usable(), host_cpus, local_ranks);
     double free_cpus = ct_cpus_idle(0.1);
     if (idle) *idle = free_cpus;
     /* A CPU counts as free when at least 70% of it was idle. */

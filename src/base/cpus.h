@@ -24,13 +24,19 @@ int ct_cpus_count_set(const uint64_t words[CT_CPU_WORDS]);
  * them); -1 when it cannot be measured (no /proc/stat). */
 double ct_cpus_idle(double seconds);
 
+/* The CPUs one of `local_ranks` processes on a host may take: its share
+ * of the `host_cpus` they may run on together, no more than the `usable`
+ * CPUs of its own mask. Ranks bound one to a core get 1; ranks that share
+ * a cpuset (or the whole machine) divide it. >= 1. */
+int ct_cpus_share(int usable, int host_cpus, int local_ranks);
+
 /* The default intra-op thread count for one of `local_ranks` processes on
- * this host: its share of the CPUs (the affinity mask when a launcher or
- * taskset bound it, else the online CPUs divided among the host's ranks),
- * but no more than its share of the CPUs idle now, measured over 0.1 s:
- * threads on CPUs other programs keep busy make every parallel region wait
- * for the slowest (10x slower on a loaded machine; bench/threads). >= 1.
- * *idle is the idle CPUs measured (-1: unknown). */
-int ct_cpus_default_threads(int local_ranks, double *idle);
+ * this host, which may run on `host_cpus` CPUs together (dist/host.h):
+ * its share of them (ct_cpus_share), but no more than its share of the
+ * CPUs idle now, measured over 0.1 s: threads on CPUs other programs keep
+ * busy make every parallel region wait for the slowest (10x slower on a
+ * loaded machine; bench/threads). >= 1. *idle is the idle CPUs measured
+ * (-1: unknown). */
+int ct_cpus_default_threads(int local_ranks, int host_cpus, double *idle);
 
 #endif

@@ -24,6 +24,7 @@
 #include "ctrial/trial.h" /* CT_EXIT_DIST */
 #include "dist/agree.h"
 #include "dist/group.h"
+#include "dist/host.h"
 #include "dist/nccl_comm.h"
 #include "dist/watch.h"
 
@@ -242,10 +243,13 @@ static void timed_out(ct_dist_watch *w, double now) {
 /* More ranks on this machine than the CPUs they may run on together
  * (mpirun --oversubscribe, or a cpuset smaller than the host's ranks): a
  * rank that waits gives its CPU away at every poll, since the rank it
- * waits for may be the one that needs it. Set by describe_comm. */
+ * waits for may be the one that needs it. Set by describe_comm, with the
+ * count of those CPUs (0: not under mpirun). */
 static bool oversubscribed;
+static int host_cpus;
 
-bool ct_dist_watch_yields(void) { return oversubscribed; }
+int ct_dist_host_cpus(void) { return host_cpus > 0 ? host_cpus : ct_cpus_usable(); }
+bool ct_dist_host_oversubscribed(void) { return oversubscribed; }
 
 void ct_dist_watch_poll(ct_dist_watch *w) {
     if (oversubscribed) sched_yield();
@@ -401,7 +405,8 @@ static int describe_comm(MPI_Comm comm) {
     int err = MPI_Allreduce(MPI_IN_PLACE, cpus, CT_CPU_WORDS, MPI_UINT64_T, MPI_BOR, local);
     MPI_Comm_free(&local);
     if (err != MPI_SUCCESS) return mpi_failed("MPI_Allreduce (the CPUs of this host's ranks)", err);
-    oversubscribed = g.local_size > ct_cpus_count_set(cpus);
+    host_cpus = ct_cpus_count_set(cpus);
+    oversubscribed = g.local_size > host_cpus;
     return CT_OK;
 }
 

@@ -31,7 +31,6 @@
 #ifndef CTRIAL_DIST_WATCH_H
 #define CTRIAL_DIST_WATCH_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -49,11 +48,6 @@ void ct_dist_watch_begin(ct_dist_watch *w, const char *what);
 void ct_dist_watch_poll(ct_dist_watch *w);
 /* The collective completed (or failed) on this rank. */
 void ct_dist_watch_end(ct_dist_watch *w);
-
-/* Whether a waiting rank yields its CPU at every poll: more ranks on this
- * host than the CPUs they may run on together (their affinity masks
- * OR-ed), found at ct_dist_init. */
-bool ct_dist_watch_yields(void);
 
 /* What the loop is at, for the timeout's message: `batches` points at the
  * number of batches trained (NULL: nothing to say). The pointer must stay

@@ -27,6 +27,7 @@
 #include "fit/warm_start.h"
 #include "dist/agree.h"
 #include "dist/grad_sync.h"
+#include "dist/host.h"
 #include "dist/watch.h"
 #include "fit/outcome.h"
 #include "fit/stop.h"
@@ -986,7 +987,7 @@ static int choose_threads(ct_context *ctx) {
         return CT_OK;
     } else {
         double idle = -1;
-        n = ct_cpus_default_threads(ct_dist_local_size(), &idle);
+        n = ct_cpus_default_threads(ct_dist_local_size(), ct_dist_host_cpus(), &idle);
         if (idle >= 0)
             snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %.1f of %d CPUs idle, %d rank%s here",
                      idle, ct_cpus_online(), ct_dist_local_size(), ct_dist_local_size() == 1 ? "" : "s");

@@ -50,7 +50,7 @@
 #include "ctrial/cuda.h"
 #include "dist/grad_sync.h"
 #include "dist/nccl_comm.h"
-#include "dist/watch.h"
+#include "dist/host.h"
 
 enum { B = 6, IN = 8, HID = 16, OUT = 4, NP = 10 };
 
@@ -262,9 +262,11 @@ int main(void) {
         uint64_t set[CT_CPU_WORDS];
         ct_cpus_usable_set(set);
         CHECK(ct_cpus_count_set(set) == 1 && set[0] == 1);
-        CHECK(ct_dist_watch_yields() == (P > 1));
+        CHECK(ct_dist_host_cpus() == 1);
+        CHECK(ct_dist_host_oversubscribed() == (P > 1));
     } else if (P == 1) {
-        CHECK(!ct_dist_watch_yields());
+        CHECK(!ct_dist_host_oversubscribed());
+        CHECK(ct_dist_host_cpus() == ct_cpus_usable());
     }
 
     CHECK(ct_grad_sync_new(NULL, 0) == NULL);

@@ -12,6 +12,9 @@ ct_c_test(loop_semantics ${CMAKE_CURRENT_LIST_DIR}/semantics.c)
 # live line on a pseudo-terminal; console_trial.c is a user's program with
 # flags of its own (ct_main_ex).
 ct_c_program(console_trial ${CMAKE_CURRENT_LIST_DIR}/console_trial.c)
+# The share of CPUs a rank's default thread count starts from, for the
+# layouts launchers make (pure C: links base only).
+ct_c_test(loop_cpu_share ${CMAKE_CURRENT_LIST_DIR}/cpu_share.c MODULES base)
 ct_py_test(loop_console ${CMAKE_CURRENT_LIST_DIR}/test_console.py $<TARGET_FILE:console_trial>)
 # ct_fit's options past their limits (issue 17): no or an absurd global
 # batch size, a seed beyond Determined's range, max_length in epochs past
