@@ -41,8 +41,9 @@
  * 1|0 (default 1: glibc's malloc keeps freed blocks up to 32 MiB, as ct_fit
  * sets it by default). Every JSON line says which transport the sync used
  * (ct_grad_sync_transport: "shared memory", "shared memory + ring" on
- * several hosts, "ring"; CTRIAL_GRAD_SYNC=ring in the environment picks
- * the ring, CTRIAL_GRAD_SYNC_HOST_RANKS=k fakes hosts of k ranks). */
+ * several hosts, "ring", "halving-doubling"; CTRIAL_GRAD_SYNC=ring or
+ * halving-doubling in the environment picks messages by that algorithm,
+ * CTRIAL_GRAD_SYNC_HOST_RANKS=k fakes hosts of k ranks). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>

@@ -2,14 +2,17 @@
 """Gradient averaging across ranks (src/dist/grad_sync.c) in one run: its
 bandwidth beside a bare MPI_Allreduce of the same bytes, on both of its
 transports (shared memory between the ranks of one machine, and the ring of
-MPI messages); the share of its communication hidden behind backward; and
+MPI messages); its two message algorithms (the ring and halving-doubling)
+beside each other on 4 ranks; the share of its communication hidden behind
+backward; and
 training throughput at the same global batch size — ctrial's ranks beside
 one rank, one rank with two threads, two processes that do not communicate
 at all (the ceiling), and torch DistributedDataParallel (gloo) launched by
 torchrun on the same model, data and seed, with the final losses checked
 equal.
 
-    .venv/bin/python bench/dist/run.py [BUILD_DIR] [--runs 3] [--mb 1,10,100] [--parts bandwidth,overlap,train]
+    .venv/bin/python bench/dist/run.py [BUILD_DIR] [--runs 3] [--mb 1,10,100]
+        [--parts bandwidth,algorithms,overlap,train]
         [--no-torch] [--json PATH]
 
 BUILD_DIR (or $CTRIAL_BUILD_DIR, else build) holds bench/dist/bench_dist;
@@ -121,7 +124,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30, help="timed steps of the overlap and train parts")
     ap.add_argument("--global-batch", type=int, default=128)
     ap.add_argument("--width", type=int, default=1024, help="hidden width of the train part's MLP")
-    ap.add_argument("--parts", default="bandwidth,overlap,train")
+    ap.add_argument("--parts", default="bandwidth,algorithms,overlap,train")
+    ap.add_argument("--algo-ranks", type=int, default=4, help="ranks of the algorithms part (a power of two)")
     ap.add_argument("--no-torch", action="store_true", help="train part without the torch / DDP rows")
     ap.add_argument("--json", metavar="PATH", help="also write every run's figures to PATH as one JSON object")
     a = ap.parse_args()
@@ -141,6 +145,13 @@ def main():
                 for r in run_json(ranks(2, prog, ["bandwidth", "--mb", a.mb, "--params", str(a.params),
                                                   "--reps", str(a.reps), "--zero", zero]), extra):
                     bw.setdefault((transport, zero, r["mb"]), []).append(r)
+
+    algos = {}
+    for _ in range(a.runs) if "algorithms" in parts else ():
+        for algo in ("ring", "halving-doubling"):
+            for r in run_json(ranks(a.algo_ranks, prog, ["bandwidth", "--mb", a.mb, "--params", str(a.params),
+                                                         "--reps", str(a.reps)]), {"CTRIAL_GRAD_SYNC": algo}):
+                algos.setdefault((algo, r["mb"]), []).append(r)
 
     ov = {}
     for _ in range(a.runs) if "overlap" in parts else ():
@@ -180,6 +191,22 @@ def main():
                   f"{fmt([r['ratio'] for r in rs], '{:.2f}')} |")
         print()
 
+    if algos:
+        print(f"### 1b. The message algorithms, {a.algo_ranks} ranks: the ring against halving-doubling\n")
+        print("Messages through every rank (CTRIAL_GRAD_SYNC=ring or halving-doubling for every bucket; by "
+              "default the bucket's size chooses, halving-doubling only up to 256 KiB a rank), the same "
+              "gradients as table 1, zero_grad to None. bucket only GB/s as in table 1. On one machine a "
+              "message's latency is small: what halving-doubling saves (2 log2(p) steps a bucket instead of "
+              "2(p-1)) shows on a network, not here; this says what it costs where bytes dominate.\n")
+        print("| MB | ring GB/s | halving-doubling GB/s | halving-doubling / ring |")
+        print("|---:|---:|---:|---:|")
+        for mb in sorted({mb for _, mb in algos}):
+            ring, hd = algos[("ring", mb)], algos[("halving-doubling", mb)]
+            ratio = [h["ring_gbs"] / r["ring_gbs"] for r, h in zip(ring, hd)]
+            print(f"| {mb:g} | {fmt([r['ring_gbs'] for r in ring])} | {fmt([r['ring_gbs'] for r in hd])} | "
+                  f"{fmt(ratio, '{:.2f}')} |")
+        print()
+
     if ov:
         r0 = next(iter(ov.values()))[0]
         print(f"### 2. Overlap, 2 ranks: MLP 784-{r0['width']}x3-10, batch {r0['batch']} per rank, "
@@ -203,7 +230,7 @@ def main():
         train_tables(a, variants, tr)
 
     if a.json:
-        write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr)
+        write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr, algos)
 
 
 def base_of(variants, tr, system):
@@ -282,7 +309,7 @@ def loss_checks(variants, tr):
     return {"ok": ok, "lines": lines}
 
 
-def write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr):
+def write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr, algos):
     """Every run's figures (one per mpirun: rank 0's line) as one JSON object at a.json."""
     med = statistics.median
 
@@ -298,6 +325,8 @@ def write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr):
             "bucket_only_gb_per_s": col(rs, "ring_gbs"), "mpi_allreduce_gb_per_s": allreduce,
             "ratio": med(sync) / med(allreduce), "ratio_per_run": col(rs, "ratio"),
             "transport_used": col(rs, "transport")})
+    algorithms = [{"mb": mb, "algorithm": algo, "ranks": a.algo_ranks, "bucket_only_gb_per_s": col(rs, "ring_gbs"),
+                   "transport_used": col(rs, "transport")} for (algo, mb), rs in sorted(algos.items())]
     overlap = []
     for mib, rs in ov.items():
         overlap.append({
@@ -319,7 +348,7 @@ def write_json(a, ncpu, model, load_start, load_end, bw, ov, variants, tr):
             "transport": rs[0].get("transport"), "final_loss": col(rs, "final_loss"),
             **{k: col(rs, k) for k in ("ms_per_step", "comm_ms_per_step", "wait_ms_per_step") + PHASES}})
     checks = loss_checks(variants, tr) if train else {"ok": True, "lines": []}
-    out = {"benchmark": "dist", "bandwidth": bandwidth, "overlap": overlap, "train": train,
+    out = {"benchmark": "dist", "bandwidth": bandwidth, "algorithms": algorithms, "overlap": overlap, "train": train,
            "loss_checks": checks, "meta": {
                "cpus": ncpu, "cpu_model": model, "load_average_start": load_start, "load_average_end": load_end,
                "runs": a.runs, "ranks_bandwidth_overlap": 2, "mb": a.mb, "params": a.params, "reps": a.reps,

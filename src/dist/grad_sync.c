@@ -27,21 +27,24 @@
  *                      frees the buckets and the communicator.
  *
  * The reduction. Ranks on one machine average float buckets in shared
- * memory (below; on several hosts, shared memory on each and a ring
- * between them); otherwise a bucket is averaged by a ring all-reduce built on
- * MPI_Isend/MPI_Irecv on a communicator of our own: p-1 reduce-scatter
- * steps (send one chunk to the right, receive one from the left, add it;
- * the last addition also multiplies by 1/p, so the chunk a rank then owns
- * holds averages) and p-1 all-gather steps. Each step is a pair of requests
- * that MPI_Testall polls from the hooks and finish, so buckets progress
- * while backward runs. Not MPI_Iallreduce: in OpenMPI (4.1, libnbc) it
- * reduces to rank 0 and broadcasts back whenever there are fewer than 4
- * ranks or the buffer is reduced in place, and allocates a temporary buffer
- * of the whole message on every call — half the bandwidth of a blocking
- * MPI_Allreduce of the same bytes. The ring moves 2(p-1)/p of the buffer per
- * rank, like MPI_Allreduce's own large-message algorithms; MPI only moves
- * bytes, so half-precision buckets work too (their additions go through
- * libtorch).
+ * memory (below; on several hosts, shared memory on each and messages
+ * between them); otherwise a bucket is averaged by an all-reduce of
+ * MPI_Isend/MPI_Irecv on a communicator of our own, a list of steps
+ * (allreduce_steps.h): the ring — p-1 reduce-scatter steps (send one
+ * chunk to the right, receive one from the left, add it; the last
+ * addition also multiplies by 1/p, so the chunk a rank then owns holds
+ * averages) and p-1 all-gather steps — or, for small buckets on a power of
+ * two of ranks, halving-doubling, 2 log2(p) steps (ct_ar_choose;
+ * CTRIAL_GRAD_SYNC=ring or halving-doubling picks one for every bucket).
+ * Each step is a pair of requests that MPI_Testall polls from the hooks
+ * and finish, so buckets progress while backward runs. Not
+ * MPI_Iallreduce: in OpenMPI (4.1, libnbc) it reduces to rank 0 and
+ * broadcasts back whenever there are fewer than 4 ranks or the buffer is
+ * reduced in place, and allocates a temporary buffer of the whole message
+ * on every call — half the bandwidth of a blocking MPI_Allreduce of the
+ * same bytes. Both algorithms move 2(p-1)/p of the buffer per rank, like
+ * MPI_Allreduce's own large-message algorithms; MPI only moves bytes, so
+ * half-precision buckets work too (their additions go through libtorch).
  *
  * Gradients as bucket views (DistributedDataParallel's
  * gradient_as_bucket_view). After finish, every averaged .grad is a view of
@@ -86,17 +89,18 @@
  * as many on each (node_shm.h's layout: L ranks on each of H hosts), a
  * float bucket is averaged in three stages, each rank moving 1/L of it
  * between hosts: host rank l adds up share l of its host's L copies in
- * shared memory (the host's sum); the ring of the H ranks that are l on
- * their hosts (a communicator split by local rank) all-reduces that share,
+ * shared memory (the host's sum); the H ranks that are l on their hosts (a
+ * communicator split by local rank) all-reduce that share by messages,
  * dividing by H·L on its last addition; then every host rank copies the
- * other shares from their owners, as on one machine. The L rings run at
- * once, so each host sends and receives 2(H-1)/H of the bucket in all, as
- * one ring of hosts would, while no byte crosses the host's memory through
- * MPI; a flat ring of H·L ranks would move the same bytes through MPI
- * within each host too, and pay 2(H·L-1) message latencies per bucket
- * instead of 2(H-1). Uneven hosts, and one rank per host, take the ring of
- * every rank. CTRIAL_GRAD_SYNC_HOST_RANKS fakes hosts on one machine
- * (tests, bench/dist).
+ * other shares from their owners, as on one machine. The L all-reduces run
+ * at once, so each host sends and receives 2(H-1)/H of the bucket in all,
+ * as one ring of hosts would, while no byte crosses the host's memory
+ * through MPI; a flat ring of H·L ranks would move the same bytes through
+ * MPI within each host too, and pay 2(H·L-1) message latencies per bucket
+ * instead of 2(H-1) (2 log2(H) by halving-doubling). Uneven hosts, and one
+ * rank per host, take messages through every rank.
+ * CTRIAL_GRAD_SYNC_HOST_RANKS fakes hosts on one machine (tests,
+ * bench/dist).
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
  * flag is the share of ranks that had a gradient for that parameter, so
@@ -154,6 +158,7 @@
 #include "dist/comm.h"
 #include "dist/node_shm.h"
 #endif
+#include "dist/allreduce_steps.h"
 #include "dist/spans.h"
 
 enum { MSG_LEN = 512 };
@@ -185,13 +190,16 @@ typedef struct gs_param {
 } gs_param;
 
 #if CTRIAL_HAVE_MPI
-/* The ranks a bucket's ring runs around: every rank (the sync's
- * communicator), or, between hosts, the ranks that have this rank's place
- * on every host (see "Several hosts"). */
+/* The ranks a bucket's messages run among, and how: every rank (the
+ * sync's communicator), or, between hosts, the ranks that have this rank's
+ * place on every host (see "Several hosts"). */
 typedef struct {
     MPI_Comm comm;
-    int p, r; /* its size, and this rank's place in it */
-} gs_ring;
+    int p, r;        /* its size, and this rank's place in it */
+    bool chosen;     /* every bucket takes algo (CTRIAL_GRAD_SYNC), else ct_ar_choose by its size */
+    ct_ar_algo algo;
+    bool uses[2];    /* some bucket takes the ring [CT_AR_RING], halving-doubling */
+} gs_group;
 #endif
 
 typedef struct {
@@ -205,15 +213,15 @@ typedef struct {
     ct_tensor *grads;     /* NEW view buf[0 .. numel) (CUDA: zeroed in one kernel) */
     ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
     bool all_had;         /* every parameter staged in this window had a local gradient */
-    ct_tensor *scratch;   /* NEW: one chunk from the left neighbour */
-    int64_t *chunk_off;   /* the ring's chunks of buf (one per rank of the ring), in elements */
-    int64_t *chunk_len;
-    ct_tensor **chunk;    /* NEW views: buf[chunk_off[c] .. +chunk_len[c]) */
-    ct_tensor **incoming; /* NEW views: scratch[0 .. chunk_len[c]) */
+    ct_tensor *scratch;   /* NEW: what an addition step receives */
+    ct_ar_step *steps;    /* the messages of its all-reduce (allreduce_steps.h) */
+    int nsteps;
+    ct_tensor **chunk;    /* NEW views, half types: step i's receive range of buf */
+    ct_tensor **incoming; /* NEW views, half types: scratch[0 .. step i's receive length) */
     int nready;
     bucket_state state;
     bool written;         /* its averages are in .grad (this window) */
-    int step;             /* ring step in flight: 0 .. 2(p-1)-1 */
+    int step;             /* message step in flight: 0 .. nsteps-1 */
     double t_launch;
     bool shm;             /* buf is in this rank's shared segment: averaged there (see "Shared memory") */
     int phase;            /* shm: 0 .. 3, see advance_shm */
@@ -223,7 +231,7 @@ typedef struct {
     const void **mine_in; /* shm: [L] this rank's share of every host rank's copy: what it adds up */
     bool *got;            /* shm: [L] the share of that rank copied in this window */
 #if CTRIAL_HAVE_MPI
-    const gs_ring *ring; /* the ring it runs around (NULL: shared memory alone) */
+    const gs_group *group; /* the ranks its messages run among (NULL: shared memory alone) */
     MPI_Datatype type;   /* an unsigned integer of elsize bytes: MPI only moves bytes */
     MPI_Request req[2];
 #endif
@@ -249,8 +257,8 @@ struct ct_grad_sync {
     ct_grad_sync_stats stats;
 #if CTRIAL_HAVE_MPI
     MPI_Comm comm;     /* ours: never matches anyone else's messages */
-    gs_ring all;       /* every rank, around comm */
-    gs_ring across;    /* between hosts: this rank's place on every host (comm NULL: one host, or no shared memory) */
+    gs_group all;       /* every rank, around comm */
+    gs_group across;    /* between hosts: this rank's place on every host (comm NULL: one host, or no shared memory) */
     ct_node_layout lay; /* which ranks share this rank's host */
     ct_node_shm *shm;  /* every host rank's bucket segment (NULL: messages only) */
     uint32_t gen;      /* the window's number, the same on every rank (shared memory's flags) */
@@ -293,39 +301,23 @@ static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
     return record(s, CT_EDIST, "grad_sync: rank %d: bucket %d: %s failed: %s", s->rank, b, call, text);
 }
 
-/* a mod p in 0 .. p-1 for any a (C's % keeps the sign). */
-static int mod(int a, int p) { return ((a % p) + p) % p; }
+/* ---- messages ----------------------------------------------------------- */
 
-/* ---- the ring ---------------------------------------------------------- */
-
-/* Posts ring step b->step: the pair of messages that step exchanges. Steps
- * 0 .. p-2 reduce-scatter (receive into scratch), the rest all-gather
- * (receive straight into place). Messages of one bucket share a tag and
- * pair up in order: MPI does not let messages between two ranks overtake.
- * Returns false when MPI refused (recorded; nothing is left posted but
- * what MPI completes on its own). */
+/* Posts message step b->step (allreduce_steps.h): a receive into scratch
+ * (an addition step) or straight into place, and a send. Messages of one
+ * bucket share a tag and pair up in order: MPI does not let messages
+ * between two ranks overtake. Returns false when MPI refused (recorded;
+ * nothing is left posted but what MPI completes on its own). */
 static bool post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
-    int p = b->ring->p, r = b->ring->r, st = b->step;
-    int right = mod(r + 1, p), left = mod(r - 1, p);
-    int send_c, recv_c;
-    void *recv_at;
-    if (st < p - 1) {
-        send_c = mod(r - st, p);
-        recv_c = mod(r - st - 1, p);
-        recv_at = ct_data_ptr(b->scratch);
-    } else {
-        int t = st - (p - 1);
-        send_c = mod(r + 1 - t, p);
-        recv_c = mod(r - t, p);
-        recv_at = b->base + (size_t)b->chunk_off[recv_c] * b->elsize;
-    }
-    int err = MPI_Irecv(recv_at, (int)b->chunk_len[recv_c], b->type, left, bi, b->ring->comm, &b->req[1]);
+    const ct_ar_step *t = &b->steps[b->step];
+    void *recv_at = t->add ? ct_data_ptr(b->scratch) : b->base + (size_t)t->recv_off * b->elsize;
+    int err = MPI_Irecv(recv_at, (int)t->recv_len, b->type, t->recv_from, bi, b->group->comm, &b->req[1]);
     if (err != MPI_SUCCESS) {
         record_mpi(s, bi, "MPI_Irecv", err);
         return false;
     }
-    err = MPI_Isend(b->base + (size_t)b->chunk_off[send_c] * b->elsize, (int)b->chunk_len[send_c], b->type, right,
-                    bi, b->ring->comm, &b->req[0]);
+    err = MPI_Isend(b->base + (size_t)t->send_off * b->elsize, (int)t->send_len, b->type, t->send_to, bi,
+                    b->group->comm, &b->req[0]);
     if (err != MPI_SUCCESS) {
         record_mpi(s, bi, "MPI_Isend", err);
         /* The receive may never match now; leave it to MPI rather than wait. */
@@ -335,30 +327,27 @@ static bool post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     return true;
 }
 
-/* The local work after step b->step's messages arrived: in the
- * reduce-scatter steps, the incoming chunk plus this rank's own gradients
- * for it go into the buffer; the last such step (after which this rank's
- * chunk, (r + 1) mod p, holds the sum over all ranks) also divides by the
- * number of ranks of the sync, so the all-gather spreads averages. Each
- * chunk but the one sent first is received exactly once here, so
- * float32/float64 gradients are read straight from their tensors (stage
- * copied only the first chunk): the copy into the bucket and the addition
- * are one pass. Half types were staged whole and are added in place
- * through libtorch. Between hosts the buffer already holds the host's sum
- * (src is the slot itself), and the addition is in place. */
+/* The local work after step b->step's messages arrived, in an addition
+ * step: what came plus this rank's own values go into the buffer; the
+ * range's last addition (after which it holds the sum over all ranks)
+ * also divides by the number of ranks of the sync, so what is passed on
+ * from there are averages. A range's first addition reads float32/float64
+ * gradients straight from their tensors (stage copied only what step 0
+ * sends): the copy into the bucket and the addition are one pass; later
+ * ones read the buffer. Half types were staged whole and are added in
+ * place through libtorch. Between hosts the buffer already holds the
+ * host's sum (src is the slot itself). */
 static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
-    int p = b->ring->p, r = b->ring->r, st = b->step;
-    if (st >= p - 1) return;
-    int c = mod(r - st - 1, p);
-    bool last = st == p - 2;
+    const ct_ar_step *t = &b->steps[b->step];
+    if (!t->add) return;
     double k = 1.0 / s->size;
     if (b->dtype != CT_F32 && b->dtype != CT_F64) {
-        if (ct_add_(b->chunk[c], b->incoming[c], 1.0) != CT_OK ||
-            (last && ct_mul_scalar_(b->chunk[c], k) != CT_OK))
-            record_last(s, "adding a neighbour's chunk", bi, NULL);
+        if (ct_add_(b->chunk[b->step], b->incoming[b->step], 1.0) != CT_OK ||
+            (t->last && ct_mul_scalar_(b->chunk[b->step], k) != CT_OK))
+            record_last(s, "adding a peer's part", bi, NULL);
         return;
     }
-    int64_t lo = b->chunk_off[c], hi = lo + b->chunk_len[c];
+    int64_t lo = t->recv_off, hi = lo + t->recv_len;
     const char *x = ct_data_ptr(b->scratch);
     size_t el = b->elsize;
     for (int i = b->first; i < b->first + b->count; i++) {
@@ -366,27 +355,29 @@ static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
         int64_t qn = (int64_t)(q->bytes / el);
         int64_t a0 = lo > q->off ? lo : q->off, a1 = hi < q->off + qn ? hi : q->off + qn;
         if (a0 >= a1) continue;
-        ct_span_add(b->dtype, b->base + (size_t)a0 * el, q->src ? q->src + (size_t)(a0 - q->off) * el : NULL,
-                    x + (size_t)(a0 - lo) * el, a1 - a0, last, k);
+        char *d = b->base + (size_t)a0 * el;
+        const char *a = !t->first ? d : q->src ? q->src + (size_t)(a0 - q->off) * el : NULL;
+        ct_span_add(b->dtype, d, a, x + (size_t)(a0 - lo) * el, a1 - a0, t->last, k);
     }
     /* The flags live in the buffer itself. */
     int64_t f0 = lo > b->numel ? lo : b->numel;
     if (f0 < hi)
         ct_span_add(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el,
-                    hi - f0, last, k);
+                    hi - f0, t->last, k);
 }
 
-/* Starts bucket b's ring at its first step. false: MPI refused (recorded). */
-static bool ring_start(ct_grad_sync *s, gs_bucket *b, int bi) {
+/* Starts bucket b's messages at their first step. false: MPI refused
+ * (recorded). */
+static bool steps_start(ct_grad_sync *s, gs_bucket *b, int bi) {
     b->step = 0;
     return post_step(s, b, bi);
 }
 
-/* Moves bucket b's ring as far as its messages allow: polls the step in
+/* Moves bucket b's messages as far as they allow: polls the step in
  * flight and, each time it is complete, does the step's local work and
  * posts the next. Returns 0 while steps remain, 1 when the last one is
  * done, -1 when MPI failed (recorded). */
-static int ring_advance(ct_grad_sync *s, gs_bucket *b, int bi) {
+static int steps_advance(ct_grad_sync *s, gs_bucket *b, int bi) {
     for (;;) {
         int done = 0;
         int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
@@ -396,7 +387,7 @@ static int ring_advance(ct_grad_sync *s, gs_bucket *b, int bi) {
         }
         if (!done) return 0;
         finish_step(s, b, bi);
-        if (++b->step == 2 * (b->ring->p - 1)) return 1;
+        if (++b->step == b->nsteps) return 1;
         if (!post_step(s, b, bi)) return -1;
     }
 }
@@ -463,12 +454,12 @@ static void advance_shm(ct_grad_sync *s, int bi) {
     if (b->phase == 0) {
         if (!all_reached(s, bi, ARRIVED)) return;
         ct_span_mean(b->dtype, b->base + (size_t)b->share_off[me] * el, b->mine_in, n, b->share_len[me],
-                     b->ring ? 1.0 : 1.0 / s->size);
-        b->phase = b->ring && ring_start(s, b, bi) ? 1 : 2;
+                     b->group ? 1.0 : 1.0 / s->size);
+        b->phase = b->group && steps_start(s, b, bi) ? 1 : 2;
         if (b->phase == 2) publish(s, bi, REDUCED);
     }
     if (b->phase == 1) {
-        if (ring_advance(s, b, bi) == 0) return;
+        if (steps_advance(s, b, bi) == 0) return;
         publish(s, bi, REDUCED);
         b->phase = 2;
     }
@@ -500,7 +491,7 @@ static void advance(ct_grad_sync *s, int bi) {
         advance_shm(s, bi);
         return;
     }
-    int rc = ring_advance(s, b, bi);
+    int rc = steps_advance(s, b, bi);
     if (rc > 0) bucket_done(s, b);
     else if (rc < 0) b->state = B_DONE;
 }
@@ -601,11 +592,11 @@ static void stage(ct_grad_sync *s, gs_param *p) {
     const char *data = has ? contiguous_data(s, g) : NULL;
     /* finish_step reads src; a shared-memory bucket must hold it all */
     bool fused = !b->shm && (b->dtype == CT_F32 || b->dtype == CT_F64);
-    /* The part of p inside the chunk the ring sends first, in bytes from p's start. */
+    /* The part of p inside what the messages send first, in bytes from p's start. */
     size_t from = 0, len = 0;
     if (fused) {
         size_t el = b->elsize;
-        int64_t lo = b->chunk_off[b->ring->r], hi = lo + b->chunk_len[b->ring->r], pn = (int64_t)(p->bytes / el);
+        int64_t lo = b->steps[0].send_off, hi = lo + b->steps[0].send_len, pn = (int64_t)(p->bytes / el);
         int64_t a0 = lo > p->off ? lo : p->off, a1 = hi < p->off + pn ? hi : p->off + pn;
         if (a0 < a1) from = (size_t)(a0 - p->off) * el, len = (size_t)(a1 - a0) * el;
     }
@@ -679,7 +670,7 @@ static void launch(ct_grad_sync *s, int bi) {
         publish(s, bi, ARRIVED);
         return;
     }
-    if (!ring_start(s, b, bi)) b->state = B_DONE;
+    if (!steps_start(s, b, bi)) b->state = B_DONE;
 }
 
 /* Launches, in index order, every bucket whose parameters are all ready. */
@@ -929,35 +920,41 @@ static void lay_chunks(int64_t at, int64_t n, int p, int64_t *off, int64_t *len)
     }
 }
 
-/* Bucket b's ring: around `ring`, over the elements [at, at + n) of its
- * buffer cut into one chunk per rank of it, with a scratch chunk for what
- * comes from the left. Half types (the ring of every rank only) get views
- * of the chunks for libtorch's additions. */
-static int make_ring(ct_grad_sync *s, gs_bucket *b, int bi, const gs_ring *ring, int64_t at, int64_t n) {
-    int p = ring->p;
-    b->ring = ring;
-    int64_t largest = n / p + (n % p != 0);
-    if (largest > INT_MAX)
-        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a ring chunk exceeds MPI's "
-                            "int count (use a smaller bucket size or more ranks)",
-                            s->rank, bi, (long long)b->n);
+/* Bucket b's messages: among `group`, by its algorithm, over the elements
+ * [at, at + n) of its buffer (allreduce_steps.h), with a scratch buffer
+ * for what an addition step receives. Half types (every rank's group
+ * only) get views of each addition's range for libtorch. */
+static int make_steps(ct_grad_sync *s, gs_bucket *b, int bi, gs_group *group, int64_t at, int64_t n) {
+    b->group = group;
+    ct_ar_algo algo = group->chosen ? group->algo : ct_ar_choose(group->p, n * (int64_t)b->elsize);
+    group->uses[algo] = true;
+    b->nsteps = ct_ar_steps(algo, group->p, group->r, at, n, &b->steps);
+    if (b->nsteps < 0) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    int64_t largest = 0;
+    for (int i = 0; i < b->nsteps; i++) {
+        const ct_ar_step *t = &b->steps[i];
+        int64_t m = t->send_len > t->recv_len ? t->send_len : t->recv_len;
+        if (m > INT_MAX)
+            return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a message of %lld "
+                                "exceeds MPI's int count (use a smaller bucket size)",
+                                s->rank, bi, (long long)b->n, (long long)m);
+        if (t->add && t->recv_len > largest) largest = t->recv_len;
+    }
     b->type = bytes_type(b->elsize);
     b->req[0] = b->req[1] = MPI_REQUEST_NULL;
     ct_topts o = {.dtype = b->dtype};
     b->scratch = ct_keep(ct_zeros(CT_SHAPE(largest > 0 ? largest : 1), &o));
-    b->chunk_off = calloc((size_t)p, sizeof *b->chunk_off);
-    b->chunk_len = calloc((size_t)p, sizeof *b->chunk_len);
     if (!b->scratch) return ct_last_code();
-    if (!b->chunk_off || !b->chunk_len) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
-    lay_chunks(at, n, p, b->chunk_off, b->chunk_len);
     if (b->dtype == CT_F32 || b->dtype == CT_F64) return CT_OK;
-    b->chunk = calloc((size_t)p, sizeof *b->chunk);
-    b->incoming = calloc((size_t)p, sizeof *b->incoming);
+    b->chunk = calloc((size_t)b->nsteps, sizeof *b->chunk);
+    b->incoming = calloc((size_t)b->nsteps, sizeof *b->incoming);
     if (!b->chunk || !b->incoming) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
-    for (int c = 0; c < p; c++) {
-        b->chunk[c] = flat_view(b->buf, b->chunk_off[c], b->chunk_len[c]);
-        b->incoming[c] = flat_view(b->scratch, 0, b->chunk_len[c]);
-        if (!b->chunk[c] || !b->incoming[c]) return ct_last_code();
+    for (int i = 0; i < b->nsteps; i++) {
+        const ct_ar_step *t = &b->steps[i];
+        if (!t->add) continue;
+        b->chunk[i] = flat_view(b->buf, t->recv_off, t->recv_len);
+        b->incoming[i] = flat_view(b->scratch, 0, t->recv_len);
+        if (!b->chunk[i] || !b->incoming[i]) return ct_last_code();
     }
     return CT_OK;
 }
@@ -991,7 +988,7 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
         b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
     }
     if (s->across.comm != MPI_COMM_NULL) {
-        int rc = make_ring(s, b, bi, &s->across, b->share_off[me], b->share_len[me]);
+        int rc = make_steps(s, b, bi, &s->across, b->share_off[me], b->share_len[me]);
         if (rc != CT_OK) return rc;
     }
     return make_slots(s, b);
@@ -1006,7 +1003,7 @@ static int build_bucket(ct_grad_sync *s, int bi) {
     if (!b->buf) return ct_last_code();
     b->base = ct_data_ptr(b->buf);
     if (!b->base) return ct_last_code();
-    int rc = make_ring(s, b, bi, &s->all, 0, b->n);
+    int rc = make_steps(s, b, bi, &s->all, 0, b->n);
     return rc != CT_OK ? rc : make_slots(s, b);
 }
 
@@ -1050,10 +1047,46 @@ static int make_across(ct_grad_sync *s) {
     return CT_OK;
 }
 
+/* CTRIAL_GRAD_SYNC: "ring" or "halving-doubling" ask for messages through
+ * every rank, every bucket by that algorithm (*forced); unset, shared
+ * memory where it can be had, and messages by ct_ar_choose, bucket by
+ * bucket. Sets s->all, agreed: the ring when any rank asks for it, else
+ * halving-doubling when any does (algorithms that differ would never pair
+ * their messages). A value that is neither is CT_EINVAL on every rank.
+ * Collective. */
+static int choose_messages(ct_grad_sync *s, bool *forced) {
+    const char *env = getenv("CTRIAL_GRAD_SYNC");
+    enum { BY_SIZE = 2 };
+    int64_t v[2] = {1, BY_SIZE}; /* every rank's setting is valid; the algorithm */
+    *forced = env && *env;
+    if (*forced && strcmp(env, "ring") == 0) v[1] = CT_AR_RING;
+    else if (*forced && strcmp(env, "halving-doubling") == 0)
+        v[1] = ct_ar_fits(CT_AR_HALVING_DOUBLING, s->size) ? CT_AR_HALVING_DOUBLING : CT_AR_RING;
+    else if (*forced) v[0] = 0;
+    bool bad = v[0] == 0;
+    if (ct_dist_allreduce_i64(v, 2, CT_DIST_MIN) != CT_OK) return ct_last_code();
+    if (bad)
+        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: CTRIAL_GRAD_SYNC='%s': expected ring or halving-doubling "
+                            "(or unset: shared memory where ranks share a machine)",
+                            s->rank, env);
+    if (v[0] == 0)
+        return ct_set_error(CT_EINVAL, "grad_sync: rank %d: another rank's CTRIAL_GRAD_SYNC is neither ring nor "
+                            "halving-doubling", s->rank);
+    s->all.chosen = v[1] != BY_SIZE;
+    s->all.algo = v[1] == BY_SIZE ? CT_AR_RING : (ct_ar_algo)v[1];
+    if (*forced)
+        snprintf(s->why_not_shm, sizeof s->why_not_shm, "CTRIAL_GRAD_SYNC=%s%s", env,
+                 strcmp(env, "halving-doubling") == 0 && v[1] == CT_AR_RING
+                     ? ", but the ranks are not a power of two"
+                     : "");
+    return CT_OK;
+}
+
 /* Builds every bucket: in shared memory when the ranks share this machine
- * (and CTRIAL_GRAD_SYNC is not "ring"), the others on the ring; on several
- * hosts with several ranks each, in shared memory on each host with a ring
- * between hosts. Collective: the ranks agree on shared memory or none. */
+ * (and CTRIAL_GRAD_SYNC is not set), the others on messages through every
+ * rank; on several hosts with several ranks each, in shared memory on each
+ * host with messages between hosts. Collective: the ranks agree on shared
+ * memory or none, and on the messages' algorithm. */
 static int build_buckets(ct_grad_sync *s) {
     for (int bi = 0; bi < s->nbuckets; bi++) {
         s->buckets[bi].n = s->buckets[bi].numel + s->buckets[bi].count;
@@ -1072,19 +1105,20 @@ static int build_buckets(ct_grad_sync *s) {
     }
     int rc = CT_OK;
     if (!s->cuda) {
-        const char *env = getenv("CTRIAL_GRAD_SYNC");
-        bool ring = env && strcmp(env, "ring") == 0;
-        rc = ct_node_layout_get(s->comm, &s->lay);
+        bool forced = false;
+        rc = choose_messages(s, &forced);
+        if (rc == CT_OK) rc = ct_node_layout_get(s->comm, &s->lay);
         if (rc != CT_OK) {
             free(at);
             return rc;
         }
         bool layout = shm_layout(s); /* the same on every rank */
-        s->shm = ct_node_shm_new(s->comm, s->lay.local_size, s->lay.members, bytes, any && !ring && layout,
-                                 s->why_not_shm, sizeof s->why_not_shm);
+        char why[sizeof s->why_not_shm];
+        s->shm = ct_node_shm_new(s->comm, s->lay.local_size, s->lay.members, bytes, any && !forced && layout, why,
+                                 sizeof why);
         if (!any) snprintf(s->why_not_shm, sizeof s->why_not_shm, "no float32 or float64 bucket");
-        else if (ring) snprintf(s->why_not_shm, sizeof s->why_not_shm, "CTRIAL_GRAD_SYNC=ring");
-        else if (!layout) why_not_layout(s);
+        else if (!forced && !layout) why_not_layout(s);
+        else if (!forced) snprintf(s->why_not_shm, sizeof s->why_not_shm, "%s", why);
         /* every rank has a segment or none, so every rank splits or none */
         if (s->shm && s->lay.hosts > 1) rc = make_across(s);
     }
@@ -1148,7 +1182,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
             ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_dup failed: %s", s->rank, text);
             goto fail;
         }
-        s->all = (gs_ring){.comm = s->comm, .p = s->size, .r = s->rank};
+        s->all = (gs_group){.comm = s->comm, .p = s->size, .r = s->rank};
         if (plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES) != CT_OK) goto fail;
         int *tag_ub = NULL, flag = 0;
         MPI_Comm_get_attr(s->comm, MPI_TAG_UB, &tag_ub, &flag);
@@ -1275,13 +1309,22 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
 #if CTRIAL_HAVE_MPI
     /* a segment is made only when some bucket goes in it (build_buckets) */
     if (s->shm && s->across.comm != MPI_COMM_NULL) {
+        /* the float buckets' way between hosts */
+        const bool *u = s->across.uses;
         if (why && len) snprintf(why, len, "%d hosts of %d ranks", s->lay.hosts, s->lay.local_size);
-        return "shared memory + ring";
+        return u[CT_AR_RING] && u[CT_AR_HALVING_DOUBLING] ? "shared memory + ring and halving-doubling"
+               : u[CT_AR_HALVING_DOUBLING]                ? "shared memory + halving-doubling"
+                                                          : "shared memory + ring";
     }
     if (s->shm) return "shared memory";
     if (why && len) snprintf(why, len, "%s", s->why_not_shm);
-#endif
+    const bool *u = s->all.uses;
+    return u[CT_AR_RING] && u[CT_AR_HALVING_DOUBLING] ? "ring and halving-doubling"
+           : u[CT_AR_HALVING_DOUBLING]                ? "halving-doubling"
+                                                      : "ring";
+#else
     return "ring";
+#endif
 }
 
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {
@@ -1313,8 +1356,9 @@ void ct_grad_sync_free(ct_grad_sync *s) {
 #if CTRIAL_HAVE_MPI
     for (int bi = 0; bi < s->nbuckets; bi++) {
         gs_bucket *b = &s->buckets[bi];
-        for (int c = 0; b->chunk && c < b->ring->p; c++) ct_tensor_free(b->chunk[c]);
-        for (int c = 0; b->incoming && c < b->ring->p; c++) ct_tensor_free(b->incoming[c]);
+        for (int i = 0; b->chunk && i < b->nsteps; i++) ct_tensor_free(b->chunk[i]);
+        for (int i = 0; b->incoming && i < b->nsteps; i++) ct_tensor_free(b->incoming[i]);
+        free(b->steps);
         free(b->chunk);
         free(b->incoming);
         free(b->peer);
@@ -1322,8 +1366,6 @@ void ct_grad_sync_free(ct_grad_sync *s) {
         free(b->got);
         free(b->share_off);
         free(b->share_len);
-        free(b->chunk_off);
-        free(b->chunk_len);
         ct_tensor_free(b->buf);
         ct_tensor_free(b->scratch);
         ct_tensor_free(b->grads);

@@ -45,12 +45,13 @@
  *
  * Transports. CPU buckets of float32/float64 gradients are averaged in
  * shared memory when every rank runs on this machine (node_shm.h: a
- * segment per rank that the others map; CTRIAL_GRAD_SYNC=ring turns it
- * off); on several hosts with as many ranks on each (more than one), in
- * shared memory on each host with a ring of MPI messages between hosts;
- * else by a ring of MPI messages through every rank. Half-precision
- * buckets always take the ring of every rank. ct_grad_sync_transport says
- * which.
+ * segment per rank that the others map; CTRIAL_GRAD_SYNC=ring or
+ * halving-doubling turns it off); on several hosts with as many ranks on
+ * each (more than one), in shared memory on each host with MPI messages
+ * between hosts; else by MPI messages through every rank. Messages run a
+ * ring, or halving-doubling for small buckets on a power of two of ranks
+ * (allreduce_steps.h). Half-precision buckets always take messages
+ * through every rank. ct_grad_sync_transport says which.
  *
  * Every rank must create, arm, finish and free its syncs in the same order
  * (new and free are collective). CPU hooks act only on the thread that
@@ -116,13 +117,15 @@ typedef struct {
     int64_t buckets;      /* bucket reductions so far */
 } ct_grad_sync_stats;
 
-/* How the buckets travel: "shared memory" (every rank on this machine:
- * each reads the others' buckets directly, see grad_sync.c), "shared
- * memory + ring" (several hosts: shared memory on each, a ring between
- * them), "ring" (MPI messages through every rank), "nccl" (CUDA), or
- * "none" (one rank). A static string. When why is not NULL, why (len
- * bytes) says why shared memory is not used ("ring"), or how many hosts
- * of how many ranks ("shared memory + ring"); else it is empty. */
+/* How the float buckets travel: "shared memory" (every rank on this
+ * machine: each reads the others' buckets directly, see grad_sync.c),
+ * "shared memory + ALGO" (several hosts: shared memory on each, messages
+ * between them), "ALGO" (MPI messages through every rank), "nccl" (CUDA),
+ * or "none" (one rank); ALGO is "ring", "halving-doubling", or "ring and
+ * halving-doubling" when the buckets' sizes choose both. A static string.
+ * When why is not NULL, why (len bytes) says why shared memory is not used
+ * (messages through every rank), or how many hosts of how many ranks
+ * (shared memory + ALGO); else it is empty. */
 const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len);
 /* Copies the running totals into *out (zeros for a NULL s). */
 void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out);

@@ -32,10 +32,14 @@
  *     buckets in shared memory (the bfloat16 one stays on the ring), unless
  *     CTRIAL_GRAD_SYNC=ring (tests.cmake runs both); every check above
  *     holds for either; when one rank alone is told to take the ring, all
- *     take it (the choice is agreed, nobody hangs);
+ *     take it (the choice is agreed, nobody hangs); halving-doubling
+ *     instead of the ring (CTRIAL_GRAD_SYNC=halving-doubling: 4 ranks; 3
+ *     take the ring); a CTRIAL_GRAD_SYNC that is neither is refused on
+ *     every rank;
  *   - several hosts, faked on this machine (CTRIAL_GRAD_SYNC_HOST_RANKS=k:
- *     hosts of k ranks; tests.cmake runs 2 hosts of 2 and 2 of 3): shared
- *     memory on each host and a ring between them, every check above
+ *     hosts of k ranks; tests.cmake runs 2 hosts of 2 and 2 of 3, 4 of 2):
+ *     shared memory on each host and a ring (halving-doubling between 4
+ *     hosts) between them, every check above
  *     holding; uneven hosts or one rank per host take the ring; a host
  *     size that is not a number on one rank is refused on every rank;
  *   - ranks that share one CPU (a cpuset) yield while they wait;
@@ -286,23 +290,31 @@ int main(void) {
         const char *env = getenv("CTRIAL_GRAD_SYNC"), *how = ct_grad_sync_transport(s, why, sizeof why);
         const char *hosts_env = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
         int k = hosts_env ? atoi(hosts_env) : P, hosts = (P + k - 1) / k;
-        bool ring = env && strcmp(env, "ring") == 0;
+        /* messages: halving-doubling from 4 ranks on when a power of two */
+        bool pow2 = (P & (P - 1)) == 0, hosts_pow2 = (hosts & (hosts - 1)) == 0;
+        const char *messages = P >= 4 && pow2 ? "halving-doubling" : "ring";
         if (R == 0) printf("%d ranks: transport %s%s%s\n", P, how, why[0] ? ": " : "", why);
         if (P == 1) {
             CHECK(strcmp(how, "none") == 0);
-        } else if (ring) {
+        } else if (env && strcmp(env, "ring") == 0) {
             CHECK(strcmp(how, "ring") == 0 && strcmp(why, "CTRIAL_GRAD_SYNC=ring") == 0);
+        } else if (env && strcmp(env, "halving-doubling") == 0) {
+            CHECK(strcmp(how, pow2 ? "halving-doubling" : "ring") == 0);
+            CHECK(strncmp(why, "CTRIAL_GRAD_SYNC=halving-doubling", 33) == 0);
+            CHECK((strstr(why, "not a power of two") != NULL) == !pow2);
         } else if (hosts == 1) {
             CHECK(strcmp(how, "shared memory") == 0); /* the test's ranks share this machine */
         } else if (P % k != 0) {
             /* hosts of k ranks, the last one smaller */
-            CHECK(strcmp(how, "ring") == 0 && strstr(why, "do not all run as many ranks"));
+            CHECK(strcmp(how, messages) == 0 && strstr(why, "do not all run as many ranks"));
         } else if (k == 1) {
-            CHECK(strcmp(how, "ring") == 0 && strstr(why, "one rank on each of"));
+            CHECK(strcmp(how, messages) == 0 && strstr(why, "one rank on each of"));
         } else {
             char want[64];
             snprintf(want, sizeof want, "%d hosts of %d ranks", hosts, k);
-            CHECK(strcmp(how, "shared memory + ring") == 0 && strcmp(why, want) == 0);
+            CHECK(strcmp(how, hosts >= 4 && hosts_pow2 ? "shared memory + halving-doubling" : "shared memory + ring") ==
+                  0);
+            CHECK(strcmp(why, want) == 0);
         }
     }
     ct_grad_sync_stats st0, st;
@@ -504,7 +516,24 @@ int main(void) {
         ct_grad_sync_free(s5);
     }
 
-    /* 8c. A host size that is not a number, on one rank only: every rank
+    /* 8c. CTRIAL_GRAD_SYNC that is neither ring nor halving-doubling, on
+     * one rank only: every rank refuses the sync, naming it. */
+    if (P > 1) {
+        const char *env = getenv("CTRIAL_GRAD_SYNC");
+        char keep[32] = "";
+        if (env) snprintf(keep, sizeof keep, "%s", env);
+        if (R == P - 1) setenv("CTRIAL_GRAD_SYNC", "tree", 1);
+        ct_grad_sync *s7 = ct_grad_sync_new(net, 600);
+        if (R == P - 1) {
+            if (keep[0]) setenv("CTRIAL_GRAD_SYNC", keep, 1);
+            else unsetenv("CTRIAL_GRAD_SYNC");
+        }
+        CHECK(s7 == NULL);
+        CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC='tree'" : "another rank's CTRIAL_GRAD_SYNC");
+        ct_grad_sync_free(s7);
+    }
+
+    /* 8d. A host size that is not a number, on one rank only: every rank
      * refuses the sync, naming the variable (nobody is left waiting). */
     if (P > 1) {
         const char *env = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");

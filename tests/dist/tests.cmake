@@ -12,6 +12,10 @@ ct_mpi_test(dist_collectives_np3 3 dist_collectives)
 # 5 ranks: ctrial's all-reduce folds the fifth into a power of two (issue 17).
 ct_mpi_test(dist_collectives_np5 5 dist_collectives)
 
+# The all-reduce schedules (src/dist/allreduce_steps.c: the ring and
+# halving-doubling) run on simulated ranks in one process.
+ct_c_test(dist_allreduce_steps ${_dist}/test_allreduce_steps.c MODULES dist)
+
 # grad_sync.c reaches NCCL through nccl_comm.c for CUDA buckets.
 ct_c_test(dist_grad_sync ${_dist}/test_grad_sync.c MODULES dist)
 ct_mpi_test(dist_grad_sync_np2 2 dist_grad_sync)
@@ -23,15 +27,25 @@ ct_mpi_test(dist_grad_sync_np3_ring 3 dist_grad_sync)
 if(TEST dist_grad_sync_np2_ring)
   set_property(TEST dist_grad_sync_np2_ring dist_grad_sync_np3_ring APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC=ring)
 endif()
-# Several hosts, faked on this machine: hosts of 2 and of 3 ranks (shared
-# memory on each, a ring between them), and hosts of 2 ranks out of 3
-# (uneven: the ring).
+# Halving-doubling through every rank (4 ranks), and asked for where the
+# ranks are not a power of two (3: the ring).
+ct_mpi_test(dist_grad_sync_np4_halving 4 dist_grad_sync)
+ct_mpi_test(dist_grad_sync_np3_halving 3 dist_grad_sync)
+if(TEST dist_grad_sync_np4_halving)
+  set_property(TEST dist_grad_sync_np4_halving dist_grad_sync_np3_halving APPEND PROPERTY ENVIRONMENT
+               CTRIAL_GRAD_SYNC=halving-doubling)
+endif()
+# Several hosts, faked on this machine: 2 hosts of 2 and of 3 ranks (shared
+# memory on each, a ring between them), 4 hosts of 2 (halving-doubling
+# between them), and hosts of 2 ranks out of 3 (uneven: messages through
+# every rank).
 ct_mpi_test(dist_grad_sync_np4_2hosts 4 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np6_2hosts 6 dist_grad_sync)
+ct_mpi_test(dist_grad_sync_np8_4hosts 8 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np3_uneven 3 dist_grad_sync)
 if(TEST dist_grad_sync_np4_2hosts)
-  set_property(TEST dist_grad_sync_np4_2hosts dist_grad_sync_np3_uneven APPEND PROPERTY ENVIRONMENT
-               CTRIAL_GRAD_SYNC_HOST_RANKS=2)
+  set_property(TEST dist_grad_sync_np4_2hosts dist_grad_sync_np8_4hosts dist_grad_sync_np3_uneven APPEND PROPERTY
+               ENVIRONMENT CTRIAL_GRAD_SYNC_HOST_RANKS=2)
   set_property(TEST dist_grad_sync_np6_2hosts APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC_HOST_RANKS=3)
 endif()
 # Two ranks in a cpuset of one CPU (taskset; mpirun binds nothing): they
