@@ -55,10 +55,12 @@ steps per bucket); the projection also gives a log-depth all-reduce
 (recursive halving-doubling, what MPI_Allreduce and NCCL's trees use):
 2 log2(n) k alpha; and, for hosts of L = 8 ranks (one core each),
 grad_sync's hierarchical average: shared memory on each host (the fitted
-shared-memory beta and alpha at L ranks) plus L rings between the n / L
-hosts that run at once, each over 1/L of a bucket, so the host's link
-carries 2(H-1)/H S and a bucket pays 2(H-1) latencies:
-AR_shm(L, S) + AR(n / L, S).
+shared-memory beta and alpha at L ranks) plus L all-reduces between the
+n / L hosts that run at once, each over 1/L of a bucket, so the host's
+link carries 2(H-1)/H S and a bucket pays 2(H-1) latencies (2 log2(H) by
+halving-doubling): AR_shm(L, S) + AR(n / L, S). The "ctrial" rows take
+grad_sync's choice between the two algorithms, bucket by bucket:
+halving-doubling for at most 256 KiB a rank on a power of two of ranks.
 """
 import argparse
 import json
@@ -181,9 +183,24 @@ def ar_time(n, s, beta, alpha, tree=False):
     return 2 * (n - 1) / n * s / beta + steps * k * alpha
 
 
+HD_MAX_SHARE = 256 << 10  # src/dist/allreduce_steps.h: CT_AR_HD_MAX_SHARE
+
+
+def ar_ctrial(n, s, beta, alpha):
+    """grad_sync's messages through n ranks: each bucket by the ring, or by halving-doubling when n is a power of
+    two (4 or more) and the bucket's share a rank is at most 256 KiB (ct_ar_choose)."""
+    k = max(1, math.ceil(s / BUCKET))
+    tree = n >= 4 and n & (n - 1) == 0 and s / k / n <= HD_MAX_SHARE
+    return ar_time(n, s, beta, alpha, tree)
+
+
 def ar_hier(n, per_host, s, beta, alpha, shm):
-    """grad_sync on hosts of per_host ranks: shared memory on each, a ring per local rank between hosts."""
-    return ar_time(min(n, per_host), s, shm["beta"], shm["alpha"]) + ar_time(max(1, n // per_host), s, beta, alpha)
+    """grad_sync on hosts of per_host ranks: shared memory on each, then between the hosts each local rank's share
+    of every bucket by ar_ctrial (all local ranks at once: the host's link carries the whole bucket)."""
+    h = max(1, n // per_host)
+    k = max(1, math.ceil(s / BUCKET))
+    tree = h >= 4 and h & (h - 1) == 0 and s / k / per_host / h <= HD_MAX_SHARE
+    return ar_time(min(n, per_host), s, shm["beta"], shm["alpha"]) + ar_time(h, s, beta, alpha, tree)
 
 
 def step_here(m, n, transport):
@@ -222,8 +239,10 @@ def report(data, m):
     per_rank_b = 64
     t1 = m["c0"] + m["c1"] * per_rank_b + m["opt"]
     print(f"Projection, weak scaling (each rank {per_rank_b} samples a step on a core of its own, one rank per "
-          f"machine but in the shared-memory rows ({PER_HOST} a machine), the compute and optimizer fitted above, "
-          "the link assumed: see model.py), efficiency T(1) / T(n):\n")
+          f"machine but in the rows of {PER_HOST} ranks a host, the compute and optimizer fitted above, the link "
+          "assumed: see model.py), efficiency T(1) / T(n). ring and log-depth: one algorithm for every bucket; "
+          "ctrial: what grad_sync does, halving-doubling for buckets of at most 256 KiB a rank on a power of two "
+          "of ranks, else the ring; with several ranks a host, shared memory on each host first:\n")
     ns = [8, 16, 32, 64, 128, 256]
     print("| model | gradients | link | all-reduce | " + " | ".join(f"{n}" for n in ns) + " |")
     print("|---|---:|---|---|" + "---:|" * len(ns))
@@ -236,9 +255,10 @@ def report(data, m):
     shm = m["transports"].get("shared memory")
     for name, s, comp in rows:
         for lname, beta, alpha in links:
-            ars = {"ring": lambda n: ar_time(n, s, beta, alpha), "log-depth": lambda n: ar_time(n, s, beta, alpha, True)}
+            ars = {"ring": lambda n: ar_time(n, s, beta, alpha), "log-depth": lambda n: ar_time(n, s, beta, alpha, True),
+                   "ctrial, one rank a host": lambda n: ar_ctrial(n, s, beta, alpha)}
             if shm:
-                ars[f"shared memory + ring, {PER_HOST} ranks a host"] = lambda n: ar_hier(n, PER_HOST, s, beta, alpha, shm)
+                ars[f"ctrial, {PER_HOST} ranks a host"] = lambda n: ar_hier(n, PER_HOST, s, beta, alpha, shm)
             for how, ar in ars.items():
                 effs = [comp / (comp + ar(n)) for n in ns]
                 print(f"| {name} ({comp * 1e3:.1f} ms of compute) | {s / 1e6:.1f} MB | {lname} | {how} | " +
