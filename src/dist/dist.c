@@ -680,6 +680,8 @@ int ct_dist_init(void) {
     return CT_OK;
 }
 void ct_dist_finalize(void) {}
+int ct_dist_host_cpus(void) { return ct_cpus_usable(); }
+bool ct_dist_host_oversubscribed(void) { return false; }
 void ct_dist_abort(int exit_code, const char *why) {
     fprintf(stderr, "ctrial: %s\n", why ? why : "aborting");
     exit(exit_code);
