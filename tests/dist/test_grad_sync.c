@@ -250,6 +250,21 @@ static bool few_gpus_for_ranks(void) {
     return few != 0;
 }
 
+/* A sync of 600-byte buckets, made while the last rank alone has `name`
+ * set to `value`; the variable is as before afterwards. */
+static ct_grad_sync *new_with_last_rank_env(ct_module *net, const char *name, const char *value) {
+    const char *env = getenv(name);
+    char keep[64] = "";
+    if (env) snprintf(keep, sizeof keep, "%s", env);
+    if (R == P - 1) setenv(name, value, 1);
+    ct_grad_sync *s = ct_grad_sync_new(net, 600);
+    if (R == P - 1) {
+        if (env) setenv(name, keep, 1);
+        else unsetenv(name);
+    }
+    return s;
+}
+
 int main(void) {
     if (ct_dist_init() != 0) {
         fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
@@ -496,15 +511,7 @@ int main(void) {
      * to take the ring) all take the ring, and nobody waits for anybody:
      * the choice is agreed when the sync is made. */
     if (P > 1) {
-        const char *env = getenv("CTRIAL_GRAD_SYNC");
-        char keep[32] = "";
-        if (env) snprintf(keep, sizeof keep, "%s", env);
-        if (R == P - 1) setenv("CTRIAL_GRAD_SYNC", "ring", 1);
-        ct_grad_sync *s5 = ct_grad_sync_new(net, 600);
-        if (R == P - 1) {
-            if (keep[0]) setenv("CTRIAL_GRAD_SYNC", keep, 1);
-            else unsetenv("CTRIAL_GRAD_SYNC");
-        }
+        ct_grad_sync *s5 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC", "ring");
         CHECK(s5 != NULL);
         char why[200];
         CHECK(strcmp(ct_grad_sync_transport(s5, why, sizeof why), "ring") == 0);
@@ -519,15 +526,7 @@ int main(void) {
     /* 8c. CTRIAL_GRAD_SYNC that is neither ring nor halving-doubling, on
      * one rank only: every rank refuses the sync, naming it. */
     if (P > 1) {
-        const char *env = getenv("CTRIAL_GRAD_SYNC");
-        char keep[32] = "";
-        if (env) snprintf(keep, sizeof keep, "%s", env);
-        if (R == P - 1) setenv("CTRIAL_GRAD_SYNC", "tree", 1);
-        ct_grad_sync *s7 = ct_grad_sync_new(net, 600);
-        if (R == P - 1) {
-            if (keep[0]) setenv("CTRIAL_GRAD_SYNC", keep, 1);
-            else unsetenv("CTRIAL_GRAD_SYNC");
-        }
+        ct_grad_sync *s7 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC", "tree");
         CHECK(s7 == NULL);
         CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC='tree'" : "another rank's CTRIAL_GRAD_SYNC");
         ct_grad_sync_free(s7);
@@ -536,15 +535,7 @@ int main(void) {
     /* 8d. A host size that is not a number, on one rank only: every rank
      * refuses the sync, naming the variable (nobody is left waiting). */
     if (P > 1) {
-        const char *env = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
-        char keep[32] = "";
-        if (env) snprintf(keep, sizeof keep, "%s", env);
-        if (R == P - 1) setenv("CTRIAL_GRAD_SYNC_HOST_RANKS", "two", 1);
-        ct_grad_sync *s6 = ct_grad_sync_new(net, 600);
-        if (R == P - 1) {
-            if (keep[0]) setenv("CTRIAL_GRAD_SYNC_HOST_RANKS", keep, 1);
-            else unsetenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
-        }
+        ct_grad_sync *s6 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC_HOST_RANKS", "two");
         CHECK(s6 == NULL);
         /* the rank that has the value quotes it */
         CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC_HOST_RANKS='two'" : "CTRIAL_GRAD_SYNC_HOST_RANKS");
