@@ -82,8 +82,8 @@
  * own buffers (or, single-copy, pins pages per message) — bench/dist
  * measures it beside a bare MPI_Allreduce. Staging copies a gradient that
  * is not its slot whole (the others read it), and polls, hooks and the
- * collective timeout work as for the ring. Half-precision buckets stay on
- * the ring (their additions go through libtorch).
+ * collective timeout work as for messages. Half-precision buckets stay on
+ * messages (their additions go through libtorch).
  *
  * Several hosts. When the ranks run on several hosts, several on each and
  * as many on each (node_shm.h's layout: L ranks on each of H hosts), a
@@ -125,7 +125,7 @@
  * window; anywhere else they leave everything to finish.
  *
  * CUDA (grad_sync.h): the same buckets, slots, flags and lending in device
- * memory, but no ring: launch enqueues one ncclAllReduce(ncclAvg) of the
+ * memory, but no messages of ours: launch enqueues one ncclAllReduce(ncclAvg) of the
  * whole bucket on the current stream and the bucket is done as far as the
  * host is concerned. Hooks act on any thread there (autograd runs CUDA
  * backward on a device thread while the arming thread waits), and the
@@ -168,7 +168,7 @@ enum { MSG_LEN = 512 };
 
 typedef enum {
     B_IDLE,    /* not launched in this window */
-    B_RUNNING, /* ring steps in flight */
+    B_RUNNING, /* message steps or shared-memory phases in flight */
     B_DONE,    /* reduced, or given up on after an MPI failure (s->err says so) */
 } bucket_state;
 
@@ -239,7 +239,7 @@ typedef struct {
 
 struct ct_grad_sync {
     int rank, size;
-    bool cuda;       /* the parameters are on cuda:device: NCCL instead of the ring */
+    bool cuda;       /* the parameters are on cuda:device: NCCL instead of messages */
     int device;
     size_t nparams;
     gs_param *params;
@@ -439,13 +439,13 @@ static bool all_reached(const ct_grad_sync *s, int bi, int which) {
 /* Moves a shared-memory bucket as far as the other ranks allow, in four
  * phases. 0: once every host rank's gradients are in (arrived), this rank
  * adds up its share of every host rank's copy into its own — averages
- * when the host is every rank, else the host's sum, which 1: the ring
- * between hosts (this rank and the ones with its place on every other
- * host) turns into the average over all ranks. 2: once a host rank has
+ * when the host is every rank, else the host's sum, which 1: the
+ * messages between hosts (this rank and the ones with its place on every
+ * other host) turn into the average over all ranks. 2: once a host rank has
  * averaged its share (reduced), this rank copies it. 3: once every host
  * rank has every share (gathered), none reads this rank's copy any more
  * and it may change again (the next backward, a zero_grad in place): the
- * bucket is done. A ring that fails is recorded and the phases go on, so
+ * bucket is done. Messages that fail are recorded and the phases go on, so
  * that the host's other ranks are not left waiting. */
 static void advance_shm(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
@@ -653,7 +653,7 @@ static void launch_nccl(ct_grad_sync *s, int bi) {
 
 /* Stages the bucket's parameters that no hook staged in this window
  * (no gradient from this backward: an older one, or none) and posts the
- * first ring step. */
+ * first message step. */
 static void launch(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     for (int i = b->first; i < b->first + b->count; i++)
@@ -771,7 +771,7 @@ static void on_grad(ct_tensor *t, void *ctx) {
     /* A backward the context did not announce (a bare ct_backward): its
      * gradients stay local; the context refuses to step on them. */
     if (!s->announced && !s->stray[0]) snprintf(s->stray, sizeof s->stray, "%s", p->name);
-    /* MPI runs FUNNELED: the ring only moves on the arming thread. NCCL
+    /* MPI runs FUNNELED: messages only move on the arming thread. NCCL
      * may be called from the autograd engine's device thread, which runs
      * CUDA backward while the arming thread waits in backward. */
     if (!s->window || (!s->cuda && !pthread_equal(pthread_self(), s->arm_thread))) return;
@@ -796,7 +796,7 @@ static void on_grad(ct_tensor *t, void *ctx) {
 
 /* ---- building the buckets ------------------------------------------------- */
 
-/* An MPI type of elsize bytes: the ring only moves bytes, so any float
+/* An MPI type of elsize bytes: messages only move bytes, so any float
  * dtype (half types too, which MPI lacks) travels as unsigned integers. */
 static MPI_Datatype bytes_type(size_t elsize) {
     switch (elsize) {
@@ -897,7 +897,7 @@ static int make_slots(ct_grad_sync *s, gs_bucket *b) {
 }
 
 /* A CUDA bucket: its buffer on the device, views for zeroing the gradients
- * and writing the flags, and the slots; NCCL needs no ring chunks. */
+ * and writing the flags, and the slots; NCCL needs no message steps. */
 static int build_bucket_cuda(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     ct_topts o = {.dtype = b->dtype, .device = ct_cuda(s->device)};
@@ -961,7 +961,7 @@ static int make_steps(ct_grad_sync *s, gs_bucket *b, int bi, gs_group *group, in
 
 /* A shared-memory bucket: its buffer at `off` in this rank's segment (a
  * tensor holding a reference to the mapping), every host rank's copy, and
- * the slots; between hosts, a ring over this rank's share. */
+ * the slots; between hosts, messages over this rank's share. */
 static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     gs_bucket *b = &s->buckets[bi];
     int n = s->lay.local_size, me = s->lay.local_rank;
@@ -994,7 +994,7 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     return make_slots(s, b);
 }
 
-/* A bucket on the ring of every rank: its buffer, the ring, the slots. */
+/* A bucket on messages through every rank: its buffer, the steps, the slots. */
 static int build_bucket(ct_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     if (s->cuda) return build_bucket_cuda(s, bi);
@@ -1008,15 +1008,15 @@ static int build_bucket(ct_grad_sync *s, int bi) {
 }
 
 /* Whether bucket b can be averaged in shared memory: float32 and float64
- * are added by spans.c; half types go through libtorch on the ring. */
+ * are added by spans.c; half types go through libtorch on messages. */
 static bool shm_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dtype == CT_F64; }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Whether the hosts' layout lets their ranks share memory: every rank on
  * one host, or several ranks on each of several hosts, as many on each
- * (rank i of every host in one ring between them). Otherwise why says
- * why not. */
+ * (rank i of every host in one all-reduce between them); why_not_layout
+ * says why not. */
 static bool shm_layout(const ct_grad_sync *s) {
     const ct_node_layout *l = &s->lay;
     return l->hosts == 1 || (l->even && l->local_size > 1);
@@ -1031,7 +1031,7 @@ static void why_not_layout(ct_grad_sync *s) {
         snprintf(s->why_not_shm, sizeof s->why_not_shm, "one rank on each of %d hosts", l->hosts);
 }
 
-/* The ring between hosts: this rank and the ranks with its place on every
+/* The group between hosts: this rank and the ranks with its place on every
  * other host, in host order. Collective over the sync's communicator. */
 static int make_across(ct_grad_sync *s) {
     int err = MPI_Comm_split(s->comm, s->lay.local_rank, s->lay.host, &s->across.comm);
@@ -1039,7 +1039,7 @@ static int make_across(ct_grad_sync *s) {
         char text[MPI_MAX_ERROR_STRING] = "";
         int len = 0;
         MPI_Error_string(err, text, &len);
-        return ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_split (the ring between hosts) failed: %s",
+        return ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_split (the ranks between hosts) failed: %s",
                             s->rank, text);
     }
     s->across.p = s->lay.hosts;
