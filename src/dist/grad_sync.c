@@ -85,21 +85,21 @@
  * collective timeout work as for messages. Half-precision buckets stay on
  * messages (their additions go through libtorch).
  *
- * Several hosts. When the ranks run on several hosts, several on each and
- * as many on each (node_shm.h's layout: L ranks on each of H hosts), a
- * float bucket is averaged in three stages, each rank moving 1/L of it
- * between hosts: host rank l adds up share l of its host's L copies in
- * shared memory (the host's sum); the H ranks that are l on their hosts (a
- * communicator split by local rank) all-reduce that share by messages,
- * dividing by H·L on its last addition; then every host rank copies the
- * other shares from their owners, as on one machine. The L all-reduces run
- * at once, so each host sends and receives 2(H-1)/H of the bucket in all,
- * as one ring of hosts would, while no byte crosses the host's memory
- * through MPI; a flat ring of H·L ranks would move the same bytes through
- * MPI within each host too, and pay 2(H·L-1) message latencies per bucket
- * instead of 2(H-1) (2 log2(H) by halving-doubling). Uneven hosts, and one
- * rank per host, take messages through every rank.
- * CTRIAL_GRAD_SYNC_HOST_RANKS fakes hosts on one machine (tests,
+ * Several hosts. When the ranks run on H hosts (node_shm.h's layout),
+ * some with more than one, a float bucket is cut into S shares, S the
+ * fewest ranks a host has, and averaged in three stages: host rank l < S
+ * adds up share l of all its host's copies in shared memory (the host's
+ * sum); the H ranks that are l on their hosts (a communicator split by
+ * local rank) all-reduce that share by messages, dividing by the number of
+ * ranks on its last addition; then every host rank copies the shares from
+ * their owners, as on one machine (host ranks from S on own none: they
+ * only copy). The S all-reduces run at once, so each host sends and
+ * receives 2(H-1)/H of the bucket in all, as one ring of hosts would,
+ * while no byte crosses the host's memory through MPI; a flat ring of n
+ * ranks would move the same bytes through MPI within each host too, and
+ * pay 2(n-1) message latencies per bucket instead of 2(H-1) (2 log2(H) by
+ * halving-doubling). One rank on every host takes messages through every
+ * rank. CTRIAL_GRAD_SYNC_HOST_RANKS fakes hosts on one machine (tests,
  * bench/dist).
  *
  * The "has grad" flags travel in the same buffer: after the reduction a
@@ -225,10 +225,10 @@ typedef struct {
     double t_launch;
     bool shm;             /* buf is in this rank's shared segment: averaged there (see "Shared memory") */
     int phase;            /* shm: 0 .. 3, see advance_shm */
-    int64_t *share_off;   /* shm: [L] the share of buf each rank of the host averages, in elements */
+    int64_t *share_off;   /* shm: [shares] the share of buf host rank i averages, in elements */
     int64_t *share_len;
     const char **peer;    /* shm: [L] every host rank's copy of this bucket, as mapped here */
-    const void **mine_in; /* shm: [L] this rank's share of every host rank's copy: what it adds up */
+    const void **mine_in; /* shm: [L] this rank's share of every host rank's copy: what it adds up (if it has one) */
     bool *got;            /* shm: [L] the share of that rank copied in this window */
 #if CTRIAL_HAVE_MPI
     const gs_group *group; /* the ranks its messages run among (NULL: shared memory alone) */
@@ -260,6 +260,7 @@ struct ct_grad_sync {
     gs_group all;       /* every rank, around comm */
     gs_group across;    /* between hosts: this rank's place on every host (comm NULL: one host, or no shared memory) */
     ct_node_layout lay; /* which ranks share this rank's host */
+    int shares;        /* shared memory: the shares a bucket is cut into on each host, each averaged by one host rank */
     ct_node_shm *shm;  /* every host rank's bucket segment (NULL: messages only) */
     uint32_t gen;      /* the window's number, the same on every rank (shared memory's flags) */
     char why_not_shm[160];
@@ -453,8 +454,9 @@ static void advance_shm(ct_grad_sync *s, int bi) {
     size_t el = b->elsize;
     if (b->phase == 0) {
         if (!all_reached(s, bi, ARRIVED)) return;
-        ct_span_mean(b->dtype, b->base + (size_t)b->share_off[me] * el, b->mine_in, n, b->share_len[me],
-                     b->group ? 1.0 : 1.0 / s->size);
+        if (me < s->shares) /* (a host with more ranks than shares: the others only copy) */
+            ct_span_mean(b->dtype, b->base + (size_t)b->share_off[me] * el, b->mine_in, n, b->share_len[me],
+                         b->group ? 1.0 : 1.0 / s->size);
         b->phase = b->group && steps_start(s, b, bi) ? 1 : 2;
         if (b->phase == 2) publish(s, bi, REDUCED);
     }
@@ -465,7 +467,7 @@ static void advance_shm(ct_grad_sync *s, int bi) {
     }
     if (b->phase == 2) {
         bool all = true;
-        for (int q = 0; q < n; q++) {
+        for (int q = 0; q < s->shares; q++) {
             if (q == me || b->got[q]) continue;
             if (!reached(s, q, bi, REDUCED)) {
                 all = false;
@@ -969,11 +971,11 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     b->peer = calloc((size_t)n, sizeof *b->peer);
     b->mine_in = calloc((size_t)n, sizeof *b->mine_in);
     b->got = calloc((size_t)n, sizeof *b->got);
-    b->share_off = calloc((size_t)n, sizeof *b->share_off);
-    b->share_len = calloc((size_t)n, sizeof *b->share_len);
+    b->share_off = calloc((size_t)s->shares, sizeof *b->share_off);
+    b->share_len = calloc((size_t)s->shares, sizeof *b->share_len);
     if (!b->peer || !b->mine_in || !b->got || !b->share_off || !b->share_len)
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
-    lay_chunks(0, b->n, n, b->share_off, b->share_len);
+    lay_chunks(0, b->n, s->shares, b->share_off, b->share_len);
     char *base = ct_node_shm_at(s->shm, me) + off;
     void *ref = ct_node_shm_ref(s->shm);
     ct_tensor *buf = ct_from_blob(base, 1, (int64_t[]){b->n}, b->dtype, ct_node_shm_unref, ref);
@@ -985,9 +987,9 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     b->base = base;
     for (int q = 0; q < n; q++) {
         b->peer[q] = ct_node_shm_at(s->shm, q) + off;
-        b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
+        if (me < s->shares) b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
     }
-    if (s->across.comm != MPI_COMM_NULL) {
+    if (s->across.comm != MPI_COMM_NULL) { /* this rank has a share, and there are other hosts */
         int rc = make_steps(s, b, bi, &s->across, b->share_off[me], b->share_len[me]);
         if (rc != CT_OK) return rc;
     }
@@ -1014,27 +1016,23 @@ static bool shm_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dtyp
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Whether the hosts' layout lets their ranks share memory: every rank on
- * one host, or several ranks on each of several hosts, as many on each
- * (rank i of every host in one all-reduce between them); why_not_layout
- * says why not. */
-static bool shm_layout(const ct_grad_sync *s) {
+ * one host, or several hosts with more than one rank on some (not one
+ * rank on each: that is messages through every rank). Sets s->shares:
+ * the host's ranks on one host; on several, the fewest ranks a host has,
+ * so that share i has an owner on every host (host rank i) and those
+ * owners' all-reduce between hosts has one rank on each. */
+static bool shm_layout(ct_grad_sync *s) {
     const ct_node_layout *l = &s->lay;
-    return l->hosts == 1 || (l->even && l->local_size > 1);
+    s->shares = l->hosts == 1 ? l->local_size : l->min_local_size;
+    return l->hosts == 1 || l->max_local_size > 1;
 }
 
-/* Why shm_layout said no. */
-static void why_not_layout(ct_grad_sync *s) {
-    const ct_node_layout *l = &s->lay;
-    if (!l->even)
-        snprintf(s->why_not_shm, sizeof s->why_not_shm, "the %d hosts do not all run as many ranks", l->hosts);
-    else
-        snprintf(s->why_not_shm, sizeof s->why_not_shm, "one rank on each of %d hosts", l->hosts);
-}
-
-/* The group between hosts: this rank and the ranks with its place on every
- * other host, in host order. Collective over the sync's communicator. */
+/* The group between hosts: host rank i (i < shares) and host rank i of
+ * every other host, in host order; the other host ranks take part in no
+ * messages (MPI_COMM_NULL). Collective over the sync's communicator. */
 static int make_across(ct_grad_sync *s) {
-    int err = MPI_Comm_split(s->comm, s->lay.local_rank, s->lay.host, &s->across.comm);
+    bool owner = s->lay.local_rank < s->shares;
+    int err = MPI_Comm_split(s->comm, owner ? s->lay.local_rank : MPI_UNDEFINED, s->lay.host, &s->across.comm);
     if (err != MPI_SUCCESS) {
         char text[MPI_MAX_ERROR_STRING] = "";
         int len = 0;
@@ -1117,7 +1115,8 @@ static int build_buckets(ct_grad_sync *s) {
         s->shm = ct_node_shm_new(s->comm, s->lay.local_size, s->lay.members, bytes, any && !forced && layout, why,
                                  sizeof why);
         if (!any) snprintf(s->why_not_shm, sizeof s->why_not_shm, "no float32 or float64 bucket");
-        else if (!forced && !layout) why_not_layout(s);
+        else if (!forced && !layout)
+            snprintf(s->why_not_shm, sizeof s->why_not_shm, "one rank on each of %d hosts", s->lay.hosts);
         else if (!forced) snprintf(s->why_not_shm, sizeof s->why_not_shm, "%s", why);
         /* every rank has a segment or none, so every rank splits or none */
         if (s->shm && s->lay.hosts > 1) rc = make_across(s);
@@ -1308,10 +1307,15 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
     if (s->cuda) return "nccl";
 #if CTRIAL_HAVE_MPI
     /* a segment is made only when some bucket goes in it (build_buckets) */
-    if (s->shm && s->across.comm != MPI_COMM_NULL) {
-        /* the float buckets' way between hosts */
+    if (s->shm && s->lay.hosts > 1) {
+        /* the float buckets' way between hosts (as this rank's share takes it: the same on every host rank
+         * that has one, and the ring for the others, which send nothing) */
         const bool *u = s->across.uses;
-        if (why && len) snprintf(why, len, "%d hosts of %d ranks", s->lay.hosts, s->lay.local_size);
+        const ct_node_layout *l = &s->lay;
+        if (why && len && l->min_local_size == l->max_local_size)
+            snprintf(why, len, "%d hosts of %d ranks", l->hosts, l->local_size);
+        else if (why && len)
+            snprintf(why, len, "%d hosts of %d to %d ranks", l->hosts, l->min_local_size, l->max_local_size);
         return u[CT_AR_RING] && u[CT_AR_HALVING_DOUBLING] ? "shared memory + ring and halving-doubling"
                : u[CT_AR_HALVING_DOUBLING]                ? "shared memory + halving-doubling"
                                                           : "shared memory + ring";

@@ -46,9 +46,9 @@
  * Transports. CPU buckets of float32/float64 gradients are averaged in
  * shared memory when every rank runs on this machine (node_shm.h: a
  * segment per rank that the others map; CTRIAL_GRAD_SYNC=ring or
- * halving-doubling turns it off); on several hosts with as many ranks on
- * each (more than one), in shared memory on each host with MPI messages
- * between hosts; else by MPI messages through every rank. Messages run a
+ * halving-doubling turns it off); on several hosts, more than one rank on
+ * some, in shared memory on each host with MPI messages between hosts;
+ * else (one rank on every host) by MPI messages through every rank. Messages run a
  * ring, or halving-doubling for small buckets on a power of two of ranks
  * (allreduce_steps.h). Half-precision buckets always take messages
  * through every rank. ct_grad_sync_transport says which.

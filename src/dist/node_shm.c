@@ -112,12 +112,13 @@ int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
         if (!out->members) rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", rank);
     }
     if (rc == CT_OK) {
-        out->even = true;
+        out->min_local_size = size;
         for (int q = 0, m = 0; q < size; q++) {
             if (all[2 * q] == q) { /* q leads a host */
                 if (q < mine[0]) out->host++;
                 out->hosts++;
-                out->even = out->even && count[q] == out->local_size;
+                if (count[q] < out->min_local_size) out->min_local_size = count[q];
+                if (count[q] > out->max_local_size) out->max_local_size = count[q];
             }
             if (all[2 * q] != mine[0]) continue;
             if (q == rank) out->local_rank = m;

@@ -46,7 +46,7 @@ typedef struct {
     int local_size; /* ranks on this rank's host */
     int local_rank; /* this rank's place among them */
     int *members;   /* [local_size]: their ranks in comm, ascending (owned: ct_node_layout_clear) */
-    bool even;      /* every host has local_size ranks */
+    int min_local_size, max_local_size; /* the fewest and the most ranks a host has */
 } ct_node_layout;
 
 /* Collective over comm. 0, or CT_EINVAL (on every rank) when some rank's

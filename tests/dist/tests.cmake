@@ -37,16 +37,18 @@ if(TEST dist_grad_sync_np4_halving)
 endif()
 # Several hosts, faked on this machine: 2 hosts of 2 and of 3 ranks (shared
 # memory on each, a ring between them), 4 hosts of 2 (halving-doubling
-# between them), and hosts of 2 ranks out of 3 (uneven: messages through
-# every rank).
+# between them), and uneven hosts: 2 + 1 ranks (one share, the second rank
+# of the first host only copies) and 3 + 2 (two shares).
 ct_mpi_test(dist_grad_sync_np4_2hosts 4 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np6_2hosts 6 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np8_4hosts 8 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np3_uneven 3 dist_grad_sync)
+ct_mpi_test(dist_grad_sync_np5_uneven 5 dist_grad_sync)
 if(TEST dist_grad_sync_np4_2hosts)
   set_property(TEST dist_grad_sync_np4_2hosts dist_grad_sync_np8_4hosts dist_grad_sync_np3_uneven APPEND PROPERTY
                ENVIRONMENT CTRIAL_GRAD_SYNC_HOST_RANKS=2)
-  set_property(TEST dist_grad_sync_np6_2hosts APPEND PROPERTY ENVIRONMENT CTRIAL_GRAD_SYNC_HOST_RANKS=3)
+  set_property(TEST dist_grad_sync_np6_2hosts dist_grad_sync_np5_uneven APPEND PROPERTY ENVIRONMENT
+               CTRIAL_GRAD_SYNC_HOST_RANKS=3)
 endif()
 # Two ranks in a cpuset of one CPU (taskset; mpirun binds nothing): they
 # find they share it, and yield while they wait.
