@@ -17,8 +17,7 @@ const char *ct_ar_name(ct_ar_algo algo) { return algo == CT_AR_RING ? "ring" : "
 /* a mod p in 0 .. p-1 for any a (C's % keeps the sign). */
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
-/* Chunk c of p of the elements [at, at + n), as even as they go. */
-static void chunk(int64_t at, int64_t n, int p, int c, int64_t *off, int64_t *len) {
+void ct_ar_chunk(int64_t at, int64_t n, int p, int c, int64_t *off, int64_t *len) {
     int64_t even = n / p, rest = n % p;
     *off = at + c * even + (c < rest ? c : rest);
     *len = even + (c < rest);
@@ -38,8 +37,8 @@ static void ring(int p, int r, int64_t at, int64_t n, ct_ar_step *st) {
         ct_ar_step *s = &st[t];
         *s = (ct_ar_step){.send_to = right, .recv_from = left, .add = reduce, .first = reduce,
                           .last = t == p - 2};
-        chunk(at, n, p, send_c, &s->send_off, &s->send_len);
-        chunk(at, n, p, recv_c, &s->recv_off, &s->recv_len);
+        ct_ar_chunk(at, n, p, send_c, &s->send_off, &s->send_len);
+        ct_ar_chunk(at, n, p, recv_c, &s->recv_off, &s->recv_len);
     }
 }
 

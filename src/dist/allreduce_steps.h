@@ -69,6 +69,11 @@ bool ct_ar_fits(ct_ar_algo algo, int p);
 /* "ring" or "halving-doubling". A static string. */
 const char *ct_ar_name(ct_ar_algo algo);
 
+/* Piece c of the elements [at, at + n) cut into p pieces as even as they
+ * go (the first n % p one longer): its first element and its length. The
+ * ring's chunks, and the shares of a bucket on a host (grad_sync.c). */
+void ct_ar_chunk(int64_t at, int64_t n, int p, int c, int64_t *off, int64_t *len);
+
 /* The steps of `algo` for rank r of p (p >= 2, ct_ar_fits) over the
  * elements [at, at + n) of a buffer. Returns how many, with *out a NEW
  * array (free) — or -1 when out of memory, or p, r or algo do not fit

@@ -912,16 +912,6 @@ static int build_bucket_cuda(ct_grad_sync *s, int bi) {
     return make_slots(s, b);
 }
 
-/* Elements [at, at + n) cut into p pieces as even as they go: off[c],
- * len[c]. */
-static void lay_chunks(int64_t at, int64_t n, int p, int64_t *off, int64_t *len) {
-    int64_t even = n / p, rest = n % p;
-    for (int c = 0; c < p; c++) {
-        off[c] = at + c * even + (c < rest ? c : rest);
-        len[c] = even + (c < rest);
-    }
-}
-
 /* Bucket b's messages: among `group`, by its algorithm, over the elements
  * [at, at + n) of its buffer (allreduce_steps.h), with a scratch buffer
  * for what an addition step receives. Half types (every rank's group
@@ -975,7 +965,7 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     b->share_len = calloc((size_t)s->shares, sizeof *b->share_len);
     if (!b->peer || !b->mine_in || !b->got || !b->share_off || !b->share_len)
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
-    lay_chunks(0, b->n, s->shares, b->share_off, b->share_len);
+    for (int c = 0; c < s->shares; c++) ct_ar_chunk(0, b->n, s->shares, c, &b->share_off[c], &b->share_len[c]);
     char *base = ct_node_shm_at(s->shm, me) + off;
     void *ref = ct_node_shm_ref(s->shm);
     ct_tensor *buf = ct_from_blob(base, 1, (int64_t[]){b->n}, b->dtype, ct_node_shm_unref, ref);
