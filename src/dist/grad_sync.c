@@ -302,6 +302,11 @@ static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
     return record(s, CT_EDIST, "grad_sync: rank %d: bucket %d: %s failed: %s", s->rank, b, call, text);
 }
 
+/* Whether bucket b's additions are spans.c's (float32, float64: read
+ * straight from gradients, and shared memory can average them) rather than
+ * libtorch's (half types, on messages only). */
+static bool spans_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dtype == CT_F64; }
+
 /* ---- messages ----------------------------------------------------------- */
 
 /* Posts message step b->step (allreduce_steps.h): a receive into scratch
@@ -342,7 +347,7 @@ static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
     const ct_ar_step *t = &b->steps[b->step];
     if (!t->add) return;
     double k = 1.0 / s->size;
-    if (b->dtype != CT_F32 && b->dtype != CT_F64) {
+    if (!spans_dtype(b)) {
         if (ct_add_(b->chunk[b->step], b->incoming[b->step], 1.0) != CT_OK ||
             (t->last && ct_mul_scalar_(b->chunk[b->step], k) != CT_OK))
             record_last(s, "adding a peer's part", bi, NULL);
@@ -593,7 +598,7 @@ static void stage(ct_grad_sync *s, gs_param *p) {
     }
     const char *data = has ? contiguous_data(s, g) : NULL;
     /* finish_step reads src; a shared-memory bucket must hold it all */
-    bool fused = !b->shm && (b->dtype == CT_F32 || b->dtype == CT_F64);
+    bool fused = !b->shm && spans_dtype(b);
     /* The part of p inside what the messages send first, in bytes from p's start. */
     size_t from = 0, len = 0;
     if (fused) {
@@ -937,7 +942,7 @@ static int make_steps(ct_grad_sync *s, gs_bucket *b, int bi, gs_group *group, in
     ct_topts o = {.dtype = b->dtype};
     b->scratch = ct_keep(ct_zeros(CT_SHAPE(largest > 0 ? largest : 1), &o));
     if (!b->scratch) return ct_last_code();
-    if (b->dtype == CT_F32 || b->dtype == CT_F64) return CT_OK;
+    if (spans_dtype(b)) return CT_OK;
     b->chunk = calloc((size_t)b->nsteps, sizeof *b->chunk);
     b->incoming = calloc((size_t)b->nsteps, sizeof *b->incoming);
     if (!b->chunk || !b->incoming) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
@@ -998,10 +1003,6 @@ static int build_bucket(ct_grad_sync *s, int bi) {
     int rc = make_steps(s, b, bi, &s->all, 0, b->n);
     return rc != CT_OK ? rc : make_slots(s, b);
 }
-
-/* Whether bucket b can be averaged in shared memory: float32 and float64
- * are added by spans.c; half types go through libtorch on messages. */
-static bool shm_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dtype == CT_F64; }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -1086,7 +1087,7 @@ static int build_buckets(ct_grad_sync *s) {
     bool any = false;
     for (int bi = 0; bi < s->nbuckets; bi++) {
         at[bi] = bytes;
-        if (shm_dtype(&s->buckets[bi])) {
+        if (spans_dtype(&s->buckets[bi])) {
             bytes += align64((size_t)s->buckets[bi].n * s->buckets[bi].elsize);
             any = true;
         }
@@ -1112,7 +1113,7 @@ static int build_buckets(ct_grad_sync *s) {
         if (s->shm && s->lay.hosts > 1) rc = make_across(s);
     }
     for (int bi = 0; rc == CT_OK && bi < s->nbuckets; bi++)
-        rc = s->shm && shm_dtype(&s->buckets[bi]) ? build_bucket_shm(s, bi, at[bi]) : build_bucket(s, bi);
+        rc = s->shm && spans_dtype(&s->buckets[bi]) ? build_bucket_shm(s, bi, at[bi]) : build_bucket(s, bi);
     free(at);
     return rc;
 }
