@@ -10,4 +10,8 @@
  * else MPI_COMM_WORLD. */
 MPI_Comm ct_dist_base_comm(void);
 
+/* Sets CT_EDIST, "WHO: rank R: CALL failed: MPI's text for err" ("rank R:
+ * ..." when who is NULL), and returns it. R is this rank (ct_dist_rank). */
+int ct_dist_mpi_failed(const char *who, const char *call, int err);
+
 #endif

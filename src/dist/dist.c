@@ -74,17 +74,18 @@ static struct {
 
 MPI_Comm ct_dist_base_comm(void) { return grp.active ? grp.base : MPI_COMM_WORLD; }
 
-static int mpi_failed(const char *call, int err) {
+int ct_dist_mpi_failed(const char *who, const char *call, int err) {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(err, text, &len);
+    if (who) return ct_set_error(CT_EDIST, "%s: rank %d: %s failed: %s", who, g.rank, call, text);
     return ct_set_error(CT_EDIST, "rank %d: %s failed: %s", g.rank, call, text);
 }
 
 #define MPI_CHECK(call)                                           \
     do {                                                          \
         int err_ = (call);                                        \
-        if (err_ != MPI_SUCCESS) return mpi_failed(#call, err_); \
+        if (err_ != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, #call, err_); \
     } while (0)
 
 /* ---- the collective timeout (watch.h) --------------------------------------- */
@@ -267,7 +268,7 @@ static int wait_all(int n, MPI_Request *reqs, ct_dist_watch *w) {
     for (;;) {
         int done = 0;
         int err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (err != MPI_SUCCESS) return mpi_failed(w->what, err);
+        if (err != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, w->what, err);
         if (done) return CT_OK;
         ct_dist_watch_poll(w);
     }
@@ -364,7 +365,7 @@ static int p2p_bcast(void *buf, int count, MPI_Datatype type, int root, const ch
     for (mask >>= 1; rc == CT_OK && mask > 0; mask >>= 1)
         if (rel + mask < p) {
             int err = MPI_Isend(buf, count, type, (r + mask) % p, TAG_BCAST, coll_comm, &q[nq++]);
-            if (err != MPI_SUCCESS) rc = mpi_failed("MPI_Isend", err);
+            if (err != MPI_SUCCESS) rc = ct_dist_mpi_failed(NULL, "MPI_Isend", err);
         }
     if (nq) {
         int wrc = wait_all(nq, q, &w);
@@ -404,7 +405,7 @@ static int describe_comm(MPI_Comm comm) {
     ct_cpus_usable_set(cpus);
     int err = MPI_Allreduce(MPI_IN_PLACE, cpus, CT_CPU_WORDS, MPI_UINT64_T, MPI_BOR, local);
     MPI_Comm_free(&local);
-    if (err != MPI_SUCCESS) return mpi_failed("MPI_Allreduce (the CPUs of this host's ranks)", err);
+    if (err != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, "MPI_Allreduce (the CPUs of this host's ranks)", err);
     host_cpus = ct_cpus_count_set(cpus);
     oversubscribed = g.local_size > host_cpus;
     return CT_OK;
@@ -622,7 +623,7 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
         MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
         int err = MPI_Isend(&len, 1, MPI_INT64_T, root, TAG_GATHER, coll_comm, &q[0]);
         if (err == MPI_SUCCESS) err = MPI_Isend(buf, (int)n, MPI_BYTE, root, TAG_GATHER, coll_comm, &q[1]);
-        rc = err == MPI_SUCCESS ? wait_all(2, q, &w) : mpi_failed("MPI_Isend", err);
+        rc = err == MPI_SUCCESS ? wait_all(2, q, &w) : ct_dist_mpi_failed(NULL, "MPI_Isend", err);
         ct_dist_watch_end(&w);
         return rc;
     }
@@ -634,7 +635,7 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
     for (int r = 0; rc == CT_OK && r < p; r++) {
         if (r == root) continue;
         int err = MPI_Irecv(&counts[r], 1, MPI_INT64_T, r, TAG_GATHER, coll_comm, &q[r]);
-        if (err != MPI_SUCCESS) rc = mpi_failed("MPI_Irecv", err);
+        if (err != MPI_SUCCESS) rc = ct_dist_mpi_failed(NULL, "MPI_Irecv", err);
     }
     if (rc == CT_OK) rc = wait_all(p, q, &w);
     size_t total = 0;
@@ -653,7 +654,7 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
             continue;
         }
         int err = MPI_Irecv((char *)*out + at, (int)counts[r], MPI_BYTE, r, TAG_GATHER, coll_comm, &q[r]);
-        if (err != MPI_SUCCESS) rc = mpi_failed("MPI_Irecv", err);
+        if (err != MPI_SUCCESS) rc = ct_dist_mpi_failed(NULL, "MPI_Irecv", err);
     }
     if (rc == CT_OK) rc = wait_all(p, q, &w);
     ct_dist_watch_end(&w);

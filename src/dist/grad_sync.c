@@ -1024,13 +1024,7 @@ static bool shm_layout(ct_grad_sync *s) {
 static int make_across(ct_grad_sync *s) {
     bool owner = s->lay.local_rank < s->shares;
     int err = MPI_Comm_split(s->comm, owner ? s->lay.local_rank : MPI_UNDEFINED, s->lay.host, &s->across.comm);
-    if (err != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        MPI_Error_string(err, text, &len);
-        return ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_split (the ranks between hosts) failed: %s",
-                            s->rank, text);
-    }
+    if (err != MPI_SUCCESS) return ct_dist_mpi_failed("grad_sync", "MPI_Comm_split (the ranks between hosts)", err);
     s->across.p = s->lay.hosts;
     s->across.r = s->lay.host;
     return CT_OK;
@@ -1166,10 +1160,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
         /* Collective: every rank builds its sync at the same point. */
         int err = MPI_Comm_dup(ct_dist_base_comm(), &s->comm);
         if (err != MPI_SUCCESS) {
-            char text[MPI_MAX_ERROR_STRING] = "";
-            int len = 0;
-            MPI_Error_string(err, text, &len);
-            ct_set_error(CT_EDIST, "grad_sync: rank %d: MPI_Comm_dup failed: %s", s->rank, text);
+            ct_dist_mpi_failed("grad_sync", "MPI_Comm_dup", err);
             goto fail;
         }
         s->all = (gs_group){.comm = s->comm, .p = s->size, .r = s->rank};

@@ -72,14 +72,6 @@ static int nccl_failed(const char *fn, const char *call, int device, ncclResult_
                         ncclGetErrorString(r), nccl_detail(comm));
 }
 
-/* Records CT_EDIST naming the rank and the MPI call; returns the code. */
-static int mpi_failed(const char *fn, const char *call, int err) {
-    char text[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    MPI_Error_string(err, text, &len);
-    return ct_set_error(CT_EDIST, "%s: rank %d: %s failed: %s", fn, ct_dist_rank(), call, text);
-}
-
 /* NCCL's type for a dtype; false where NCCL has none. */
 static bool nccl_type(ct_dtype d, ncclDataType_t *out) {
     switch (d) {
@@ -137,7 +129,7 @@ static void set_exit_hook(void) {
 static int agree_ready(const char *fn, bool ready, int *first) {
     int mine = ready ? INT_MAX : ct_dist_rank();
     int err = MPI_Allreduce(&mine, first, 1, MPI_INT, MPI_MIN, ct_dist_base_comm());
-    return err == MPI_SUCCESS ? CT_OK : mpi_failed(fn, "MPI_Allreduce", err);
+    return err == MPI_SUCCESS ? CT_OK : ct_dist_mpi_failed(fn, "MPI_Allreduce", err);
 }
 
 /* Creates the job's communicator for `device` (collective): rank 0 makes
@@ -161,7 +153,7 @@ static int create_communicator(const char *fn, int device) {
         return ct_set_error(CT_EDIST, "%s: rank %d: no NCCL communicator for cuda:%d: rank %d could not prepare "
                             "(its message says why)", fn, rank, device, first);
     int err = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ct_dist_base_comm());
-    if (err != MPI_SUCCESS) return mpi_failed(fn, "MPI_Bcast", err);
+    if (err != MPI_SUCCESS) return ct_dist_mpi_failed(fn, "MPI_Bcast", err);
 
     /* A rank that fails here returns CT_EDIST and the loop ends the job
      * (MPI_Abort); ranks still inside ncclCommInitRank are killed with it.

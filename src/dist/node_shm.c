@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "dist/comm.h"
 #include "ctrial/error.h"
 
 enum { NAME_LEN = 64 };
@@ -83,10 +84,7 @@ int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
     if (err == MPI_SUCCESS) err = MPI_Allgather(mine, 2, MPI_INT, all ? all : mine, all ? 2 : 0, MPI_INT, comm);
     int rc = CT_OK;
     if (err != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        MPI_Error_string(err, text, &len);
-        rc = ct_set_error(CT_EDIST, "grad_sync: rank %d: finding the ranks of each host: %s", rank, text);
+        rc = ct_dist_mpi_failed("grad_sync", "finding the ranks of each host", err);
     } else if (!all || !count) {
         rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", rank);
     } else {
