@@ -186,21 +186,25 @@ def ar_time(n, s, beta, alpha, tree=False):
 HD_MAX_SHARE = 256 << 10  # src/dist/allreduce_steps.h: CT_AR_HD_MAX_SHARE
 
 
+def halving(p, bucket_bytes):
+    """ct_ar_choose: halving-doubling for a bucket over p ranks (a power of two, 4 or more) when its share a rank is
+    at most 256 KiB."""
+    return p >= 4 and p & (p - 1) == 0 and bucket_bytes / p <= HD_MAX_SHARE
+
+
 def ar_ctrial(n, s, beta, alpha):
-    """grad_sync's messages through n ranks: each bucket by the ring, or by halving-doubling when n is a power of
-    two (4 or more) and the bucket's share a rank is at most 256 KiB (ct_ar_choose)."""
+    """grad_sync's messages through n ranks: each bucket by the ring, or by halving-doubling (halving)."""
     k = max(1, math.ceil(s / BUCKET))
-    tree = n >= 4 and n & (n - 1) == 0 and s / k / n <= HD_MAX_SHARE
-    return ar_time(n, s, beta, alpha, tree)
+    return ar_time(n, s, beta, alpha, halving(n, s / k))
 
 
 def ar_hier(n, per_host, s, beta, alpha, shm):
     """grad_sync on hosts of per_host ranks: shared memory on each, then between the hosts each local rank's share
-    of every bucket by ar_ctrial (all local ranks at once: the host's link carries the whole bucket)."""
+    of every bucket as ar_ctrial chooses (all local ranks at once: the host's link carries the whole bucket)."""
     h = max(1, n // per_host)
     k = max(1, math.ceil(s / BUCKET))
-    tree = h >= 4 and h & (h - 1) == 0 and s / k / per_host / h <= HD_MAX_SHARE
-    return ar_time(min(n, per_host), s, shm["beta"], shm["alpha"]) + ar_time(h, s, beta, alpha, tree)
+    return ar_time(min(n, per_host), s, shm["beta"], shm["alpha"]) + ar_time(h, s, beta, alpha,
+                                                                             halving(h, s / k / per_host))
 
 
 def step_here(m, n, transport):
