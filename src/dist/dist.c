@@ -82,9 +82,9 @@ int ct_dist_mpi_failed(const char *who, const char *call, int err) {
     return ct_set_error(CT_EDIST, "rank %d: %s failed: %s", g.rank, call, text);
 }
 
-#define MPI_CHECK(call)                                           \
-    do {                                                          \
-        int err_ = (call);                                        \
+#define MPI_CHECK(call)                                                        \
+    do {                                                                       \
+        int err_ = (call);                                                     \
         if (err_ != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, #call, err_); \
     } while (0)
 
