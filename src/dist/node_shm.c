@@ -77,16 +77,21 @@ int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
     int k = host_ranks_env();
-    /* [2 * size]: every rank's host leader and whether its setting was bad */
+    /* [2 * size]: every rank's host leader and whether its setting was bad;
+     * members is sized for the largest host there can be */
     int mine[2] = {rank, k < 0}, *all = malloc(2 * (size_t)size * sizeof *all);
     int *count = calloc((size_t)size, sizeof *count);
-    int err = host_leader(comm, rank, k < 0 ? 0 : k, &mine[0]);
-    if (err == MPI_SUCCESS) err = MPI_Allgather(mine, 2, MPI_INT, all ? all : mine, all ? 2 : 0, MPI_INT, comm);
+    out->members = malloc((size_t)size * sizeof *out->members);
+    /* the ranks agree on having their memory before gathering into it */
+    int had = all && count && out->members, all_had = 0;
+    int err = MPI_Allreduce(&had, &all_had, 1, MPI_INT, MPI_MIN, comm);
+    if (err == MPI_SUCCESS && all_had) err = host_leader(comm, rank, k < 0 ? 0 : k, &mine[0]);
+    if (err == MPI_SUCCESS && all_had) err = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm);
     int rc = CT_OK;
     if (err != MPI_SUCCESS) {
         rc = ct_dist_mpi_failed("grad_sync", "finding the ranks of each host", err);
-    } else if (!all || !count) {
-        rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", rank);
+    } else if (!all_had) {
+        rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: %s out of memory", rank, had ? "another rank ran" : "ran");
     } else {
         for (int q = 0; q < size; q++) {
             if (!all[2 * q + 1]) continue;
@@ -106,10 +111,6 @@ int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
     if (rc == CT_OK) {
         for (int q = 0; q < size; q++) count[all[2 * q]]++;
         out->local_size = count[mine[0]];
-        out->members = malloc((size_t)out->local_size * sizeof *out->members);
-        if (!out->members) rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", rank);
-    }
-    if (rc == CT_OK) {
         out->min_local_size = size;
         for (int q = 0, m = 0; q < size; q++) {
             if (all[2 * q] == q) { /* q leads a host */

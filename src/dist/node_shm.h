@@ -49,9 +49,10 @@ typedef struct {
     int min_local_size, max_local_size; /* the fewest and the most ranks a host has */
 } ct_node_layout;
 
-/* Collective over comm. 0, or CT_EINVAL (on every rank) when some rank's
- * CTRIAL_GRAD_SYNC_HOST_RANKS is not a positive number, CT_EDIST when MPI
- * fails, CT_ENOMEM; the error is set, *out is cleared. */
+/* Collective over comm. 0, or, on every rank alike: CT_EINVAL when some
+ * rank's CTRIAL_GRAD_SYNC_HOST_RANKS is not a positive number, CT_ENOMEM
+ * when some rank is out of memory; or CT_EDIST when MPI fails. The error
+ * is set, *out is cleared. */
 int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out);
 /* Frees members. Accepts a zeroed layout. */
 void ct_node_layout_clear(ct_node_layout *lay);
