@@ -1283,6 +1283,19 @@ bool ct_grad_sync_stray(ct_grad_sync *s, char *name, size_t len) {
     return true;
 }
 
+#if CTRIAL_HAVE_MPI
+/* The algorithms a group's buckets take (uses), after "shared memory + "
+ * between hosts. A static string. */
+static const char *messages_name(const bool uses[2], bool between_hosts) {
+    static const char *const names[2][3] = {
+        {"ring", "halving-doubling", "ring and halving-doubling"},
+        {"shared memory + ring", "shared memory + halving-doubling", "shared memory + ring and halving-doubling"},
+    };
+    int which = !uses[CT_AR_HALVING_DOUBLING] ? 0 : uses[CT_AR_RING] ? 2 : 1;
+    return names[between_hosts][which];
+}
+#endif
+
 const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len) {
     if (why && len) why[0] = '\0';
     if (!s || s->size == 1) return "none";
@@ -1292,22 +1305,16 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
     if (s->shm && s->lay.hosts > 1) {
         /* the float buckets' way between hosts (as this rank's share takes it: the same on every host rank
          * that has one, and the ring for the others, which send nothing) */
-        const bool *u = s->across.uses;
         const ct_node_layout *l = &s->lay;
         if (why && len && l->min_local_size == l->max_local_size)
             snprintf(why, len, "%d hosts of %d ranks", l->hosts, l->local_size);
         else if (why && len)
             snprintf(why, len, "%d hosts of %d to %d ranks", l->hosts, l->min_local_size, l->max_local_size);
-        return u[CT_AR_RING] && u[CT_AR_HALVING_DOUBLING] ? "shared memory + ring and halving-doubling"
-               : u[CT_AR_HALVING_DOUBLING]                ? "shared memory + halving-doubling"
-                                                          : "shared memory + ring";
+        return messages_name(s->across.uses, true);
     }
     if (s->shm) return "shared memory";
     if (why && len) snprintf(why, len, "%s", s->why_not_shm);
-    const bool *u = s->all.uses;
-    return u[CT_AR_RING] && u[CT_AR_HALVING_DOUBLING] ? "ring and halving-doubling"
-           : u[CT_AR_HALVING_DOUBLING]                ? "halving-doubling"
-                                                      : "ring";
+    return messages_name(s->all.uses, false);
 #else
     return "ring";
 #endif
