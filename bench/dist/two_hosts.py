@@ -64,6 +64,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from hostinfo import run_json_lines  # noqa: E402
 
 HOSTS = [("ctrial-h0", "10.199.0.1", "veth-ct0"), ("ctrial-h1", "10.199.0.2", "veth-ct1")]
 CPUS = ["0", "1"]  # each host's own CPU (taskset): hosts do not share cores
@@ -196,13 +198,6 @@ def _quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def json_lines(cmd, env):
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
-    return [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
-
-
 def read_metrics(path):
     with open(path) as f:
         return [json.loads(l) for l in f if l.strip()]
@@ -289,9 +284,10 @@ def main():
                 lay = {"bandwidth": {}, "train": []}
                 for _ in range(a.runs):  # the transports interleaved
                     for e in envs:
-                        for r in json_lines(job.cmd([prog, "bandwidth", "--mb", a.mb, "--reps", str(a.reps)], k), e):
+                        bw = job.cmd([prog, "bandwidth", "--mb", a.mb, "--reps", str(a.reps)], k)
+                        for r in run_json_lines(bw, e):
                             lay["bandwidth"].setdefault(r["transport"], {}).setdefault(str(r["mb"]), []).append(r)
-                        lay["train"] += json_lines(job.cmd([prog, "train", "--steps", str(a.steps)], k), e)
+                        lay["train"] += run_json_lines(job.cmd([prog, "train", "--steps", str(a.steps)], k), e)
                 ok, msg = fit_agrees(job, mnist, tmp, env, k)
                 lay["fit_agrees"], lay["fit_message"] = ok, msg
                 rr["layouts"][str(k)] = lay
