@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/core/stack.h>
 #include <c10/core/MemoryFormat.h>
 #include <torch/csrc/jit/runtime/operator.h>
@@ -31,6 +32,7 @@ using ct::Failure;
 struct ct_op {
     std::string name;                         // as looked up: "aten::add" or "aten::add.Tensor"
     std::vector<c10::OperatorHandle> handles; // one for an overload, the family's in torch.ops' order
+    bool exact = false;                       // an overload was named: a number may stand for a Tensor
 };
 
 namespace {
@@ -88,6 +90,7 @@ std::unique_ptr<ct_op> resolve(const std::string &name) {
                                                          : " (" + qualified + "'s overloads: " + others + ")")};
         }
         op->handles.push_back(*h);
+        op->exact = true;
         return op;
     }
     for (const auto &o : torch::jit::getAllSortedOperatorsFor(c10::Symbol::fromQualString(qualified))) {
@@ -222,8 +225,19 @@ bool memory_format(const char *s, c10::IValue &out, std::string *why) {
 // `type`; false when it does not fit. `index` names the argument in the
 // message of a NULL or freed tensor, which fails the call whatever the
 // overload.
+// A Python number where an exact overload takes a Tensor (torch.export
+// writes `aten.add_.Tensor(t, 1)`): a 0-dim "wrapped number", which type
+// promotion treats as Python's arg parser makes it treat a scalar.
+at::Tensor wrapped_number(const ct_arg &x) {
+    at::Tensor t = x.kind == CT_ARG_INT    ? at::scalar_to_tensor(c10::Scalar(x.u.i))
+                   : x.kind == CT_ARG_FLOAT ? at::scalar_to_tensor(c10::Scalar(x.u.f))
+                                            : at::scalar_to_tensor(c10::Scalar(x.u.b));
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+}
+
 bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, size_t index, c10::IValue &out,
-             std::string *why) {
+             std::string *why, bool numbers_as_tensors) {
     using K = c10::TypeKind;
     switch (type->kind()) {
     case K::OptionalType:
@@ -231,8 +245,13 @@ bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, 
             out = c10::IValue();
             return true;
         }
-        return convert(a, type->castRaw<c10::OptionalType>()->getElementType(), x, index, out, why);
+        return convert(a, type->castRaw<c10::OptionalType>()->getElementType(), x, index, out, why,
+                       numbers_as_tensors);
     case K::TensorType:
+        if (numbers_as_tensors && (x.kind == CT_ARG_INT || x.kind == CT_ARG_FLOAT || x.kind == CT_ARG_BOOL)) {
+            out = wrapped_number(x);
+            return true;
+        }
         if (x.kind != CT_ARG_TENSOR) return no(a, x, why);
         out = tensor_of(x.u.t, a, index, -1);
         return true;
@@ -341,7 +360,7 @@ bool convert(const c10::Argument &a, const c10::TypePtr &type, const ct_arg &x, 
 // Fills stack with the call's arguments for schema s: false when they do
 // not fit, *why (when not NULL) saying which and how.
 bool bind_args(const c10::FunctionSchema &s, size_t nargs, const ct_arg *args, torch::jit::Stack &stack,
-          std::string *why) {
+               std::string *why, bool numbers_as_tensors) {
     const auto &params = s.arguments();
     size_t npos = 0;
     while (npos < nargs && !args[npos].name) npos++;
@@ -383,7 +402,7 @@ bool bind_args(const c10::FunctionSchema &s, size_t nargs, const ct_arg *args, t
             continue;
         }
         c10::IValue v;
-        if (!convert(a, a.real_type(), *given[i], i, v, why)) {
+        if (!convert(a, a.real_type(), *given[i], i, v, why, numbers_as_tensors)) {
             if (why) *why = "argument '" + a.name() + "' (" + ordinal(i) + ") " + *why;
             return false;
         }
@@ -408,18 +427,18 @@ torch::jit::Stack call(const ct_op *op, size_t nargs, const ct_arg *args) {
             throw Failure{ct_last_code(), ct_last_error()};
     torch::jit::Stack stack;
     for (const c10::OperatorHandle &h : op->handles)
-        if (bind_args(h.schema(), nargs, args, stack, nullptr)) {
+        if (bind_args(h.schema(), nargs, args, stack, nullptr, op->exact)) {
             h.callBoxed(stack);
             return stack;
         }
     std::string msg, why;
     if (op->handles.size() == 1) {
-        bind_args(op->handles[0].schema(), nargs, args, stack, &msg);
+        bind_args(op->handles[0].schema(), nargs, args, stack, &msg, op->exact);
         throw Failure{CT_EINVAL, msg};
     }
     msg = "no overload takes these arguments:";
     for (const c10::OperatorHandle &h : op->handles) {
-        bind_args(h.schema(), nargs, args, stack, &why);
+        bind_args(h.schema(), nargs, args, stack, &why, op->exact);
         msg += "\n  " + schema_text(h) + ": " + why;
     }
     throw Failure{CT_EINVAL, msg};

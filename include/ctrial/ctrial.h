@@ -28,6 +28,7 @@
 #include "dist.h"
 #include "data.h"
 #include "error.h"
+#include "export.h"
 #include "metrics.h"
 #include "nn.h"
 #include "ops.h"

@@ -33,7 +33,10 @@
  *   "aten::add.Tensor: argument 'other' (2nd) takes a Tensor, got a float"
  * What each schema type takes:
  *   Tensor            CT_T (a NULL tensor: the call fails, keeping the first
- *                     failure's message, as every op in tensor.h does)
+ *                     failure's message, as every op in tensor.h does); with
+ *                     an overload named, also a number (CT_I, CT_F, CT_B):
+ *                     a 0-dim "wrapped number" that promotes as a Python
+ *                     scalar does (torch.ops.aten.add_.Tensor(t, 1))
  *   Tensor?           CT_T or CT_NONE
  *   int, SymInt       CT_I (or CT_B)          float   CT_F or CT_I
  *   bool              CT_B                    Scalar  CT_I, CT_F or CT_B

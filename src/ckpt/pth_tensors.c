@@ -98,6 +98,8 @@ int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params
     return ct_pth_save_with(path, v, p, sum, force_zip64, &libtorch_tensors);
 }
 
+const ct_pth_tensors *ct_pth_libtorch_tensors(void) { return &libtorch_tensors; }
+
 int ct_pth_load(const char *path, ct_value **out) { return ct_pth_load_with(path, &libtorch_tensors, out); }
 
 int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out) {

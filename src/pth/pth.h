@@ -212,6 +212,9 @@ typedef struct {
 int ct_pth_zip_open(const ct_pth_src *src, ct_pth_zip *z);
 /* The entry <prefix>/<record>, or NULL. Borrowed. */
 const ct_pth_entry *ct_pth_zip_find(const ct_pth_zip *z, const char *record);
+/* Reads the whole of entry e into dst (e->size bytes) and checks its CRC-32:
+ * CT_EFORMAT naming the entry when it differs (a damaged file). */
+int ct_pth_zip_read(const ct_pth_src *src, const ct_pth_entry *e, void *dst);
 void ct_pth_zip_free(ct_pth_zip *z);
 
 /* ---- unpickling (pickle_read.c) ----------------------------------------------------- */

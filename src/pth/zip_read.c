@@ -332,6 +332,20 @@ const ct_pth_entry *ct_pth_zip_find(const ct_pth_zip *z, const char *record) {
     return hit ? *hit : NULL;
 }
 
+int ct_pth_zip_read(const ct_pth_src *src, const ct_pth_entry *e, void *dst) {
+    char what[96];
+    snprintf(what, sizeof what, "entry %.80s", e->name);
+    if (e->size > SIZE_MAX) return ct_set_error(CT_ENOMEM, "%s: %s is too large for this machine", src->name, what);
+    if (ct_pth_src_read(src, e->offset, dst, (size_t)e->size, what)) return ct_last_code();
+    uint32_t crc = ct_crc32(0, dst, (size_t)e->size);
+    if (crc != e->crc)
+        return ct_set_error(CT_EFORMAT,
+                            "%s: entry %s: its bytes have CRC-32 0x%08" PRIx32 " but the central directory says 0x%08"
+                            PRIx32 ": the file is damaged",
+                            src->name, e->name, crc, e->crc);
+    return 0;
+}
+
 void ct_pth_zip_free(ct_pth_zip *z) {
     for (size_t i = 0; z->entries && i < z->n; i++) free(z->entries[i].name);
     free(z->entries);

@@ -1,0 +1,286 @@
+/* src/pt2/pt2.h — torch.export's .pt2 archive in pure C: its programs as
+ * plain C data, its weights and constants made through the caller's
+ * ct_pth_tensors table (pth/pth.h). Internal to ctrial.
+ *
+ * torch.export.save (torch 2.11) and torch.export.pt2_archive's
+ * package_pt2 write an uncompressed zip (read by pth/zip_read.c) whose
+ * entries live in one folder, <archive>/:
+ *
+ *     archive_format                          "pt2"
+ *     archive_version, .data/version, byteorder ("little")
+ *     models/<name>.json                      one ExportedProgram each; a
+ *                                             single program is "model"
+ *     data/weights/<name>_weights_config.json state-dict name -> {path_name,
+ *                                             is_param, use_pickle, tensor_meta}
+ *     data/weights/weight_<i>                 one storage's raw bytes
+ *     data/constants/<name>_constants_config.json, tensor_<i>, custom_obj_<i>
+ *     data/sample_inputs/<name>.pt            (not read)
+ *
+ * A program's JSON is torch/_export/serde/schema.py's ExportedProgram
+ * (schema 8): a graph of nodes, each an operator ("torch.ops.aten.conv2d.
+ * default"), a Python operator on sizes ("_operator.mul") or a
+ * higher-order operator with graphs of its own, over named values; the
+ * graph signature, which says which graph input is a parameter, a buffer,
+ * a constant or the user's; and the pytree specs of the user's inputs and
+ * outputs.
+ *
+ * graph.c turns the JSON into a ct_pt2_program whose every name is a slot
+ * index checked to be defined before it is used, so the interpreter above
+ * the shim (src/export/) indexes arrays and never looks a name up;
+ * treespec.c reads the pytree specs; archive.c finds the programs and
+ * reads the storages. Every field is untrusted: a bad one is CT_EFORMAT
+ * naming the file, the entry and the JSON path. This module calls no shim
+ * function, so it is fuzzed without libtorch (fuzz/fuzz_pt2.c).
+ */
+#ifndef CTRIAL_PT2_PT2_H
+#define CTRIAL_PT2_PT2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrial/tensor.h"
+#include "ctrial/value.h"
+#include "pth/pth.h"
+
+/* ---- values and arguments ------------------------------------------------------------ */
+
+/* What a slot holds while a graph runs. */
+typedef enum {
+    CT_PT2_SLOT_TENSOR,
+    CT_PT2_SLOT_INT,   /* a SymInt */
+    CT_PT2_SLOT_FLOAT, /* a SymFloat */
+    CT_PT2_SLOT_BOOL,  /* a SymBool */
+} ct_pt2_slot_kind;
+
+/* One argument (or output) of a node, of the graph or of the signature. */
+typedef enum {
+    CT_PT2_NONE,
+    CT_PT2_TENSOR,      /* slot */
+    CT_PT2_TENSORS,     /* n slots */
+    CT_PT2_OPT_TENSORS, /* n slots, -1 for None (Tensor?[]) */
+    CT_PT2_INT,         /* i */
+    CT_PT2_FLOAT,       /* f */
+    CT_PT2_BOOL,        /* b */
+    CT_PT2_STR,         /* s */
+    CT_PT2_INTS,        /* n: ints, or slots (>= 0) where a SymInt stands */
+    CT_PT2_FLOATS,      /* n: floats, or slots */
+    CT_PT2_BOOLS,       /* n: bools, or slots */
+    CT_PT2_SYM,         /* slot: a SymInt, SymFloat or SymBool (the slot's kind says) */
+    CT_PT2_DTYPE,       /* dtype; i holds the serialized ScalarType */
+    CT_PT2_MEMORY_FORMAT, /* s: "contiguous_format", "channels_last", ... */
+    CT_PT2_LAYOUT,      /* i: 7 strided (the only one accepted) */
+    CT_PT2_DEVICE,      /* device */
+    CT_PT2_GRAPH,       /* graph: a higher-order operator's body */
+} ct_pt2_arg_kind;
+
+typedef struct ct_pt2_graph ct_pt2_graph;
+
+typedef struct {
+    ct_pt2_arg_kind kind;
+    char *name;       /* the schema's name of the argument ("" for Python and higher-order operators) */
+    bool keyword;     /* passed by keyword (ArgumentKind KEYWORD) */
+    int32_t slot;     /* TENSOR, SYM; -1 otherwise */
+    int64_t i;
+    double f;
+    bool b;
+    char *s;
+    ct_dtype dtype;
+    ct_device device;
+    size_t n;         /* the lists */
+    int32_t *slots;   /* per element: a slot, or -1 (a constant below, or None) */
+    int64_t *ints;
+    double *floats;
+    bool *bools;
+    ct_pt2_graph *graph;
+} ct_pt2_arg;
+
+/* One call. */
+typedef struct {
+    char *name;    /* the node's name ("conv2d") */
+    char *target;  /* as serialized: "torch.ops.aten.conv2d.default", "_operator.mul" */
+    char *op;      /* the dispatcher's name of an ATen or custom operator ("aten::conv2d.default"); NULL for others */
+    char *source;  /* the user's line that made it ("File "m.py", line 10, in forward: x = self.conv(x)"), or NULL */
+    ct_pt2_arg *in;
+    size_t nin;
+    ct_pt2_arg *out; /* TENSOR, TENSORS, SYM or NONE each */
+    size_t nout;
+} ct_pt2_node;
+
+/* A dimension of a tensor the graph takes. */
+typedef struct {
+    int64_t size;  /* >= 0 when static; -1 when symbolic */
+    char *symbol;  /* symbolic: the one symbol it is ("s77"), or NULL for an expression */
+} ct_pt2_dim;
+
+/* What the graph was traced with for one of its tensors. */
+typedef struct {
+    int64_t scalar_type; /* serialized ScalarType */
+    bool dtype_known;    /* scalar_type is one of ct_dtype's */
+    ct_dtype dtype;
+    int ndim;
+    ct_pt2_dim *dims;
+    ct_device device;
+    bool requires_grad;
+} ct_pt2_meta;
+
+struct ct_pt2_graph {
+    size_t nslots;
+    char **slot_names;
+    ct_pt2_slot_kind *slot_kinds;
+    ct_pt2_meta **slot_meta; /* per slot: what the tracer saw of a tensor, or NULL */
+    ct_pt2_arg *inputs;      /* placeholders: TENSOR or SYM, or a constant (a constant input) */
+    size_t ninputs;
+    ct_pt2_arg *outputs;
+    size_t noutputs;
+    ct_pt2_node *nodes;
+    size_t nnodes;
+};
+
+/* ---- pytree specs (treespec.c) -------------------------------------------------------- */
+
+typedef enum {
+    CT_PT2_SPEC_LEAF,  /* a tensor, a number or None */
+    CT_PT2_SPEC_TUPLE, /* tuple, namedtuple (whose fields become a tuple's items) */
+    CT_PT2_SPEC_LIST,
+    CT_PT2_SPEC_DICT,  /* dict, OrderedDict, defaultdict: keys in context */
+} ct_pt2_spec_kind;
+
+typedef struct ct_pt2_spec {
+    ct_pt2_spec_kind kind;
+    char *type;        /* as written ("builtins.tuple"), for messages; NULL for a leaf */
+    size_t n;
+    struct ct_pt2_spec *children;
+    char **keys;       /* DICT: each key as text */
+    bool *int_keys;    /* DICT: whether key i is an int (its text is decimal) */
+    size_t nleaves;    /* leaves under this node */
+} ct_pt2_spec;
+
+/* Parses a treespec_dumps string (format 1). NEW spec or NULL + CT_EFORMAT
+ * naming `what`. */
+ct_pt2_spec *ct_pt2_spec_parse(const char *text, const char *what);
+void ct_pt2_spec_free(ct_pt2_spec *s); /* accepts NULL */
+
+/* ---- programs (graph.c) ----------------------------------------------------------------- */
+
+typedef enum {
+    CT_PT2_IN_USER,            /* the caller's: a tensor or a SymInt */
+    CT_PT2_IN_CONSTANT_INPUT,  /* the caller's, specialized to a constant (graph input is the constant) */
+    CT_PT2_IN_PARAMETER,
+    CT_PT2_IN_BUFFER,
+    CT_PT2_IN_CONSTANT_TENSOR, /* a tensor the forward made, lifted out: data/constants */
+    CT_PT2_IN_TOKEN,
+    CT_PT2_IN_CUSTOM_OBJ,
+} ct_pt2_in_kind;
+
+typedef struct {
+    ct_pt2_in_kind kind;
+    char *target;    /* the state-dict or constant name; the user input's name */
+    bool persistent; /* BUFFER */
+} ct_pt2_in_spec;
+
+typedef enum {
+    CT_PT2_OUT_USER,
+    CT_PT2_OUT_LOSS,
+    CT_PT2_OUT_BUFFER_MUTATION,
+    CT_PT2_OUT_PARAMETER_MUTATION,
+    CT_PT2_OUT_USER_INPUT_MUTATION,
+    CT_PT2_OUT_GRADIENT, /* to a parameter or a user input: joint graphs, refused */
+    CT_PT2_OUT_TOKEN,
+} ct_pt2_out_kind;
+
+typedef struct {
+    ct_pt2_out_kind kind;
+    char *target; /* the mutated buffer, parameter or user input */
+} ct_pt2_out_spec;
+
+/* A symbol's range (range_constraints). */
+typedef struct {
+    char *symbol;
+    int64_t min, max; /* max INT64_MAX when unbounded */
+} ct_pt2_range;
+
+typedef struct {
+    char *name;               /* the model's name in the archive ("model") */
+    int schema_major, schema_minor;
+    bool training_ir;         /* verifiers name "TRAINING" (torch.export.export's IR) */
+    ct_pt2_graph graph;
+    ct_pt2_in_spec *in_specs; /* one per graph input, in order */
+    ct_pt2_out_spec *out_specs; /* one per graph output */
+    ct_pt2_spec *in_spec;     /* (args, kwargs), or NULL when the program has none */
+    ct_pt2_spec *out_spec;
+    char **arg_names;         /* forward_arg_names, or NULL */
+    size_t narg_names;
+    char **modules;           /* the submodules' names in named_modules() order (module_call_graph) */
+    size_t nmodules;
+    ct_pt2_range *ranges;
+    size_t nranges;
+} ct_pt2_program;
+
+/* The highest schema major version this reader knows (torch 2.11 writes 8). */
+enum { CT_PT2_SCHEMA_MAJOR = 8 };
+
+/* Parses models/<name>.json, json[0, n). `what` names it in messages
+ * ("model.pt2: models/model.json"). NEW program or NULL + CT_EFORMAT
+ * naming the path of what is wrong (CT_ENOTSUP for a newer schema). */
+ct_pt2_program *ct_pt2_program_parse(const char *json, size_t n, const char *name, const char *what);
+void ct_pt2_program_free(ct_pt2_program *p); /* accepts NULL */
+
+/* The dtype of a serialized ScalarType; false when ctrial has none. */
+bool ct_pt2_dtype(int64_t scalar_type, ct_dtype *out);
+/* "float32" or "complex64" or "ScalarType 99": a serialized ScalarType's name. */
+const char *ct_pt2_scalar_type_name(int64_t scalar_type);
+/* "node 'conv2d' (aten::conv2d.default)" and the source line when known,
+ * into buf; returns buf. */
+const char *ct_pt2_node_text(const ct_pt2_node *node, char *buf, size_t len);
+/* "f32[s77, 3, 32, 32]" into buf; returns buf. */
+const char *ct_pt2_meta_text(const ct_pt2_meta *m, char *buf, size_t len);
+
+/* ---- archives (archive.c) ----------------------------------------------------------------- */
+
+typedef struct {
+    ct_pth_src src;
+    ct_pth_zip zip;
+    char *path;
+    char **models;  /* the names of models/<name>.json, sorted */
+    size_t nmodels;
+} ct_pt2_archive;
+
+/* Opens path (or, with ct_pt2_open_buffer, an archive in memory, which
+ * must outlive the archive) and checks that it is a .pt2 archive of a
+ * format this reader knows; lists its models. Returns a status; on
+ * failure *a holds nothing to close. */
+int ct_pt2_open(const char *path, ct_pt2_archive *a);
+int ct_pt2_open_buffer(const void *data, size_t size, const char *name, ct_pt2_archive *a);
+void ct_pt2_close(ct_pt2_archive *a);
+
+/* Whether the archive has a model of that name. */
+bool ct_pt2_has_model(const ct_pt2_archive *a, const char *model);
+/* Reads and parses models/<model>.json: NEW program or NULL + error. */
+ct_pt2_program *ct_pt2_read_program(const ct_pt2_archive *a, const char *model);
+
+/* One entry of a weights or constants config. */
+typedef struct {
+    char *name;     /* the state-dict (or constant) name */
+    bool is_param;
+    ct_value *leaf; /* NEW tensor leaf of tensors->view on its storage; NULL when alias_of >= 0 */
+    long alias_of;  /* the index of an earlier entry that is the same tensor (the same
+                       storage, offset, sizes, strides and dtype: tied weights), else -1 */
+} ct_pt2_tensor;
+
+typedef struct {
+    ct_pt2_tensor *items; /* in the config's order */
+    size_t n;
+} ct_pt2_tensors;
+
+/* Reads data/weights/<model>_weights_config.json (constants: data/
+ * constants/<model>_constants_config.json) and every storage it names,
+ * CRC-checked, making storages and views with `tensors` (storage_new,
+ * storage_release, view). Tensors pickled by torch.save (tensor
+ * subclasses) and custom objects are refused (CT_ENOTSUP, naming them).
+ * Returns a status; on failure *out holds nothing to free. */
+int ct_pt2_read_tensors(const ct_pt2_archive *a, const char *model, bool constants, const ct_pth_tensors *tensors,
+                        ct_pt2_tensors *out);
+void ct_pt2_tensors_free(ct_pt2_tensors *t);
+
+#endif
