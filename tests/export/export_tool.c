@@ -2,8 +2,10 @@
  * tests of tests/export/ (test_export.py), through files:
  *
  *   export_tool forward MODEL.pt2 IN.pth OUT.pth [--eval] [--program NAME] [--eval-program NAME]
- *       IN.pth holds {"args": [...], "kwargs": {...}, "calls": n}; the module
- *       is called n times (default 1) in train (or eval) mode; OUT.pth
+ *       IN.pth holds {"args": [...], "kwargs": {...}, "calls": n, "seed": s};
+ *       the generators are seeded s (ct_manual_seed, when given) and the
+ *       module is called n times (default 1) in train mode (or in eval mode
+ *       under no_grad, as the loop validates); OUT.pth
  *       receives {"out": the last call's result, "state": the module's
  *       state_dict afterwards, "grads": {name: grad} of a backward from the
  *       sum of every floating output tensor (train mode only)}.
@@ -57,12 +59,16 @@ static int forward(int argc, char **argv) {
     const ct_value *args = ct_value_dict_get(in, "args"), *kwargs = ct_value_dict_get(in, "kwargs");
     int64_t calls = 1;
     if (ct_value_dict_get(in, "calls")) ct_value_get_int(ct_value_dict_get(in, "calls"), &calls);
+    int64_t seed = 0;
+    if (ct_value_dict_get(in, "seed") && !ct_value_get_int(ct_value_dict_get(in, "seed"), &seed)) ct_manual_seed((uint64_t)seed);
     ct_nn_train(m, !eval);
     ct_value *out = NULL;
     for (int64_t c = 0; c < calls; c++) {
         ct_value_free(out);
         ct_scope *s = ct_scope_begin();
+        ct_guard *g = eval ? ct_no_grad() : NULL; /* as the loop validates */
         out = ct_nn_call(m, args, kwargs);
+        ct_guard_end(g);
         ct_scope_end(s);
         if (!out) return fail("forward");
     }
