@@ -11,8 +11,9 @@
 # of module formats), gzip (the layer every data file is read through),
 # config (ct_main's flags over an experiment config), yaml (YAML configs:
 # the reader, then the config loader over what it reads), pth (whole archives,
-# from memory and from a file) and pkl (the pickle machine alone, past the
-# CRCs that stop mutated archives). wire (value_wire: bytes from other
+# from memory and from a file), pkl (the pickle machine alone, past the
+# CRCs that stop mutated archives) and pt2 (torch.export's archives, and
+# their programs' JSON alone). wire (value_wire: bytes from other
 # ranks), records (the fixed-size records reader), shards (llm.c's token
 # shards, mapped), image (JPEG and PNG decoding) and restore (ct_fit
 # resuming from a fuzzed metadata.json or trial state) link BUILD_DIR's
@@ -31,7 +32,7 @@ if [ -z "$cc" ]; then
   exit 1
 fi
 out=$build/fuzz
-targets=(idx csv gzip config yaml pth pkl wire records shards image restore)
+targets=(${CTRIAL_FUZZ_TARGETS:-idx csv gzip config yaml pth pkl pt2 wire records shards image restore})
 mkdir -p "$out"
 
 # The shim and libtorch of BUILD_DIR (the test suite's build makes the archive).
@@ -76,9 +77,10 @@ trap 'rm -rf "$work"' EXIT
 for target in "${built[@]}"; do
   mkdir -p "$work/$target"
   cp "$src/fuzz/corpus/$target"/* "$work/$target/"
-  # restore's trial state is about 8 KB in value_wire's encoding.
+  # restore's trial state is about 8 KB in value_wire's encoding, and the
+  # JSON of a small exported program about as much.
   max_len=4096
-  if [ "$target" = restore ]; then max_len=16384; fi
+  if [ "$target" = restore ] || [ "$target" = pt2 ]; then max_len=16384; fi
   echo "fuzz: $target for ${secs}s"
   # New inputs go to the scratch copy; the seeds in the tree stay as they are.
   if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \

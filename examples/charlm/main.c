@@ -132,9 +132,21 @@
  * called with ct_nn_call, it takes (input, hidden) and returns (logits,
  * hidden), and its nn.LSTM returns (output, (h_n, c_n)), as in Python.
  *
+ * Or the model is any language model exported from Python (hparam "model":
+ * "exported", "model_file": a .pt2 archive of tools/export_model.py; see
+ * ctrial/export.h): int64 tokens [N, T] in, logits [N, T, V] out (or a
+ * tuple whose first element they are, as RNNModel's). The archive says T
+ * when the sequence length was exported static (block_size is then T) and
+ * V, which must be the text's vocabulary; the rest is as above. Sampling
+ * feeds it the last T tokens, the context left-padded with the first
+ * character of the vocabulary while shorter than a static T (a dynamic T
+ * takes the context as it grows, as nanoGPT's generate).
+ *
  * Usage (from the repository root):
  *     build/examples/charlm/charlm --config examples/charlm/charlm.json
  *     build/examples/charlm/charlm --config examples/charlm/charlm_lstm.json
+ *     build/examples/charlm/charlm --config examples/charlm/charlm.json \
+ *         --hparam model=exported --hparam model_file=gpt.pt2
  *     build/examples/charlm/charlm sample output/checkpoints/ckpt-... --tokens 500
  *     build/examples/charlm/charlm shard examples/data/tinyshakespeare/input.txt.gz out/charlm_shards
  *     build/examples/charlm/charlm --config examples/charlm/charlm_shards.json
@@ -532,6 +544,8 @@ typedef struct {
     char **train_shards, **val_shards; /* data.train_shards / val_shards: files or patterns; */
     int n_train_shards, n_val_shards;  /* none: the text's tokens train and validate */
     bool lstm;              /* hparam model: "gpt" (false) or "lstm" */
+    bool exported;          /* hparam model "exported": a .pt2 archive's (model_file) */
+    bool static_length;     /* the exported model takes exactly block_size tokens */
     GPTConfig cfg;          /* the GPT's; vocab_size and block_size serve both models */
     RNNConfig rnn;          /* the LSTM's */
     ct_module *model;
@@ -605,6 +619,35 @@ static void charlm_destroy(void *self) {
     free(t);
 }
 
+/* An exported language model: int64 [N, T] -> logits [N, T, V] (or a
+ * tuple that starts with them), checked against the text and the config;
+ * a static T is the block size. */
+static ct_module *exported_new(ct_context *ctx, CharLM *t, const char *path) {
+    ct_module *m = ct_nn_load_exported(path, NULL);
+    if (!m) return NULL;
+    ct_exported_tensor in, out;
+    int rc = ct_nn_exported_input(m, 0, &in);
+    if (!rc) rc = ct_nn_exported_output(m, 0, &out);
+    if (!rc && (in.dtype != CT_I64 || in.ndim != 2))
+        rc = ct_set_error(CT_ECONFIG, "%s: the model's input '%s' must be int64 tokens [N, T]", path, in.name);
+    else if (!rc && (out.ndim != 3 || (out.size[2] >= 0 && out.size[2] != t->cfg.vocab_size)))
+        rc = ct_set_error(CT_ECONFIG, "%s: the model must return logits [N, T, %lld] (the text's vocabulary), "
+                          "not of %d dimensions ending in %lld", path, (long long)t->cfg.vocab_size, out.ndim,
+                          (long long)(out.ndim ? out.size[out.ndim - 1] : 0));
+    if (!rc && in.size[1] > 0) {
+        if (ct_value_dict_get(ct_ctx_hparams(ctx), "block_size") && t->cfg.block_size != in.size[1])
+            rc = ct_set_error(CT_ECONFIG, "%s: the model takes %lld tokens, hyperparameter block_size is %lld", path,
+                              (long long)in.size[1], (long long)t->cfg.block_size);
+        t->cfg.block_size = in.size[1];
+        t->static_length = true;
+    }
+    if (rc) {
+        ct_nn_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 static int use_amp(ct_context *ctx, const char *amp) {
     if (!amp[0]) return CT_OK;
     ct_amp_opts o = ct_amp_defaults();
@@ -623,7 +666,9 @@ static void *charlm_init(ct_context *ctx) {
     bool on_gpu = ct_ctx_device(ctx).type == CT_CUDA;
     ct_clear_error(); /* a mistyped hparam records an error and gives the default: check once */
     const char *model = ct_ctx_hparam_str(ctx, "model", "gpt");
+    const char *model_file = ct_ctx_hparam_str(ctx, "model_file", "");
     t->lstm = strcmp(model, "lstm") == 0;
+    t->exported = strcmp(model, "exported") == 0;
     t->cfg = (GPTConfig){
         .block_size = ct_ctx_hparam_int(ctx, "block_size", 64),
         .n_layer = ct_ctx_hparam_int(ctx, "n_layer", 2),
@@ -643,8 +688,15 @@ static void *charlm_init(ct_context *ctx) {
     g_run.sample_tokens = ct_ctx_hparam_int(ctx, "sample_tokens", 500);
     g_run.temperature = ct_ctx_hparam_double(ctx, "temperature", 0.8);
     if (ct_last_code() != CT_OK) goto fail;
-    if (!t->lstm && strcmp(model, "gpt") != 0) {
-        ct_set_error(CT_ECONFIG, "hyperparameter 'model' must be \"gpt\" or \"lstm\", not \"%s\"", model);
+    if (!t->lstm && !t->exported && strcmp(model, "gpt") != 0) {
+        ct_set_error(CT_ECONFIG, "hyperparameter 'model' must be \"gpt\", \"lstm\" or \"exported\", not \"%s\"",
+                     model);
+        goto fail;
+    }
+    if (t->exported != (model_file[0] != 0)) {
+        ct_set_error(CT_ECONFIG, t->exported ? "hyperparameter 'model_file' must name the .pt2 archive of model "
+                                               "\"exported\" (tools/export_model.py writes one)"
+                                             : "hyperparameter 'model_file' is for model \"exported\" only");
         goto fail;
     }
     const GPTConfig *c = &t->cfg;
@@ -678,7 +730,9 @@ static void *charlm_init(ct_context *ctx) {
     }
     t->cfg.vocab_size = t->rnn.vocab_size = vocab_size;
 
-    t->model = ct_ctx_wrap_model(ctx, t->lstm ? rnn_model_new(&t->rnn) : gpt_new(&t->cfg));
+    t->model = ct_ctx_wrap_model(ctx, t->exported ? exported_new(ctx, t, model_file)
+                                      : t->lstm    ? rnn_model_new(&t->rnn)
+                                                   : gpt_new(&t->cfg));
     t->opt = t->model ? ct_ctx_wrap_optimizer(ctx, adamw_new(t->model, &adamw, fused)) : NULL;
     if (!t->opt || use_amp(ctx, amp) != CT_OK) goto fail;
     return t;
@@ -732,12 +786,14 @@ static int clip_grads(ct_tensor *const *params, size_t n, void *ctx) {
 /* model(x)'s logits, [B, T, V]: the GPT returns them; the RNNModel returns
  * (logits, hidden), so it is called as Python calls it: logits, _ = model(x). */
 static ct_tensor *logits_of(const CharLM *t, ct_module *model, const ct_tensor *x) {
-    if (!t->lstm) return ct_nn_forward(model, x);
+    if (!t->lstm && !t->exported) return ct_nn_forward(model, x);
     if (!x) return NULL; /* keeps the error that made it */
     ct_value *args = ct_value_tuple();
     ct_value_list_append(args, ct_value_tensor(ct_alias(x)));
     ct_value *out = ct_nn_call(model, args, NULL);
-    ct_tensor *logits = out ? ct_alias(ct_value_get_tensor(ct_value_list_get(out, 0))) : NULL;
+    ct_value_kind k = out ? ct_value_kind_of(out) : CT_VALUE_NONE; /* an exported model may return either */
+    const ct_value *first = k == CT_VALUE_TUPLE || k == CT_VALUE_LIST ? ct_value_list_get(out, 0) : out;
+    ct_tensor *logits = first ? ct_alias(ct_value_get_tensor(first)) : NULL;
     ct_value_free(args);
     ct_value_free(out);
     return logits;
@@ -849,7 +905,12 @@ static int generate(ct_context *ctx, const char *prompt, int64_t n_tokens, doubl
         ct_scope *s = ct_scope_begin();
         int64_t L = len < T ? len : T;
         ct_tensor *idx = ct_to_device(ct_from_data(ids + len - L, CT_SHAPE(1, L), CT_I64), dev, false);
-        ct_tensor *logits = ct_select(ct_select(logits_of(t, model, idx), 0, 0), 0, L - 1); /* [V] */
+        if (t->static_length && L < T) /* the exported model takes T tokens: pad the context on the left */
+            idx = ct_cat(2, (ct_tensor *[]){ct_zeros(CT_SHAPE(1, T - L), &(ct_topts){.dtype = CT_I64,
+                                                                                          .device = dev}),
+                                                  idx}, 1);
+        int64_t last = t->static_length ? T - 1 : L - 1;
+        ct_tensor *logits = ct_select(ct_select(logits_of(t, model, idx), 0, 0), 0, last); /* [V] */
         ct_tensor *next = temperature > 0
                               ? ct_multinomial(ct_softmax(ct_div_scalar(logits, temperature), -1), 1, false)
                               : ct_argmax(logits, 0, false);

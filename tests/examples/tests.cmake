@@ -63,3 +63,16 @@ set_tests_properties(examples_charlm_lstm_matches_pytorch examples_resnet_matche
 # does not: the decoders, the folder and the loader's threads are under the
 # sanitizers in tests/vision and tests/transforms.
 set_tests_properties(examples_resnet_folder_matches_torchvision PROPERTIES LABELS noasan)
+
+# Models exported from Python (check_exported.py): torchvision's resnet18
+# and mobilenet_v3_small and a ViT through examples/exported, a GPT and an
+# LSTM through charlm's "exported" model: 20 batches equal to PyTorch's
+# training of the same modules, the validation equal to their eval(), the
+# checkpoint loading into them (strict), a resume bit-identical, and 2
+# ranks equal to data parallelism computed in PyTorch (and to 1 rank where
+# the model has neither BatchNorm nor dropout).
+foreach(_m resnet18 mobilenet_v3_small vit gpt lstm)
+  ct_py_test(examples_exported_${_m} ${CMAKE_CURRENT_LIST_DIR}/check_exported.py
+             $<TARGET_FILE:exported> $<TARGET_FILE:charlm> ${_m})
+  set_tests_properties(examples_exported_${_m} PROPERTIES TIMEOUT 900 LABELS noasan)
+endforeach()
