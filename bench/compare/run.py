@@ -5,7 +5,9 @@ libtorch C++ loop, plain PyTorch, Determined's PyTorchTrial
 workloads, data, hyperparameters and seed (a markdown table of steps/s,
 ratios, final losses and peak RSS), then ctrial's data loader, checkpoint
 save/load and gradient all-reduce beside torch's DataLoader,
-torch.save/torch.load and a bare MPI_Allreduce, and 2 ranks beside 1; a
+torch.save/torch.load and a bare MPI_Allreduce, 2 ranks beside 1, and
+models exported from Python (exported.py: resnet18 and the charlm GPT as
+.pt2 archives) beside the same models in ct_nn_* layers and in PyTorch; a
 PNG chart of the ratios.
 
     .venv/bin/python bench/compare/run.py [--runs 5] [--threads 1] [--readme]
@@ -102,7 +104,7 @@ for _wl, _w in common.WORKLOADS.items():
                              kind="", title=TITLES[_wl], hparams=dict(_w["hparams"]), window=WINDOWS[_wl][0], smoke={})
 
 SYSTEMS = ["ctrial", "libtorch", "pytorch", "determined", "lightning"]
-PARTS = ["training", "loader", "checkpoint", "allreduce"]
+PARTS = ["training", "loader", "checkpoint", "allreduce", "exported"]
 LABELS = {"ctrial": "ctrial (ct_main)", "baseline": "ctrial, baseline build", "libtorch": "libtorch C++ loop",
           "pytorch": "plain PyTorch",
           "determined": "Determined PyTorchTrial", "lightning": "Lightning Trainer"}
@@ -301,6 +303,8 @@ def needed(a):
             names += sorted({f"examples/{BINARY[wl]}/{BINARY[wl]}" for wl in a.workloads})
         if "libtorch" in a.systems:
             names.append(PROGRAMS["libtorch"])
+    if "exported" in a.parts:  # exported.py: the model in ct_nn_* layers, and exported
+        names += ["examples/resnet/resnet", "examples/exported/exported", "examples/charlm/charlm"]
     return names + [PROGRAMS[p] for p in a.parts if p in PROGRAMS]
 
 
@@ -326,6 +330,9 @@ def part_cmd(a, part, json_path, scratch):
     if part == "checkpoint":
         return [py, os.path.join(ROOT, "bench/ckpt/run.py"), build, "--dir", scratch, "--json", json_path]\
             + (["--runs", "1", "--rounds", "1", "--scenarios", "adam"] if a.smoke else ["--runs", "3", "--rounds", "2"])
+    if part == "exported":
+        return [py, os.path.join(HERE, "exported.py"), build, "--threads", str(a.threads), "--seed", str(a.seed),
+                "--json", json_path] + (["--runs", "1", "--windows", "2"] if a.smoke else ["--runs", "3"])
     return [py, os.path.join(ROOT, "bench/dist/run.py"), build, "--parts", "bandwidth,train", "--json", json_path]\
         + (["--runs", "1", "--mb", "1,10", "--reps", "5", "--steps", "10"] if a.smoke else ["--runs", "3"])
 
@@ -395,6 +402,14 @@ def part_rows(parts):
                 row("ranks", f"{r['configuration']} vs {ref['configuration']}, global batch {gb}",
                     f"{r['configuration']} vs torch", "samples/s", r["samples_per_s"], ref["samples_per_s"],
                     ref["configuration"])
+    ex = parts.get("exported")
+    if ex and "rows" in ex:
+        for r in ex["rows"]:
+            name = {"resnet": "resnet18", "charlm": "charlm GPT"}.get(r["workload"], r["workload"])
+            row("exported model", f"{name} from a .pt2 archive, trained by ct_main ({r['title']})",
+                f"{name} vs ct_nn_* layers", "steps/s", r["exported"], r["layers"], "the same model in ct_nn_* layers")
+            row("exported model", f"{name} from a .pt2 archive, trained by ct_main ({r['title']})",
+                f"{name} vs PyTorch", "steps/s", r["exported"], r["pytorch"], "plain PyTorch (eager)")
     return rows
 
 
@@ -406,7 +421,7 @@ def part_table(parts):
     lines = ["| part | measurement | ctrial median (min–max) | reference | reference median (min–max) | "
              "ctrial ÷ reference |", "|---|---|---|---|---|---|"]
     for r in part_rows(parts):
-        fmtd = "{:,.2f}" if r["unit"] == "GB/s" else "{:,.0f}"
+        fmtd = "{:,.2f}" if r["unit"] in ("GB/s", "steps/s") else "{:,.0f}"
         lines.append(f"| {r['part']} | {r['what']} | {spread(r['ctrial'], fmtd)} {r['unit']} | {r['ref_name']} | "
                      f"{spread(r['reference'], fmtd)} {r['unit']} | **{ratio_of_medians(r):.2f}×** |")
     for name, r in parts.items():
@@ -462,7 +477,7 @@ def chart(a, summary, parts, path):
     ax2.set_yticks(list(ys), labels, fontsize=7)
     ax2.set_xlim(min(vals + [1]) / 1.5, max(vals + [1]) * 6)
     ax2.set_xlabel("ctrial ÷ reference, median over median (log scale; > 1: ctrial faster)")
-    ax2.set_title("Loader, checkpoint, all-reduce, ranks")
+    ax2.set_title("Loader, checkpoint, all-reduce, ranks, exported models")
     fig.suptitle(f"ctrial side by side — {gr.machine(__import__('torch'), 'cpu')}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -651,15 +666,19 @@ def main():
     if parts:
         part_text = "\n".join(part_table(parts)) + "\n"
         text += (
-            "\n## Data loader, checkpoint, gradient all-reduce, ranks\n\n"
-            "Each measured by its own script in the same run (bench/loader, bench/ckpt, bench/dist; their "
+            "\n## Data loader, checkpoint, gradient all-reduce, ranks, exported models\n\n"
+            "Each measured by its own script in the same run (bench/loader, bench/ckpt, bench/dist, "
+            "bench/compare/exported.py; their "
             "READMEs say how), every sample kept; median (min–max) over the samples, the ratio median over "
             "median. Loader: records/s per epoch after a warm-up epoch, ctrial's loader vs torch's DataLoader "
             "on the same tensors. Checkpoint: a 533 MB set of tensors and a 504 MB transformer with its Adam "
             "state, ct_pth_save/ct_pth_load vs torch.save/torch.load(weights_only=True) on the same data, page "
             "cache, no fsync on either side. All-reduce: ctrial's gradient buckets (grad_sync: hooks, "
             "buckets, averaging) vs a bare MPI_Allreduce of the same bytes, 2 ranks on this machine. Ranks: "
-            "an MLP's training throughput at the same global batch, vs 1 rank with 1 thread.\n\n" + part_text)
+            "an MLP's training throughput at the same global batch, vs 1 rank with 1 thread. Exported "
+            "models: the module exported by tools/export_model.py and trained through ct_main "
+            "(ct_nn_load_exported) vs the example's own model in ct_nn_* layers and vs plain PyTorch, the "
+            "same weights, data and steps, steps/s per window.\n\n" + part_text)
     if a.notes:
         text += "\nNotes:\n" + "".join(f"- {x}\n" for x in a.notes)
     print(text)
