@@ -23,7 +23,8 @@
 # incrementally after that. A target that does not build,
 # or whose run finds a crash, leak or failed check, fails the script;
 # crashing inputs are kept in BUILD_DIR/fuzz/crash_TARGET_*. clang and
-# libFuzzer's runtime come with tools/setup.sh.
+# libFuzzer's runtime come with tools/setup.sh. CTRIAL_FUZZ_TARGETS="pt2 pth"
+# runs only those targets.
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd) secs=${3:-10}
 cc=$(command -v clang-14 || command -v clang || true)

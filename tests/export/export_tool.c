@@ -2,8 +2,10 @@
  * tests of tests/export/ (test_export.py), through files:
  *
  *   export_tool forward MODEL.pt2 IN.pth OUT.pth [--eval] [--program NAME] [--eval-program NAME]
- *       IN.pth holds {"args": [...], "kwargs": {...}, "calls": n, "seed": s};
- *       the generators are seeded s (ct_manual_seed, when given) and the
+ *       IN.pth holds {"args": [...], "kwargs": {...}, "calls": n, "seed": s,
+ *       "autocast": "bf16", "load": state_dict}; the state dict is loaded
+ *       into the module first (strict), the generators are seeded s (ct_manual_seed,
+ *       when given), the calls run in a CPU autocast region when asked, and the
  *       module is called n times (default 1) in train mode (or in eval mode
  *       under no_grad, as the loop validates); OUT.pth
  *       receives {"out": the last call's result, "state": the module's
@@ -59,6 +61,10 @@ static int forward(int argc, char **argv) {
     const ct_value *args = ct_value_dict_get(in, "args"), *kwargs = ct_value_dict_get(in, "kwargs");
     int64_t calls = 1;
     if (ct_value_dict_get(in, "calls")) ct_value_get_int(ct_value_dict_get(in, "calls"), &calls);
+    const ct_value *load = ct_value_dict_get(in, "load");
+    if (load && ct_nn_load_state_dict(m, load, true)) return fail("load_state_dict");
+    const ct_value *ac = ct_value_dict_get(in, "autocast");
+    bool autocast = ac && ct_value_get_str(ac) && !strcmp(ct_value_get_str(ac), "bf16");
     int64_t seed = 0;
     if (ct_value_dict_get(in, "seed") && !ct_value_get_int(ct_value_dict_get(in, "seed"), &seed)) ct_manual_seed((uint64_t)seed);
     ct_nn_train(m, !eval);
@@ -67,7 +73,9 @@ static int forward(int argc, char **argv) {
         ct_value_free(out);
         ct_scope *s = ct_scope_begin();
         ct_guard *g = eval ? ct_no_grad() : NULL; /* as the loop validates */
+        if (autocast) ct_autocast_enter(CT_CPU, CT_BF16);
         out = ct_nn_call(m, args, kwargs);
+        if (autocast) ct_autocast_exit();
         ct_guard_end(g);
         ct_scope_end(s);
         if (!out) return fail("forward");

@@ -76,9 +76,13 @@ def run_tool(*argv, expect_fail=False):
     return p
 
 
-def call_c(archive, args, kwargs=None, calls=1, eval_mode=False, seed=None, extra=()):
+def call_c(archive, args, kwargs=None, calls=1, eval_mode=False, seed=None, extra=(), autocast=False, load=None):
     inp, out = path("in.pth"), path("out.pth")
     d = {"args": list(args), "kwargs": kwargs or {}, "calls": calls}
+    if load is not None:
+        d["load"] = load
+    if autocast:
+        d["autocast"] = "bf16"
     if seed is not None:
         d["seed"] = seed
     torch.save(d, inp)
@@ -151,6 +155,24 @@ def parity(name, make, args, run_args, kwargs=None):
     print(f"ok   {name}: train outputs, state, gradients and eval ({len(sd)} state entries) equal PyTorch's")
 
 
+def autocast_parity(name, make, args, run_args):
+    """Under torch.autocast("cpu", torch.bfloat16) the nodes are dispatcher
+    calls, so autocast casts them as it casts eager PyTorch's."""
+    torch.manual_seed(0)
+    model = make()
+    ref = copy.deepcopy(model)
+    archive = export(model, args, name + "_amp")
+    got = tensors_of(call_c(archive, run_args, autocast=True, seed=3)["out"])
+    torch.manual_seed(3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = tensors_of(ref(*run_args))
+    if len(got) != len(want) or not all(same(a, b) for a, b in zip(want, got)):
+        fail(f"{name}: under bf16 autocast the outputs differ from PyTorch's: " +
+             ", ".join(f"{a.dtype} {b.dtype}" for a, b in zip(want, got)))
+    else:
+        print(f"ok   {name}: under bf16 autocast, {want[0].dtype} outputs equal PyTorch's")
+
+
 def run_parity():
     import torchvision
     torch.manual_seed(1)
@@ -164,6 +186,28 @@ def run_parity():
     parity("lstm", models.LSTMLM, (tok,), (torch.randint(0, 65, (5, 32)),))
     x, mask = torch.randn(4, 8), torch.rand(4, 4) > 0.3
     parity("fancy", models.Fancy, (x, mask), (torch.randn(6, 8), torch.rand(6, 4) > 0.3), kwargs={"temperature": 2.0})
+
+    autocast_parity("gpt", lambda: models.GPT(dropout=0.1), (tok,), (torch.randint(0, 65, (3, 32)),))
+
+    # a warm start: another module's state dict (other weights, other
+    # running statistics) loaded into the exported module, strict
+    torch.manual_seed(5)
+    other = torchvision.models.resnet18(num_classes=10)
+    with torch.no_grad():
+        other(torch.randn(8, 3, 32, 32))  # running statistics that differ from the archive's
+    other.eval()
+    x = torch.randn(2, 3, 32, 32)
+    got = call_c(path("resnet18.pt2"), (x,), eval_mode=True, load=other.state_dict())["out"]
+    with torch.no_grad():
+        want = other(x)
+    if not same(want, got):
+        fail(f"warm start: a Python state dict loaded into the exported resnet18 gives other outputs "
+             f"({(want - got).abs().max().item():.3g})")
+    else:
+        print("ok   warm start: resnet18's Python state dict loads into the exported module (strict) and gives "
+              "its outputs")
+    autocast_parity("resnet18", lambda: torchvision.models.resnet18(num_classes=10), (img,),
+                    (torch.randn(2, 3, 32, 32),))
 
     # the names and what the module takes, as traced
     info = [json.loads(l) for l in run_tool("info", path("gpt.pt2")).stdout.splitlines()]
