@@ -955,11 +955,11 @@ ct_pt2_program *ct_pt2_program_parse(const char *json, size_t n, const char *nam
 
 void ct_pt2_program_free(ct_pt2_program *p) {
     if (!p) return;
-    graph_free(&p->graph);
-    for (size_t i = 0; p->in_specs && i < p->graph.ninputs + 0; i++) free(p->in_specs[i].target);
+    for (size_t i = 0; p->in_specs && i < p->graph.ninputs; i++) free(p->in_specs[i].target);
     free(p->in_specs);
-    for (size_t i = 0; p->out_specs && i < p->graph.noutputs + 0; i++) free(p->out_specs[i].target);
+    for (size_t i = 0; p->out_specs && i < p->graph.noutputs; i++) free(p->out_specs[i].target);
     free(p->out_specs);
+    graph_free(&p->graph);
     ct_pt2_spec_free(p->in_spec);
     ct_pt2_spec_free(p->out_spec);
     for (size_t i = 0; i < p->narg_names; i++) free(p->arg_names[i]);
