@@ -72,6 +72,14 @@ WORKLOADS = {
         # On the CPU the big model takes seconds per step: the smoke run
         # checks the path with a smaller one.
         smoke={"global_batch_size": 8, "n_embd": 192, "n_head": 4, "block_size": 128}),
+    # charlm's GPT as PyTorch writes it (torch_eager.py), exported by
+    # tools/export_model.py at the start of the run and trained from its
+    # .pt2 (ct_nn_load_exported): the same model and steps as "charlm".
+    "charlm_exported": dict(
+        binary="charlm", config="examples/charlm/charlm.json", data="tinyshakespeare/input.txt.gz",
+        kind="overhead", title="charlm exported from PyTorch (the same GPT as charlm, from a .pt2 archive)",
+        hparams={"global_batch_size": 16, "sample_tokens": 0, "model": "exported"}, window=200, smoke={},
+        ctrial_only=("model", "model_file"), export=True),
 }
 
 # mode: what ctrial adds, what the PyTorch side runs, and the goal.
@@ -230,11 +238,29 @@ def run_ctrial(plan, wl, mode, binary):
             "losses": [r["metrics"]["loss"] for r in lines], "seconds": secs}
 
 
+def export_charlm(a, wl, work):
+    """torch_eager.py's charlm GPT at the workload's sizes, exported by
+    tools/export_model.py; its .pt2 becomes the workload's model_file."""
+    w = WORKLOADS[wl]
+    with open(os.path.join(ROOT, w["config"])) as f:
+        hp = dict(json.load(f)["hyperparameters"], **w["hparams"])
+    hp["model"] = "gpt"
+    if a.smoke:
+        hp.update(w["smoke"])
+    path = os.path.join(work, f"{wl}.pt2")
+    cmd = [a.python, os.path.join(ROOT, "tools", "export_model.py"), os.path.join(HERE, "torch_eager.py") +
+           ":charlm_model", "--args", json.dumps([hp, 65]), "--input", "int64[N,T]", "--seed", "0", "-o", path]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if p.returncode:
+        raise SystemExit(f"run.py: exporting {wl} failed:\n{p.stderr[-2000:]}")
+    w["hparams"] = dict(w["hparams"], model_file=path)
+
+
 def run_torch(plan, wl, mode, graphs):
     a = plan.a
     m = MODES[mode]
     window, windows, warmup = plan.steps(wl)
-    hp = dict(plan.hparams(wl))
+    hp = {k: v for k, v in plan.hparams(wl).items() if k not in WORKLOADS[wl].get("ctrial_only", ())}
     cmd = [a.python, os.path.join(HERE, "torch_eager.py"), "--workload", "digits" if wl == "digits" else "charlm",
            "--config", os.path.join(ROOT, WORKLOADS[wl]["config"]), "--data", plan.data(wl),
            "--device", a.device, "--amp", m["amp"], "--fused", m["fused"],
@@ -418,6 +444,9 @@ def main():
     binaries = {WORKLOADS[w]["binary"]: find_binary(a.bin_dir, WORKLOADS[w]["binary"]) for w in a.workloads}
     work = tempfile.mkdtemp(prefix="bench_gpu_")
     plan = Plan(a, env, work)
+    for wl in a.workloads:  # the exported models, with the weights torch_eager.py's seed 0 gives
+        if WORKLOADS[wl].get("export") and not a.dry_run:
+            export_charlm(a, wl, work)
     start = time.monotonic()
     notes = []
 
