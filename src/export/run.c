@@ -113,6 +113,36 @@ static int add_fill(step *s, fill_kind kind, size_t arg, size_t elem, int32_t sl
 
 static bool same_device(ct_device a, ct_device b) { return a.type == b.type && (a.type == CT_CPU || a.index == b.index); }
 
+/* A list argument: an array the step owns, its constants in place, a
+ * fill for each element a slot gives (a tensor, or a size computed from a
+ * dynamic one). */
+static int lay_list(step *s, const ct_pt2_arg *a, ct_arg *x, size_t at) {
+    static const struct {
+        size_t size;
+        fill_kind fill;
+    } kinds[] = {[CT_PT2_TENSORS] = {sizeof(ct_tensor *), F_LIST_TENSOR},
+                 [CT_PT2_OPT_TENSORS] = {sizeof(ct_tensor *), F_LIST_OPT_TENSOR},
+                 [CT_PT2_INTS] = {sizeof(int64_t), F_LIST_INT},
+                 [CT_PT2_FLOATS] = {sizeof(double), F_LIST_FLOAT},
+                 [CT_PT2_BOOLS] = {sizeof(bool), F_LIST_BOOL}};
+    void *v = list_alloc(s, a->n, kinds[a->kind].size);
+    if (!v) return ct_set_error(CT_ENOMEM, "out of host memory");
+    switch (a->kind) {
+    case CT_PT2_INTS: *x = ct_arg_ints(a->n, v); break;
+    case CT_PT2_FLOATS: *x = ct_arg_floats(a->n, v); break;
+    case CT_PT2_BOOLS: *x = ct_arg_bools(a->n, v); break;
+    default: *x = ct_arg_tensors(a->n, v); break;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->slots[i] >= 0) {
+            if (add_fill(s, kinds[a->kind].fill, at, i, a->slots[i])) return ct_last_code();
+        } else if (a->kind == CT_PT2_INTS) ((int64_t *)v)[i] = a->ints[i];
+        else if (a->kind == CT_PT2_FLOATS) ((double *)v)[i] = a->floats[i];
+        else if (a->kind == CT_PT2_BOOLS) ((bool *)v)[i] = a->bools[i];
+    }
+    return 0;
+}
+
 /* The ct_arg for argument a of a node, with its fills. */
 static int lay_arg(const ct_export_plan *p, step *s, const ct_pt2_node *node, const ct_pt2_arg *a, size_t at,
                    ct_device traced_on) {
@@ -147,45 +177,10 @@ static int lay_arg(const ct_export_plan *p, step *s, const ct_pt2_node *node, co
         return add_fill(s, k == CT_PT2_SLOT_INT ? F_INT : k == CT_PT2_SLOT_FLOAT ? F_FLOAT : F_BOOL, at, 0, a->slot);
     }
     case CT_PT2_TENSORS:
-    case CT_PT2_OPT_TENSORS: {
-        const ct_tensor **v = list_alloc(s, a->n, sizeof *v);
-        if (!v) return ct_set_error(CT_ENOMEM, "out of host memory");
-        *x = ct_arg_tensors(a->n, v);
-        fill_kind k = a->kind == CT_PT2_TENSORS ? F_LIST_TENSOR : F_LIST_OPT_TENSOR;
-        for (size_t i = 0; i < a->n; i++)
-            if (a->slots[i] >= 0 && add_fill(s, k, at, i, a->slots[i])) return ct_last_code();
-        return 0;
-    }
-    case CT_PT2_INTS: {
-        int64_t *v = list_alloc(s, a->n, sizeof *v);
-        if (!v) return ct_set_error(CT_ENOMEM, "out of host memory");
-        *x = ct_arg_ints(a->n, v);
-        for (size_t i = 0; i < a->n; i++) {
-            if (a->slots[i] < 0) v[i] = a->ints[i];
-            else if (add_fill(s, F_LIST_INT, at, i, a->slots[i])) return ct_last_code();
-        }
-        return 0;
-    }
-    case CT_PT2_FLOATS: {
-        double *v = list_alloc(s, a->n, sizeof *v);
-        if (!v) return ct_set_error(CT_ENOMEM, "out of host memory");
-        *x = ct_arg_floats(a->n, v);
-        for (size_t i = 0; i < a->n; i++) {
-            if (a->slots[i] < 0) v[i] = a->floats[i];
-            else if (add_fill(s, F_LIST_FLOAT, at, i, a->slots[i])) return ct_last_code();
-        }
-        return 0;
-    }
-    case CT_PT2_BOOLS: {
-        bool *v = list_alloc(s, a->n, sizeof *v);
-        if (!v) return ct_set_error(CT_ENOMEM, "out of host memory");
-        *x = ct_arg_bools(a->n, v);
-        for (size_t i = 0; i < a->n; i++) {
-            if (a->slots[i] < 0) v[i] = a->bools[i];
-            else if (add_fill(s, F_LIST_BOOL, at, i, a->slots[i])) return ct_last_code();
-        }
-        return 0;
-    }
+    case CT_PT2_OPT_TENSORS:
+    case CT_PT2_INTS:
+    case CT_PT2_FLOATS:
+    case CT_PT2_BOOLS: return lay_list(s, a, x, at);
     case CT_PT2_GRAPH:
         return node_error(p, node, CT_ENOTSUP, "argument '%s' is a graph, which only a higher-order operator takes%s",
                           a->name ? a->name : "", "");

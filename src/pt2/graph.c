@@ -511,19 +511,7 @@ static int parse_out(reader *r, slots *s, const json_t *v, ct_pt2_arg *a) {
         rc = tensor_list(r, s, val, a, false, true);
     } else if (!strcmp(key, "as_optional_tensors")) {
         a->kind = CT_PT2_OPT_TENSORS;
-        if (!json_is_array(val)) rc = bad(r, "expected a list");
-        else if (!(rc = alloc_list(r, a, json_array_size(val))))
-            for (size_t i = 0; !rc && i < a->n; i++) {
-                const char *k2;
-                json_t *v2;
-                size_t at2 = push(r, "[%zu]", i);
-                if ((rc = union_of(r, json_array_get(val, i), &k2, &v2))) break;
-                if (!strcmp(k2, "as_tensor")) {
-                    const char *name = field_str(r, v2, "name");
-                    rc = name ? define(r, s, name, CT_PT2_SLOT_TENSOR, &a->slots[i]) : ct_last_code();
-                } else if (strcmp(k2, "as_none")) rc = bad(r, "expected as_tensor or as_none, got %s", k2);
-                if (!rc) pop(r, at2);
-            }
+        rc = tensor_list(r, s, val, a, true, true);
     } else if (!strcmp(key, "as_sym_int") || !strcmp(key, "as_sym_float") || !strcmp(key, "as_sym_bool")) {
         ct_pt2_slot_kind k = key[7] == 'i' ? CT_PT2_SLOT_INT : key[7] == 'f' ? CT_PT2_SLOT_FLOAT : CT_PT2_SLOT_BOOL;
         const char *k2;
