@@ -55,20 +55,23 @@ static int forward(int argc, char **argv) {
         else if (!strcmp(argv[i], "--eval-program") && i + 1 < argc) o.eval_program = argv[++i];
     }
     ct_module *m = ct_nn_load_exported(argv[2], &o);
-    if (!m) return fail("load");
-    ct_value *in = NULL;
-    if (ct_pth_load(argv[3], &in)) return fail("inputs");
+    ct_value *in = NULL, *out = NULL, *res = NULL;
+    int rc = m ? 0 : fail("load");
+    if (!rc && ct_pth_load(argv[3], &in)) rc = fail("inputs");
+    if (rc) goto done;
     const ct_value *args = ct_value_dict_get(in, "args"), *kwargs = ct_value_dict_get(in, "kwargs");
     int64_t calls = 1;
     if (ct_value_dict_get(in, "calls")) ct_value_get_int(ct_value_dict_get(in, "calls"), &calls);
     const ct_value *load = ct_value_dict_get(in, "load");
-    if (load && ct_nn_load_state_dict(m, load, true)) return fail("load_state_dict");
+    if (load && ct_nn_load_state_dict(m, load, true)) {
+        rc = fail("load_state_dict");
+        goto done;
+    }
     const ct_value *ac = ct_value_dict_get(in, "autocast");
     bool autocast = ac && ct_value_get_str(ac) && !strcmp(ct_value_get_str(ac), "bf16");
     int64_t seed = 0;
     if (ct_value_dict_get(in, "seed") && !ct_value_get_int(ct_value_dict_get(in, "seed"), &seed)) ct_manual_seed((uint64_t)seed);
     ct_nn_train(m, !eval);
-    ct_value *out = NULL;
     for (int64_t c = 0; c < calls; c++) {
         ct_value_free(out);
         ct_scope *s = ct_scope_begin();
@@ -78,35 +81,40 @@ static int forward(int argc, char **argv) {
         if (autocast) ct_autocast_exit();
         ct_guard_end(g);
         ct_scope_end(s);
-        if (!out) return fail("forward");
+        if (!out) {
+            rc = fail("forward");
+            goto done;
+        }
     }
-    ct_value *res = ct_value_dict(), *grads = ct_value_dict();
+    res = ct_value_dict();
+    ct_value *grads = ct_value_dict();
     if (!eval) {
         ct_scope *s = ct_scope_begin();
         ct_tensor *sum = NULL;
-        if (add_outputs(out, &sum)) return fail("sum");
-        if (sum && ct_backward(sum)) return fail("backward");
+        if (add_outputs(out, &sum) || (sum && ct_backward(sum))) rc = fail("backward");
         ct_scope_end(s);
-        for (size_t i = 0; i < ct_nn_num_params(m); i++) {
+        for (size_t i = 0; !rc && i < ct_nn_num_params(m); i++) {
             const char *name;
-            ct_tensor *p = ct_nn_param_at(m, i, &name);
-            ct_tensor *g = ct_grad(p);
+            ct_tensor *g = ct_grad(ct_nn_param_at(m, i, &name));
             if (g) ct_value_dict_set(grads, name, ct_value_tensor(ct_keep(g)));
         }
     }
     ct_value_dict_set(res, "out", out);
+    out = NULL;
     ct_value_dict_set(res, "state", ct_nn_state_dict(m));
     ct_value_dict_set(res, "grads", grads);
-    if (ct_pth_save(argv[4], res, NULL, NULL)) return fail("save");
+    if (!rc && ct_pth_save(argv[4], res, NULL, NULL)) rc = fail("save");
+done:
     ct_value_free(res);
+    ct_value_free(out);
     ct_value_free(in);
     ct_nn_free(m);
-    return 0;
+    return rc;
 }
 
 static int info(const char *path) {
     ct_module *m = ct_nn_load_exported(path, NULL);
-    if (!m) return fail("load");
+    if (!m) return fail("load"); /* nothing to free */
     for (size_t i = 0; i < ct_nn_state_size(m); i++) {
         const char *name;
         ct_tensor *t = ct_nn_state_at(m, i, &name);
