@@ -26,8 +26,10 @@ in train() (what ctrial trains, and what torch.export.load returns), and
 "eval", the module in eval(), which ctrial runs for validation (BatchNorm
 on its running statistics, dropout off, and whatever else the module's
 eval() changes). Both are torch.export.export's training IR; the archive is
-torch.export.save's format (package_pt2 with two programs), so Python
-reads it back with torch.export.load.
+torch.export.save's format (package_pt2 with two programs, the eval
+program's weights naming the training program's files, so that the
+weights are in the archive once), and Python reads it back with
+torch.export.load (torch.export.pt2_archive's load_pt2 gives both).
 
 Prints what was exported: the parameters, the inputs and outputs as
 traced, and the file.
@@ -88,6 +90,33 @@ def parse_input(text, max_batch, dims):
     return example, (dynamic or None)
 
 
+def save_sharing_weights(path, programs):
+    """package_pt2 (what torch.export.save calls) of both programs, rewritten
+    so that "eval" names the training program's weight files instead of
+    copies of them: the archive holds the weights once. torch.export.load
+    reads it as it reads package_pt2's."""
+    from torch.export.pt2_archive._package import PT2ArchiveReader, PT2ArchiveWriter, package_pt2
+    tmp = path + ".tmp.pt2"
+    package_pt2(tmp, exported_programs=programs)
+    config = "data/weights/{}_weights_config.json"
+    with PT2ArchiveReader(tmp) as r:
+        train = json.loads(r.read_string(config.format("model")))["config"]
+        ev = json.loads(r.read_string(config.format("eval")))
+        dropped = set()
+        for fqn, meta in ev["config"].items():
+            if fqn in train and not meta["use_pickle"] and not train[fqn]["use_pickle"]:
+                dropped.add("data/weights/" + meta["path_name"])
+                meta["path_name"] = train[fqn]["path_name"]
+        kept = {"data/weights/" + m["path_name"] for m in list(train.values()) + list(ev["config"].values())}
+        with PT2ArchiveWriter(path) as w:
+            for name in r.archive_file.get_all_records():
+                if name in dropped and name not in kept:
+                    continue
+                data = json.dumps(ev).encode() if name == config.format("eval") else r.read_bytes(name)
+                w.write_bytes(name, data)
+    os.remove(tmp)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("factory")
@@ -129,8 +158,7 @@ def main():
     for k, v in model.state_dict().items():  # tracing runs on fake tensors: nothing moved
         assert torch.equal(v, before[k]), f"export changed {k}"
 
-    from torch.export.pt2_archive._package import package_pt2  # what torch.export.save calls
-    package_pt2(a.output, exported_programs=programs)
+    save_sharing_weights(a.output, programs)
 
     ep = programs["model"]
     n = sum(p.numel() for p in model.parameters())
