@@ -156,9 +156,10 @@ static int register_state(tree *t, ct_module *root, const ct_pt2_tensors *w, siz
     const char *dot = strrchr(item->name, '.'), *leaf = dot ? dot + 1 : item->name;
     ct_module *m = container(t, root, item->name, dot ? (size_t)(dot - item->name) : 0);
     if (!m) return ct_last_code();
+    if (item->alias_of >= 0 && !registered[item->alias_of] && /* the tensor it ties to comes first */
+        register_state(t, root, w, (size_t)item->alias_of, parameter, persistent, registered))
+        return ct_last_code();
     const ct_tensor *src = item->alias_of >= 0 ? registered[item->alias_of] : ct_value_get_tensor(item->leaf);
-    if (!src) return ct_set_error(CT_EFORMAT, "'%s' ties to '%s', which is registered later", item->name,
-                                  w->items[item->alias_of].name);
     ct_tensor *t2 = ct_keep(ct_alias(src));
     if (!t2) return ct_last_code();
     ct_tensor *got = parameter ? ct_nn_add_parameter(m, leaf, t2) : ct_nn_add_buffer(m, leaf, t2, persistent);

@@ -33,8 +33,8 @@ sys.path.insert(0, HERE)
 import models  # noqa: E402
 
 SRC = os.environ.get("CTRIAL_SOURCE_DIR", os.path.join(HERE, "..", ".."))
-WORK = os.path.join(os.environ.get("CTRIAL_BUILD_DIR", "/tmp"), "tests", "export")
 TOOL = sys.argv[1]
+WORK = os.path.join(os.environ.get("CTRIAL_BUILD_DIR", "/tmp"), "tests", "export", sys.argv[2])  # one per mode
 failures = []
 
 
@@ -209,6 +209,28 @@ def run_parity():
     autocast_parity("resnet18", lambda: torchvision.models.resnet18(num_classes=10), (img,),
                     (torch.randn(2, 3, 32, 32),))
 
+    # tools/export_model.py: two programs, the weights stored once, which
+    # torch reads back and ctrial runs as the module's eval()
+    archive = path("tool_gpt.pt2")
+    subprocess.run([sys.executable, os.path.join(SRC, "tools", "export_model.py"),
+                    os.path.join(HERE, "models.py") + ":GPT", "--kwargs", '{"dropout": 0.1}', "--input", "int64[N,32]",
+                    "--seed", "4", "-o", archive], check=True, capture_output=True, text=True)
+    from torch.export.pt2_archive._package import load_pt2
+    eps = load_pt2(archive).exported_programs
+    weights = [n for n in zipfile.ZipFile(archive).namelist() if "/data/weights/weight_" in n]
+    torch.manual_seed(4)
+    gpt = models.GPT(dropout=0.1).eval()
+    x = torch.randint(0, 65, (3, 32))
+    with torch.no_grad():
+        want = gpt(x)
+    got = call_c(archive, (x,), eval_mode=True)["out"]
+    if sorted(eps) != ["eval", "model"] or len(weights) != len(set(id(p) for p in gpt.parameters())) or \
+            not same(eps["eval"].module()(x), want) or not same(got, want):
+        fail(f"tools/export_model.py: programs {sorted(eps)}, {len(weights)} weight files, or eval outputs differ")
+    else:
+        print(f"ok   tools/export_model.py: 'model' and 'eval' in one archive, {len(weights)} weight files (once), "
+              "torch's load_pt2 and ctrial give the module's eval()")
+
     # the names and what the module takes, as traced
     info = [json.loads(l) for l in run_tool("info", path("gpt.pt2")).stdout.splitlines()]
     names = [d["state"] for d in info if "state" in d]
@@ -351,7 +373,7 @@ def run_errors():
 
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
-    os.makedirs(WORK)
+    os.makedirs(WORK)  # parity and errors run side by side: each has its own folder
     torch.set_num_threads(1)
     {"parity": run_parity, "errors": run_errors}[sys.argv[2]]()
     if failures:

@@ -1,7 +1,9 @@
 """Python half of tests/optim/json_value.h: state dicts <-> JSON, and a
 structural comparison that reports the largest numeric deviation.
 
-Encoding: None/bool/int/float/str as JSON scalars, list as array,
+Encoding: None/bool/int/float/str as JSON scalars (a NaN or infinite
+float as the dict {"float": "nan" | "inf" | "-inf"}; in a tensor or a list
+of losses the string alone), list as array,
 {"tuple": [...]}, {"dict": [[key, value], ...]} (keys str or int, in order),
 {"tensor": nested lists, "dtype": "float32", "shape": [...]}.
 """
@@ -14,12 +16,31 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int
 NAMES = {v: k for k, v in DTYPES.items()}
 
 
+def real(x):
+    """A tensor element as JSON takes it: non-finite as "nan", "inf", "-inf"."""
+    return x if math.isfinite(x) else "nan" if math.isnan(x) else "inf" if x > 0 else "-inf"
+
+
+def reals(j):
+    return [reals(v) for v in j] if isinstance(j, list) else real(j)
+
+
+def plain(j):
+    """real()'s strings back to floats, in nested lists."""
+    if isinstance(j, list):
+        return [plain(v) for v in j]
+    return float(j) if isinstance(j, str) else j
+
+
 def encode(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return {"dict": [["float", real(x)]]}
     if x is None or isinstance(x, (bool, int, float, str)):
         return x
     if isinstance(x, torch.Tensor):
         t = x.detach().cpu()
-        return {"tensor": t.tolist(), "dtype": NAMES[t.dtype], "shape": list(t.shape)}
+        data = reals(t.tolist()) if t.is_floating_point() else t.tolist()
+        return {"tensor": data, "dtype": NAMES[t.dtype], "shape": list(t.shape)}
     if isinstance(x, tuple):
         return {"tuple": [encode(v) for v in x]}
     if isinstance(x, list):
@@ -37,7 +58,9 @@ def decode(j):
     if isinstance(j, list):
         return [decode(v) for v in j]
     if "tensor" in j:
-        return torch.tensor(j["tensor"], dtype=DTYPES[j["dtype"]]).reshape(j["shape"])
+        return torch.tensor(plain(j["tensor"]), dtype=DTYPES[j["dtype"]]).reshape(j["shape"])
+    if "dict" in j and len(j["dict"]) == 1 and j["dict"][0][0] == "float" and j["dict"][0][1] in ("nan", "inf", "-inf"):
+        return float(j["dict"][0][1])  # encode()'s non-finite float
     if "tuple" in j:
         return tuple(decode(v) for v in j["tuple"])
     return {k: decode(v) for k, v in j["dict"]}
@@ -79,9 +102,12 @@ def same(c, p, where, dev, rtol=1e-6, atol=1e-12):
     elif isinstance(p, dict) and "tensor" in p:
         assert c["dtype"] == p["dtype"], f"{where}: dtype {c['dtype']} vs {p['dtype']}"
         assert c["shape"] == p["shape"], f"{where}: shape {c['shape']} vs {p['shape']}"
-        a = torch.tensor(c["tensor"], dtype=torch.float64).flatten()
-        b = torch.tensor(p["tensor"], dtype=torch.float64).flatten()
+        a = torch.tensor(plain(c["tensor"]), dtype=torch.float64).flatten()
+        b = torch.tensor(plain(p["tensor"]), dtype=torch.float64).flatten()
         for x, y in zip(a.tolist(), b.tolist()):
+            if not (math.isfinite(x) and math.isfinite(y)):  # both NaN, or the same infinity
+                assert x == y or (math.isnan(x) and math.isnan(y)), f"{where}: {x!r} vs {y!r}"
+                continue
             dev.see(x, y, where)
             assert abs(x - y) <= rtol * max(abs(x), abs(y)) + atol, f"{where}: {x!r} vs {y!r}"
     else:  # scalars: hyperparameters must be exactly Python's

@@ -1,6 +1,7 @@
 /* tests/optim/json_value.c — see json_value.h. */
 #include "json_value.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,11 +10,25 @@ static const struct {
     ct_dtype dtype;
 } kDtypes[] = {{"float32", CT_F32}, {"float64", CT_F64}, {"int64", CT_I64}, {"int32", CT_I32}};
 
+json_t *real_to_json(double x) {
+    return isfinite(x) ? json_real(x) : json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+/* A number, or real_to_json's "nan", "inf", "-inf": false for anything else. */
+static bool real_from_json(const json_t *j, double *x) {
+    const char *s = json_string_value(j);
+    if (json_is_number(j)) *x = json_number_value(j);
+    else if (s && !strcmp(s, "nan")) *x = NAN;
+    else if (s && (!strcmp(s, "inf") || !strcmp(s, "-inf"))) *x = s[0] == '-' ? -INFINITY : INFINITY;
+    else return false;
+    return true;
+}
+
 /* Element `i` of a host buffer of `dtype`, as JSON. */
 static json_t *elem_to_json(const void *buf, ct_dtype dtype, int64_t i) {
     switch (dtype) {
-    case CT_F32: return json_real(((const float *)buf)[i]);
-    case CT_F64: return json_real(((const double *)buf)[i]);
+    case CT_F32: return real_to_json(((const float *)buf)[i]);
+    case CT_F64: return real_to_json(((const double *)buf)[i]);
     case CT_I64: return json_integer(((const int64_t *)buf)[i]);
     case CT_I32: return json_integer(((const int32_t *)buf)[i]);
     default: return NULL;
@@ -71,6 +86,8 @@ json_t *value_to_json(const ct_value *v) {
     case CT_VALUE_FLOAT: {
         double d = 0;
         ct_value_get_float(v, &d);
+        if (!isfinite(d)) /* as the dict {"float": "nan"}, the convention of sched_parity.c */
+            return json_pack("{s:[[s, s]]}", "dict", "float", isnan(d) ? "nan" : d > 0 ? "inf" : "-inf");
         return json_real(d);
     }
     case CT_VALUE_STR: return json_string(ct_value_get_str(v));
@@ -113,8 +130,8 @@ static int flatten(const json_t *j, ct_dtype dtype, void *buf, int64_t n, int64_
             if (flatten(json_array_get(j, i), dtype, buf, n, pos) != 0) return -1;
         return 0;
     }
-    if (!json_is_number(j) || *pos >= n) return ct_set_error(CT_EFORMAT, "tensor data does not fit its shape");
-    double x = json_number_value(j);
+    double x = 0;
+    if (!real_from_json(j, &x) || *pos >= n) return ct_set_error(CT_EFORMAT, "tensor data does not fit its shape");
     switch (dtype) {
     case CT_F32: ((float *)buf)[*pos] = (float)x; break;
     case CT_F64: ((double *)buf)[*pos] = x; break;

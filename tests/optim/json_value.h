@@ -7,6 +7,10 @@
  *   tuple                               -> {"tuple": [...]}
  *   dict                                -> {"dict": [[key, value], ...]}  (key: string or int, in order)
  *   tensor                              -> {"tensor": nested lists, "dtype": "float32", "shape": [...]}
+ * JSON has no NaN or infinity: a non-finite float is the dict {"float":
+ * "nan" | "inf" | "-inf"} (as sched_parity.c passes ReduceLROnPlateau's
+ * inf), and a non-finite tensor element or loss the string "nan", "inf"
+ * or "-inf" (an LBFGS that diverges on some CPUs has NaN in its state).
  * tests/optim/ctjson.py is the Python half.
  */
 #ifndef CT_TEST_JSON_VALUE_H
@@ -18,6 +22,8 @@
 
 /* New JSON (NULL on failure, with a ct error set). */
 json_t *value_to_json(const ct_value *v);
+/* x as a JSON number, or "nan", "inf", "-inf". New. */
+json_t *real_to_json(double x);
 /* A tensor alone, as {"tensor": ...}. */
 json_t *tensor_to_json(const ct_tensor *t);
 /* New value (NULL on failure, with a ct error set). */

@@ -222,7 +222,7 @@ static void one_step(ct_optim *o, ct_tensor **params, size_t n, const json_t *ru
         b.y = ct_randn(CT_SHAPE(16, 2), NULL);
         double loss = 0;
         if (!b.x || !b.y || ct_optim_step_closure(o, closure, &b, &loss) != 0) die("step_closure");
-        json_array_append_new(losses, json_real(loss));
+        json_array_append_new(losses, real_to_json(loss));
         ct_scope_end(s);
         return;
     }

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ctjson import Deviation, decode, encode, same  # noqa: E402
+from ctjson import Deviation, decode, encode, plain, same  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -283,7 +283,7 @@ def main():
         checks += 3
         if run.get("model"):  # what each step(closure) returned, from where C started
             ran = losses[run.get("start", 0):]
-            same(encode(torch.tensor(c["losses"], dtype=torch.float64)), encode(torch.tensor(ran, dtype=torch.float64)),
+            same(encode(torch.tensor(plain(c["losses"]), dtype=torch.float64)), encode(torch.tensor(ran, dtype=torch.float64)),
                  f"{name}.losses", dev)
             checks += 1
 
