@@ -62,7 +62,9 @@ struct ct_callback {
     int (*on_checkpoint_write_end)(void *self, ct_context *ctx, const char *dir);
     int (*on_trial_shutdown)(void *self, ct_context *ctx);
 
-    /* Saved under `name` in checkpoints: a NEW value (or NULL: nothing). */
+    /* Saved under `name` in checkpoints: a NEW value, or NULL: nothing to
+     * save (a failure when it set an error; ctrial clears the thread's
+     * error before the call, error.h). */
     ct_value *(*state_dict)(void *self);
     int (*load_state_dict)(void *self, const ct_value *state);
     /* Frees self when the context ends (may be NULL). */

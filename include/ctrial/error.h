@@ -62,7 +62,12 @@ CT_API const char *ct_last_error(void);
 /* Code of the last failure on this thread, CT_OK if none. */
 CT_API int ct_last_code(void);
 
-/* Forgets the last failure on this thread. */
+/* Forgets the last failure on this thread. ctrial calls it before every
+ * call into code of yours (the trial's functions, callbacks, datasets,
+ * collate functions, reducers), so an error your program handled earlier
+ * never reads as a failure of that code: a function whose NULL means
+ * "nothing" (a callback's state_dict, evaluation_reducer) means it unless
+ * it set an error (docs/api/error.md, "Errors and your code"). */
 CT_API void ct_clear_error(void);
 
 /* Records a failure (for user callbacks and library layers): sets the code and

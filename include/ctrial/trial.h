@@ -152,7 +152,9 @@ typedef struct ct_trial {
     ct_value *(*evaluate_full_dataset)(void *self, ct_context *ctx, ct_loader *loader);
     /* Optional: how evaluate_batch metrics reduce. Returns a NEW value: an
      * int (a ct_reducer_kind for every metric) or a dict metric name -> int
-     * whose keys must be exactly the metric names. NULL result: AVG. */
+     * whose keys must be exactly the metric names. NULL result: AVG (a
+     * failure when it set an error: ctrial clears the thread's error
+     * before calling the trial's code, error.h). */
     ct_value *(*evaluation_reducer)(void *self, ct_context *ctx);
     /* Optional: records in a batch (default: size(0) of its first tensor). */
     int64_t (*get_batch_length)(void *self, const ct_value *batch);
@@ -166,7 +168,7 @@ typedef struct ct_trial {
     ct_module *(*build_model)(void *self, ct_context *ctx);
     ct_optim *(*optimizer)(void *self, ct_context *ctx, ct_module *model);
     /* Optional in simple mode; *mode receives the step mode (default
-     * CT_STEP_EVERY_EPOCH). */
+     * CT_STEP_EVERY_EPOCH). NULL without an error: no scheduler. */
     ct_sched *(*create_lr_scheduler)(void *self, ct_context *ctx, ct_optim *opt, ct_step_mode *mode);
 } ct_trial;
 

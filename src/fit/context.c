@@ -50,9 +50,12 @@ int ct_context_trial_failed(const char *what) {
  * trial's. */
 static char g_no_state;
 
+/* Each call into the trial's code starts with the thread's error cleared
+ * (error.h, "Errors and your code"). */
 int ct_context_build_trial(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     ct_manual_seed(ctx->trial_seed);
+    ct_clear_error();
     if (!t->build_model) {
         ctx->self = t->init(ctx);
         return ctx->self ? CT_OK : ct_context_trial_failed("init");
@@ -60,13 +63,17 @@ int ct_context_build_trial(ct_context *ctx) {
     ctx->simple_mode = true;
     ctx->self = t->init ? t->init(ctx) : &g_no_state;
     if (!ctx->self) return ct_context_trial_failed("init");
+    ct_clear_error();
     ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
     if (!model) return ct_context_trial_failed("build_model");
+    ct_clear_error();
     ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
     if (!opt) return ct_context_trial_failed("optimizer");
     if (t->create_lr_scheduler) {
         ct_step_mode mode = CT_STEP_EVERY_EPOCH;
+        ct_clear_error();
         ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
+        if (!s && ct_last_code() != CT_OK) return ct_context_trial_failed("create_lr_scheduler"); /* NULL alone: none */
         if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
     }
     return CT_OK;

@@ -44,19 +44,25 @@
 
 /* Calls `hook` of every callback in registration order while rc is CT_OK;
  * the first failure sets rc to an error naming the callback and the hook.
- * (CALL_HOOKS0 for hooks that take only self and ctx.) */
+ * (CALL_HOOKS0 for hooks that take only self and ctx.) Like every call into
+ * the trial's code, each starts with the thread's error cleared (error.h,
+ * "Errors and your code"), so a failure's message is the hook's own. */
 #define CALL_HOOKS(rc, ctx, hook, ...)                                                        \
     do {                                                                                      \
         for (size_t i_ = 0; (rc) == CT_OK && i_ < (ctx)->n_callbacks; i_++) {                 \
             const ct_callback *cb_ = &(ctx)->callbacks[i_];                                   \
-            if (cb_->hook && cb_->hook(cb_->self, (ctx), __VA_ARGS__) != 0) (rc) = hook_failed(cb_, #hook); \
+            if (!cb_->hook) continue;                                                         \
+            ct_clear_error();                                                                 \
+            if (cb_->hook(cb_->self, (ctx), __VA_ARGS__) != 0) (rc) = hook_failed(cb_, #hook); \
         }                                                                                     \
     } while (0)
 #define CALL_HOOKS0(rc, ctx, hook)                                                            \
     do {                                                                                      \
         for (size_t i_ = 0; (rc) == CT_OK && i_ < (ctx)->n_callbacks; i_++) {                 \
             const ct_callback *cb_ = &(ctx)->callbacks[i_];                                   \
-            if (cb_->hook && cb_->hook(cb_->self, (ctx)) != 0) (rc) = hook_failed(cb_, #hook); \
+            if (!cb_->hook) continue;                                                         \
+            ct_clear_error();                                                                 \
+            if (cb_->hook(cb_->self, (ctx)) != 0) (rc) = hook_failed(cb_, #hook);             \
         }                                                                                     \
     } while (0)
 
@@ -423,6 +429,7 @@ static int evaluate_pass(ct_context *ctx, ct_value *outputs) {
         if (got <= 0) return got;
         ct_scope *s = ct_scope_begin();
         rc = amp_enter(ctx);
+        if (rc == CT_OK) ct_clear_error(); /* the trial's code starts with no error pending (error.h) */
         ct_value *m = rc == CT_OK ? ctx->trial->evaluate_batch(ctx->self, ctx, batch, i) : NULL;
         if (rc == CT_OK) amp_exit(ctx);
         ct_scope_end(s);
@@ -468,6 +475,7 @@ static ct_value *evaluate_full(ct_context *ctx) {
     int rc = ct_loader_reset(ctx->val_loader);
     ct_scope *s = ct_scope_begin();
     if (rc == CT_OK) rc = amp_enter(ctx);
+    if (rc == CT_OK) ct_clear_error();
     ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
     if (rc == CT_OK) amp_exit(ctx);
     ct_scope_end(s);
@@ -504,10 +512,13 @@ static int run_validation(ct_context *ctx) {
         rc = evaluate_batches(ctx, outputs);
         if (rc == CT_OK) CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
         if (rc == CT_OK) {
+            /* NULL means AVG, unless the trial's function set an error */
+            ct_clear_error();
             ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
-            metrics = ct_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers);
+            if (!spec && ct_last_code() != CT_OK) rc = ct_set_error(ct_last_code(), "evaluation_reducer: %s", ct_last_error());
+            metrics = rc == CT_OK ? ct_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers) : NULL;
             ct_value_free(spec);
-            if (!metrics) rc = ct_last_code();
+            if (!metrics && rc == CT_OK) rc = ct_last_code();
         }
     } else {
         /* Rank 0 evaluates the whole set; every rank gets its answer (or
@@ -593,6 +604,7 @@ static int simple_mode_step(ct_context *ctx, const ct_value *metrics) {
  * replays it after. */
 static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoch, int64_t idx) {
     int rc = amp_enter(ctx);
+    if (rc == CT_OK) ct_clear_error(); /* the trial's code starts with no error pending (error.h) */
     ct_value *m = rc == CT_OK ? ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx) : NULL;
     if (rc == CT_OK) {
         amp_exit(ctx);
@@ -631,6 +643,7 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     if (rc == CT_OK) rc = ct_value_list_append(workload, m);
     else ct_value_free(m);
     if (rc == CT_OK) {
+        ct_clear_error();
         int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
                                                        : ct_batch_length(batch);
         if (records < 0) rc = ct_context_trial_failed("get_batch_length");
@@ -1049,11 +1062,13 @@ static int setup_trial(ct_context *ctx) {
     if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = ct_context_build_trial(ctx);
     if (rc != CT_OK) return rc;
+    ct_clear_error(); /* each call into the trial's code starts with no error pending (error.h) */
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return ct_context_trial_failed("build_callbacks");
     if ((rc = ct_context_hparam_failure(ctx)) != CT_OK) return rc;
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc != CT_OK) return rc;
 
+    ct_clear_error();
     ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
     if (!ctx->train_loader) return ct_context_trial_failed("build_training_data_loader");
     if (ctx->repro_checks && ct_loader_is_iterable(ctx->train_loader))
@@ -1107,6 +1122,7 @@ static int setup_epochs(ct_context *ctx) {
 static int setup_rest(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     int rc = CT_OK;
+    ct_clear_error();
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
     if (!ctx->val_loader) return ct_context_trial_failed("build_validation_data_loader");
     if (ctx->repro_checks && ct_loader_is_iterable(ctx->val_loader))
@@ -1182,12 +1198,17 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
     ctx->profiler = NULL;
     /* Shutdown hooks run in reverse, also after a failure; the first
-     * failure is the one reported. */
+     * failure is the one reported (its message kept across the hooks, each
+     * of which starts with the error cleared). */
+    char failure[2048] = "";
+    if (rc != CT_OK) snprintf(failure, sizeof failure, "%s", ct_last_error());
     for (size_t i = ctx->n_callbacks; i-- > 0;) {
         const ct_callback *cb = &ctx->callbacks[i];
-        if (cb->on_trial_shutdown && cb->on_trial_shutdown(cb->self, ctx) != 0 && rc == CT_OK)
-            rc = hook_failed(cb, "on_trial_shutdown");
+        if (!cb->on_trial_shutdown) continue;
+        ct_clear_error();
+        if (cb->on_trial_shutdown(cb->self, ctx) != 0 && rc == CT_OK) rc = hook_failed(cb, "on_trial_shutdown");
     }
+    if (failure[0]) ct_set_error(rc, "%s", failure);
     /* The last lines say whether training ran to its end, and if not, why. */
     if (rc == CT_OK && set_up) ct_report_summary(ctx, g_agreed_signal);
     char saved_msg[2048];

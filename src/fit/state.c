@@ -149,6 +149,7 @@ ct_value *ct_context_state(ct_context *ctx) {
     for (size_t i = 0; ok && i < ctx->n_callbacks; i++) {
         const ct_callback *cb = &ctx->callbacks[i];
         if (!cb->state_dict) continue;
+        ct_clear_error(); /* NULL is "nothing to save" unless the callback set an error (error.h) */
         ct_value *s = cb->state_dict(cb->self);
         if (!s) {
             if (ct_last_code() != CT_OK) {
@@ -275,6 +276,7 @@ static int restore_callbacks(ct_context *ctx, const ct_value *state, const char 
         const ct_callback *cb = &ctx->callbacks[i];
         const ct_value *s = ct_value_dict_get(saved, cb->name);
         if (!s || !cb->load_state_dict) continue; /* a callback new to this run starts fresh */
+        ct_clear_error();
         if (cb->load_state_dict(cb->self, s) != 0)
             return mismatch(dir, "callback '%s' load_state_dict: %s", cb->name, ct_last_error());
     }

@@ -28,3 +28,8 @@ ct_c_test(loop_fit_limits ${CMAKE_CURRENT_LIST_DIR}/fit_limits.c)
 ct_c_test(loop_closure ${CMAKE_CURRENT_LIST_DIR}/closure.c)
 ct_mpi_test(loop_closure_np2 2 loop_closure)
 ct_py_test(loop_closure_torch ${CMAKE_CURRENT_LIST_DIR}/test_closure.py $<TARGET_FILE:loop_closure>)
+# error.h's rule: an error the program set and handled never reads as the
+# failure of the next call into its code (ctrial clears it first): every
+# trial function and callback finds nothing pending, a state_dict's NULL
+# is "nothing" and an evaluation_reducer's "AVG"; real failures still fail.
+ct_c_test(loop_stale_errors ${CMAKE_CURRENT_LIST_DIR}/stale_errors.c)
