@@ -1112,9 +1112,10 @@ static int setup_epochs(ct_context *ctx) {
         ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
     }
     /* A resumed run: its position checked against this run, then the
-     * training loader moved there. */
+     * training loader moved there (unless the checkpoint is at or past
+     * max_length: nothing will be trained). */
     rc = ct_context_check_position(ctx);
-    if (rc == CT_OK && ctx->resume_position > 0)
+    if (rc == CT_OK && ctx->resume_position > 0 && ctx->initial_batch < ctx->max_length_batches)
         rc = ct_loader_set_position(ctx->train_loader, ctx->resume_position);
     return rc;
 }

@@ -449,6 +449,11 @@ void ct_report_setup(ct_context *ctx) {
         snprintf(line, sizeof line, "resumed from %s after batch %lld (epoch %.2f)", ctx->resume_dir,
                  (long long)ctx->initial_batch, epochs_of(ctx));
         print_line(ctx, line);
+        if (ctx->initial_batch >= ctx->max_length_batches) {
+            snprintf(line, sizeof line, "nothing to train: the checkpoint is at batch %lld, at or past this run's "
+                     "max_length of %lld batches", (long long)ctx->initial_batch, (long long)ctx->max_length_batches);
+            print_line(ctx, line);
+        }
     }
 }
 

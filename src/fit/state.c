@@ -549,22 +549,16 @@ int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const c
 }
 
 /* Once the training loader is built and max_length is in batches
- * (setup_epochs), before the loader moves to the checkpoint's position:
- * the position must lie within this run's max_length (a run never trains
- * past it, and moving the loader there costs time in proportion), and on
+ * (setup_epochs), before the loader moves to the checkpoint's position: on
  * as many ranks as the checkpoint's the epoch must be as long (else the
  * data or its batching changed and the position names other records; on
- * another number of ranks the shares, and so the length, may differ). */
+ * another number of ranks the shares, and so the length, may differ). A
+ * position at or past this run's max_length is no error: the run has
+ * nothing to train, as Determined's (test_max_batches_leq_steps_completed). */
 int ct_context_check_position(ct_context *ctx) {
     if (!ctx->resume_dir[0] || !ctx->resume_meta) return CT_OK;
     const char *dir = ctx->resume_dir;
     const json_t *ts = json_object_get(ctx->resume_meta, "trial_state");
-    int64_t bt = ctx->initial_batch;
-    if (bt > ctx->max_length_batches)
-        return bad_field(dir, "trial_state.", "batches_trained", json_object_get(ts, "batches_trained"),
-                         "at most this run's max_length, %lld batches (a run never trains past it: resuming this "
-                         "checkpoint needs a max_length of at least %lld batches)",
-                         (long long)ctx->max_length_batches, (long long)bt);
     json_t *len = json_object_get(ts, "epoch_len"), *world = json_object_get(ts, "world_size");
     if (json_integer_value(world) == ctx->size && json_integer_value(len) != ctx->epoch_len)
         return bad_field(dir, "trial_state.", "epoch_len", len,

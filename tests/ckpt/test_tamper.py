@@ -173,13 +173,14 @@ def main():
          "hands out one batch per batch trained)")
     case("position_negative", {"loader_position": -3}, "trial_state.loader_position is -3, expected 16")
     # 2^62 batches trained, with every count that says so agreeing: past
-    # max_length, and the loader would never get there.
+    # max_length, so nothing to train (Determined's
+    # test_max_batches_leq_steps_completed), and the loader is not moved
+    # there (it would never get there).
     ckpt = tampered(ck16, "bt_huge", edit_meta=lambda m: (
         set_ts(batches_trained=BIG, last_checkpoint_batches=BIG, loader_position=BIG)(m),
         m.update(steps_completed=BIG, batches_trained=BIG)))
-    expect("trial_state: 2^62 batches, every count agreeing", resume("bt_huge", ckpt), 3,
-           f"checkpoint {ckpt}: metadata.json: trial_state.batches_trained is {BIG}, expected at most this run's "
-           "max_length, 24 batches")
+    expect("trial_state: 2^62 batches, every count agreeing", resume("bt_huge", ckpt), 0,
+           f"nothing to train: the checkpoint is at batch {BIG}, at or past this run's max_length of 24 batches")
     case("bt_alone", {"batches_trained": BIG},
          f"trial_state.last_checkpoint_batches is 16, expected {BIG} (batches_trained")
     case("bt_negative", {"batches_trained": -1}, "trial_state.batches_trained is -1, expected an integer >= 0")
@@ -241,11 +242,11 @@ def main():
         "it was trained with trial_seed 5, this run has seed 0 (resuming needs the same")
     top("seed_negative", {"trial_seed": -1}, "metadata.json: trial_seed is -1, expected an integer >= 0")
 
-    # The checkpoint's batches against this run's max_length (a run never
-    # trains past it); at max_length itself it resumes and is done.
-    expect("a checkpoint beyond this run's max_length", resume("beyond", ck24, "--max-length", "20"), 3,
-           f"checkpoint {ck24}: metadata.json: trial_state.batches_trained is 24, expected at most this run's "
-           "max_length, 20 batches")
+    # The checkpoint's batches against this run's max_length: past it or at
+    # it, the run has nothing to train and ends at once, as Determined's.
+    expect("a checkpoint beyond this run's max_length", resume("beyond", ck24, "--max-length", "20"), 0,
+           "nothing to train: the checkpoint is at batch 24, at or past this run's max_length of 20 batches",
+           "done: 24 batches")
     expect("a checkpoint at max_length resumes", resume("at_end", ck24), 0, "done: 24 batches")
 
     # ---- state_dict.pth ---------------------------------------------------------------------

@@ -33,3 +33,6 @@ ct_py_test(loop_closure_torch ${CMAKE_CURRENT_LIST_DIR}/test_closure.py $<TARGET
 # trial function and callback finds nothing pending, a state_dict's NULL
 # is "nothing" and an evaluation_reducer's "AVG"; real failures still fail.
 ct_c_test(loop_stale_errors ${CMAKE_CURRENT_LIST_DIR}/stale_errors.c)
+# Determined's test_max_batches_leq_steps_completed: a checkpoint at or past
+# this run's max_length trains and validates nothing and ends without error.
+ct_c_test(loop_past_end ${CMAKE_CURRENT_LIST_DIR}/past_end.c)
