@@ -56,6 +56,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/pool.h"
+#include "data/sampler.h"
 #include "ctrial/cuda.h"
 #include "ctrial/data.h"
 
@@ -81,6 +82,7 @@ struct ct_loader {
     ct_dataset *dataset;
     ct_loader_opts o;    /* a copy; o.sampler moved to `sampler` */
     bool user_chain;     /* the sampler is the user's: cannot be rebuilt */
+    int64_t chain_skip;  /* the user chain's ct_sampler_skip count (its start), -1: none */
     bool pin;            /* pin_memory asked and CUDA is there */
     int64_t num_samples;
     int64_t len;         /* batches per pass of this rank; -1 unknown */
@@ -871,11 +873,14 @@ ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *opts) {
     l->dataset = dataset;
     l->o = o;
     l->user_chain = user != NULL;
+    /* A user chain that skips (Determined's recipe ends in
+     * SkipBatchSampler(initial_batch)) starts where its skip puts it. */
+    l->chain_skip = user ? ct_sampler_skip_count(user) : -1;
     /* torch's DataLoader, too, goes on without pinning when no GPU is there. */
     l->pin = o.pin_memory && ct_cuda_is_available();
     l->num_samples = ct_dataset_len(dataset);
     l->len = user ? ct_sampler_len(user) : batches_per_pass(&o, l->num_samples);
-    l->position = user ? 0 : o.skip_batches;
+    l->position = user ? (l->chain_skip > 0 ? l->chain_skip : 0) : o.skip_batches;
     l->pass_start = pass_start_of(l, l->position);
     l->sampler = user ? user : build_chain(l, l->position);
     l->max_item = ct_sampler_max_item(l->sampler);
@@ -964,6 +969,13 @@ int ct_loader_reset(ct_loader *l) {
 /* A user's sampler only moves forward: batches in flight first, then draws
  * (crossing pass ends, as an uninterrupted loader reset at each would). */
 static int seek_user_chain(ct_loader *l, int64_t target) {
+    if (target < l->position && l->chain_skip > 0 && l->position == l->chain_skip)
+        return ct_set_error(CT_EINVAL,
+                            "ct_loader_set_position(%" PRId64 "): the training loader's own sampler chain skips %"
+                            PRId64 " batches (ct_sampler_skip), past position %" PRId64
+                            ", and cannot be rewound: skip ct_ctx_initial_batch(ctx) batches, where a resumed run "
+                            "starts (or none: the loop positions the chain)",
+                            target, l->chain_skip, target);
     if (target < l->position)
         return ct_set_error(CT_ENOTSUP,
                             "ct_loader_set_position(%" PRId64 "): the loader is at %" PRId64
@@ -1070,8 +1082,11 @@ int ct_loader_use_device(ct_loader *l, ct_device device) {
     return 0;
 }
 
+bool ct_loader_has_user_sampler(const ct_loader *l) { return l && l->user_chain; }
+
 int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
     if (!l) return ct_set_error(CT_EINVAL, "the training data loader is NULL");
+    if (l->user_chain && position <= l->position) return CT_OK; /* a skip of its own put it there, or beyond */
     if (l->iterable) { /* repeat -> shard -> batch, replayed to `position` */
         if (world_size < 1 || rank < 0 || rank >= world_size)
             return ct_set_error(CT_EINVAL, "the training data loader: rank %d is not in [0, world_size %d)", rank,

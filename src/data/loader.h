@@ -30,5 +30,13 @@ int ct_loader_use_device(ct_loader *l, ct_device device);
  * ctrial cannot guarantee. The loop refuses it unless the trial opted out of
  * the dataset reproducibility checks. false for NULL. */
 bool ct_loader_is_iterable(const ct_loader *l);
+/* The loader hands out the batches of the trial's own sampler chain
+ * (ct_loader_opts.sampler), whose order, sharding and resume ctrial cannot
+ * vouch for: the loop refuses it unless the trial opted out of the dataset
+ * reproducibility checks, as Determined refuses a DataLoader other than
+ * its own. A chain with a skip (ct_sampler_skip, Determined's recipe's
+ * SkipBatchSampler(initial_batch)) starts at its skip's count: the loop
+ * leaves the positioning to it. false for NULL. */
+bool ct_loader_has_user_sampler(const ct_loader *l);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "ctrial/data.h"
 #include "base/mt19937.h"
+#include "data/sampler.h"
 
 struct ct_sampler {
     int64_t (*next)(ct_sampler *s, int64_t *out, int64_t cap);
@@ -316,6 +317,13 @@ ct_sampler *ct_sampler_skip(ct_sampler *inner, int64_t count) {
     q->base.inner = inner;
     q->count = count;
     return &q->base;
+}
+
+int64_t ct_sampler_skip_count(const ct_sampler *s) {
+    int64_t total = -1;
+    for (; s; s = s->inner)
+        if (s->next == skip_next) total = (total < 0 ? 0 : total) + ((const Skip *)s)->count;
+    return total;
 }
 
 /* ---- common ---------------------------------------------------------------- */

@@ -1037,6 +1037,18 @@ static int choose_global_batch_size(ct_context *ctx) {
     return CT_OK;
 }
 
+/* Determined refuses a DataLoader other than its own while the dataset
+ * reproducibility checks are on (its _dataset_repro_warning), saying how to
+ * turn them off. */
+static int user_sampler_refused(const char *fn) {
+    return ct_set_error(CT_ETRIAL,
+                        "%s returned a loader over the trial's own sampler chain (ct_loader_opts.sampler), whose "
+                        "shuffle, sharding and resume position ctrial cannot vouch for; ctrial's chain "
+                        "(ct_loader_opts shuffle and seed) gives all three. To use your own, call "
+                        "ct_ctx_disable_dataset_reproducibility_checks(ctx) in init",
+                        fn);
+}
+
 /* Setting up, in Determined's order: the trial (init), its callbacks,
  * on_trial_startup, the training loader; then (setup_epochs) the epoch
  * length every rank shares; then (setup_rest) the validation loader, the
@@ -1075,6 +1087,8 @@ static int setup_trial(ct_context *ctx) {
         return ct_set_error(CT_ETRIAL, "build_training_data_loader returned an iterable loader, whose resume is "
                                        "only as exact as its iterator is deterministic: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
+    if (ctx->repro_checks && ct_loader_has_user_sampler(ctx->train_loader))
+        return user_sampler_refused("build_training_data_loader");
     if (ctx->auto_to_device) rc = ct_loader_use_device(ctx->train_loader, ctx->device);
     /* At the chain's start for now: a resumed run's position is checked
      * against max_length first (setup_epochs), then the loader moves there. */
@@ -1115,8 +1129,16 @@ static int setup_epochs(ct_context *ctx) {
      * training loader moved there (unless the checkpoint is at or past
      * max_length: nothing will be trained). */
     rc = ct_context_check_position(ctx);
-    if (rc == CT_OK && ctx->resume_position > 0 && ctx->initial_batch < ctx->max_length_batches)
-        rc = ct_loader_set_position(ctx->train_loader, ctx->resume_position);
+    if (ctx->initial_batch >= ctx->max_length_batches) return rc;
+    if (rc == CT_OK && ctx->resume_position > 0) rc = ct_loader_set_position(ctx->train_loader, ctx->resume_position);
+    /* A user chain with a skip of its own starts there; anywhere but this
+     * run's start it would train on other records than an uninterrupted run. */
+    if (rc == CT_OK && ct_loader_position(ctx->train_loader) != ctx->resume_position)
+        rc = ct_set_error(CT_ETRIAL,
+                          "the training loader's own sampler chain starts at batch %lld (its ct_sampler_skip), but "
+                          "this run starts at batch %lld: skip ct_ctx_initial_batch(ctx) batches (Determined's "
+                          "SkipBatchSampler(context.get_initial_batch())), or none and the loop positions the chain",
+                          (long long)ct_loader_position(ctx->train_loader), (long long)ctx->resume_position);
     return rc;
 }
 
@@ -1129,6 +1151,8 @@ static int setup_rest(ct_context *ctx) {
     if (ctx->repro_checks && ct_loader_is_iterable(ctx->val_loader))
         return ct_set_error(CT_ETRIAL, "build_validation_data_loader returned an iterable loader: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
+    if (ctx->repro_checks && ct_loader_has_user_sampler(ctx->val_loader))
+        return user_sampler_refused("build_validation_data_loader");
     if (t->evaluate_batch && ctx->auto_to_device) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
     if (rc == CT_OK && t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
     if (rc != CT_OK) return rc;

@@ -32,7 +32,9 @@
 
 typedef struct {
     int64_t records;        /* training records (64) */
-    int user_chain;         /* 0: ctrial's chain; 1: repeat-shard-batch of sequential; 2: batch of sequential */
+    int user_chain;         /* 0: ctrial's chain; 1: repeat-shard-batch of sequential; 2: batch of sequential;
+                               3: 1 then skip(ct_ctx_initial_batch + skip_extra): Determined's user-guide recipe */
+    int64_t skip_extra;     /* user_chain 3: batches skipped beyond the initial batch */
     int64_t chain_batch;    /* the user chain's batch size */
     int64_t stop_at;        /* set_stop_requested(true) in this batch index (-1) */
     int64_t unstop_at;      /* set_stop_requested(false) in this batch index (-1) */
@@ -180,6 +182,12 @@ static ct_loader *train_loader(void *self, ct_context *ctx) {
                                      g.chain_batch, false);
     else if (g.user_chain == 2)
         o.sampler = ct_sampler_batch(ct_sampler_sequential(g.records), g.chain_batch, false);
+    else if (g.user_chain == 3)
+        o.sampler = ct_sampler_skip(
+            ct_sampler_batch(ct_sampler_shard(ct_sampler_repeat(ct_sampler_sequential(g.records)), ct_ctx_rank(ctx),
+                                              ct_ctx_size(ctx)),
+                             g.chain_batch, false),
+            ct_ctx_initial_batch(ctx) + g.skip_extra);
     return ct_loader_new(records(g.records), &o);
 }
 
@@ -466,6 +474,7 @@ int main(void) {
     rm_rf("semantics_chain");
     g.records = 10;
     g.user_chain = 1;
+    g.opt_out = true;
     g_epochs = true;
     ct_fit_opts o = opts("semantics_chain", 4);
     o.max_length = ct_epochs(2);
@@ -479,6 +488,7 @@ int main(void) {
     rm_rf("semantics_chain");
     g.records = 10;
     g.user_chain = 1;
+    g.opt_out = true;
     g.stop_at = 3;
     g_epochs = true;
     o = opts("semantics_chain", 4);
@@ -488,9 +498,55 @@ int main(void) {
     reset();
     g.records = 10;
     g.user_chain = 1;
+    g.opt_out = true;
     g_epochs = true;
     o.resume = "latest";
     expect_run("user chain: resumed", &t, &o, 0, "[6,7,8,9] [0,1,2,3] e1 T6 V6 C6:end");
+    CHECK(g_final_w == straight);
+
+    /* Without the opt-out a chain of the trial's own is refused, as
+     * Determined refuses a DataLoader other than its own, naming the way out. */
+    reset();
+    rm_rf("semantics_chain");
+    g.records = 10;
+    g.user_chain = 1;
+    o = opts("semantics_chain", 4);
+    o.max_length = ct_epochs(2);
+    CHECK(ct_fit(&t, &o) == CT_ETRIAL);
+    CHECK(strstr(ct_last_error(), "build_training_data_loader returned a loader over the trial's own sampler chain"));
+    CHECK_ERR(CT_ETRIAL, "ct_ctx_disable_dataset_reproducibility_checks(ctx) in init");
+
+    /* Determined's user guide's chain ends in SkipBatchSampler(initial_batch)
+     * (here skip(ct_ctx_initial_batch)): the skip positions it, and a resume
+     * mid-epoch trains on what the uninterrupted run trained on, no batch
+     * skipped twice. */
+    reset();
+    rm_rf("semantics_recipe");
+    g.records = 10;
+    g.user_chain = 3;
+    g.opt_out = true;
+    g.stop_at = 3;
+    g_epochs = true;
+    o = opts("semantics_recipe", 4);
+    o.max_length = ct_epochs(2);
+    o.reporting_period = ct_batches(4);
+    expect_run("recipe chain: stopped", &t, &o, 0, "E0 [0,1,2,3] [4,5,6,7] [8,9,0,1] e0 E1 [2,3,4,5] T4 C4:stop");
+    /* (a chain that skips more than the run's start trains nothing) */
+    reset();
+    g.records = 10;
+    g.user_chain = 3;
+    g.skip_extra = 2;
+    g.opt_out = true;
+    o.resume = "latest";
+    CHECK(ct_fit(&t, &o) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "skips 6 batches (ct_sampler_skip), past position 4");
+    CHECK(!strchr(g_log, '['));
+    reset();
+    g.records = 10;
+    g.user_chain = 3;
+    g.opt_out = true;
+    g_epochs = true;
+    expect_run("recipe chain: resumed", &t, &o, 0, "[6,7,8,9] [0,1,2,3] e1 T6 V6 C6:end");
     CHECK(g_final_w == straight);
 
     /* A chain that ends its passes (no repeat): each pass is an epoch, the
@@ -499,6 +555,7 @@ int main(void) {
     rm_rf("semantics_passes");
     g.records = 10;
     g.user_chain = 2;
+    g.opt_out = true;
     g_epochs = true;
     o = opts("semantics_passes", 4);
     o.max_length = ct_epochs(2);
@@ -508,6 +565,7 @@ int main(void) {
     rm_rf("semantics_passes");
     g.records = 10;
     g.user_chain = 2;
+    g.opt_out = true;
     g.exit_at = 3;
     o = opts("semantics_passes", 4);
     o.max_length = ct_epochs(2);
@@ -515,6 +573,7 @@ int main(void) {
     reset();
     g.records = 10;
     g.user_chain = 2;
+    g.opt_out = true;
     o.resume = "latest";
     expect_run("passes: resumed", &t, &o, 0, "[4,5,6,7] [8,9] T6 V6 C6:end");
     CHECK(g_final_w == straight);
