@@ -6,9 +6,11 @@
  * false, integers (decimal, 0o octal, 0x hex), floats (1.5, .5, 1e-4,
  * .inf, .nan), anything else a string; a quoted scalar is always a string
  * and an explicit !!str, !!int, !!float, !!bool or !!null tag is obeyed.
- * An alias is a copy of its anchor's value; the values made, aliases
- * expanded, are counted, so that a few lines of nested aliases cannot take
- * the memory ("billion laughs"). Keys are strings (a scalar key keeps its
+ * An alias is a copy of its anchor's value; the values made and the bytes
+ * of their text, aliases expanded, are counted, so that a few lines of
+ * nested aliases cannot take the memory ("billion laughs", also of large
+ * strings: a 1 MiB anchor aliased 100,000 times is refused before it is
+ * copied once). Keys are strings (a scalar key keeps its
  * text), and a key given twice is an error, as JSON_REJECT_DUPLICATES
  * makes it for JSON. JSON cannot hold .inf or .nan: refused. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
@@ -28,13 +30,15 @@
 
 #define MAX_DEPTH 64
 #define MAX_NODES 1000000 /* made, aliases expanded: far beyond any config */
+#define MAX_BYTES ((size_t)64 << 20) /* of scalars' text, aliases expanded: likewise */
 #define NOT_A_KEY "a key must be a plain value (a string), not a list or a mapping"
 
 /* An anchor and what it names, with the values it expands to. */
 typedef struct {
     char *name;
     json_t *value; /* NULL while the anchored node is being read */
-    size_t size;
+    size_t size;   /* values in it */
+    size_t bytes;  /* its scalars' text */
 } anchor;
 
 /* A mapping or sequence being read; a mapping's key waiting for its value. */
@@ -42,13 +46,13 @@ typedef struct {
     json_t *node;
     char *key;
     int anchor; /* index in anchors, or -1 */
-    size_t made_before;
+    size_t made_before, bytes_before;
 } open_node;
 
 typedef struct {
     yaml_parser_t parser;
     const char *label;
-    size_t made;
+    size_t made, bytes;
     anchor *anchors;
     size_t n_anchors, cap_anchors;
     open_node stack[MAX_DEPTH + 1];
@@ -153,7 +157,7 @@ static int add_anchor(conv *c, const unsigned char *name) {
     }
     char *copy = strdup((const char *)name);
     if (!copy) return ct_set_error(CT_ENOMEM, "%s: out of memory", c->label), -1;
-    c->anchors[c->n_anchors] = (anchor){copy, NULL, 0};
+    c->anchors[c->n_anchors] = (anchor){copy, NULL, 0, 0};
     return (int)c->n_anchors++;
 }
 
@@ -200,10 +204,13 @@ static bool awaiting_key(const conv *c) {
     return c->depth > 0 && json_is_object(c->stack[c->depth - 1].node) && !c->stack[c->depth - 1].key;
 }
 
-/* One more value made (n of them for an alias's expansion). */
-static int count(conv *c, size_t n, yaml_mark_t m) {
+/* One more value made (n of them, of `bytes` bytes of text, for an
+ * alias's expansion), counted before anything is copied. */
+static int count(conv *c, size_t n, size_t bytes, yaml_mark_t m) {
     c->made += n;
-    return c->made > MAX_NODES ? fail_at(c, m, "more than a million values once aliases are expanded") : 0;
+    c->bytes = bytes > MAX_BYTES - c->bytes ? MAX_BYTES + 1 : c->bytes + bytes;
+    if (c->made > MAX_NODES) return fail_at(c, m, "more than a million values once aliases are expanded");
+    return c->bytes > MAX_BYTES ? fail_at(c, m, "more than 64 MiB of text once aliases are expanded") : 0;
 }
 
 static int on_event(conv *c, const yaml_event_t *e) {
@@ -213,7 +220,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
         if (++c->docs > 1) return ct_set_error(CT_ECONFIG, "%s: more than one YAML document ('---'); a config is one", c->label);
         return 0;
     case YAML_SCALAR_EVENT: {
-        int rc = count(c, 1, m);
+        int rc = count(c, 1, e->data.scalar.length, m);
         bool is_key = awaiting_key(c);
         json_t *v = rc ? NULL : is_key ? json_null() : scalar(c, e);
         if (!v) return rc ? rc : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ENOMEM, "%s: out of memory", c->label);
@@ -225,6 +232,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
             }
             c->anchors[a].value = is_key ? json_string((const char *)e->data.scalar.value) : json_incref(v);
             c->anchors[a].size = 1;
+            c->anchors[a].bytes = e->data.scalar.length;
         }
         return place(c, v, m, true, (const char *)e->data.scalar.value);
     }
@@ -232,7 +240,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
         anchor *a = find_anchor(c, e->data.alias.anchor);
         if (!a) return fail_at(c, m, "an alias to an anchor not defined before it");
         if (!a->value) return fail_at(c, m, "an alias inside its own anchor (a loop)");
-        int rc = count(c, a->size, m);
+        int rc = count(c, a->size, a->bytes, m);
         bool is_key = awaiting_key(c);
         if (!rc && is_key && !json_is_string(a->value)) return fail_at(c, m, NOT_A_KEY);
         return rc ? rc : place(c, json_deep_copy(a->value), m, is_key, is_key ? json_string_value(a->value) : NULL);
@@ -241,7 +249,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
     case YAML_MAPPING_START_EVENT: {
         if (c->depth == MAX_DEPTH) return fail_at(c, m, "nested more than 64 deep");
         if (awaiting_key(c)) return fail_at(c, m, NOT_A_KEY);
-        int rc = count(c, 1, m);
+        int rc = count(c, 1, 0, m);
         if (rc) return rc;
         const unsigned char *name = e->type == YAML_SEQUENCE_START_EVENT ? e->data.sequence_start.anchor
                                                                          : e->data.mapping_start.anchor;
@@ -249,7 +257,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
         if (name && a < 0) return ct_last_code();
         json_t *node = e->type == YAML_SEQUENCE_START_EVENT ? json_array() : json_object();
         if (!node) return ct_set_error(CT_ENOMEM, "%s: out of memory", c->label);
-        c->stack[c->depth++] = (open_node){node, NULL, a, c->made};
+        c->stack[c->depth++] = (open_node){node, NULL, a, c->made, c->bytes};
         return 0;
     }
     case YAML_SEQUENCE_END_EVENT:
@@ -259,6 +267,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
         if (top.anchor >= 0) {
             c->anchors[top.anchor].value = json_incref(top.node);
             c->anchors[top.anchor].size = c->made - top.made_before + 1;
+            c->anchors[top.anchor].bytes = c->bytes - top.bytes_before;
         }
         return place(c, top.node, m, false, NULL);
     }

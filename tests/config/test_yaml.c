@@ -181,6 +181,23 @@ static void test_errors(void) {
         strcat(bomb, line);
     }
     refused(bomb, "more than a million values once aliases are expanded");
+    /* ... of large strings (the fault campaign's): a 1 MiB string anchor
+     * aliased through five nested lists of ten is 100 GB expanded and only
+     * 10^5 values; refused where the first alias past 64 MiB is counted, before
+     * it is copied */
+    size_t big = 1 << 20;
+    char *strings = malloc(big + 4096);
+    strcpy(strings, "l0: &l0 \"");
+    memset(strings + strlen(strings), 'x', big);
+    strcpy(strings + 9 + big, "\"\n");
+    for (int i = 1; i <= 5; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d]\n", i, i,
+                 i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+        strcat(strings, line);
+    }
+    refused(strings, "more than 64 MiB of text once aliases are expanded");
+    free(strings);
     /* deeper than 64 */
     char deep[1024] = "a: ";
     for (int i = 0; i < 70; i++) strcat(deep, "[");
