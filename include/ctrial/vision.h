@@ -24,7 +24,8 @@
  * Intended usage:
  *   1. Decode with ct_image_read / ct_image_decode, or let a dataset do it:
  *      ct_dataset_image_folder (one folder per class), ct_dataset_cifar.
- *      Images are uint8 (uint16 for 16-bit PNGs) tensors [C, H, W], as
+ *      Images are uint8 (uint16 for 16-bit PNGs, but for a folder's in
+ *      any mode but UNCHANGED) tensors [C, H, W], as
  *      torchvision.io.decode_image returns them.
  *   2. Build the transforms (ct_tf_*), chain them with ct_tf_compose, and
  *      attach them with ct_dataset_transform. They run per record on the
@@ -99,9 +100,19 @@ typedef enum {
  * file (CT_EFORMAT with libjpeg's or libpng's message), an unsupported bit
  * depth or colour space (CT_ENOTSUP), and, so that a hostile header cannot
  * take a worker's memory or time, an image over 2^31 bytes decoded (over
- * 65500 pixels a side for JPEG) or a progressive JPEG of more than 1000
- * scans (CT_ENOTSUP). Never a crash. */
+ * 65500 pixels a side for JPEG) or over the pixel limit below, or a
+ * progressive JPEG of more than 1000 scans (CT_ENOTSUP); a PNG chunk that
+ * claims more bytes than the file has left is a truncation (CT_EFORMAT),
+ * and no compressed PNG text or ICC profile is inflated past 8 MiB (libpng
+ * drops the chunk). Never a crash. */
 CT_API ct_tensor *ct_image_decode(const void *data, size_t size, ct_image_mode mode, const char *name);
+/* The decompression-bomb limit, as PIL's Image.MAX_IMAGE_PIXELS (which
+ * torchvision's ImageFolder loader obeys): an image of more than twice
+ * max_pixels pixels is refused before it is decoded, as PIL raises
+ * DecompressionBombError. Default PIL's 89,478,485 (so 178,956,970
+ * pixels); 0 or less lifts it. Process-wide, for every decoder and
+ * loader worker; returns the previous value. */
+CT_API int64_t ct_image_set_max_pixels(int64_t max_pixels);
 /* ct_image_decode of the file at path (CT_EIO naming it when unreadable or
  * not a regular file, CT_EFORMAT when larger than 2^31 bytes). */
 CT_API ct_tensor *ct_image_read(const char *path, ct_image_mode mode);
@@ -114,8 +125,11 @@ CT_API ct_tensor *ct_image_read(const char *path, ct_image_mode mode);
  * numbered from 0; each class's files are found recursively (symbolic
  * links followed), directories visited in sorted order and their files
  * sorted, as torchvision's make_dataset walks them. Sample i is the tuple
- * (image [C, H, W] as ct_image_read gives it in `mode`, label int64 0-dim).
- * Images are decoded when a sample is fetched (on the loader's workers);
+ * (image [C, H, W] as ct_image_read gives it in `mode`, label int64 0-dim),
+ * except that in any mode but UNCHANGED a 16-bit PNG is uint8, each
+ * sample's high byte, as ImageFolder's loader (PIL) gives it, so that it
+ * collates beside 8-bit files (for 16-bit gray, PIL saturates at 255
+ * instead). Images are decoded when a sample is fetched (on the loader's workers);
  * images of different sizes collate only after a transform that gives them
  * one size (ct_dataset_transform).
  *

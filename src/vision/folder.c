@@ -27,6 +27,7 @@
 
 #include "data/dataset.h"
 #include "vision/folder.h"
+#include "vision/image.h"
 
 #define FN "ct_dataset_image_folder"
 
@@ -228,7 +229,7 @@ static ct_value *sample_of(const folder_ds *ds, int64_t index, ct_tensor *img) {
 
 static ct_value *folder_get(void *self, int64_t index) {
     const folder_ds *ds = self;
-    return sample_of(ds, index, ct_image_read(ds->paths.items[index], ds->mode));
+    return sample_of(ds, index, ct_image_read_as_pil(ds->paths.items[index], ds->mode, NULL, NULL));
 }
 
 /* Does this file count? CT_ENOTSUP for one that counts and that ctrial
@@ -413,7 +414,7 @@ static int64_t folder_tf_len(void *self) { return ((folder_tf *)self)->ds->paths
 static ct_value *folder_tf_get(void *self, int64_t index, uint64_t seed) {
     const folder_tf *f = self;
     ct_rng *rng = ct_rng_new(seed);
-    ct_tensor *img = rng ? ct_image_read_transform(f->ds->paths.items[index], f->ds->mode, f->t, rng) : NULL;
+    ct_tensor *img = rng ? ct_image_read_as_pil(f->ds->paths.items[index], f->ds->mode, f->t, rng) : NULL;
     ct_rng_free(rng);
     return sample_of(f->ds, index, img);
 }

@@ -20,9 +20,14 @@
  * Stricter than torchvision, as training data wants: a JPEG or PNG cut
  * short anywhere (libjpeg-turbo would pad it gray with a warning; libpng
  * is never asked for what follows the image data) is an error, and so are
- * images larger than CT_IMAGE_MAX_BYTES decoded and progressive JPEGs of
- * more than MAX_SCANS scans, so a hostile header cannot take the memory or
- * the time of a worker. libjpeg's and libpng's warnings are dropped:
+ * images larger than CT_IMAGE_MAX_BYTES decoded, images of more pixels
+ * than PIL's decompression-bomb limit (ct_image_set_max_pixels), a PNG
+ * chunk claiming more bytes than the file has left, and progressive JPEGs
+ * of more than MAX_SCANS scans, so a hostile header cannot take the memory
+ * or the time of a worker; libpng inflates no text or ICC chunk past
+ * MAX_CHUNK bytes (it drops the chunk). libjpeg's warnings that the data ended early (a marker
+ * inside a scan, the file's end before EOI: libjpeg would pad the rest) are
+ * truncation errors; its other warnings, and libpng's, are dropped:
  * torchvision decodes on through them and so do these, silently.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -31,6 +36,7 @@
 
 #include <limits.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +51,18 @@
 #include "vision/image.h"
 
 #define MAX_SCANS 1000        /* progressive JPEG scans; real files have a dozen */
+#define MAX_CHUNK (8u << 20)  /* an ancillary PNG chunk (text, ICC profile): libpng's suggested limit */
+#define PIL_MAX_IMAGE_PIXELS 89478485 /* PIL.Image.MAX_IMAGE_PIXELS: 1024 * 1024 * 1024 // 4 // 3 */
+
+/* PIL's Image.MAX_IMAGE_PIXELS, which torchvision's ImageFolder loader
+ * obeys: an image of more than twice as many pixels is a decompression
+ * bomb (PIL's DecompressionBombError). 0: no limit. Read by the loader's
+ * workers while a program may set it. */
+static _Atomic int64_t g_max_pixels = PIL_MAX_IMAGE_PIXELS;
+
+int64_t ct_image_set_max_pixels(int64_t max_pixels) {
+    return atomic_exchange(&g_max_pixels, max_pixels > 0 ? max_pixels : 0);
+}
 #define TRUNCATED "Image is incomplete or truncated"
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -87,6 +105,13 @@ static int fail_ct(failure *f) {
 /* The whole image's size against the limit (also when only a box of it
  * is decoded: the same files are refused either way). */
 static int check_size(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype, uint64_t max_bytes) {
+    int64_t max_pixels = atomic_load(&g_max_pixels);
+    if (max_pixels > 0 && h * w > 2 * (uint64_t)max_pixels)
+        return fail_with(f, CT_ENOTSUP,
+                         "the image (%llu x %llu: %llu pixels) is larger than %llu pixels, twice the limit of "
+                         "ct_image_set_max_pixels (PIL's MAX_IMAGE_PIXELS, which refuses it as a decompression bomb)",
+                         (unsigned long long)h, (unsigned long long)w, (unsigned long long)(h * w),
+                         (unsigned long long)(2 * (uint64_t)max_pixels));
     uint64_t bytes = h * w * (uint64_t)c * ct_dtype_size(dtype); /* h, w < 2^32: no overflow */
     if (bytes <= max_bytes) return 0;
     char dims[96];
@@ -167,7 +192,13 @@ static void jpeg_on_error(j_common_ptr c) {
     longjmp(j->jump, 1);
 }
 
-static void jpeg_on_message(j_common_ptr c, int level) { (void)c, (void)level; }
+/* A warning that the data ended before the image did (a marker inside a
+ * scan's data, the file's end before EOI) is a truncation: libjpeg would
+ * pad the rest, a 1 KB file standing for a huge image. Others are dropped. */
+static void jpeg_on_message(j_common_ptr c, int level) {
+    int m = c->err->msg_code;
+    if (level < 0 && (m == JWRN_HIT_MARKER || m == JWRN_JPEG_EOF)) jpeg_fail(c, CT_EFORMAT, TRUNCATED);
+}
 
 static void jpeg_on_progress(j_common_ptr c) {
     j_decompress_ptr d = (j_decompress_ptr)c;
@@ -339,6 +370,7 @@ typedef struct {
     const unsigned char *at; /* what is left to read */
     size_t left;
     uint64_t max_bytes;
+    bool eight_bit; /* a 16-bit file becomes 8 bits */
     box_job box;
     ct_tensor *hwc;
 } png_job;
@@ -369,6 +401,7 @@ static int png_run(png_job *j, ct_image_mode mode) {
     png_structp png = j->png;
     png_infop info = j->info;
     png_set_sig_bytes(png, 8);
+    png_set_chunk_malloc_max(png, MAX_CHUNK); /* a chunk's claimed length is allocated before it is read */
     png_set_read_fn(png, j, png_on_read);
     png_read_info(png, info);
     png_uint_32 w, h;
@@ -389,6 +422,7 @@ static int png_run(png_job *j, ct_image_mode mode) {
     if (color && !want_color) png_set_rgb_to_gray(png, 1, 0.2989, 0.587);
     if (!color && want_color) png_set_gray_to_rgb(png);
     if (alpha && !want_alpha) png_set_strip_alpha(png);
+    if (depth == 16 && j->eight_bit) png_set_strip_16(png), depth = 8; /* the high byte, as PIL's RGB;16B */
     if (!alpha && want_alpha) png_set_add_alpha(png, depth == 16 ? 0xffff : 0xff, PNG_FILLER_AFTER);
     if (depth == 16 && host_is_little_endian()) png_set_swap(png);
     int passes = png_set_interlace_handling(png);
@@ -412,18 +446,41 @@ static int png_run(png_job *j, ct_image_mode mode) {
     return 0;
 }
 
-static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mode mode, failure *f,
-                             uint64_t max_bytes, const box_job *box) {
+/* Every chunk up to IEND fits in the file: libpng allocates a chunk's
+ * claimed length before it reads it (2 GiB for a tEXt chunk claiming
+ * 2^31 - 1 bytes in a file of 2 KB), so a claim past the end is refused
+ * here, as the truncation it is, before libpng sees it. */
+static int png_chunks_fit(const unsigned char *data, size_t size, failure *f) {
+    for (size_t at = 8; at < size;) {
+        if (size - at < 12) return fail_with(f, CT_EFORMAT, TRUNCATED);
+        const unsigned char *c = data + at;
+        uint64_t length = (uint64_t)c[0] << 24 | (uint64_t)c[1] << 16 | (uint64_t)c[2] << 8 | c[3];
+        if (length > size - at - 12) {
+            char name[5] = "????";
+            for (int i = 0; i < 4; i++)
+                if ((c[4 + i] | 0x20) >= 'a' && (c[4 + i] | 0x20) <= 'z') name[i] = (char)c[4 + i];
+            return fail_with(f, CT_EFORMAT, "%s: the %s chunk at byte %zu claims %llu bytes, %zu are left", TRUNCATED,
+                             name, at, (unsigned long long)length, size - at - 12);
+        }
+        if (memcmp(c + 4, "IEND", 4) == 0) break;
+        at += 12 + (size_t)length;
+    }
+    return 0;
+}
+
+static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mode mode, bool eight_bit,
+                             failure *f, uint64_t max_bytes, const box_job *box) {
     if (size < 8 || png_sig_cmp(data, 0, 8) != 0) {
         fail_with(f, CT_EFORMAT, "%s", size < 8 ? TRUNCATED : "not a PNG file (bad signature)");
         return NULL;
     }
+    if (png_chunks_fit(data, size, f)) return NULL;
     png_job *j = calloc(1, sizeof *j);
     if (!j) {
         fail_with(f, CT_ENOMEM, "out of host memory");
         return NULL;
     }
-    *j = (png_job){.at = data + 8, .left = size - 8, .max_bytes = max_bytes, .box = *box};
+    *j = (png_job){.at = data + 8, .left = size - 8, .max_bytes = max_bytes, .eight_bit = eight_bit, .box = *box};
     int rc = png_run(j, mode);
     png_destroy_read_struct(&j->png, j->info ? &j->info : NULL, NULL);
     if (rc) *f = j->f;
@@ -440,7 +497,7 @@ static bool starts_as(const unsigned char *data, size_t size, const unsigned cha
 }
 
 ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode, const char *name, const char *fn,
-                               uint64_t max_bytes, ct_image_box_fn pick, void *ctx) {
+                               const ct_image_decode_how *how) {
     if (!name) name = "<memory>";
     if (!data && size) {
         ct_set_error(CT_EINVAL, "%s: %s: data is NULL", fn, name);
@@ -453,11 +510,12 @@ ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode
     static const unsigned char jpeg_sig[3] = {0xFF, 0xD8, 0xFF}, png_sig[4] = {0x89, 'P', 'N', 'G'};
     const unsigned char *p = data;
     failure f = {0};
-    box_job box = {.pick = pick, .ctx = ctx};
+    box_job box = {.pick = how->pick, .ctx = how->ctx};
+    uint64_t max_bytes = how->max_bytes;
     ct_tensor *chw = NULL;
     if (size == 0) fail_with(&f, CT_EFORMAT, "empty (0 bytes)");
     else if (starts_as(p, size, jpeg_sig, sizeof jpeg_sig)) chw = decode_jpeg(p, size, mode, &f, max_bytes, &box);
-    else if (starts_as(p, size, png_sig, sizeof png_sig)) chw = decode_png(p, size, mode, &f, max_bytes, &box);
+    else if (starts_as(p, size, png_sig, sizeof png_sig)) chw = decode_png(p, size, mode, how->eight_bit, &f, max_bytes, &box);
     else fail_with(&f, CT_ENOTSUP, "not a JPEG or PNG file");
     if (!chw) ct_set_error(f.code ? f.code : CT_EFORMAT, "%s: %s: %s", fn, name, f.msg);
     return chw;
@@ -465,7 +523,7 @@ ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode
 
 ct_tensor *ct_image_decode_limited(const void *data, size_t size, ct_image_mode mode, const char *name,
                                    const char *fn, uint64_t max_bytes) {
-    return ct_image_decode_box(data, size, mode, name, fn, max_bytes, NULL, NULL);
+    return ct_image_decode_box(data, size, mode, name, fn, &(ct_image_decode_how){.max_bytes = max_bytes});
 }
 
 ct_tensor *ct_image_decode(const void *data, size_t size, ct_image_mode mode, const char *name) {

@@ -770,8 +770,8 @@ static int plan_box(void *ctx, int64_t h, int64_t w, int64_t box[4]) {
     return 0;
 }
 
-static ct_tensor *decode_transform(const void *data, size_t size, ct_image_mode mode, const char *name,
-                                   const ct_transform *t, ct_rng *rng, const char *fn) {
+static ct_tensor *decode_transform(const void *data, size_t size, ct_image_mode mode, bool eight_bit,
+                                   const char *name, const ct_transform *t, ct_rng *rng, const char *fn) {
     if (!name) name = "<memory>";
     if (!t) {
         ct_set_error(CT_EINVAL, "%s: %s: transform is NULL", fn, name);
@@ -783,7 +783,8 @@ static ct_tensor *decode_transform(const void *data, size_t size, ct_image_mode 
     }
     ct_scope *scope = ct_scope_begin();
     decode_plan plan = {t, rng, false};
-    ct_tensor *img = ct_image_decode_box(data, size, mode, name, fn, CT_IMAGE_MAX_BYTES, plan_box, &plan);
+    ct_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .eight_bit = eight_bit, .pick = plan_box, .ctx = &plan};
+    ct_tensor *img = ct_image_decode_box(data, size, mode, name, fn, &how);
     ct_tensor *out = !img ? NULL : plan.cropped ? apply_after_crop(t, img, rng) : apply(t, img, rng);
     if (out) out = ct_scope_return(out);
     if (!out && img) { /* a transform failed: name the file */
@@ -797,17 +798,30 @@ static ct_tensor *decode_transform(const void *data, size_t size, ct_image_mode 
 
 ct_tensor *ct_image_decode_transform(const void *data, size_t size, ct_image_mode mode, const char *name,
                                      const ct_transform *t, ct_rng *rng) {
-    return decode_transform(data, size, mode, name, t, rng, "ct_image_decode_transform");
+    return decode_transform(data, size, mode, false, name, t, rng, "ct_image_decode_transform");
 }
 
-ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, const ct_transform *t, ct_rng *rng) {
-    const char *fn = "ct_image_read_transform";
+/* The file at path decoded, then transformed by t when `transform` (t
+ * NULL is then an error, as in ct_image_read_transform). */
+static ct_tensor *read_transform(const char *path, ct_image_mode mode, bool eight_bit, bool transform,
+                                 const ct_transform *t, ct_rng *rng) {
+    const char *fn = transform ? "ct_image_read_transform" : "ct_image_read";
     char *data = NULL;
     size_t size = 0;
     if (ct_image_read_bytes(path, fn, &data, &size)) return NULL;
-    ct_tensor *out = decode_transform(data, size, mode, path, t, rng, fn);
+    ct_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .eight_bit = eight_bit};
+    ct_tensor *out = transform ? decode_transform(data, size, mode, eight_bit, path, t, rng, fn)
+                               : ct_image_decode_box(data, size, mode, path, fn, &how);
     free(data);
     return out;
+}
+
+ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, const ct_transform *t, ct_rng *rng) {
+    return read_transform(path, mode, false, true, t, rng);
+}
+
+ct_tensor *ct_image_read_as_pil(const char *path, ct_image_mode mode, const ct_transform *t, ct_rng *rng) {
+    return read_transform(path, mode, mode != CT_IMAGE_UNCHANGED, t != NULL, t, rng);
 }
 
 /* ==== ct_dataset_transform ================================================= */

@@ -193,6 +193,9 @@ static void test_limits_and_kinds(void) {
     put32(ihdr + 33, (uint32_t)crc32(0, (const unsigned char *)"IDAT", 4));
     memcpy(ihdr + 37, "\0\0\0\0IEND\xae\x42\x60\x82", 12);
     CHECK(ct_image_decode(png, sizeof png, CT_IMAGE_RGB_ALPHA, "huge.png") == NULL);
+    CHECK_ERR(CT_ENOTSUP, "huge.png: the image (65535 x 65535: 4294836225 pixels) is larger than 178956970 pixels");
+    CHECK(ct_image_set_max_pixels(0) == 89478485); /* no pixel limit: the size limit still holds */
+    CHECK(ct_image_decode(png, sizeof png, CT_IMAGE_RGB_ALPHA, "huge.png") == NULL);
     CHECK_ERR(CT_ENOTSUP, "huge.png: the image (65535 x 65535 x 4)");
 
     int w = 16, h = 8;
@@ -208,6 +211,9 @@ static void test_limits_and_kinds(void) {
     copy[sof + 5] = copy[sof + 7] = 0xFF, copy[sof + 6] = copy[sof + 8] = 0xDC; /* 65500 x 65500: 12 GB */
     CHECK(ct_image_decode(copy, jpg.size, CT_IMAGE_GRAY, "big.jpg") == NULL);
     CHECK_ERR(CT_ENOTSUP, "big.jpg: the image (65500 x 65500 x 1)");
+    CHECK(ct_image_set_max_pixels(89478485) == 0);
+    CHECK(ct_image_decode(copy, jpg.size, CT_IMAGE_GRAY, "big.jpg") == NULL);
+    CHECK_ERR(CT_ENOTSUP, "big.jpg: the image (65500 x 65500: 4290250000 pixels) is larger than 178956970 pixels");
     memcpy(copy, jpg.data, jpg.size);
     copy[sof + 4] = 12; /* 12-bit samples */
     CHECK(ct_image_decode(copy, jpg.size, CT_IMAGE_RGB, "deep.jpg") == NULL);
@@ -242,11 +248,57 @@ static void test_limits_and_kinds(void) {
     t = ct_image_decode(many, last + 200 * seg + 2, CT_IMAGE_RGB, "fewer.jpg"); /* cut short: an error */
     CHECK(t == NULL);
     CHECK_ERR(CT_EFORMAT, "fewer.jpg");
+    /* cut inside a scan's data and closed with EOI: libjpeg warns that it
+     * hit a marker and would pad the rest; a truncation */
+    memcpy(many + last + seg / 2, "\xFF\xD9", 2);
+    CHECK(ct_image_decode(many, last + seg / 2 + 2, CT_IMAGE_RGB, "half.jpg") == NULL);
+    CHECK_ERR(CT_EFORMAT, "half.jpg: Image is incomplete or truncated");
+    memcpy(many + last + seg / 2, prog.data + last + seg / 2, 2);
     memcpy(many + last + 200 * seg, "\xFF\xD9", 2); /* 200 scans and EOI: decodes */
     t = ct_image_decode(many, last + 200 * seg + 2, CT_IMAGE_RGB, "fewer.jpg");
     CHECK(is_image(t, 3, h, w, CT_U8));
     ct_tensor_free(t);
     free(many);
+
+    /* A decompression bomb (the fault campaign's): a small progressive JPEG
+     * whose header claims 26000 x 26000 is refused before anything is
+     * decoded, as PIL refuses more than 2 x MAX_IMAGE_PIXELS; the limit
+     * is PIL's and can be moved. */
+    size_t sof2 = find_marker(&prog, 0xC2);
+    CHECK(sof2 > 0);
+    unsigned char *bomb = malloc(prog.size);
+    memcpy(bomb, prog.data, prog.size);
+    bomb[sof2 + 5] = bomb[sof2 + 7] = 0x65, bomb[sof2 + 6] = bomb[sof2 + 8] = 0x90; /* 0x6590 = 26000 */
+    CHECK(ct_image_decode(bomb, prog.size, CT_IMAGE_RGB, "bomb.jpg") == NULL);
+    CHECK_ERR(CT_ENOTSUP, "bomb.jpg: the image (26000 x 26000: 676000000 pixels) is larger than 178956970 pixels");
+    free(bomb);
+    CHECK(ct_image_set_max_pixels(50) == 89478485);
+    CHECK(ct_image_decode(jpg.data, jpg.size, CT_IMAGE_RGB, "small.jpg") == NULL); /* 128 pixels > 100 */
+    CHECK_ERR(CT_ENOTSUP, "small.jpg: the image (8 x 16: 128 pixels) is larger than 100 pixels");
+    CHECK(ct_image_set_max_pixels(64) == 50);
+    t = ct_image_decode(jpg.data, jpg.size, CT_IMAGE_RGB, "small.jpg"); /* 128 <= 2 x 64 */
+    CHECK(is_image(t, 3, h, w, CT_U8));
+    ct_tensor_free(t);
+    CHECK(ct_image_set_max_pixels(0) == 64); /* lifted */
+    CHECK(ct_image_set_max_pixels(89478485) == 0);
+
+    /* A PNG whose tEXt chunk claims 2^31 - 1 bytes in a 2.4 KB file: refused
+     * as cut short before libpng allocates the claimed length. */
+    unsigned char text_png[8 + 25 + 12 + 2400];
+    memcpy(text_png, png, 8);
+    put32(ihdr + 8, 4);
+    put32(ihdr + 12, 4);
+    ihdr[16] = 8, ihdr[17] = 0;
+    put32(ihdr + 21, (uint32_t)crc32(0, ihdr + 4, 17));
+    memcpy(text_png + 8, ihdr, 25);
+    unsigned char *chunk = text_png + 33;
+    put32(chunk, 0x7FFFFFFF);
+    memcpy(chunk + 4, "tEXt", 4);
+    memset(chunk + 8, 'a', sizeof text_png - 41);
+    CHECK(ct_image_decode(text_png, sizeof text_png, CT_IMAGE_GRAY, "text.png") == NULL);
+    CHECK_ERR(CT_EFORMAT, "text.png: Image is incomplete or truncated: the tEXt chunk at byte 33 claims 2147483647 "
+                          "bytes, 2400 are left");
+
     encoded all[] = {jpg, cm, prog};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i].data);
     free(rgb);

@@ -3,7 +3,9 @@
  * class and number) read by ct_loader with two workers, every batch
  * checked against the files' pixels and classes, in order and shuffled;
  * a corrupt file fails the loader's batch naming the file; the accessors'
- * errors (a subset is not a folder, indices out of range). */
+ * errors (a subset is not a folder, indices out of range); 16-bit PNGs
+ * beside 8-bit ones collate as 8-bit images (their high bytes), decoded
+ * alone and cropped as decoded. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
 #include <stdint.h>
@@ -166,10 +168,74 @@ static void test_loader(void) {
     ct_dataset_free(d);
 }
 
+/* A 16-bit RGB PNG and a 16-bit gray one beside an 8-bit RGB one: an RGB
+ * folder gives uint8 for all three (each sample's high byte, as PIL gives
+ * ImageFolder), so a batch collates, plain and through a crop applied as
+ * the file is decoded; UNCHANGED keeps 16 bits. */
+static void test_sixteen_bit(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/deep", dir);
+    mkdir_p(p);
+    snprintf(p, sizeof p, "%s/deep/c", dir);
+    mkdir_p(p);
+    snprintf(p, sizeof p, "%s/deep/c/a.png", dir);
+    put_png(p, 0, 0);
+    unsigned char rows[H * W * 3 * 2];
+    for (int i = 0; i < H * W * 3; i++) /* big-endian samples: high byte value(), low byte 0xAB */
+        rows[2 * i] = value(1, 1, i / 3 / W, i / 3 % W, i % 3), rows[2 * i + 1] = 0xAB;
+    encoded rgb = png_encode(W, H, 2, 16, false, rows, NULL, 0), gray = png_encode(W, H, 0, 16, false, rows, NULL, 0);
+    snprintf(p, sizeof p, "%s/deep/c/b.png", dir);
+    write_file(p, rgb.data, rgb.size);
+    snprintf(p, sizeof p, "%s/deep/c/c.png", dir);
+    write_file(p, gray.data, gray.size);
+    free(rgb.data);
+    free(gray.data);
+
+    snprintf(p, sizeof p, "%s/deep", dir);
+    ct_dataset *d = ct_dataset_image_folder(p, NULL);
+    ct_dataset *cropped = ct_dataset_transform(ct_dataset_image_folder(p, NULL), 0, ct_tf_center_crop(H - 2, W - 2));
+    CHECK(d && cropped);
+    for (int pass = 0; d && cropped && pass < 2; pass++) {
+        ct_loader_opts o = ct_loader_defaults();
+        o.batch_size = 3;
+        ct_loader *l = ct_loader_new(ct_dataset_ref(pass ? cropped : d), &o);
+        ct_value *b = NULL;
+        CHECK(l && ct_loader_next(l, &b) == 1);
+        const ct_tensor *x = b ? ct_batch_at(b, 0) : NULL;
+        int64_t h = pass ? H - 2 : H, w = pass ? W - 2 : W;
+        CHECK(x && ct_dtype_of(x) == CT_U8 && ct_size(x, 0) == 3 && ct_size(x, 1) == 3 && ct_size(x, 2) == h);
+        unsigned char got[3 * 3 * H * W];
+        CHECK(x && ct_read(x, got, (size_t)(9 * h * w)) == 0);
+        bool ok = true;
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < h; y++)
+                for (int xx = 0; xx < w; xx++) {
+                    int yy = y + pass, xs = xx + pass; /* the center crop's offset */
+                    ok &= got[((0 * 3 + c) * h + y) * w + xx] == value(0, 0, yy, xs, c);
+                    ok &= got[((1 * 3 + c) * h + y) * w + xx] == value(1, 1, yy, xs, c);
+                    /* gray: the first H*W samples of rows, repeated to RGB */
+                    ok &= got[((2 * 3 + c) * h + y) * w + xx] == rows[2 * (yy * W + xs)];
+                }
+        CHECK(ok);
+        ct_value_free(b);
+        ct_loader_free(l);
+    }
+    ct_image_folder_opts o = ct_image_folder_defaults();
+    o.mode = CT_IMAGE_UNCHANGED;
+    ct_dataset *raw = ct_dataset_image_folder(p, &o);
+    ct_value *s = raw ? ct_dataset_get(raw, 1) : NULL;
+    CHECK(s && ct_dtype_of(ct_batch_at(s, 0)) == CT_U16);
+    ct_value_free(s);
+    ct_dataset_free(raw);
+    ct_dataset_free(cropped);
+    ct_dataset_free(d);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/ct_vision_folder_XXXXXX");
     if (!mkdtemp(dir)) return 2;
     test_loader();
+    test_sixteen_bit();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -9,7 +9,9 @@ a linked file inside a class, files and a broken link in the root (not
 classes): folder_dump reads it with ctrial, and torchvision's ImageFolder
 (DatasetFolder for other extensions) with decode_image in the same mode;
 the classes, their order, the samples' paths and order, their labels and
-pixels must be the same. Then the errors, each against what torchvision
+pixels must be the same. 16-bit PNGs beside 8-bit ones in an RGB folder
+are 8-bit as ImageFolder's own loader (PIL) gives them, so they collate;
+in UNCHANGED they stay 16-bit, as decode_image gives them. Then the errors, each against what torchvision
 does: an empty class (and allow_empty), no class folder, a missing root, a
 root that is a file, a .bmp that counts (refused; accepted when the
 extensions leave it out), and a corrupt image that fails its sample only,
@@ -18,9 +20,11 @@ naming the file.
     test_image_folder.py FOLDER_DUMP
 """
 import os
+import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 import torch
@@ -46,6 +50,20 @@ def image(path, kind="png", size=None):
         img = img.convert("L")
     img.save(path, format="JPEG" if path.lower().endswith((".jpg", ".jpeg")) else
              "BMP" if path.lower().endswith(".bmp") else "PNG")
+
+
+def png16(path, arr, color_type):
+    """A 16-bit PNG of arr ([H, W, C] uint16) of libpng's color_type; PIL
+    writes none but 16-bit gray."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    h, w = arr.shape[:2]
+    raw = b"".join(b"\0" + arr[y].astype(">u2").tobytes() for y in range(h))
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, color_type, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
 def text(path, body="not an image\n"):
@@ -156,6 +174,39 @@ def main():
                 DatasetFolder(root, loader=loader(ImageReadMode.RGB), extensions=(".png", ".jpg")))
         # a path given with a trailing slash is joined as os.path.join does
         compare("root/", run(dump, work, root + "/"), ImageFolder(root + "/", loader=loader(ImageReadMode.RGB)))
+
+        # ---- 16-bit PNGs beside 8-bit ones
+        deep = os.path.join(work, "deep")
+        image(os.path.join(deep, "a", "eight.png"), size=(5, 3))
+        v = RNG.integers(0, 65536, (3, 5, 4), dtype=np.uint16)
+        v[0, :4, 0] = [255, 256, 40000, 65535]
+        png16(os.path.join(deep, "a", "rgb16.png"), v[..., :3], 2)
+        png16(os.path.join(deep, "a", "rgba16.png"), v, 6)
+        png16(os.path.join(deep, "b", "gray_alpha16.png"), v[..., :2], 4)
+        got = run(dump, work, deep)
+        tv = ImageFolder(deep)  # PIL's loader, converted to RGB
+
+        def pil(i):
+            return torch.from_numpy(np.array(tv[i][0])).permute(2, 0, 1)
+        if isinstance(got, CtError):
+            check(False, f"16-bit PNGs: {got.message}")
+        else:
+            same = sum(not isinstance(img, CtError) and img.dtype == torch.uint8 and torch.equal(img, pil(i))
+                       for i, (_, img, _) in enumerate(got[1]))
+            check(same == len(tv) == 4, f"16-bit PNGs in RGB: {same} of 4 uint8 images equal PIL's (ImageFolder's)")
+            check(int(got[1][1][1][0, 0, 2]) == 40000 >> 8, "16-bit PNGs: a sample's high byte")
+        # plain 16-bit gray: PIL saturates at 255 (its I;16 conversion); ctrial takes the high byte
+        png16(os.path.join(deep, "b", "gray16.png"), v[..., :1], 0)
+        got = run(dump, work, deep)
+        gray = [img for p, img, _ in (got[1] if not isinstance(got, CtError) else []) if p.endswith("gray16.png")]
+        want = torch.from_numpy((v[..., 0] >> 8).astype(np.uint8))[None].expand(3, -1, -1)
+        check(len(gray) == 1 and gray[0].dtype == torch.uint8 and torch.equal(gray[0], want),
+              "16-bit gray in RGB: the high byte, as 3 channels")
+        tv = ImageFolder(deep)
+        at = [p for p, _ in tv.samples].index(os.path.join(deep, "b", "gray16.png"))
+        check(np.array(tv[at][0])[0, 1, 0] == 255, "PIL saturates 16-bit gray (256 -> 255)")
+        compare("16-bit PNGs in UNCHANGED", run(dump, work, deep, ImageReadMode.UNCHANGED),
+                ImageFolder(deep, loader=loader(ImageReadMode.UNCHANGED)))
 
         # ---- errors
         empty = os.path.join(work, "empty")
