@@ -1,5 +1,5 @@
 /* libFuzzer target: the token shard reader (ct_dataset_shards, module
- * data: llm.c's .bin files, mapped) over the release build's shim. The
+ * data: llm.c's .bin files, read with pread) over the release build's shim. The
  * input's first byte is the options, the rest is the file:
  *
  *   u8: block_size = 1 + (b & 15), sequential windows when b & 16,
@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!fp || (file_size && fwrite(file, 1, file_size, fp) != file_size) || fclose(fp) != 0) abort();
     const char *paths[1] = {path};
     ct_dataset *ds = ct_dataset_shards(paths, 1, &o);
-    unlink(path); /* the mapping keeps the file */
+    unlink(path); /* the dataset holds the file open */
 
     /* What the file should be read as. */
     int32_t magic = file_size >= 12 ? le32(file) : 0, version = file_size >= 12 ? le32(file + 4) : 0,

@@ -23,7 +23,7 @@
  * A window is BLOCK tokens, 2 * BLOCK bytes of the file (x; y overlaps it
  * but for one token): windows/s x 2 * BLOCK is the rate to compare with the
  * read rate. The rates leave out the loader's set-up and first batch
- * (setup_s: mapping the shards, and for random windows drawing the
+ * (setup_s: opening the shards, and for random windows drawing the
  * shuffle's permutation of every offset, once a pass); a pass of random
  * windows is MTOKENS million windows, of which the run takes 1 / BLOCK.
  * Prints one JSON object. Not a test: nothing is asserted. */

@@ -199,7 +199,8 @@ CT_API ct_tensor *ct_idx_read(const char *path);
  * appears in messages. */
 CT_API ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name);
 
-/* A binary file of fixed-size records, read through mmap: after
+/* A binary file of fixed-size records, held open and read record by
+ * record (a file cut short while in use is CT_EIO naming it): after
  * `header_bytes`, each record is the fields in order, each `dtype` of
  * `shape` (little-endian, packed; a big-endian host refuses multi-byte
  * fields with CT_ENOTSUP). Sample i is the tuple of field tensors (a plain
@@ -274,8 +275,12 @@ CT_API ct_dataset *ct_csv_parse(const char *text, size_t len, const char *name, 
  *     ct_dataset *d = ct_dataset_shards(train, 1, &so);
  *     // item i: (x, y), int64 [T] each, y = x shifted by one token
  *
- * Files are mapped read-only (mmap), never read whole; each header is
- * checked against its file's size at creation. Item i is a window of one
+ * Each file is opened once and held open (one descriptor a shard; the soft
+ * limit on open files is raised to the hard one when an open runs out),
+ * never read whole; each header is checked against its file's size at
+ * creation, and windows are read with pread(2): a shard cut short while in
+ * use (llm.c's writer reopens it "wb") fails the batch with CT_EIO naming
+ * it, where a mapping would kill the process with SIGBUS. Item i is a window of one
  * shard: x = tokens[o : o+T], y = tokens[o+1 : o+T+1]. Windows never cross
  * a shard's end (as llm.c's loader); the items are shard 0's windows, then
  * shard 1's, ... With CT_WINDOWS_RANDOM every offset is an item (stride 1,

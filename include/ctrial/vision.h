@@ -181,7 +181,8 @@ CT_API const char *ct_image_folder_path(const ct_dataset *d, int64_t i);
  * as torchvision.datasets.CIFAR10 / CIFAR100 (which read the Python
  * version of the archive; its PIL image is this image channels-last):
  * CIFAR-100's label is the fine label, as torchvision's. The files are
- * mapped (mmap), checked at creation: a missing or unreadable file
+ * held open and checked at creation (a file cut short later, while in use,
+ * is CT_EIO naming it): a missing or unreadable file
  * (CT_EIO naming it), an empty file or a size that is not a whole number
  * of records (CT_EFORMAT naming the file and its size), a label out of
  * range (CT_EFORMAT naming the file and the record); a file may hold fewer

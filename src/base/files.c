@@ -87,6 +87,26 @@ int ct_open_regular(const char *path, const char *who) {
     return fd;
 }
 
+int ct_read_at(int fd, void *buf, size_t n, uint64_t at, uint64_t size, const char *who, const char *path) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(at + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return ct_set_error(CT_EIO, "%s: %s: cannot read bytes %llu..%llu (%s)", who, path,
+                                (unsigned long long)at, (unsigned long long)(at + n), strerror(errno));
+        if (r == 0) {
+            struct stat st;
+            unsigned long long now = fstat(fd, &st) == 0 ? (unsigned long long)st.st_size : at + got;
+            return ct_set_error(CT_EIO, "%s: %s: the file changed while in use: it held %llu bytes when opened and "
+                                        "holds %llu now, too few for bytes %llu..%llu (was it rewritten in place?)",
+                                who, path, (unsigned long long)size, now, (unsigned long long)at,
+                                (unsigned long long)(at + n));
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 int ct_read_file_raw(const char *path, size_t max_bytes, char **data, size_t *size) {
     int fd = ct_open_regular(path, NULL);
     if (fd < 0) return fd;

@@ -4,6 +4,7 @@
 #define CTRIAL_BASE_FILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ctrial/error.h"
 
@@ -24,6 +25,15 @@ int ct_open_regular(const char *path, const char *who);
 /* The same check without opening: 0 when path is a regular file (or a link
  * to one), else the same CT_EIO. */
 int ct_check_regular(const char *path, const char *who);
+
+/* Reads n bytes at byte `at` of the file open as fd into buf, as the
+ * datasets that hold a file open read their items (pread: several threads
+ * at once). `size` is the file's size when it was opened and checked.
+ * Returns 0, or CT_EIO "WHO: PATH: why" when the file cannot be read or is
+ * shorter now ("the file changed while in use: ...", rewritten in place
+ * while in use). Not mmap: a file truncated under a mapping kills the
+ * process with SIGBUS where a short read is an error. */
+int ct_read_at(int fd, void *buf, size_t n, uint64_t at, uint64_t size, const char *who, const char *path);
 
 /* Reads a whole regular file (ct_open_regular) as it is, no gzip, into a
  * malloc'd buffer with a '\0' after its `*size` bytes; more than max_bytes

@@ -1,11 +1,13 @@
-/* src/data/records.c — a dataset of fixed-size binary records read through mmap
- * (data.h: ct_dataset_records).
+/* src/data/records.c — a dataset of fixed-size binary records read from a
+ * file held open (data.h: ct_dataset_records).
  *
- * The file is mapped read-only and private once; the page cache does the
- * reading, and worker threads copy records out of the mapping concurrently
- * (reads only). Values are taken as stored: little-endian, which is the
- * host order this reader supports; on a big-endian host a record with
- * multi-byte fields is refused rather than silently misread.
+ * The file is opened and checked once and held open; worker threads read
+ * records with pread(2) concurrently (the page cache does the rest). Not
+ * mmap: a file truncated under a mapping kills the process with SIGBUS,
+ * where a short read is an error naming the file. Values are taken as
+ * stored: little-endian, which is the host order this reader supports; on
+ * a big-endian host a record with multi-byte fields is refused rather than
+ * silently misread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -16,7 +18,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,9 +29,9 @@ typedef struct {
     size_t field_bytes[CT_RECORD_MAX_FIELDS];
     size_t record_bytes;
     int64_t len;
-    void *map; /* the whole file (NULL for an empty one) */
-    size_t map_size;
-    const unsigned char *records; /* map + header_bytes */
+    char *path;
+    int fd;        /* held open: the file as it was checked */
+    uint64_t size; /* its size then */
 } records_ds;
 
 static bool host_is_little_endian(void) {
@@ -84,8 +85,8 @@ static int check_opts(const ct_records_opts *o, const char *path, records_ds *ds
     return 0;
 }
 
-/* Maps the file and checks that it holds a whole number of records. */
-static int map_file(const char *path, records_ds *ds) {
+/* Opens the file and checks that it holds a whole number of records. */
+static int open_file(const char *path, records_ds *ds) {
     const char *fn = "ct_dataset_records";
     int fd = ct_open_regular(path, fn); /* a FIFO would block open(2) */
     if (fd < 0) return fd;
@@ -107,66 +108,71 @@ static int map_file(const char *path, records_ds *ds) {
                           "of %zu-byte records (%zu records and %zu bytes over)",
                           fn, path, size - header, header, ds->record_bytes,
                           (size - header) / ds->record_bytes, (size - header) % ds->record_bytes);
-    if (!rc && size > 0) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = ct_set_error(CT_EIO, "%s: %s: mmap failed (%s)", fn, path,
-                                               strerror(errno));
-        else ds->map = m;
+    if (!rc && !(ds->path = strdup(path))) rc = ct_set_error(CT_ENOMEM, "%s: out of host memory", fn);
+    if (rc) {
+        close(fd);
+        return rc;
     }
-    close(fd); /* the mapping keeps the file */
-    if (rc) return rc;
-    ds->map_size = size;
-    ds->records = ds->map ? (const unsigned char *)ds->map + header : NULL;
+    ds->fd = fd;
+    ds->size = size;
     ds->len = (int64_t)((size - header) / ds->record_bytes);
     return 0;
 }
 
 static int64_t records_len(void *self) { return ((records_ds *)self)->len; }
 
-/* Field f of record i. */
-static const unsigned char *field_at(const records_ds *ds, int64_t i, int f) {
-    const unsigned char *p = ds->records + (size_t)i * ds->record_bytes;
-    for (int k = 0; k < f; k++) p += ds->field_bytes[k];
-    return p;
+/* Record i, whole, into buf (record_bytes). */
+static int read_record(const records_ds *ds, int64_t i, unsigned char *buf) {
+    uint64_t at = ds->o.header_bytes + (uint64_t)i * ds->record_bytes;
+    return ct_read_at(ds->fd, buf, ds->record_bytes, at, ds->size, "ct_dataset_records", ds->path);
 }
 
-static ct_value *records_get(void *self, int64_t index) {
-    records_ds *ds = self;
-    ct_tensor *leaves[CT_RECORD_MAX_FIELDS];
-    for (int f = 0; f < ds->o.num_fields; f++) {
-        const ct_record_field *fd = &ds->o.fields[f];
-        leaves[f] = ct_from_data(field_at(ds, index, f), fd->ndim, fd->shape, fd->dtype);
-    }
-    return ct_ds_pack(ds->o.num_fields, leaves);
-}
-
-/* One [n, shape...] tensor per field, filled by copying straight from the
- * mapping: no per-sample tensors, no stacking. */
-static ct_value *records_get_batch(void *self, const int64_t *indices, int64_t n) {
-    records_ds *ds = self;
-    ct_tensor *leaves[CT_RECORD_MAX_FIELDS];
-    for (int f = 0; f < ds->o.num_fields; f++) {
+/* One [n, shape...] tensor per field (n = 0: the fields' own shapes, a
+ * single record), filled from the records read one by one: no per-sample
+ * tensors, no stacking. */
+static ct_value *read_records(records_ds *ds, const int64_t *indices, int64_t n, bool batch) {
+    int nf = ds->o.num_fields;
+    ct_tensor *leaves[CT_RECORD_MAX_FIELDS] = {0};
+    unsigned char *dst[CT_RECORD_MAX_FIELDS] = {0};
+    unsigned char *record = malloc(ds->record_bytes ? ds->record_bytes : 1);
+    bool ok = record != NULL;
+    if (!ok) ct_set_error(CT_ENOMEM, "ct_dataset_records: out of host memory for a %zu-byte record",
+                          ds->record_bytes);
+    for (int f = 0; ok && f < nf; f++) {
         const ct_record_field *fd = &ds->o.fields[f];
         int64_t shape[5] = {n};
         memcpy(shape + 1, fd->shape, (size_t)fd->ndim * sizeof shape[0]);
-        leaves[f] = ct_empty(fd->ndim + 1, shape, &(ct_topts){.dtype = fd->dtype});
-        size_t bytes = ds->field_bytes[f];
-        unsigned char *dst = leaves[f] && bytes ? ct_data_ptr(leaves[f]) : NULL;
-        if (!dst) {
-            if (leaves[f] && bytes) { /* no data pointer: keep its error */
-                ct_tensor_free(leaves[f]);
-                leaves[f] = NULL;
-            }
-            continue;
-        }
-        for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * bytes, field_at(ds, indices[i], f), bytes);
+        leaves[f] = batch ? ct_empty(fd->ndim + 1, shape, &(ct_topts){.dtype = fd->dtype})
+                          : ct_empty(fd->ndim, fd->shape, &(ct_topts){.dtype = fd->dtype});
+        dst[f] = leaves[f] && ds->field_bytes[f] ? ct_data_ptr(leaves[f]) : NULL;
+        ok = leaves[f] && (dst[f] || !ds->field_bytes[f]);
     }
-    return ct_ds_pack(ds->o.num_fields, leaves);
+    for (int64_t i = 0; ok && i < (batch ? n : 1); i++) {
+        ok = read_record(ds, indices[i], record) == 0;
+        size_t off = 0;
+        for (int f = 0; ok && f < nf; f++) {
+            if (ds->field_bytes[f]) memcpy(dst[f] + (size_t)i * ds->field_bytes[f], record + off, ds->field_bytes[f]);
+            off += ds->field_bytes[f];
+        }
+    }
+    free(record);
+    if (!ok) {
+        for (int f = 0; f < nf; f++) ct_tensor_free(leaves[f]);
+        return NULL;
+    }
+    return ct_ds_pack(nf, leaves);
+}
+
+static ct_value *records_get(void *self, int64_t index) { return read_records(self, &index, 1, false); }
+
+static ct_value *records_get_batch(void *self, const int64_t *indices, int64_t n) {
+    return read_records(self, indices, n, true);
 }
 
 static void records_free(void *self) {
     records_ds *ds = self;
-    if (ds->map) munmap(ds->map, ds->map_size);
+    if (ds->fd >= 0) close(ds->fd);
+    free(ds->path);
     free(ds);
 }
 
@@ -181,7 +187,8 @@ ct_dataset *ct_dataset_records(const char *path, const ct_records_opts *o) {
         return NULL;
     }
     ds->o = *o;
-    if (check_opts(o, path, ds) || map_file(path, ds)) {
+    ds->fd = -1;
+    if (check_opts(o, path, ds) || open_file(path, ds)) {
         records_free(ds);
         return NULL;
     }

@@ -5,9 +5,12 @@
  * tokens, then zeros) and the tokens: magic 20240520 / version 1 with
  * uint16 tokens (GPT-2's), or magic 20240801 / version 7 with uint32 tokens
  * (Llama 3's), as karpathy/llm.c's dev/data/data_common.py writes them.
- * Each shard is mapped read-only once, after its header and size were
- * checked against each other; the page cache does the reading and the
- * loader's workers read windows out of the mappings concurrently. Windows
+ * Each shard is opened once and held open, after its header and size were
+ * checked against each other; the loader's workers read windows with
+ * pread(2) (the page cache does the rest) straight into the batch. Not
+ * mmap: a shard truncated under a mapping (llm.c's writer reopens it "wb")
+ * kills the process with SIGBUS, where a short read is an error naming the
+ * shard. Windows
  * live inside one shard (llm.c's loader never crosses a shard's end): the
  * items are shard 0's windows, then shard 1's, and so on.
  */
@@ -22,7 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,10 +41,9 @@
 
 typedef struct {
     char *path;
-    void *map; /* the whole file */
-    size_t map_size;
-    const unsigned char *tokens; /* map + HEADER_BYTES */
-    int token_bytes;             /* 2 or 4 */
+    int fd;          /* held open: the file as it was checked, whatever is renamed over its path */
+    uint64_t size;   /* its size then, in bytes */
+    int token_bytes; /* 2 or 4 */
     int64_t num_tokens;
     int64_t first; /* the item index of this shard's first window */
     int64_t count; /* its windows */
@@ -68,7 +70,7 @@ static void shards_free(void *self) {
     shards_ds *ds = self;
     if (!ds) return;
     for (int i = 0; i < ds->n; i++) {
-        if (ds->s[i].map) munmap(ds->s[i].map, ds->s[i].map_size);
+        if (ds->s[i].fd >= 0) close(ds->s[i].fd);
         free(ds->s[i].path);
     }
     free(ds->s);
@@ -122,19 +124,28 @@ static int open_shard(shards_ds *ds, shard *sh) {
                           path, (int)ntok, ds->block, ds->block + 1);
     else if (!rc && width > 1 && !host_is_little_endian())
         rc = ct_set_error(CT_ENOTSUP, FN ": %s: tokens are little-endian and this host is not", path);
-    if (!rc) {
-        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = ct_set_error(CT_EIO, FN ": %s: mmap failed (%s)", path, strerror(errno));
-        else sh->map = m;
+    if (rc) {
+        close(fd);
+        return rc;
     }
-    close(fd); /* the mapping keeps the file */
-    if (rc) return rc;
-    sh->map_size = (size_t)size;
-    sh->tokens = (const unsigned char *)sh->map + HEADER_BYTES;
+    sh->fd = fd;
+    sh->size = size;
     sh->token_bytes = width;
     sh->num_tokens = ntok;
     sh->count = (ntok - ds->block - 1) / ds->stride + 1;
     return 0;
+}
+
+/* Each shard holds a file descriptor, and the usual soft limit of 1024
+ * open files is less than a large corpus's shards (FineWeb's 100B tokens
+ * are 1001 of them): when an open fails, the soft limit is raised to the
+ * hard one, as Go's runtime raises it at start, and the open tried again.
+ * True when it was raised. */
+static bool raise_open_files_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max) return false;
+    rl.rlim_cur = rl.rlim_max;
+    return setrlimit(RLIMIT_NOFILE, &rl) == 0;
 }
 
 /* Appends a shard for `path` (copied). */
@@ -147,10 +158,19 @@ static int add_path(shards_ds *ds, const char *path) {
         ds->cap = cap;
     }
     shard *sh = &ds->s[ds->n];
-    *sh = (shard){.path = strdup(path)};
+    *sh = (shard){.path = strdup(path), .fd = -1};
     if (!sh->path) return ct_set_error(CT_ENOMEM, FN ": out of host memory");
     ds->n++;
-    return open_shard(ds, sh);
+    int rc = open_shard(ds, sh);
+    if (rc && strstr(ct_last_error(), strerror(EMFILE)) && raise_open_files_limit()) rc = open_shard(ds, sh);
+    struct rlimit rl;
+    if (rc && strstr(ct_last_error(), strerror(EMFILE)) && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        char msg[1024]; /* say why so many are open */
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_set_error(rc, "%s (each shard is held open: %d so far; RLIMIT_NOFILE %llu, hard limit %llu)", msg, ds->n,
+                     (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+    }
+    return rc;
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -189,22 +209,28 @@ static const shard *shard_of(const shards_ds *ds, int64_t i) {
 }
 
 /* Item i's window: x = tokens[o : o+T] into px, y = tokens[o+1 : o+T+1]
- * into py (int64 each), o = (i - first) * stride within its shard. With a
- * vocabulary size, a token >= it is CT_EFORMAT naming the file and the
- * token's offset in it. */
+ * into py (int64 each), o = (i - first) * stride within its shard. The
+ * T + 1 tokens are read into py (8 T bytes hold them) and widened from
+ * there. With a vocabulary size, a token >= it is CT_EFORMAT naming the
+ * file and the token's offset in it. */
 static int fill_window(const shards_ds *ds, int64_t i, int64_t *restrict px, int64_t *restrict py) {
     const shard *sh = shard_of(ds, i);
     int64_t o = (i - sh->first) * ds->stride, T = ds->block;
-    if (sh->token_bytes == 2) { /* plain widening copies: vectorised */
-        const uint16_t *src = (const uint16_t *)(const void *)sh->tokens + o;
+    size_t w = (size_t)sh->token_bytes;
+    int rc = ct_read_at(sh->fd, py, (size_t)(T + 1) * w, HEADER_BYTES + (uint64_t)o * w, sh->size, FN, sh->path);
+    if (rc) return rc;
+    int64_t last;
+    if (w == 2) { /* plain widening copies: vectorised */
+        const uint16_t *src = (const uint16_t *)(const void *)py;
         for (int64_t j = 0; j < T; j++) px[j] = src[j];
-        py[T - 1] = src[T];
+        last = src[T];
     } else {
-        const uint32_t *src = (const uint32_t *)(const void *)sh->tokens + o;
+        const uint32_t *src = (const uint32_t *)(const void *)py;
         for (int64_t j = 0; j < T; j++) px[j] = src[j];
-        py[T - 1] = src[T];
+        last = src[T];
     }
     memcpy(py, px + 1, (size_t)(T - 1) * sizeof *py);
+    py[T - 1] = last;
     if (ds->vocab <= 0) return 0;
     int64_t top = py[T - 1];
     for (int64_t j = 0; j < T; j++) top = px[j] > top ? px[j] : top;
@@ -219,7 +245,7 @@ static int fill_window(const shards_ds *ds, int64_t i, int64_t *restrict px, int
     return 0;
 }
 
-/* (x, y), each [lead..., T] int64, written straight from the mappings. */
+/* (x, y), each [lead..., T] int64, read straight into the tensors. */
 static ct_value *windows(shards_ds *ds, const int64_t *indices, int64_t n, bool batch) {
     int64_t shape[2] = {n, ds->block};
     int nd = batch ? 2 : 1;

@@ -4,11 +4,12 @@
  * A CIFAR-10 record is 1 label byte and 3072 image bytes (1024 red, 1024
  * green, 1024 blue, each plane 32 rows of 32), 10000 records per file;
  * CIFAR-100's is a coarse label byte, a fine label byte and the same 3072
- * bytes. Each file of the split is mapped read-only once, its size and
- * every label byte checked at creation; the sample's image is its 3072
+ * bytes. Each file of the split is opened once and held open, its size
+ * and every label byte checked at creation; the sample's image is its 3072
  * bytes as they stand, already [3, 32, 32], and its label the (fine) label
- * byte. Worker threads copy records out of the mappings concurrently
- * (reads only).
+ * byte. Worker threads read records with pread(2) concurrently (not mmap:
+ * a file truncated under a mapping kills the process with SIGBUS, where a
+ * short read is an error naming the file).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -19,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,8 +31,9 @@
 #define MAX_FILES 5
 
 typedef struct {
-    void *map; /* the whole file */
-    size_t map_size;
+    char *path;
+    int fd;        /* held open: the file as it was checked */
+    uint64_t size; /* its size then */
     int64_t first; /* the sample index of its first record */
     int64_t count; /* its records */
 } cifar_file;
@@ -46,31 +47,48 @@ typedef struct {
 
 static void cifar_free(void *self) {
     cifar_ds *ds = self;
-    for (int i = 0; i < ds->nfiles; i++) munmap(ds->f[i].map, ds->f[i].map_size);
+    for (int i = 0; i < ds->nfiles; i++) {
+        close(ds->f[i].fd);
+        free(ds->f[i].path);
+    }
     free(ds);
+}
+
+/* Record r's label bytes (at p) in range. */
+static int check_label(const cifar_ds *ds, const unsigned char *p, int64_t r, const char *path) {
+    size_t rec = ds->label_bytes + IMAGE_BYTES;
+    if (ds->label_bytes == 1 && p[0] >= 10)
+        return ct_set_error(CT_EFORMAT, FN ": %s: record %" PRId64 " (byte %" PRId64 ") has label %d; "
+                                       "CIFAR-10's labels are 0..9", path, r, r * (int64_t)rec, p[0]);
+    if (ds->label_bytes == 2 && (p[0] >= 20 || p[1] >= 100)) {
+        bool coarse = p[0] >= 20;
+        return ct_set_error(CT_EFORMAT, FN ": %s: record %" PRId64 " (byte %" PRId64 ") has %s label %d; "
+                                       "CIFAR-100's %s labels are 0..%d",
+                            path, r, r * (int64_t)rec + !coarse, coarse ? "coarse" : "fine",
+                            coarse ? p[0] : p[1], coarse ? "coarse" : "fine", coarse ? 19 : 99);
+    }
+    return 0;
 }
 
 /* Every record's label bytes in range: CIFAR-10's label < 10; CIFAR-100's
  * coarse label < 20 and fine label < 100. */
 static int check_labels(const cifar_ds *ds, const cifar_file *cf, const char *path) {
-    const unsigned char *p = cf->map;
+    enum { CHUNK = 256 }; /* records read at once */
     size_t rec = ds->label_bytes + IMAGE_BYTES;
-    for (int64_t r = 0; r < cf->count; r++, p += rec) {
-        if (ds->label_bytes == 1 && p[0] >= 10)
-            return ct_set_error(CT_EFORMAT, FN ": %s: record %" PRId64 " (byte %" PRId64 ") has label %d; "
-                                           "CIFAR-10's labels are 0..9", path, r, r * (int64_t)rec, p[0]);
-        if (ds->label_bytes == 2 && (p[0] >= 20 || p[1] >= 100)) {
-            bool coarse = p[0] >= 20;
-            return ct_set_error(CT_EFORMAT, FN ": %s: record %" PRId64 " (byte %" PRId64 ") has %s label %d; "
-                                           "CIFAR-100's %s labels are 0..%d",
-                                path, r, r * (int64_t)rec + !coarse, coarse ? "coarse" : "fine",
-                                coarse ? p[0] : p[1], coarse ? "coarse" : "fine", coarse ? 19 : 99);
-        }
+    unsigned char *buf = malloc(CHUNK * rec);
+    if (!buf) return ct_set_error(CT_ENOMEM, FN ": out of host memory");
+    int rc = 0;
+    for (int64_t r0 = 0; !rc && r0 < cf->count; r0 += CHUNK) {
+        int64_t n = cf->count - r0 < CHUNK ? cf->count - r0 : CHUNK;
+        rc = ct_read_at(cf->fd, buf, (size_t)n * rec, (uint64_t)r0 * rec, cf->size, FN, path);
+        const unsigned char *p = buf;
+        for (int64_t r = r0; !rc && r < r0 + n; r++, p += rec) rc = check_label(ds, p, r, path);
     }
-    return 0;
+    free(buf);
+    return rc;
 }
 
-/* Maps dir/name as the next file and checks it: a whole, non-zero number
+/* Opens dir/name as the next file and checks it: a whole, non-zero number
  * of records, every label in range. */
 static int add_file(cifar_ds *ds, const char *dir, const char *name, const char *kind) {
     char path[4096];
@@ -98,25 +116,25 @@ static int add_file(cifar_ds *ds, const char *dir, const char *name, const char 
                                      "(%zu records and %zu bytes over)", path, size, rec, kind, size / rec,
                           size % rec);
     cifar_file *cf = &ds->f[ds->nfiles];
-    if (!rc) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) rc = ct_set_error(CT_EIO, FN ": %s: mmap failed (%s)", path, strerror(errno));
-        else *cf = (cifar_file){.map = m, .map_size = size, .first = ds->len, .count = (int64_t)(size / rec)};
+    char *copy = rc ? NULL : strdup(path);
+    if (!rc && !copy) rc = ct_set_error(CT_ENOMEM, FN ": out of host memory");
+    if (rc) {
+        close(fd);
+        return rc;
     }
-    close(fd); /* the mapping keeps the file */
-    if (rc) return rc;
-    ds->nfiles++; /* mapped: cifar_free unmaps it from now on */
+    *cf = (cifar_file){.path = copy, .fd = fd, .size = size, .first = ds->len, .count = (int64_t)(size / rec)};
+    ds->nfiles++; /* cifar_free closes it from now on */
     ds->len += cf->count;
     return check_labels(ds, cf, path);
 }
 
 static int64_t cifar_len(void *self) { return ((cifar_ds *)self)->len; }
 
-/* Record i's first byte (its label bytes, then its image). */
-static const unsigned char *record(const cifar_ds *ds, int64_t i) {
+/* The file holding record i. */
+static const cifar_file *file_of(const cifar_ds *ds, int64_t i) {
     int k = 0;
     while (k + 1 < ds->nfiles && ds->f[k + 1].first <= i) k++;
-    return (const unsigned char *)ds->f[k].map + (size_t)(i - ds->f[k].first) * (ds->label_bytes + IMAGE_BYTES);
+    return &ds->f[k];
 }
 
 /* (image uint8 [lead..., 3, 32, 32], label int64 [lead...]) of the n
@@ -128,15 +146,20 @@ static ct_value *samples(const cifar_ds *ds, const int64_t *indices, int64_t n, 
     ct_tensor *lab = img ? ct_empty(lead, shape, &(ct_topts){.dtype = CT_I64}) : NULL;
     unsigned char *pi = lab ? ct_data_ptr(img) : NULL;
     int64_t *pl = pi ? ct_data_ptr(lab) : NULL;
-    if (!pl) {
+    size_t rec = ds->label_bytes + IMAGE_BYTES;
+    unsigned char r[2 + IMAGE_BYTES];
+    int rc = pl ? 0 : -1;
+    for (int64_t b = 0; !rc && b < n; b++) {
+        const cifar_file *cf = file_of(ds, indices[b]);
+        rc = ct_read_at(cf->fd, r, rec, (uint64_t)(indices[b] - cf->first) * rec, cf->size, FN, cf->path);
+        if (rc) break;
+        pl[b] = r[ds->label_bytes - 1]; /* CIFAR-100: the fine label, after the coarse one */
+        memcpy(pi + (size_t)b * IMAGE_BYTES, r + ds->label_bytes, IMAGE_BYTES);
+    }
+    if (rc) {
         ct_tensor_free(img);
         ct_tensor_free(lab);
         return NULL;
-    }
-    for (int64_t b = 0; b < n; b++) {
-        const unsigned char *r = record(ds, indices[b]);
-        pl[b] = r[ds->label_bytes - 1]; /* CIFAR-100: the fine label, after the coarse one */
-        memcpy(pi + (size_t)b * IMAGE_BYTES, r + ds->label_bytes, IMAGE_BYTES);
     }
     return ct_ds_pack(2, (ct_tensor *[]){img, lab});
 }

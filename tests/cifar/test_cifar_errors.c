@@ -2,8 +2,10 @@
  * code and a message naming the file (and the record of a bad label),
  * never a crash: a missing file of the split, a partial record, an empty
  * file, a label out of range (CIFAR-10's label, CIFAR-100's coarse and fine
- * labels), a bad kind, a NULL dir. The files are written here, byte by
- * byte; a good split is read back to show the test's files are right. */
+ * labels), a bad kind, a NULL dir, a file cut short while the dataset
+ * holds it (CT_EIO naming it, never SIGBUS). The files are written here,
+ * byte by byte; a good split is read back to show the test's files are
+ * right. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
 #include <stdint.h>
@@ -86,7 +88,18 @@ static void test_good(void) {
     ct_dataset_free(d);
     d = ct_dataset_cifar(path_of("c10", NULL), CT_CIFAR10, false);
     CHECK(d && ct_dataset_len(d) == 2);
+    /* cut short while in use (rewritten in place): the record past the cut
+     * is CT_EIO naming the file, the one before it still reads */
+    CHECK(truncate(path_of("c10", "test_batch.bin"), 3073 + 100) == 0);
+    s = d ? ct_dataset_get(d, 1) : NULL;
+    CHECK(s == NULL);
+    CHECK(strstr(ct_last_error(), "test_batch.bin") != NULL);
+    CHECK_ERR(CT_EIO, "the file changed while in use: it held 6146 bytes when opened and holds 3173 now");
+    s = d ? ct_dataset_get_batch(d, (const int64_t[]){0}, 1) : NULL;
+    CHECK(s && ct_read(ct_batch_at(s, 1), &label, sizeof label) == 0 && label == 0);
+    ct_value_free(s);
     ct_dataset_free(d);
+    write_file("c10", "test_batch.bin", 2, 1, L10, 0);
     d = ct_dataset_cifar(path_of("c100", NULL), CT_CIFAR100, true);
     CHECK(d && ct_dataset_len(d) == 3);
     s = d ? ct_dataset_get(d, 0) : NULL; /* the fine label, not the coarse one */

@@ -2,12 +2,16 @@
  * pattern in the message), never a crash; the vocabulary check is lazy and
  * reaches the loader as an error naming the file and the token's offset;
  * ct_shard_write's refusals; and sharding across ranks is the loader's:
- * rank r of n gets the items k with k % n == r, in both window modes. The
- * bad files are written here byte by byte. */
+ * rank r of n gets the items k with k % n == r, in both window modes; a
+ * shard rewritten in place while in use (llm.c's writer opens it "wb") is
+ * CT_EIO naming it, never SIGBUS, and one renamed over it is not seen; a
+ * hundred shards open under a soft limit of 40 open files. The bad files
+ * are written here byte by byte. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -281,6 +285,84 @@ static void test_ranks(void) {
     }
 }
 
+/* The first token of window i of a loaded sample. */
+static int64_t first_token(ct_dataset *d, int64_t i) {
+    ct_value *s = ct_dataset_get(d, i);
+    int64_t v = s ? ((const int64_t *)ct_data_ptr(ct_batch_at(s, 0)))[0] : -1;
+    ct_value_free(s);
+    return v;
+}
+
+static void test_rewritten(void) {
+    uint32_t toks[4000];
+    for (int i = 0; i < 4000; i++) toks[i] = (uint32_t)(i % 60000);
+    const char *p = path_of("live.bin");
+    CHECK_OK(ct_shard_write(p, toks, 4000, 2));
+    ct_dataset *d = open1(p, 16);
+    CHECK(d && first_token(d, 3000) == 3000);
+
+    /* replaced by a rename (ct_shard_write's way, and a careful writer's):
+     * the dataset keeps reading the file it checked */
+    for (int i = 0; i < 4000; i++) toks[i] = 7;
+    CHECK_OK(ct_shard_write(p, toks, 4000, 2));
+    CHECK(d && first_token(d, 3000) == 3000);
+    ct_dataset_free(d);
+
+    /* rewritten in place, as llm.c's write_datafile does ("wb"): the loader
+     * fails with CT_EIO naming the shard */
+    d = open1(p, 16);
+    ct_loader_opts lo = ct_loader_defaults();
+    lo.batch_size = 4;
+    lo.num_workers = 2;
+    ct_loader *l = ct_loader_new(ct_dataset_ref(d), &lo);
+    ct_value *b = NULL;
+    CHECK(l && ct_loader_next(l, &b) == 1);
+    ct_value_free(b);
+    FILE *f = fopen(p, "wb"); /* truncated; the new header comes first */
+    int32_t h[256] = {20240520, 1, 4000};
+    CHECK(f && fwrite(h, 1, sizeof h, f) == sizeof h && fflush(f) == 0);
+    int rc = 1;
+    for (int k = 0; l && k < 1000 && (rc = ct_loader_next(l, &b)) == 1; k++) ct_value_free(b);
+    CHECK(rc < 0);
+    CHECK(strstr(ct_last_error(), p) != NULL);
+    CHECK_ERR(CT_EIO, "the file changed while in use: it held 9024 bytes when opened and holds "); /* 0 or 1024 */
+    ct_loader_free(l);
+    CHECK(first_token(d, 0) == -1);
+    CHECK_ERR(CT_EIO, "too few for bytes 1024..1058");
+    if (f) fclose(f);
+    ct_dataset_free(d);
+}
+
+/* Each shard is held open: a hundred of them under a soft limit of 40 open
+ * files (the soft limit is raised to the hard one); under a hard limit of
+ * 40, an error that says why. Last: the hard limit cannot be raised back. */
+static void test_many_shards(void) {
+    uint32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 0; i < 100; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "many_%03d.bin", i);
+        CHECK_OK(ct_shard_write(path_of(name), toks, 8, 2));
+    }
+    const char *pat = path_of("many_*.bin");
+    struct rlimit rl, was;
+    CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+    rl = was;
+    rl.rlim_cur = 40;
+    if (was.rlim_max < 200 || setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "skipped: the hard limit on open files (%llu) is too low to test\n",
+                (unsigned long long)was.rlim_max);
+        return;
+    }
+    ct_dataset *d = open1(pat, 4);
+    CHECK(d && ct_dataset_len(d) == 400);
+    CHECK(d && first_token(d, 399) == 4);
+    ct_dataset_free(d);
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == was.rlim_max);
+    rl.rlim_cur = rl.rlim_max = 40;
+    CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    CHECK_REFUSED(open1(pat, 4), CT_EIO, "many_0", "RLIMIT_NOFILE 40, hard limit 40");
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/ct_shards_XXXXXX");
     if (!mkdtemp(dir)) return 2;
@@ -289,6 +371,8 @@ int main(void) {
     test_write();
     test_vocab();
     test_ranks();
+    test_rewritten();
+    test_many_shards();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

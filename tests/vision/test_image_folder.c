@@ -193,7 +193,7 @@ static void test_sixteen_bit(void) {
 
     snprintf(p, sizeof p, "%s/deep", dir);
     ct_dataset *d = ct_dataset_image_folder(p, NULL);
-    ct_dataset *cropped = ct_dataset_transform(ct_dataset_image_folder(p, NULL), 0, ct_tf_center_crop(H - 2, W - 2));
+    ct_dataset *cropped = ct_dataset_transform(d, 0, ct_tf_center_crop(H - 2, W - 2)); /* holds its own d */
     CHECK(d && cropped);
     for (int pass = 0; d && cropped && pass < 2; pass++) {
         ct_loader_opts o = ct_loader_defaults();
