@@ -75,7 +75,8 @@ CT_API void ct_dist_abort(int exit_code, const char *why);
  * torch.distributed's `timeout` does. 30 minutes by default (PyTorch's
  * default for its CPU backend), or the environment's CTRIAL_DIST_TIMEOUT
  * (seconds) read by ct_dist_init; ct_fit_opts.dist_timeout sets it for one
- * ct_fit. 0 or infinity: no timeout. Process-wide. ct_dist_set_timeout
+ * ct_fit (and ct_main's --dist-timeout or resources.dist_timeout for the
+ * whole run, a search's exchanges between trials included). 0 or infinity: no timeout. Process-wide. ct_dist_set_timeout
  * returns CT_EINVAL for a negative or NaN value. */
 CT_API int ct_dist_set_timeout(double seconds);
 CT_API double ct_dist_timeout(void); /* seconds; 0: none */

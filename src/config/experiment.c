@@ -756,6 +756,21 @@ static int cluster_only(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
+/* ctrial's own key, as --dist-timeout: seconds a rank waits in a
+ * collective (a number >= 0, or "never"; 0 and "never" wait forever). */
+static int on_dist_timeout(loader *L, const char *path, json_t *v) {
+    if (json_is_string(v) && strcmp(json_string_value(v), "never") == 0) {
+        L->c->fit.dist_timeout = INFINITY;
+        return 0;
+    }
+    if (want_type(L, path, v, json_is_number(v), "seconds, a number >= 0, or \"never\"")) return CT_ECONFIG;
+    double s = json_number_value(v);
+    if (!(s >= 0) || !isfinite(s))
+        return fail(L, "'%s' must be seconds, a number >= 0 (0 or \"never\": no timeout), got %g", path, s);
+    L->c->fit.dist_timeout = s == 0 ? INFINITY : s;
+    return 0;
+}
+
 static int on_slots_per_trial(loader *L, const char *path, json_t *v) {
     return get_int32(L, path, v, 1, &L->c->slots_per_trial);
 }
@@ -769,6 +784,7 @@ static int on_resources(loader *L, const char *path, json_t *v) {
      * into groups in a search. */
     static const key_entry keys[] = {{"slots_per_trial", on_slots_per_trial},
                                      {"device", on_device},
+                                     {"dist_timeout", on_dist_timeout},
                                      {"resource_pool", cluster_only},
                                      {"max_slots", cluster_only},
                                      {"priority", cluster_only},

@@ -273,7 +273,8 @@ static const flag_def flags[] = {
     {"--device", "cpu|cuda|cuda:N", "device to train on (default: cpu)", f_device},
     {"--threads", "N", "intra-op CPU threads per rank (default: this rank's share of the CPUs idle at start)", f_threads},
     {"--dist-timeout", "SECONDS", "under mpirun, end the job naming the ranks that do not reach a collective "
-                                  "within SECONDS (default 1800, or CTRIAL_DIST_TIMEOUT; 0 or never: wait forever)",
+                                  "within SECONDS, also between a search's trials (default resources.dist_timeout, "
+                                  "CTRIAL_DIST_TIMEOUT or 1800; 0 or never: wait forever)",
      f_dist_timeout},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
     {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "

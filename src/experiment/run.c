@@ -760,7 +760,14 @@ int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
     r.slots = c->slots_per_trial ? c->slots_per_trial : 1;
     snprintf(r.dir, sizeof r.dir, "%s", c->fit.output_dir ? c->fit.output_dir : "output");
     int rc = 0;
-    if (!(r.s = ct_searcher_new(&c->search, c->space))) rc = ct_last_code();
+    /* The collective timeout (--dist-timeout, resources.dist_timeout) for
+     * the whole search: the ranks also meet between trials, outside every
+     * ct_fit (which sets it for its own run and gives it back). */
+    double timeout_before = ct_dist_timeout();
+    if (c->fit.dist_timeout != 0 && ct_dist_set_timeout(c->fit.dist_timeout) != CT_OK)
+        rc = ct_set_error(CT_ECONFIG, "the collective timeout is %g: expected seconds, a number >= 0",
+                          c->fit.dist_timeout);
+    if (!rc && !(r.s = ct_searcher_new(&c->search, c->space))) rc = ct_last_code();
     if (!rc) rc = open_folder(&r);
     if (!rc) rc = started(&r, r.resumed);
     if (!rc) rc = ct_searcher_start(r.s, &r.q);
@@ -779,5 +786,6 @@ int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
     free(r.done);
     free(r.t);
     ct_searcher_free(r.s);
+    ct_dist_set_timeout(timeout_before);
     return rc;
 }

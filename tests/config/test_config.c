@@ -92,7 +92,7 @@ static const char *full_config =
     "  \"entrypoint\": \"model_def:MnistTrial\",\n"
     "  \"workspace\": \"ws\", \"project\": \"pr\",\n"
     "  \"max_restarts\": 0,\n"
-    "  \"resources\": {\"slots_per_trial\": 2, \"device\": \"cuda:1\"},\n"
+    "  \"resources\": {\"slots_per_trial\": 2, \"device\": \"cuda:1\", \"dist_timeout\": 90.5},\n"
     "  \"hyperparameters\": {\n"
     "    \"global_batch_size\": 64,\n"
     "    \"lr\": 0.01,\n"
@@ -174,6 +174,7 @@ static void check_full(const ct_config *c) {
     CHECK(!o->test_mode && !o->stop_on_nan && !o->quiet);
     CHECK(o->global_batch_size == 64);
     CHECK(o->aggregation_frequency == 4);
+    CHECK(o->dist_timeout == 90.5);
     CHECK(!o->tune_malloc);
     CHECK(o->seed == 1234);
     CHECK(strcmp(o->output_dir, "output") == 0);
@@ -322,6 +323,10 @@ static void test_errors(void) {
     FAIL("{" ML ", \"resources\": {\"slots\": 1}}", "unknown key 'resources.slots'");
     FAIL("{" ML ", \"resources\": {\"device\": \"gpu0\"}}", "'resources.device' must be cpu, cuda or cuda:N, got 'gpu0'");
     FAIL("{" ML ", \"resources\": {\"device\": 0}}", "resources.device");
+    FAIL("{" ML ", \"resources\": {\"dist_timeout\": -1}}",
+         "'resources.dist_timeout' must be seconds, a number >= 0 (0 or \"never\": no timeout), got -1");
+    FAIL("{" ML ", \"resources\": {\"dist_timeout\": \"soon\"}}",
+         "'resources.dist_timeout' must be seconds, a number >= 0, or \"never\", got a string");
     FAIL("{" ML ", \"min_validation_period\": {\"steps\": 1}}",
          "unknown key 'min_validation_period.steps'");
     FAIL("{" ML ", \"environmnet\": {}}", "unknown key 'environmnet'"); /* environment: a cluster's (config_search) */
@@ -465,8 +470,25 @@ static void test_misuse(void) {
     ct_config_free(NULL);
 }
 
+/* resources.dist_timeout: seconds; 0 and "never" wait forever (INFINITY,
+ * as --dist-timeout gives ct_fit_opts); absent keeps the process's (0). */
+static void test_dist_timeout(void) {
+    const char *cases[] = {"3", "0", "\"never\""};
+    const double want[] = {3, INFINITY, INFINITY};
+    for (int i = 0; i < 3; i++) {
+        char json[256];
+        snprintf(json, sizeof json, "{" ML ", \"resources\": {\"dist_timeout\": %s}}", cases[i]);
+        ct_config c;
+        CHECK_OK(ct_config_init(&c));
+        CHECK_OK(ct_config_load_string(&c, json, "exp.json"));
+        CHECK(c.fit.dist_timeout == want[i]);
+        ct_config_free(&c);
+    }
+}
+
 int main(void) {
     test_periods();
+    test_dist_timeout();
     test_defaults();
     test_full_config();
     test_minimal_config();

@@ -31,7 +31,9 @@
  * fails), stuck_rank (-1), stuck_at (-1), stuck_s (60: seconds that rank sleeps
  * in that batch), stuck_where ("backward": before its backward, so the others
  * wait in the gradient all-reduce | "step": after its optimizer step, so they
- * wait in the agreement after the batch), sigterm_init_rank (-1: that rank
+ * wait in the agreement after the batch | "shutdown": in on_trial_shutdown,
+ * after the fit's last collective, so in a search the others wait in the
+ * search's own exchange; stuck_at is then ignored), sigterm_init_rank (-1: that rank
  * raises SIGTERM in init, a signal during the set-up).
  *
  * Environment: DIST_FIT_SIGNAL_AFTER_MAIN=1 raises SIGTERM in main right after
@@ -178,6 +180,10 @@ static int on_training_start(void *self, ct_context *ctx) {
 
 static int on_trial_shutdown(void *self, ct_context *ctx) {
     Trial *t = self;
+    if (t->rank == t->stuck_rank && strcmp(t->stuck_where, "shutdown") == 0) {
+        struct timespec left = {t->stuck_s, 0};
+        while (nanosleep(&left, &left) != 0) continue;
+    }
     char *now = state_json(t->model);
     FILE *f = open_out("rank%d_end.json", t->rank, "w");
     if (f && now)

@@ -14,6 +14,12 @@
    (exit 0) with the weights of a run without the delay.
 4. CTRIAL_DIST_TIMEOUT that is not a number of seconds: a config error
    (exit 2) naming the variable.
+5. A grid search of two trials over both ranks, rank 1 stuck 60 s in the
+   first trial's on_trial_shutdown (after the fit's last collective, so
+   rank 0 waits in the search's own exchange between trials), with the
+   environment's timeout at 30 minutes and --dist-timeout 3, or the config's
+   resources.dist_timeout 3: the job ends with exit code 5 within the bound,
+   naming rank 1, as inside a fit.
 
 Exits 77 (skipped) without mpirun.
 """
@@ -124,6 +130,43 @@ check(code == 0 and same and "collective timeout" not in text,
 code, text, took, out = run("bad_env", 2, timeout="3 minutes")
 check(code == 2 and "CTRIAL_DIST_TIMEOUT is '3 minutes'" in text,
       f"CTRIAL_DIST_TIMEOUT='3 minutes': exit 2 naming the variable ({code}: {text.strip()[-300:]!r})")
+
+# ---- 5: a search: the timeout covers the exchanges between trials ----------------------------
+
+
+def search_cfg(name, timeout_key):
+    path = os.path.join(WORK, name + ".json")
+    cfg = {"name": name, "hyperparameters": {"global_batch_size": 12, "hidden": {"type": "categorical",
+                                                                                  "vals": [8, 16]}},
+           "searcher": {"name": "grid", "metric": "validation_loss", "smaller_is_better": True,
+                        "max_length": {"batches": 4}},
+           "resources": {"slots_per_trial": 2}}
+    if timeout_key:
+        cfg["resources"]["dist_timeout"] = TIMEOUT
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+for how in ("--dist-timeout", "resources.dist_timeout"):
+    name = f"a search, rank 1 stuck 60 s between trials, {how} {TIMEOUT}"
+    out = os.path.join(WORK, "search_" + how.strip("-").replace(".", "_"))
+    os.makedirs(out)
+    cfg = search_cfg("search_" + how.strip("-").replace(".", "_"), how != "--dist-timeout")
+    flags = ["--dist-timeout", str(TIMEOUT)] if how == "--dist-timeout" else []
+    cmd = mpirun_cmd(2, [TRIAL, "--config", cfg, "--output", out, "--threads", "1", *flags,
+                         "--hparam", "stuck_rank=1", "--hparam", "stuck_s=60", "--hparam", "stuck_where=shutdown"])
+    env = dict(os.environ, OMP_NUM_THREADS="1", DIST_FIT_OUT=out, CTRIAL_DIST_TIMEOUT="1800")
+    t = time.time()
+    code, text, _ = run_cmd(cmd, 120, env=env, merge=True)
+    took = time.time() - t
+    lines = re.findall(r"^ctrial: rank (\d+): collective timeout: (.*)$", text, re.M)
+    if code != 5 or len(lines) != 1:
+        print(text[-3000:])
+    check(code == 5 and took < BOUND, f"{name}: exit code 5 ({code}) in {took:.1f} s (bound {BOUND} s)")
+    check(len(lines) == 1 and lines[0][0] == "0" and "rank 1 did not arrive" in lines[0][1]
+          and f"The timeout is {TIMEOUT} s" in lines[0][1],
+          f"{name}: rank 0 names rank 1 ({lines[0][1][:160] if lines else None!r})")
 
 print(f"{len(FAILURES)} failures; {time.time() - T0:.1f} s; work dir {WORK}")
 for f in FAILURES:
