@@ -34,8 +34,10 @@ struct ct_value {
             size_t len, cap;
         } seq; /* list and tuple */
         struct {
-            dict_entry *items;
+            dict_entry *items; /* in insertion order */
             size_t len, cap;
+            size_t *slots; /* past INDEX_FROM entries: a hash table of item index + 1 (0: empty) */
+            size_t n_slots; /* a power of two, at least twice len */
         } dict;
     } u;
 };
@@ -160,6 +162,7 @@ void ct_value_free(ct_value *v) {
             ct_value_free(v->u.dict.items[i].val);
         }
         free(v->u.dict.items);
+        free(v->u.dict.slots);
         break;
     default: break;
     }
@@ -258,14 +261,64 @@ ct_value *ct_value_list_get(const ct_value *list, size_t i) {
 
 /* ---- dicts ------------------------------------------------------------------- */
 
+/* A small dict is searched in order; past INDEX_FROM entries it keeps a
+ * hash table of its keys, so that building one of n keys (a config of
+ * 100,000 hyperparameters) is not n^2 / 2 string comparisons. */
+#define INDEX_FROM 32
+
+static bool same_key(const dict_entry *e, const char *skey, int64_t ikey) {
+    return skey ? e->skey && strcmp(e->skey, skey) == 0 : !e->skey && e->ikey == ikey;
+}
+
+static size_t key_hash(const char *skey, int64_t ikey) {
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    if (skey)
+        for (const unsigned char *p = (const unsigned char *)skey; *p; p++) h = (h ^ *p) * 1099511628211u;
+    else
+        h = ((uint64_t)ikey ^ 0x9e3779b97f4a7c15u) * 1099511628211u;
+    return (size_t)(h ^ h >> 29);
+}
+
+/* The slot that holds this key, or the empty one where it would go. */
+static size_t *slot_of(const ct_value *dict, const char *skey, int64_t ikey) {
+    size_t mask = dict->u.dict.n_slots - 1, i = key_hash(skey, ikey) & mask;
+    while (dict->u.dict.slots[i] && !same_key(&dict->u.dict.items[dict->u.dict.slots[i] - 1], skey, ikey))
+        i = (i + 1) & mask;
+    return &dict->u.dict.slots[i];
+}
+
 /* Index of the entry with this key (skey for a string key, else ikey), or -1. */
 static long find(const ct_value *dict, const char *skey, int64_t ikey) {
-    for (size_t i = 0; i < dict->u.dict.len; i++) {
-        const dict_entry *e = &dict->u.dict.items[i];
-        if (skey ? (e->skey && strcmp(e->skey, skey) == 0) : (!e->skey && e->ikey == ikey))
-            return (long)i;
+    if (dict->u.dict.slots) {
+        size_t at = *slot_of(dict, skey, ikey);
+        return at ? (long)at - 1 : -1;
     }
+    for (size_t i = 0; i < dict->u.dict.len; i++)
+        if (same_key(&dict->u.dict.items[i], skey, ikey)) return (long)i;
     return -1;
+}
+
+/* After an append: the new last entry into the table, which is made, or
+ * doubled, when it would be more than half full. Without memory for it the
+ * dict goes on unindexed (find searches in order). */
+static void index_last(ct_value *dict) {
+    size_t len = dict->u.dict.len;
+    if (len < INDEX_FROM) return;
+    if (2 * len > dict->u.dict.n_slots) {
+        size_t n = 64;
+        while (n < 4 * len) n *= 2;
+        size_t *slots = calloc(n, sizeof *slots);
+        free(dict->u.dict.slots);
+        dict->u.dict.slots = slots;
+        dict->u.dict.n_slots = slots ? n : 0;
+        for (size_t i = 0; slots && i < len; i++) {
+            const dict_entry *e = &dict->u.dict.items[i];
+            *slot_of(dict, e->skey, e->ikey) = i + 1;
+        }
+        return;
+    }
+    const dict_entry *e = &dict->u.dict.items[len - 1];
+    *slot_of(dict, e->skey, e->ikey) = len;
 }
 
 /* Shared by the string and integer setters: replaces in place or appends. */
@@ -297,6 +350,7 @@ static int dict_set(const char *fn, ct_value *dict, const char *skey, int64_t ik
     e->skey = kcopy;
     e->ikey = skey ? 0 : ikey;
     e->val = item;
+    index_last(dict);
     return 0;
 }
 

@@ -106,6 +106,24 @@ ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space
         break;
     }
     }
+    /* The trials created at the start: each holds its hyperparameters and
+     * its record from then on. */
+    int64_t at_once = 0;
+    if (o->kind == CT_SEARCHER_ADAPTIVE_ASHA)
+        for (int b = 0; b < s->plan.n; b++) at_once += s->plan.b[b].initial;
+    else
+        at_once = s->o.max_concurrent_trials == 0 || s->o.max_concurrent_trials > s->total
+                      ? s->total
+                      : s->o.max_concurrent_trials;
+    if (!rc && at_once > CT_SEARCH_MAX_AT_ONCE)
+        rc = ct_set_error(CT_ECONFIG,
+                          "searcher '%s': %lld trials would be created at the start (max_concurrent_trials %lld%s "
+                          "of %lld), more than the %d ctrial creates at once: set searcher.max_concurrent_trials "
+                          "to the trials to run side by side (Determined's default is 16); the others are created "
+                          "as trials finish",
+                          ct_searcher_kind_name(o->kind), (long long)at_once, (long long)o->max_concurrent_trials,
+                          o->max_concurrent_trials == 0 ? ": no limit, all" : "", (long long)s->total,
+                          CT_SEARCH_MAX_AT_ONCE);
     if (rc) {
         ct_searcher_free(s);
         return NULL;

@@ -25,7 +25,12 @@
  * Each CREATE draws the trial's hyperparameters from the space, then 4
  * draws for Determined's request id and one for its trial seed, from one
  * MT19937 seeded with the experiment seed, in the order the CREATEs are
- * emitted: a search is reproducible from its seed and its results. */
+ * emitted: a search is reproducible from its seed and its results.
+ *
+ * At most CT_SEARCH_MAX_AT_ONCE trials are created at the start (all of a
+ * search's when max_concurrent_trials is 0, as Determined creates them):
+ * more is a CT_ECONFIG from ct_searcher_new, where Determined would hold
+ * a grid of 10^12 points in memory before any trial trains. */
 #ifndef CTRIAL_SEARCH_SEARCHER_H
 #define CTRIAL_SEARCH_SEARCHER_H
 
@@ -37,6 +42,8 @@
 #include "search/asha.h"
 #include "search/rungs.h"
 #include "search/space.h"
+
+#define CT_SEARCH_MAX_AT_ONCE 100000
 
 typedef enum {
     CT_SEARCHER_SINGLE = 0,

@@ -114,6 +114,13 @@ static int parse_range(hp_node *n, const json_t *j, const char *path) {
         if (!b) return bad(sub, "is missing (type log: values are base^x for x in [minval, maxval])");
         if (!json_is_number(b) || !(json_number_value(b) > 0)) return bad(sub, "must be a number > 0");
         n->base = json_number_value(b);
+        /* base^x is monotone in x: both ends finite, every value is. (Determined
+         * fails later, when it cannot write an infinite value.) */
+        double end = !isfinite(pow(n->base, n->lo)) ? n->lo : n->hi;
+        if (!isfinite(pow(n->base, n->lo)) || !isfinite(pow(n->base, n->hi)))
+            return ct_set_error(CT_ECONFIG, "%s: base^x overflows a double at x = %g (%g^%g is larger than "
+                                            "1.8e308): the values would be infinite",
+                                path, end, n->base, end);
     }
     return 0;
 }
@@ -293,13 +300,37 @@ static int64_t axis_len(const hp_node *n) {
     }
 }
 
+/* Point i of an int axis of count points: the middle one when count is 1,
+ * else Determined's
+ * round(minval + i * (maxval - minval) / (count - 1)), in double as its Go
+ * code computes it where that is exact (the ends within 2^53, the product
+ * within int64); beyond (a range wider than 2^63 / count, where Go's
+ * product wraps and points repeat, or ends a double cannot tell from their
+ * neighbours) in long double, which holds every int64 exactly. Kept within
+ * [minval, maxval]. */
+static int64_t int_point(const hp_node *n, int64_t i, int64_t count) {
+    uint64_t span = (uint64_t)n->ihi - (uint64_t)n->ilo;
+    const int64_t exact = (int64_t)1 << 53; /* every integer up to it is a double */
+    bool small = n->ilo >= -exact && n->ihi <= exact;
+    long double x;
+    if (count == 1)
+        x = small ? round(((double)n->ilo + (double)n->ihi) / 2.0)
+                  : roundl(((long double)n->ilo + (long double)n->ihi) / 2.0L);
+    else if (small && (i == 0 || span <= (uint64_t)INT64_MAX / (uint64_t)i))
+        x = round((double)n->ilo + (double)((int64_t)span * i) / (double)(count - 1));
+    else
+        x = roundl((long double)n->ilo + (long double)i * (long double)span / (long double)(count - 1));
+    if (x < (long double)n->ilo) return n->ilo;
+    if (x > (long double)n->ihi) return n->ihi;
+    return (int64_t)x;
+}
+
 /* Point i of the axis n (i < axis_len). */
 static json_t *axis_point(const hp_node *n, int64_t i) {
     int64_t count = axis_len(n);
     switch (n->kind) {
     case HP_INT:
-        if (count == 1) return json_integer((json_int_t)round(((double)n->ilo + (double)n->ihi) / 2.0));
-        return json_integer((json_int_t)round((double)n->ilo + (double)(i * (n->ihi - n->ilo)) / (double)(count - 1)));
+        return json_integer((json_int_t)int_point(n, i, count));
     case HP_DOUBLE:
     case HP_LOG: {
         double x = count == 1 ? (n->lo + n->hi) / 2.0 : n->lo + (double)i * (n->hi - n->lo) / (double)(count - 1);

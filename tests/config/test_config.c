@@ -486,8 +486,64 @@ static void test_dist_timeout(void) {
     }
 }
 
+/* 100,000 hyperparameters (the fault campaign's config): every one read
+ * back, in the file's order, and a key set again replaces its value. The
+ * dicts behind them are hashed: before, loading this took 45 s (each insert
+ * compared the key with every one before it); tests.cmake's TIMEOUT guards
+ * against that coming back. */
+static void test_many_hparams(void) {
+    enum { N = 100000 };
+    size_t cap = (size_t)N * 32 + 256, n = 0;
+    char *json = malloc(cap);
+    CHECK(json != NULL);
+    if (!json) return;
+    n += (size_t)snprintf(json + n, cap - n, "{" ML ", \"hyperparameters\": {\"global_batch_size\": 8");
+    for (int i = 0; i < N; i++) n += (size_t)snprintf(json + n, cap - n, ", \"h%d\": %d", i, 3 * i);
+    snprintf(json + n, cap - n, "}}");
+    ct_config c;
+    CHECK_OK(ct_config_init(&c));
+    CHECK_OK(ct_config_load_string(&c, json, "many.json"));
+    CHECK_OK(ct_config_finish(&c, 1));
+    bool all = ct_value_len(c.hparams) == N + 1;
+    for (int i = 0; all && i < N; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "h%d", i);
+        int64_t v = -1, ikey = 0;
+        const char *at = NULL;
+        all = ct_value_get_int(ct_value_dict_get(c.hparams, key), &v) == 0 && v == 3 * i &&
+              ct_value_dict_at(c.hparams, (size_t)i + 1, &at, &ikey) && at && strcmp(at, key) == 0;
+    }
+    CHECK(all);
+    CHECK(ct_value_dict_set(c.hparams, "h77777", ct_value_int(-5)) == 0);
+    int64_t v = 0;
+    CHECK(ct_value_get_int(ct_value_dict_get(c.hparams, "h77777"), &v) == 0 && v == -5);
+    CHECK(ct_value_len(c.hparams) == N + 1 && ct_value_dict_get(c.hparams, "h100000") == NULL);
+    ct_config_free(&c);
+    free(json);
+
+    /* integer and string keys side by side past the index's threshold: an
+     * integer key 5 and a string key "5" are different keys */
+    ct_value *d = ct_value_dict();
+    for (int i = 0; i < 1000; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        CHECK(ct_value_dict_set_int(d, i, ct_value_int(i)) == 0 && ct_value_dict_set(d, key, ct_value_int(-i)) == 0);
+    }
+    bool ok = ct_value_len(d) == 2000;
+    for (int i = 0; ok && i < 1000; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        int64_t a = 0, b = 0;
+        ok = ct_value_get_int(ct_value_dict_get_int(d, i), &a) == 0 && a == i &&
+             ct_value_get_int(ct_value_dict_get(d, key), &b) == 0 && b == -i;
+    }
+    CHECK(ok && !ct_value_dict_get_int(d, 1000) && !ct_value_dict_get(d, "1000"));
+    ct_value_free(d);
+}
+
 int main(void) {
     test_periods();
+    test_many_hparams();
     test_dist_timeout();
     test_defaults();
     test_full_config();

@@ -1,6 +1,9 @@
 # The experiment config, ct_main's flags, periods and exit codes: module
 # config, which is pure C (config_load links it and base, no libtorch).
 ct_c_test(config_load ${CMAKE_CURRENT_LIST_DIR}/test_config.c MODULES config)
+# 100,000 hyperparameters load in a fraction of a second (ASan: a few);
+# quadratic again, they would take minutes.
+set_tests_properties(config_load PROPERTIES TIMEOUT 60)
 
 # ct_main end to end against a ct_fit defined in the test, to see what
 # ct_main hands over: the program links module config for the parsing layer

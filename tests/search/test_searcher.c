@@ -172,7 +172,59 @@ static void grid(void) {
     json_decref(hps);
 }
 
+/* max_concurrent_trials 0 creates every trial at the start, as in
+ * Determined: past CT_SEARCH_MAX_AT_ONCE of them the search is refused
+ * (CT_ECONFIG, exit 2 from ct_main) before anything is created, where
+ * Determined would hold them all (a grid of 10^12 points, 2^31 - 1 random
+ * trials: gigabytes before any trial trains). Within the bound, and with a
+ * limit, nothing changes: the bound is on trials created at once, not on
+ * the search's total. */
+static void too_many_at_once(void) {
+    json_t *hps = json_pack("{s{sssisisi}s{sssisisi}}", "a", "type", "int", "minval", 0, "maxval", 1000000000, "count",
+                            1000000, "b", "type", "int", "minval", 0, "maxval", 1000000000, "count", 1000000);
+    ct_hp_space *space = ct_hp_space_new(hps, "hyperparameters", true);
+    ct_searcher_opts o = ct_searcher_defaults();
+    o.kind = CT_SEARCHER_GRID;
+    o.max_length = 1;
+    o.max_concurrent_trials = 0;
+    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK_ERR(CT_ECONFIG, "searcher 'grid': 1000000000000 trials would be created at the start "
+                          "(max_concurrent_trials 0: no limit, all of 1000000000000), more than the 100000");
+    o.max_concurrent_trials = 16; /* the grid's 10^12 points, 16 at a time */
+    ct_searcher *s = ct_searcher_new(&o, space);
+    ct_search_ops q = {0};
+    CHECK(s && ct_searcher_total(s) == 1000000000000 && ct_searcher_start(s, &q) == 0 && ct_searcher_created(s) == 16);
+    free(q.v);
+    ct_searcher_free(s);
+
+    o.kind = CT_SEARCHER_RANDOM;
+    o.max_trials = 2147483647;
+    o.max_concurrent_trials = 0;
+    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK_ERR(CT_ECONFIG, "searcher 'random': 2147483647 trials would be created at the start");
+    o.max_concurrent_trials = 100001;
+    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK_ERR(CT_ECONFIG, "(max_concurrent_trials 100001 of 2147483647)");
+    o.max_trials = 100000; /* at the bound: as Determined, all at the start */
+    o.max_concurrent_trials = 0;
+    s = ct_searcher_new(&o, space);
+    q = (ct_search_ops){0};
+    CHECK(s && ct_searcher_start(s, &q) == 0 && ct_searcher_created(s) == 100000);
+    free(q.v);
+    ct_searcher_free(s);
+
+    o.kind = CT_SEARCHER_ADAPTIVE_ASHA;
+    o.max_length = 900;
+    o.max_trials = 1000000;
+    o.max_concurrent_trials = 0;
+    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK_ERR(CT_ECONFIG, "searcher 'adaptive_asha':");
+    ct_hp_space_free(space);
+    json_decref(hps);
+}
+
 int main(void) {
+    too_many_at_once();
     adaptive();
     random_and_single();
     grid();

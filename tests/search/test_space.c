@@ -159,6 +159,40 @@ static void test_grid_axes(void) {
                   (double[]){1, 4, 16}, 3));
 }
 
+/* The points of a one-hyperparameter int grid, as int64 (past 2^53 a double
+ * would not tell them apart). */
+static bool int_axis_is(const char *spec, const int64_t *want, int64_t n) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"x\": %s}", spec);
+    ct_hp_space *s = space_of(text, true);
+    bool ok = s && ct_hp_space_grid_len(s) == n;
+    for (int64_t i = 0; ok && i < n; i++) {
+        json_t *p = ct_hp_space_grid_point(s, i);
+        ok = p && json_is_integer(json_object_get(p, "x")) && json_integer_value(json_object_get(p, "x")) == want[i];
+        if (!ok && p) fprintf(stderr, "  point %lld: %lld\n", (long long)i, (long long)json_integer_value(json_object_get(p, "x")));
+        json_decref(p);
+    }
+    if (!ok) fprintf(stderr, "  axis %s\n", spec);
+    ct_hp_space_free(s);
+    return ok;
+}
+
+/* Ranges wider than 2^63 / count: Determined's i * (maxval - minval) wraps
+ * in Go (three equal points over the whole int64 range); here it does not. */
+static void test_grid_wide_ints(void) {
+    CHECK(int_axis_is("{\"type\": \"int\", \"minval\": -9223372036854775808, \"maxval\": 9223372036854775807, "
+                      "\"count\": 3}",
+                      (int64_t[]){INT64_MIN, -1, INT64_MAX}, 3)); /* -0.5 rounds away from zero, as Go's */
+    CHECK(int_axis_is("{\"type\": \"int\", \"minval\": 0, \"maxval\": 9223372036854775807, \"count\": 5}",
+                      (int64_t[]){0, 2305843009213693952, 4611686018427387904, 6917529027641081855, INT64_MAX}, 5));
+    CHECK(int_axis_is("{\"type\": \"int\", \"minval\": 9223372036854775806, \"maxval\": 9223372036854775807, "
+                      "\"count\": 1}",
+                      (int64_t[]){INT64_MAX}, 1));
+    CHECK(int_axis_is("{\"type\": \"int\", \"minval\": -9223372036854775808, \"maxval\": -9223372036854775807, "
+                      "\"count\": 2}",
+                      (int64_t[]){INT64_MIN, INT64_MIN + 1}, 2));
+}
+
 static void test_grid_order(void) {
     /* grid_test.go TestGrid: the first axis slowest */
     ct_hp_space *s = space_of("{\"2\": {\"type\": \"int\", \"minval\": 0, \"maxval\": 10, \"count\": 3},"
@@ -206,6 +240,11 @@ static void test_errors(void) {
     refused("{\"a\": {\"b\": {\"type\": \"log\", \"minval\": -3, \"maxval\": -1, \"base\": 0}}}", false,
             "hyperparameters.a.b.base: must be a number > 0");
     refused("{\"lr\": {\"type\": \"log\", \"minval\": -3, \"maxval\": -1}}", false, "hyperparameters.lr.base: is missing");
+    /* 10^x is infinite past x = 308.25: refused when the space is read (Determined fails later, writing it) */
+    refused("{\"lr\": {\"type\": \"log\", \"minval\": 300, \"maxval\": 400, \"base\": 10}}", false,
+            "hyperparameters.lr: base^x overflows a double at x = 400 (10^400 is larger than 1.8e308)");
+    refused("{\"lr\": {\"type\": \"log\", \"minval\": -400, \"maxval\": 1, \"base\": 0.1}}", false,
+            "hyperparameters.lr: base^x overflows a double at x = -400");
     refused("{\"opt\": {\"type\": \"categorical\", \"vals\": []}}", false,
             "hyperparameters.opt.vals: is empty: a categorical needs at least one value");
     refused("{\"lr\": {\"type\": \"double\", \"minval\": 0, \"maxval\": 1}}", true,
@@ -220,6 +259,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    test_grid_wide_ints();
     test_generator();
     test_sample_mnist();
     test_sample_kinds();
