@@ -322,6 +322,7 @@ static int report(run *r, int64_t id, int64_t length, train_result *res) {
     int rc;
     if (res->rc) {
         t->state = CT_EXP_ERRORED;
+        t->code = res->rc;
         snprintf(t->error, sizeof t->error, "%s", res->error);
         json_t *e = json_pack("{sIsIsIss}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
                               (json_int_t)res->batches, "error", t->error);

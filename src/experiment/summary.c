@@ -107,8 +107,14 @@ int ct_exp_finish(ct_exp_log *log, const ct_searcher *s, const ct_config *c, con
     int rc = ct_exp_log_event(log, "experiment_completed", -1, -1, e, "completed: %lld trials, %lld errored",
                               (long long)created, (long long)errored);
     if (rc) return rc;
+    /* Every trial failed on the config (max_length past what ctrial counts,
+     * a global_batch_size below the ranks): the experiment's config is the
+     * error, and the exit code says so (2), as for a single trial. */
+    bool all_config = true;
+    for (int64_t id = 1; id <= created && id < n_trials; id++) all_config &= trials[id].code == CT_ECONFIG;
     if (created > 0 && errored == created)
-        return ct_set_error(CT_ETRIAL, "every trial of the search failed (the first: %s); see %s/%s", trials[1].error,
-                            dir, CT_EXPERIMENT_LOG);
+        return ct_set_error(all_config ? CT_ECONFIG : CT_ETRIAL, "every trial of the search failed%s (the first: %s); "
+                            "see %s/%s", all_config ? " on its configuration" : "", trials[1].error, dir,
+                            CT_EXPERIMENT_LOG);
     return 0;
 }

@@ -30,6 +30,7 @@ typedef struct {
     bool has_best;
     double best;        /* the best searcher metric of its validations */
     ct_exp_state state;
+    int code;           /* errored: the failure's CT_E* code */
     char error[512];
 } ct_exp_trial;
 

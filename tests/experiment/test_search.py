@@ -246,6 +246,18 @@ refused("grid_max_trials", "'searcher.max_trials' is not a key of searcher 'grid
 refused("typo", "searcher.max_trails", searcher={**asha, "max_trails": 3})
 refused("slots", "resources.slots_per_trial", resources={"slots_per_trial": 2})
 refused("grid_count", "count", searcher={"name": "grid", "metric": "x", "max_length": {"batches": 3}})
+# 10^x past x = 308 is infinite (it was CT_ENOMEM, exit 1)
+refused("log_overflow", "hyperparameters.lr: base^x overflows a double",
+        hyperparameters={**base_hp, "lr": {"type": "log", "minval": 300, "maxval": 400, "base": 10}})
+# every trial at the start (max_concurrent_trials 0): past 100,000 refused before any is created (was 3 GB)
+refused("at_once", "searcher 'random': 2147483647 trials would be created at the start",
+        searcher={**rand, "max_trials": 2147483647, "max_concurrent_trials": 0})
+# a max_length no trial can count to: every trial fails on the config, and the exit code is a config error's
+huge = os.path.join(WORK, "huge_epochs")
+p = run(config("huge_epochs", searcher={**rand, "max_trials": 2, "max_length": {"epochs": 9223372036854775807}}),
+        huge, expect=2)
+check("every trial of the search failed on its configuration" in p.stderr and "epochs of 12 batches" in p.stderr,
+      f"max_length of 2^63 - 1 epochs in a search: exit 2 naming it ({p.stderr.strip()[-200:]})")
 
 # keys only a cluster uses: one warning naming them, and the search runs
 warn = os.path.join(WORK, "warn")
