@@ -182,8 +182,25 @@ std::string ordinal(size_t i) {
 // Binding runs once per overload tried, so a mismatch is a `false`, not an
 // exception, and builds no message: when no overload fits, the binding is
 // run again with `why` to say what did not.
+// What was given, for a message: its kind, and for a list of n > 0 items
+// whose pointer is NULL (ct_arg_ints(4, NULL)), that too.
+std::string given(const ct_arg &x) {
+    size_t n = 0;
+    const void *v = nullptr;
+    switch (x.kind) {
+    case CT_ARG_INTS: n = x.u.ints.n, v = x.u.ints.v; break;
+    case CT_ARG_FLOATS: n = x.u.floats.n, v = x.u.floats.v; break;
+    case CT_ARG_BOOLS: n = x.u.bools.n, v = x.u.bools.v; break;
+    case CT_ARG_TENSORS: n = x.u.tensors.n, v = x.u.tensors.v; break;
+    default: break;
+    }
+    std::string s = kind_name(x.kind);
+    if (n && !v) s += " of " + std::to_string(n) + " items whose pointer is NULL";
+    return s;
+}
+
 bool no(const c10::Argument &a, const ct_arg &got, std::string *why) {
-    if (why) *why = "takes " + a.type()->str() + ", got " + kind_name(got.kind);
+    if (why) *why = "takes " + a.type()->str() + ", got " + given(got);
     return false;
 }
 

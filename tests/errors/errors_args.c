@@ -31,6 +31,11 @@ static void null_inputs(void) {
     CHECK_NULL_ERR(ct_reshape(x, 2, NULL), CT_EINVAL, "NULL", "ct_reshape");
     CHECK_NULL_ERR(ct_sum_dim(x, 1, NULL, false), CT_EINVAL, "NULL", NULL);
     CHECK_NULL_ERR(ct_cat(2, (ct_tensor *[]){x, NULL}, 0), CT_EINVAL, "NULL", "ct_cat");
+    /* a list argument of n > 0 items whose pointer is NULL: named as such */
+    CHECK_NULL_ERR(ct_call("aten::reshape", 2, (ct_arg[]){CT_T(x), ct_arg_ints(4, NULL)}), CT_EINVAL,
+                   "argument 'shape' (2nd) takes int[], got an int list of 4 items whose pointer is NULL", NULL);
+    CHECK_NULL_ERR(ct_call("aten::cat", 1, (ct_arg[]){ct_arg_tensors(2, NULL)}), CT_EINVAL,
+                   "a Tensor list of 2 items whose pointer is NULL", NULL);
     CHECK_NULL_ERR(ct_cat(2, NULL, 0), CT_EINVAL, "NULL", NULL);
     CHECK_NULL_ERR(ct_cat(0, (ct_tensor *[]){x}, 0), CT_EINVAL, "at least one", NULL);
     CHECK_NULL_ERR(ct_stack(1, (ct_tensor *[]){NULL}, 0), CT_EINVAL, "NULL", NULL);
