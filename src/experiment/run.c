@@ -52,6 +52,7 @@ typedef struct {
     int world_rank, world, slots; /* groups of `slots` ranks train a trial each; rank 0 writes the log */
     bool stopped;      /* a stop signal ended a TRAIN: the search stops too */
     bool resumed;      /* the folder held this search's log: it goes on */
+    bool logged_start; /* that log holds the search's start (an empty one does not) */
 } run;
 
 static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); }
@@ -628,6 +629,7 @@ static int load_replay(run *r, json_t *events, json_t *recorded) {
                                  : -1);
         if ((id >= 0 && strncmp(name, "trial_", 6) == 0) || strcmp(name, "experiment_completed") == 0)
             json_object_set_new(recorded, key, json_true());
+        if (strcmp(name, "experiment_started") == 0) r->logged_start = true;
         char tkey[32];
         snprintf(tkey, sizeof tkey, "%lld", (long long)id);
         if (strcmp(name, "trial_created") == 0) json_object_set(created, tkey, json_object_get(e, "hparams"));
@@ -741,7 +743,10 @@ static int started(run *r, bool resumed) {
             snprintf(rungs + n, sizeof rungs - n, "%s%lld", k ? "/" : " ", (long long)plan->b[b].units[k]);
         }
     }
-    /* a resumed search's start is an event of its own each time */
+    /* a resumed search's start is an event of its own each time; a log
+     * without the start itself (empty: killed before its first line was
+     * written) starts the search now */
+    if (resumed && !r->logged_start) resumed = false;
     return ct_exp_log_event(&r->log, resumed ? "experiment_resumed" : "experiment_started", -1,
                             -1, e, "%s %s: %lld trials of up to %lld %s%s, "
                             "%s %s, seed %u", resumed ? "resumed" : "started", ct_searcher_kind_name(so->kind),

@@ -267,6 +267,15 @@ lines = [line for line in p.stderr.splitlines() if "warning" in line]
 check(len(lines) == 1 and all(k in lines[0] for k in ("environment", "bind_mounts", "resources.resource_pool")),
       f"one warning names the cluster-only keys: {lines}")
 
+# an empty experiment.jsonl (killed before its first line): --resume latest starts the search, logged as started
+empty = os.path.join(WORK, "empty_log")
+os.makedirs(empty)
+open(os.path.join(empty, "experiment.jsonl"), "w").close()
+run(config("empty_log", searcher={**rand, "max_trials": 1}), empty, "--resume", "latest")
+names = [e["event"] for e in events(empty)]
+check(names[:1] == ["experiment_started"] and "experiment_resumed" not in names and names[-1] == "experiment_completed",
+      f"an empty log resumed: started, not resumed ({names[:3]})")
+
 # an earlier search is kept unless --overwrite
 p = run(config("warn", searcher={**rand, "max_trials": 1}), warn, expect=2)
 check("holds an earlier search" in p.stderr, "a second search in the same folder is refused")
