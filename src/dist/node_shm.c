@@ -7,6 +7,7 @@
 #if CTRIAL_HAVE_MPI /* only the MPI paths of grad_sync.c use it */
 #include "dist/node_shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -162,8 +165,45 @@ static bool all_agree(bool mine) {
     return ct_dist_allreduce_i64(&v, 1, CT_DIST_MIN) == 0 && v == 1;
 }
 
-/* Creates, reserves and maps this rank's segment under a fresh name. */
-static bool create_own(ct_node_shm *m, char *name, char *why, size_t why_len) {
+/* ---- names left behind ---------------------------------------------------- */
+
+/* A segment's name lives from its creation until every rank of the host
+ * has mapped it; a rank killed in between (or the job, stuck there, ended
+ * by its timeout) leaves it in /dev/shm until reboot. So the creator holds
+ * an exclusive flock(2) on the segment while its name exists, which the
+ * kernel drops when the process dies, and every set-up first removes the
+ * ctrial segments of this user that nobody holds: their creator is gone.
+ * A segment modified less than STALE_AFTER seconds ago is left alone (its
+ * creator may be between shm_open and flock). Safe across jobs, users (only this
+ * user's are touched) and PID namespaces (a lock, not a process id). */
+enum { STALE_AFTER = 5 };
+
+int ct_node_shm_remove_stale(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    int removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "ctrial-", 7) != 0 || strlen(e->d_name) + 2 > NAME_LEN) continue;
+        char name[NAME_LEN];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        int fd = shm_open(name, O_RDONLY, 0);
+        if (fd < 0) continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && S_ISREG(st.st_mode) &&
+            now - st.st_mtime > STALE_AFTER && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            removed += shm_unlink(name) == 0;
+        close(fd); /* drops the lock taken to look */
+    }
+    closedir(d);
+    return removed;
+}
+
+/* Creates, reserves and maps this rank's segment under a fresh name, and
+ * locks it (*held: the descriptor that holds the lock, open until the name
+ * is removed). */
+static bool create_own(ct_node_shm *m, char *name, int *held, char *why, size_t why_len) {
     static unsigned seq;
     snprintf(name, NAME_LEN, "/ctrial-%ld-%d-%u-%llx", (long)getpid(), m->rank, ++seq,
              (unsigned long long)(ct_clock_monotonic() * 1e9));
@@ -173,14 +213,15 @@ static bool create_own(ct_node_shm *m, char *name, char *why, size_t why_len) {
         name[0] = '\0';
         return false;
     }
-    int err = ftruncate(fd, (off_t)m->bytes) != 0 ? errno : posix_fallocate(fd, 0, (off_t)m->bytes);
+    int err = flock(fd, LOCK_EX | LOCK_NB) != 0 ? errno : 0;
+    if (!err) err = ftruncate(fd, (off_t)m->bytes) != 0 ? errno : posix_fallocate(fd, 0, (off_t)m->bytes);
     void *p = err ? MAP_FAILED : mmap(NULL, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (!err && p == MAP_FAILED) err = errno;
-    close(fd);
     if (err) {
         snprintf(why, why_len, "rank %d: reserving %zu bytes of shared memory (%s): %s", m->rank, m->bytes, name,
                  strerror(err));
         shm_unlink(name);
+        close(fd);
         name[0] = '\0';
         return false;
     }
@@ -188,10 +229,12 @@ static bool create_own(ct_node_shm *m, char *name, char *why, size_t why_len) {
     if (!m->own) {
         munmap(p, m->bytes);
         shm_unlink(name);
+        close(fd);
         name[0] = '\0';
         snprintf(why, why_len, "rank %d: out of memory", m->rank);
         return false;
     }
+    *held = fd;
     m->own->base = p;
     m->own->bytes = m->bytes;
     atomic_init(&m->own->refs, 1);
@@ -264,12 +307,16 @@ ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t by
         return NULL;
     }
     char name[NAME_LEN] = "";
-    ok = create_own(m, name, why, why_len);
+    int held = -1;
+    ct_node_shm_remove_stale();
+    ok = create_own(m, name, &held, why, why_len);
     ok = exchange_names(m, name, all) && ok;
     ok = all_agree(ok) && map_peers(m, members, all, why, why_len);
     ok = all_agree(ok);
-    /* Every rank has mapped every segment (or given up): the names can go. */
+    /* Every rank has mapped every segment (or given up): the names can go,
+     * and then the lock that marked this one as in use. */
     if (name[0]) shm_unlink(name);
+    if (held >= 0) close(held);
     free(all);
     if (!ok) {
         if (!why[0]) snprintf(why, why_len, "another rank could not share memory");

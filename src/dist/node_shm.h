@@ -21,7 +21,9 @@
  * a SIGBUS later), mapped read-write by its owner and read-only by the
  * others; its name is removed as soon as every rank has mapped every
  * segment, so nothing is left in /dev/shm after a crash past that point.
- * Fresh segments read as zeros.
+ * Before that, its creator holds a flock on it: a set-up removes first the
+ * segments (/dev/shm/ctrial-*) of this user that nobody holds, those of a
+ * rank that died during an earlier set-up. Fresh segments read as zeros.
  *
  * Lifetimes. Peers' mappings go with ct_node_shm_free. This rank's own
  * mapping goes when both the handle is freed and every reference taken with
@@ -67,6 +69,12 @@ typedef struct ct_node_shm ct_node_shm;
  * why (no error is set: the caller falls back to messages). */
 ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t bytes, bool want, char *why,
                              size_t why_len);
+/* Removes this user's /dev/shm/ctrial-* segments that no process holds
+ * (their creator died during its set-up) and that are older than a few
+ * seconds; returns how many. ct_node_shm_new calls it first. Not
+ * collective. */
+int ct_node_shm_remove_stale(void);
+
 /* The segment of members[q] (q: 0 .. n-1): this rank's is writable, the
  * others are not. BORROWED. */
 char *ct_node_shm_at(const ct_node_shm *m, int q);

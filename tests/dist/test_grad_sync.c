@@ -45,11 +45,20 @@
  *     messages through every rank; a host size that is not a number on
  *     one rank is refused on every rank;
  *   - ranks that share one CPU (a cpuset) yield while they wait;
+ *   - a segment left in /dev/shm by a rank that died during the set-up
+ *     (nobody holds its lock) is removed by the next set-up on the host,
+ *     and one whose creator is alive is kept;
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
  *     NCCL give the same averages. */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/cpus.h"
 #include "ct_test.h"
@@ -57,6 +66,12 @@
 #include "dist/grad_sync.h"
 #include "dist/nccl_comm.h"
 #include "dist/host.h"
+#include "ctrial/config.h"
+#if CTRIAL_HAVE_MPI
+#include <time.h>
+
+#include "dist/node_shm.h"
+#endif
 
 enum { B = 6, IN = 8, HID = 16, OUT = 4, NP = 10 };
 
@@ -300,8 +315,58 @@ int main(void) {
     CHECK(net != NULL);
     CHECK(ct_nn_num_params(net) == NP);
     make_data();
+#if CTRIAL_HAVE_MPI
+    /* Two segments as an earlier job's set-up leaves them, an hour old: one
+     * whose creator died (nobody holds it), one whose creator is alive (a
+     * child holding its lock until the pipe closes). */
+    char stale[64], live[64];
+    snprintf(stale, sizeof stale, "/ctrial-test-stale-%ld", (long)getpid());
+    snprintf(live, sizeof live, "/ctrial-test-live-%ld", (long)getpid());
+    int holder[2] = {-1, -1};
+    pid_t child = -1;
+    if (R == 0 && P > 1) {
+        const struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+        int fd = shm_open(stale, O_CREAT | O_EXCL | O_RDWR, 0600);
+        CHECK(fd >= 0 && futimens(fd, old) == 0);
+        close(fd);
+        CHECK(pipe(holder) == 0);
+        child = fork();
+        if (child == 0) { /* holds the lock until the pipe closes; no MPI here */
+            int lfd = shm_open(live, O_CREAT | O_EXCL | O_RDWR, 0600);
+            char c;
+            close(holder[1]);
+            if (lfd < 0 || flock(lfd, LOCK_EX) != 0 || futimens(lfd, old) != 0) _exit(1);
+            (void)!read(holder[0], &c, 1); /* EOF: the parent closed its end */
+            _exit(0);
+        }
+        close(holder[0]);
+        for (int tries = 0; tries < 500; tries++) { /* the child holds it */
+            int lfd = shm_open(live, O_RDONLY, 0);
+            bool held = lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) != 0;
+            if (lfd >= 0) close(lfd);
+            if (held) break;
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+        }
+    }
+#endif
     ct_grad_sync *s = ct_grad_sync_new(net, 600);
     CHECK(s != NULL);
+#if CTRIAL_HAVE_MPI
+    if (R == 0 && P > 1) {
+        char why[200];
+        bool shm = strstr(ct_grad_sync_transport(s, why, sizeof why), "shared memory") != NULL;
+        int fd = shm_open(stale, O_RDONLY, 0), lfd = shm_open(live, O_RDONLY, 0);
+        if (shm) CHECK(fd < 0); /* removed by the set-up */
+        CHECK(lfd >= 0);        /* its creator is alive */
+        if (fd >= 0) close(fd);
+        if (lfd >= 0) close(lfd);
+        close(holder[1]); /* the creator ends: now it is stale too */
+        int status = 0;
+        CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        ct_node_shm_remove_stale(); /* (a concurrent test's set-up may have removed them first) */
+        CHECK(shm_open(live, O_RDONLY, 0) < 0 && shm_open(stale, O_RDONLY, 0) < 0);
+    }
+#endif
     {
         char why[200];
         const char *env = getenv("CTRIAL_GRAD_SYNC"), *how = ct_grad_sync_transport(s, why, sizeof why);
