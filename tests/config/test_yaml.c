@@ -184,7 +184,9 @@ static void test_errors(void) {
     /* ... of large strings (the fault campaign's): a 1 MiB string anchor
      * aliased through five nested lists of ten is 100 GB expanded and only
      * 10^5 values; refused where the first alias past 64 MiB is counted, before
-     * it is copied */
+     * it is copied. Determined's CLI reads it with ruamel.yaml, whose aliases
+     * are shared references, and then sends the master its JSON, which
+     * writes every alias out: 100 GB. Its own configs are kilobytes. */
     size_t big = 1 << 20;
     char *strings = malloc(big + 4096);
     strcpy(strings, "l0: &l0 \"");

@@ -283,7 +283,9 @@ static void test_limits_and_kinds(void) {
     CHECK(ct_image_set_max_pixels(89478485) == 0);
 
     /* A PNG whose tEXt chunk claims 2^31 - 1 bytes in a 2.4 KB file: refused
-     * as cut short before libpng allocates the claimed length. */
+     * as cut short before libpng allocates the claimed length (PIL, which
+     * ImageFolder decodes with, reads the chunk in blocks and fails at the
+     * file's end: truncated too). Determined decodes no images itself. */
     unsigned char text_png[8 + 25 + 12 + 2400];
     memcpy(text_png, png, 8);
     put32(ihdr + 8, 4);
