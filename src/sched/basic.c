@@ -55,7 +55,7 @@ static int steplr_load(ct_sched *s, const ct_value *sd, bool apply) {
     ct_sreader r;
     ct_sreader_start(&r, s, sd, keys);
     int64_t step_size = ct_sread_int(&r, "step_size");
-    double gamma = ct_sread_float(&r, "gamma");
+    double gamma = ct_sread_factor(&r, "gamma", 0, INFINITY);
     if (!r.code && step_size == 0) ct_sreader_fail(&r, "has step_size 0");
     ct_sched_load_base(s, &r, apply);
     if (apply && !r.code) {
@@ -138,7 +138,7 @@ static int multistep_load(ct_sched *s, const ct_value *sd, bool apply) {
         if (skey || ct_value_get_int(v, &count) != 0)
             ct_sreader_fail(&r, "has 'milestones' that is not a dict of int counts by int epoch");
     }
-    double gamma = ct_sread_float(&r, "gamma");
+    double gamma = ct_sread_factor(&r, "gamma", 0, INFINITY);
     ct_sched_load_base(s, &r, apply);
     if (r.code || !apply) return ct_sreader_end(&r);
     int64_t *milestone = malloc((n ? n : 1) * sizeof *milestone);
@@ -223,7 +223,7 @@ static int exponential_load(ct_sched *s, const ct_value *sd, bool apply) {
     static const char *const keys[] = {"gamma", CT_SCHED_BASE_KEYS, NULL};
     ct_sreader r;
     ct_sreader_start(&r, s, sd, keys);
-    double gamma = ct_sread_float(&r, "gamma");
+    double gamma = ct_sread_factor(&r, "gamma", 0, INFINITY);
     ct_sched_load_base(s, &r, apply);
     if (apply && !r.code) ((ExponentialLR *)s)->gamma = gamma;
     return ct_sreader_end(&r);
@@ -459,7 +459,7 @@ static int linear_load(ct_sched *s, const ct_value *sd, bool apply) {
     LinearLR *k = (LinearLR *)s;
     ct_sreader r;
     ct_sreader_start(&r, s, sd, keys);
-    double start = ct_sread_float(&r, "start_factor"), end = ct_sread_float(&r, "end_factor");
+    double start = ct_sread_factor(&r, "start_factor", 0, 1), end = ct_sread_factor(&r, "end_factor", 0, 1);
     int64_t total_iters = ct_sread_int(&r, "total_iters");
     ct_sched_load_base(s, &r, apply);
     if (apply && !r.code) {
@@ -528,7 +528,7 @@ static int constant_load(ct_sched *s, const ct_value *sd, bool apply) {
     ConstantLR *k = (ConstantLR *)s;
     ct_sreader r;
     ct_sreader_start(&r, s, sd, keys);
-    double factor = ct_sread_float(&r, "factor");
+    double factor = ct_sread_factor(&r, "factor", 0, 1);
     int64_t total_iters = ct_sread_int(&r, "total_iters");
     ct_sched_load_base(s, &r, apply);
     if (apply && !r.code) {

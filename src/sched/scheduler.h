@@ -137,6 +137,11 @@ void ct_sreader_fail(ct_sreader *r, const char *fmt, ...)
 const ct_value *ct_sread(ct_sreader *r, const char *key); /* NULL when missing */
 int64_t ct_sread_int(ct_sreader *r, const char *key);
 double ct_sread_float(ct_sreader *r, const char *key); /* int or float */
+/* A factor every learning rate the scheduler sets is multiplied by (gamma):
+ * a number in [lo, hi], else CT_EINVAL naming it, where the first step
+ * would fail on the learning rate it makes (set_lr refuses a negative or
+ * NaN one) or Python's constructor refuses it. */
+double ct_sread_factor(ct_sreader *r, const char *key, double lo, double hi);
 bool ct_sread_bool(ct_sreader *r, const char *key);
 ct_pynum ct_sread_num(ct_sreader *r, const char *key);
 const char *ct_sread_str(ct_sreader *r, const char *key); /* "" when wrong */

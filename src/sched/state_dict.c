@@ -7,6 +7,7 @@
  * value's type, recording only the first problem. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/scheduler.h"
@@ -130,6 +131,16 @@ double ct_sread_float(ct_sreader *r, const char *key) {
     return out;
 }
 
+double ct_sread_factor(ct_sreader *r, const char *key, double lo, double hi) {
+    double x = ct_sread_float(r, key);
+    if (!r->code && !(x >= lo && x <= hi)) {
+        ct_sreader_fail(r, "has %s %g, outside [%g, %g]: the learning rates it makes would be invalid", key, x, lo,
+                        hi);
+        r->code = CT_EINVAL;
+    }
+    return x;
+}
+
 bool ct_sread_bool(ct_sreader *r, const char *key) {
     const ct_value *v = ct_sread(r, key);
     bool out = false;
@@ -179,7 +190,22 @@ void ct_sread_floats(ct_sreader *r, const char *key, size_t n, double *out) {
 }
 
 void ct_sched_load_base(ct_sched *s, ct_sreader *r, bool apply) {
-    ct_sread_floats(r, "base_lrs", s->ngroups, apply ? s->base_lrs : NULL);
+    /* base_lrs scale every lr the scheduler sets: one that is negative or
+     * NaN would fail the first step (set_lr refuses it, as the optimizer's
+     * constructor does) instead of the load */
+    double *base = calloc(s->ngroups ? s->ngroups : 1, sizeof *base);
+    if (!base && !r->code) {
+        ct_sreader_fail(r, "cannot be read: out of memory");
+        r->code = CT_ENOMEM;
+    }
+    ct_sread_floats(r, "base_lrs", s->ngroups, base);
+    for (size_t g = 0; base && !r->code && g < s->ngroups; g++)
+        if (!(base[g] >= 0)) {
+            ct_sreader_fail(r, "has base_lrs[%zu] = %g: Invalid learning rate", g, base[g]);
+            r->code = CT_EINVAL;
+        }
+    if (apply && base && !r->code) memcpy(s->base_lrs, base, s->ngroups * sizeof *base);
+    free(base);
     int64_t last_epoch = ct_sread_int(r, "last_epoch");
     int64_t step_count = ct_sread_int(r, "_step_count");
     bool is_initial = ct_sread_bool(r, "_is_initial");

@@ -962,6 +962,17 @@ static void test_refused_loads(void) {
     expect_load_refused(o, sd, CT_ESHAPE, "state[1]['exp_avg_sq'] has shape [7] but its parameter has [5, 1]");
     ct_value_free(sd);
 
+    /* A value the constructor refuses (Python loads it; ctrial's set_option,
+     * which the LR schedulers call, would refuse it at their first step). */
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(group0(sd), "lr", ct_value_float(-2.0782102291411025e+153));
+    expect_load_refused(o, sd, CT_EINVAL, "param_groups[0]['lr']: Invalid learning rate: -2.0782102291411025e+153");
+    ct_value_free(sd);
+    sd = ct_value_copy(good, false);
+    ct_value_dict_set(group0(sd), "eps", ct_value_float(NAN));
+    expect_load_refused(o, sd, CT_EINVAL, "param_groups[0]['eps']: Invalid epsilon value: nan");
+    ct_value_free(sd);
+
     /* A key Adam does not use, a state for no parameter, a missing part. */
     sd = ct_value_copy(good, false);
     ct_value_dict_set(ct_value_dict_get_int(ct_value_dict_get(sd, "state"), 0), "bogus",

@@ -319,7 +319,22 @@ static void test_refused_loads(void) {
     expect_load_refused(expo, sd_step, CT_EFORMAT, "ExponentialLR state_dict has an unexpected key 'step_size'");
     expect_load_refused(step, sd_expo, CT_EFORMAT, "StepLR state_dict has no 'step_size'");
     expect_load_refused(step, sd_step1, CT_EINVAL, "StepLR state_dict has 1 base_lrs for 2 param groups");
+    /* a base lr that every lr the scheduler sets would scale: refused at the
+     * load, not at the first step (set_lr refuses what it makes) */
     ct_value *bad = ct_value_copy(sd_step, false);
+    ct_value *lrs = ct_value_list();
+    ct_value_list_append(lrs, ct_value_float(0.1));
+    ct_value_list_append(lrs, ct_value_float(-2e153));
+    ct_value_dict_set(bad, "base_lrs", lrs);
+    expect_load_refused(step, bad, CT_EINVAL, "StepLR state_dict has base_lrs[1] = -2e+153: Invalid learning rate");
+    ct_value_free(bad);
+    /* a gamma that would make every lr negative (the fuzzer's resumed
+     * checkpoint): refused at the load, naming it */
+    bad = ct_value_copy(sd_step, false);
+    ct_value_dict_set(bad, "gamma", ct_value_float(-4.0));
+    expect_load_refused(step, bad, CT_EINVAL, "StepLR state_dict has gamma -4, outside [0, inf]");
+    ct_value_free(bad);
+    bad = ct_value_copy(sd_step, false);
     ct_value_dict_set(bad, "last_epoch", ct_value_float(3.0));
     expect_load_refused(step, bad, CT_EFORMAT, "has 'last_epoch' of type float, not int");
     ct_value_free(bad);
