@@ -115,6 +115,9 @@ ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space
         at_once = s->o.max_concurrent_trials == 0 || s->o.max_concurrent_trials > s->total
                       ? s->total
                       : s->o.max_concurrent_trials;
+    if (!rc && o->max_length > CT_SEARCH_MAX_LENGTH)
+        rc = ct_set_error(CT_ECONFIG, "searcher.max_length is %lld, more than the %lld a search counts to",
+                          (long long)o->max_length, (long long)CT_SEARCH_MAX_LENGTH);
     if (!rc && at_once > CT_SEARCH_MAX_AT_ONCE)
         rc = ct_set_error(CT_ECONFIG,
                           "searcher '%s': %lld trials would be created at the start (max_concurrent_trials %lld%s "

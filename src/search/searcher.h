@@ -44,6 +44,10 @@
 #include "search/space.h"
 
 #define CT_SEARCH_MAX_AT_ONCE 100000
+/* The longest max_length a search takes, in its unit (about 9.2e15): the
+ * experiment log numbers each restart of a trial within its length
+ * (length * 1000 + restart). A single trial (ct_fit) counts to 2^63 - 1. */
+#define CT_SEARCH_MAX_LENGTH (INT64_MAX / 1000 - 1)
 
 typedef enum {
     CT_SEARCHER_SINGLE = 0,

@@ -252,12 +252,15 @@ refused("log_overflow", "hyperparameters.lr: base^x overflows a double",
 # every trial at the start (max_concurrent_trials 0): past 100,000 refused before any is created (was 3 GB)
 refused("at_once", "searcher 'random': 2147483647 trials would be created at the start",
         searcher={**rand, "max_trials": 2147483647, "max_concurrent_trials": 0})
-# a max_length no trial can count to: every trial fails on the config, and the exit code is a config error's
-huge = os.path.join(WORK, "huge_epochs")
-p = run(config("huge_epochs", searcher={**rand, "max_trials": 2, "max_length": {"epochs": 9223372036854775807}}),
-        huge, expect=2)
-check("every trial of the search failed on its configuration" in p.stderr and "epochs of 12 batches" in p.stderr,
-      f"max_length of 2^63 - 1 epochs in a search: exit 2 naming it ({p.stderr.strip()[-200:]})")
+# a max_length past what a search counts (2^63 - 1 epochs; it exited 1)
+refused("huge_epochs", "searcher.max_length is 9223372036854775807, more than the 9223372036854774 a search counts",
+        searcher={**rand, "max_trials": 2, "max_length": {"epochs": 9223372036854775807}})
+# every trial failing on its configuration (a sampled global_batch_size of 0): the exit code is a config error's
+gbs0 = os.path.join(WORK, "gbs0")
+p = run(config("gbs0", searcher={**rand, "max_trials": 2},
+               hyperparameters={**base_hp, "global_batch_size": {"type": "categorical", "vals": [0]}}), gbs0, expect=2)
+check("every trial of the search failed on its configuration" in p.stderr and "global_batch_size" in p.stderr,
+      f"every trial failing on its configuration: exit 2 naming it ({p.stderr.strip()[-200:]})")
 
 # keys only a cluster uses: one warning naming them, and the search runs
 warn = os.path.join(WORK, "warn")
