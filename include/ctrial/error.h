@@ -31,28 +31,42 @@ extern "C" {
 #define CT_API __attribute__((visibility("default")))
 #endif
 
+/* The codes, one row each: XX(name, value, short phrase, meaning). This table
+ * is the only list: it makes the enum below, ct_err_name() and ct_strerror(),
+ * and tools/check_layers.py checks docs/api/error.md's table against it. A
+ * new code is one new row (libuv's UV_ERRNO_MAP). */
+#define CT_ERRNO_MAP(XX)                                                                       \
+    XX(OK, 0, "success", "success")                                                            \
+    XX(EINVAL, -1, "invalid argument", "invalid argument: NULL, out of range, bad option")     \
+    XX(ESHAPE, -2, "shape mismatch", "shapes do not match or do not fit the operation")        \
+    XX(EDTYPE, -3, "wrong dtype", "wrong or unsupported dtype")                                \
+    XX(EDEVICE, -4, "wrong or unavailable device", "wrong, mixed or unavailable device")       \
+    XX(EINDEX, -5, "index out of range", "index out of range")                                 \
+    XX(ENOMEM, -6, "out of memory", "out of host or device memory")                            \
+    XX(ENOTSUP, -7, "not supported", "not supported by this build or this object")            \
+    XX(EIO, -8, "input/output error", "reading or writing a file failed")                      \
+    XX(EFORMAT, -9, "malformed input", "malformed input: file, checkpoint, config")            \
+    XX(ESTATE, -10, "object in the wrong state", "object in the wrong state: freed, closed, unset") \
+    XX(ETORCH, -11, "libtorch error", "any other error reported by libtorch")                  \
+    XX(ECONFIG, -12, "bad configuration", "bad configuration value or unknown key")            \
+    XX(ETRIAL, -13, "trial callback failed", "a user callback reported failure")               \
+    XX(EDIST, -14, "distributed failure", "distributed: a rank failed or disagrees")           \
+    XX(ECHECKPOINT, -15, "bad checkpoint", "a checkpoint is missing, corrupt or does not fit") \
+    XX(ENAN, -16, "loss is not finite", "the loss became NaN or infinite")                     \
+    XX(EEXIT, -17, "the trial asked to exit", "the trial asked to end (ct_ctx_should_exit): not a failure")
+
 enum {
-    CT_OK = 0,
-    CT_EINVAL = -1,   /* invalid argument: NULL, out of range, bad option   */
-    CT_ESHAPE = -2,   /* shapes do not match or do not fit the operation    */
-    CT_EDTYPE = -3,   /* wrong or unsupported dtype                         */
-    CT_EDEVICE = -4,  /* wrong, mixed or unavailable device                 */
-    CT_EINDEX = -5,   /* index out of range                                 */
-    CT_ENOMEM = -6,   /* out of host or device memory                       */
-    CT_ENOTSUP = -7,  /* not supported by this build or this object         */
-    CT_EIO = -8,      /* reading or writing a file failed                   */
-    CT_EFORMAT = -9,  /* malformed input: file, checkpoint, config          */
-    CT_ESTATE = -10,  /* object in the wrong state: freed, closed, unset    */
-    CT_ETORCH = -11,  /* any other error reported by libtorch               */
-    CT_ECONFIG = -12, /* bad configuration value or unknown key             */
-    CT_ETRIAL = -13,  /* a user callback reported failure                   */
-    CT_EDIST = -14,   /* distributed: a rank failed or disagrees            */
-    CT_ECHECKPOINT = -15, /* a checkpoint is missing, corrupt or does not fit */
-    CT_ENAN = -16,    /* the loss became NaN or infinite                    */
-    CT_EEXIT = -17,   /* the trial asked to end (ct_ctx_should_exit): not a failure */
+#define CT_ERRNO_ENUM_(name, value, phrase, meaning) CT_##name = value,
+    CT_ERRNO_MAP(CT_ERRNO_ENUM_)
+#undef CT_ERRNO_ENUM_
 };
 
-/* Short constant name of a code ("CT_ESHAPE: shape mismatch"); never NULL. */
+/* The code's constant name ("CT_ESHAPE"), or "CT_UNKNOWN" for a number
+ * that is not a code; never NULL. Static string. */
+CT_API const char *ct_err_name(int code);
+
+/* The code's name and a short phrase ("CT_ESHAPE: shape mismatch"), or
+ * "unknown ctrial error code"; never NULL. Static string. */
 CT_API const char *ct_strerror(int code);
 
 /* Message of the last failure on this thread, "" if none. Borrowed: valid

@@ -16,26 +16,22 @@ enum { MSG_MAX = 4096 };
 static _Thread_local int tl_code = CT_OK;
 static _Thread_local char tl_msg[MSG_MAX];
 
+const char *ct_err_name(int code) {
+    switch (code) {
+#define NAME_(name, value, phrase, meaning) \
+    case CT_##name: return "CT_" #name;
+        CT_ERRNO_MAP(NAME_)
+#undef NAME_
+    default: return "CT_UNKNOWN";
+    }
+}
+
 const char *ct_strerror(int code) {
     switch (code) {
-    case CT_OK: return "CT_OK: success";
-    case CT_EINVAL: return "CT_EINVAL: invalid argument";
-    case CT_ESHAPE: return "CT_ESHAPE: shape mismatch";
-    case CT_EDTYPE: return "CT_EDTYPE: wrong dtype";
-    case CT_EDEVICE: return "CT_EDEVICE: wrong or unavailable device";
-    case CT_EINDEX: return "CT_EINDEX: index out of range";
-    case CT_ENOMEM: return "CT_ENOMEM: out of memory";
-    case CT_ENOTSUP: return "CT_ENOTSUP: not supported";
-    case CT_EIO: return "CT_EIO: input/output error";
-    case CT_EFORMAT: return "CT_EFORMAT: malformed input";
-    case CT_ESTATE: return "CT_ESTATE: object in the wrong state";
-    case CT_ETORCH: return "CT_ETORCH: libtorch error";
-    case CT_ECONFIG: return "CT_ECONFIG: bad configuration";
-    case CT_ETRIAL: return "CT_ETRIAL: trial callback failed";
-    case CT_EDIST: return "CT_EDIST: distributed failure";
-    case CT_ECHECKPOINT: return "CT_ECHECKPOINT: bad checkpoint";
-    case CT_ENAN: return "CT_ENAN: loss is not finite";
-    case CT_EEXIT: return "CT_EEXIT: the trial asked to exit";
+#define STRERROR_(name, value, phrase, meaning) \
+    case CT_##name: return "CT_" #name ": " phrase;
+        CT_ERRNO_MAP(STRERROR_)
+#undef STRERROR_
     default: return "unknown ctrial error code";
     }
 }

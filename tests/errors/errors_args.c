@@ -149,7 +149,33 @@ static void chain_keeps_first_error(void) {
     CHECK(ct_last_code() == CT_OK && ct_last_error()[0] == '\0');
     CHECK(strstr(ct_strerror(CT_ESHAPE), "CT_ESHAPE") != NULL);
     CHECK(strstr(ct_strerror(CT_EDEVICE), "CT_EDEVICE") != NULL);
-    CHECK(ct_strerror(12345) != NULL);
+    CHECK(strcmp(ct_strerror(12345), "unknown ctrial error code") == 0);
+    CHECK(strcmp(ct_err_name(12345), "CT_UNKNOWN") == 0);
+    CHECK(strcmp(ct_err_name(CT_ECHECKPOINT), "CT_ECHECKPOINT") == 0);
+    CHECK(strcmp(ct_strerror(CT_EEXIT), "CT_EEXIT: the trial asked to exit") == 0);
+    /* Every row of the table: its value, a name that is its own, a phrase
+     * after it, and no value given twice. */
+    {
+        static const int codes[] = {
+#define CODE_(name, value, phrase, meaning) value,
+            CT_ERRNO_MAP(CODE_)
+#undef CODE_
+        };
+        static const char *const names[] = {
+#define NAME_(name, value, phrase, meaning) "CT_" #name,
+            CT_ERRNO_MAP(NAME_)
+#undef NAME_
+        };
+        size_t n = sizeof codes / sizeof codes[0];
+        CHECK(n == 18);
+        for (size_t i = 0; i < n; i++) {
+            CHECK(codes[i] == -(int)i); /* 0, -1, -2 ... in order, none skipped */
+            CHECK(strcmp(ct_err_name(codes[i]), names[i]) == 0);
+            size_t len = strlen(names[i]);
+            CHECK(strncmp(ct_strerror(codes[i]), names[i], len) == 0);
+            CHECK(strncmp(ct_strerror(codes[i]) + len, ": ", 2) == 0);
+        }
+    }
     CHECK(ct_set_error(CT_ETRIAL, "callback %d failed", 7) == CT_ETRIAL);
     CHECK_ERR(CT_ETRIAL, "callback 7 failed");
     ct_tensor_free(a);
