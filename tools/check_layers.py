@@ -13,7 +13,15 @@ what they list. This script fails (exit 1, one line per violation) when
   2. docs/design.md's table of modules ("| module | uses | ...") says
      something else than the CMake lists, or calls a module pure C while it
      uses the shim (or the other way round);
-  3. with --objects (a file of lines "MODULE: OBJECT..." that the test
+  3. docs/design.md's diagram (the first code block under "## Layers")
+     leaves a module out, or draws one at or below a module it uses (each
+     row's leading words that are module names are that row's modules);
+  4. the README's layout lists other modules in its `src/` row than the
+     CMake lists, or other headers in its `include/ctrial/` row than the
+     folder holds;
+  5. docs/api/error.md's table of codes says something else than
+     error.h's CT_ERRNO_MAP;
+  6. with --objects (a file of lines "MODULE: OBJECT..." that the test
      suite generates from the build): an object of module M refers to a
      symbol that another module defines and M may not use. This catches a
      call across the rule that no include shows (a public header's
@@ -129,6 +137,70 @@ def check_design(root, rule, errors):
                           f"but the table says '{rows[m][1]}'")
 
 
+def check_diagram(root, rule, errors):
+    text = open(os.path.join(root, "docs", "design.md")).read()
+    m = re.search(r"^## Layers\n.*?^```\n(.*?)^```", text, re.S | re.M)
+    if not m:
+        errors.append("docs/design.md: no diagram (a code block) under '## Layers'")
+        return
+    row_of, rows = {}, 0
+    for line in m.group(1).splitlines():
+        words = line.replace("─", " ").replace("│", " ").split()
+        drawn = []
+        for w in words:
+            if w not in rule:
+                break
+            drawn.append(w)
+        if drawn:
+            rows += 1
+            for w in drawn:
+                if w in row_of:
+                    errors.append(f"docs/design.md: the diagram of layers draws {w} twice")
+                row_of[w] = rows  # rows count down the page: a larger number is lower
+    for mod, uses in rule.items():
+        if mod not in row_of:
+            errors.append(f"docs/design.md: module {mod} is missing from the diagram of layers")
+            continue
+        for u in uses:
+            if u in row_of and row_of[u] <= row_of[mod]:
+                errors.append(f"docs/design.md: the diagram draws {u} at or above {mod}, which uses it")
+
+
+def check_readme(root, rule, errors):
+    text = open(os.path.join(root, "README.md")).read()
+    src = re.search(r"^\| `src/` \|(.*)$", text, re.M)
+    inc = re.search(r"^\| `include/ctrial/` \|(.*)$", text, re.M)
+    if not src or not inc:
+        errors.append("README.md: the layout table has no `src/` or no `include/ctrial/` row")
+        return
+    listed = set(re.findall(r"`(\w+)` \(", src.group(1)))
+    modules = set(rule) - {"shim"}
+    for mod in sorted(modules - listed):
+        errors.append(f"README.md: the layout's src/ row leaves out module {mod}")
+    for mod in sorted(listed - modules):
+        errors.append(f"README.md: the layout's src/ row lists {mod}, which is no module")
+    headers = {h for h in os.listdir(os.path.join(root, "include", "ctrial")) if h.endswith(".h")}
+    named = set(re.findall(r"`(\w+\.h)`", inc.group(1)))
+    for h in sorted(headers - named):
+        errors.append(f"README.md: the layout's include/ctrial/ row leaves out {h}")
+    for h in sorted(named - headers):
+        errors.append(f"README.md: the layout's include/ctrial/ row names {h}, which is no public header")
+
+
+def check_error_codes(root, errors):
+    header = open(os.path.join(root, "include", "ctrial", "error.h")).read()
+    codes = re.findall(r'XX\((\w+), (-?\d+), "[^"]*", "([^"]*)"\)', header)
+    if not codes:
+        errors.append("include/ctrial/error.h: no CT_ERRNO_MAP rows")
+        return
+    doc = open(os.path.join(root, "docs", "api", "error.md")).read()
+    rows = re.findall(r"^\| `CT_(\w+)` \| (-?\d+) \| (.*?) \|$", doc, re.M)
+    if [(n, v, t) for n, v, t in rows] != codes:
+        want = ", ".join(f"CT_{n} {v}" for n, v, _ in codes)
+        errors.append(f"docs/api/error.md: the table of codes differs from error.h's CT_ERRNO_MAP "
+                      f"(name, value and meaning, in order: {want})")
+
+
 def symbols(objects, defined):
     """Global symbols the objects define (defined=True) or refer to."""
     if not objects:
@@ -173,6 +245,9 @@ def main():
     find_cycles(rule, errors)
     check_includes(root, rule, errors)
     check_design(root, rule, errors)
+    check_diagram(root, rule, errors)
+    check_readme(root, rule, errors)
+    check_error_codes(root, errors)
     if a.objects:
         check_symbols(rule, a.objects, errors)
     for e in errors:
