@@ -45,7 +45,9 @@ static int parse(int argc, char **argv, int world, program_flags *pf, ct_main_ar
         {"--scale", CT_FLAG_DOUBLE, &pf->x, "X", "a number"},
         {"--data-dir", CT_FLAG_STRING, &pf->s, "DIR", "a string"},
     };
-    ct_main_params p = {.flags = flags, .num_flags = sizeof flags / sizeof flags[0]};
+    ct_main_params p = ct_main_default_params();
+    p.flags = flags;
+    p.num_flags = sizeof flags / sizeof flags[0];
     *pf = (program_flags){.n = 7, .x = 0.5, .s = "default"};
     return ct_main_parse_with(argc, argv, world, &p, a);
 }

@@ -415,7 +415,10 @@ CT_API void ct_sampler_free(ct_sampler *s); /* the whole chain; accepts NULL */
 
 typedef struct ct_loader ct_loader;
 
+/* Made by ct_loader_defaults(), which sets `size` (the struct carries it,
+ * as ct_fit_opts does: docs/design.md, "A stable ABI"). */
 typedef struct {
+    uint32_t size;            /* sizeof(ct_loader_opts) where it was made: never set by hand */
     int64_t batch_size;       /* per-rank batch size (1) */
     bool shuffle;             /* reproducible shuffle each pass (false) */
     /* The shuffle's seed, and the seed of every record's random draws
@@ -455,7 +458,14 @@ typedef struct {
     ct_sampler *sampler;
 } ct_loader_opts;
 
-CT_API ct_loader_opts ct_loader_defaults(void);
+/* Fills the first `size` bytes of *o with the defaults noted above and sets
+ * o->size; ct_loader_defaults() calls it with this program's sizeof. */
+CT_API void ct_loader_opts_init(ct_loader_opts *o, size_t size);
+static inline ct_loader_opts ct_loader_defaults(void) {
+    ct_loader_opts o;
+    ct_loader_opts_init(&o, sizeof o);
+    return o;
+}
 
 /* A loader over `dataset` (it takes the caller's reference: use
  * ct_dataset_ref to keep one). Starts its workers. New loader, or NULL +

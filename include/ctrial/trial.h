@@ -46,6 +46,7 @@
 #define CTRIAL_TRIAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "amp.h"
@@ -181,7 +182,13 @@ typedef enum {
     CT_CKPT_MAX_ENUM_ = 0x7fffffff
 } ct_ckpt_policy;
 
+/* The options of a run. Make them with ct_fit_defaults() and change what
+ * you need: the struct carries its size, so a program built against this
+ * header runs with a later libctrial, whose new options then keep their
+ * defaults (docs/design.md, "A stable ABI"). */
 typedef struct {
+    uint32_t size;                 /* sizeof(ct_fit_opts) where it was made: set by ct_fit_defaults(),
+                                    * never by hand */
     ct_period max_length;          /* required: Batch(n) or Epoch(n) */
     ct_period validation_period;   /* never */
     ct_period checkpoint_period;   /* never */
@@ -223,7 +230,16 @@ typedef struct {
                                     * refusing to start (false) */
 } ct_fit_opts;
 
-CT_API ct_fit_opts ct_fit_defaults(void);
+/* Fills the first `size` bytes of *o with the defaults noted above and
+ * sets o->size. Called through ct_fit_defaults(), which passes the size the
+ * program was compiled with. */
+CT_API void ct_fit_opts_init(ct_fit_opts *o, size_t size);
+/* The defaults (the comments above): a struct of this program's size. */
+static inline ct_fit_opts ct_fit_defaults(void) {
+    ct_fit_opts o;
+    ct_fit_opts_init(&o, sizeof o);
+    return o;
+}
 
 /* Runs the trial to max_length (or a stop request). Returns 0 or a negative
  * code with ct_last_error() saying why. */
@@ -286,14 +302,24 @@ typedef struct {
     const char *help; /* one line for --help */
 } ct_flag;
 
+/* Made by ct_main_default_params(), which sets its size (as ct_fit_opts). */
 typedef struct {
+    uint32_t size;           /* sizeof(ct_main_params) where it was made: never set by hand */
     const ct_flag *flags;    /* the program's own flags (NULL: none) */
     size_t num_flags;
     const char *description; /* a line under --help's usage line (NULL: none) */
     void *user;              /* ct_fit_opts.user: ct_ctx_user_data in the trial (NULL) */
 } ct_main_params;
 
-CT_API ct_main_params ct_main_default_params(void);
+/* Fills the first `size` bytes of *p with the defaults (no flags, no
+ * description, no user pointer) and sets p->size; see
+ * ct_main_default_params(). */
+CT_API void ct_main_params_init(ct_main_params *p, size_t size);
+static inline ct_main_params ct_main_default_params(void) {
+    ct_main_params p;
+    ct_main_params_init(&p, sizeof p);
+    return p;
+}
 /* ct_main with the program's own flags, description and user pointer;
  * ct_main(argc, argv, trial) is ct_main_ex with the default params. */
 CT_API int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_params *p);

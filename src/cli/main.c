@@ -1,10 +1,12 @@
 /* src/cli/main.c — ct_main: the standard program around a trial (its flags,
  * the experiment config, ct_fit, exit codes). See trial.h and config/flags.h. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include <stddef.h>
 #include <stdio.h>
 #include <time.h>
 
 #include "base/launch.h"
+#include "base/opts.h"
 #include "config/flags.h"
 #include "experiment/experiment.h"
 #include "fit/stop.h"
@@ -32,10 +34,9 @@ static void report(int status, int world) {
         fprintf(stderr, "ctrial: %s: %s\n", ct_strerror(status), ct_last_error());
 }
 
-ct_main_params ct_main_default_params(void) {
-    ct_main_params p = {.flags = NULL, .num_flags = 0, .description = NULL, .user = NULL};
-    return p;
-}
+static const ct_main_params main_defaults = {.size = sizeof(ct_main_params)};
+
+void ct_main_params_init(ct_main_params *p, size_t size) { ct_opts_init(p, size, &main_defaults, sizeof main_defaults); }
 
 int ct_main(int argc, char **argv, const ct_trial *trial) { return ct_main_ex(argc, argv, trial, NULL); }
 
@@ -52,8 +53,16 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
         report(CT_EINVAL, world);
         return CT_EXIT_TRIAL;
     }
-    ct_main_args args;
-    int rc = ct_main_parse_with(argc, argv, world, p, &args);
+    /* The program's params as this library's struct (base/opts.h): a
+     * program built against an older ctrial gets the defaults of what it
+     * lacks. */
+    ct_main_params params = main_defaults;
+    int rc = p ? ct_opts_take(&params, p, &main_defaults, sizeof params, offsetof(ct_main_params, flags),
+                              "ct_main_params", "ct_main_default_params")
+               : CT_OK;
+    p = &params;
+    ct_main_args args = {0};
+    if (rc == CT_OK) rc = ct_main_parse_with(argc, argv, world, p, &args);
     if (rc) {
         /* Every rank parses the same flags and fails the same way: one line
          * is enough. Any failure here (also out of memory) is a config one:

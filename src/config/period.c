@@ -8,7 +8,10 @@
  * surfaces before any training. */
 #include "config/period.h"
 
+#include <stddef.h>
 #include <stdlib.h>
+
+#include "base/opts.h"
 
 ct_period ct_never(void) {
     ct_period p = {.unit = CT_NEVER};
@@ -116,8 +119,9 @@ int64_t ct_period_count(const ct_period *p, int64_t from, int64_t to, int64_t ep
     return p->n > INT64_MAX / scale ? 0 : multiples(from, to, p->n * scale);
 }
 
-ct_fit_opts ct_fit_defaults(void) {
+static ct_fit_opts fit_defaults(void) {
     ct_fit_opts o = {
+        .size = sizeof(ct_fit_opts),
         .max_length = ct_never(), /* required: ct_fit refuses CT_NEVER */
         .validation_period = ct_never(),
         .checkpoint_period = ct_never(),
@@ -137,4 +141,27 @@ ct_fit_opts ct_fit_defaults(void) {
         .tensorboard = true,
     };
     return o;
+}
+
+/* The sizes ct_fit_opts has had (docs/design.md, "A stable ABI"). Version
+ * 1, the first with a size field, ends at `overwrite`. A field added later
+ * goes at the end, at or past the size of the version before it, so that an
+ * older program's padding never lands in a new field: the assertion trips
+ * when the struct grows, to have the new version's size written here with
+ * an assertion that its first field starts at or past FIT_OPTS_V1_SIZE. */
+#define ROUND_UP(n, a) (((n) + (a) - 1) / (a) * (a))
+#define FIT_OPTS_V1_SIZE ROUND_UP(offsetof(ct_fit_opts, overwrite) + sizeof(bool), _Alignof(ct_fit_opts))
+_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V1_SIZE,
+               "ct_fit_opts grew: record its version 2 size here (see the comment above)");
+
+void ct_fit_opts_init(ct_fit_opts *o, size_t size) {
+    ct_fit_opts d = fit_defaults();
+    ct_opts_init(o, size, &d, sizeof d);
+}
+
+int ct_fit_opts_take(const ct_fit_opts *o, ct_fit_opts *out) {
+    ct_fit_opts d = fit_defaults();
+    /* The smallest accepted: the size field and the one required field. */
+    size_t min_size = offsetof(ct_fit_opts, max_length) + sizeof(ct_period);
+    return ct_opts_take(out, o, &d, sizeof d, min_size, "ct_fit_opts", "ct_fit_defaults");
 }

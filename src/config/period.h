@@ -31,4 +31,10 @@ bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len);
  * 0 when to <= from. */
 int64_t ct_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len);
 
+/* The caller's options `o` as this library's struct in *out: the fields a
+ * program built against an older ctrial lacks take their defaults
+ * (base/opts.h). CT_OK, or CT_EINVAL for a struct not made by
+ * ct_fit_defaults() or made by a newer ctrial. */
+int ct_fit_opts_take(const ct_fit_opts *o, ct_fit_opts *out);
+
 #endif

@@ -46,11 +46,13 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/opts.h"
 #include "base/clock.h"
 #include "data/batch.h"
 #include "data/dataset.h"
@@ -149,13 +151,40 @@ bool ct_loader_is_iterable(const ct_loader *l) { return l && l->iterable; }
 
 /* ---- options and the chain ------------------------------------------------ */
 
-ct_loader_opts ct_loader_defaults(void) {
+static ct_loader_opts loader_defaults(void) {
     ct_loader_opts o;
     memset(&o, 0, sizeof o);
+    o.size = sizeof o;
     o.batch_size = 1;
     o.world_size = 1;
     o.device = ct_cpu();
     return o;
+}
+
+void ct_loader_opts_init(ct_loader_opts *o, size_t size) {
+    ct_loader_opts d = loader_defaults();
+    ct_opts_init(o, size, &d, sizeof d);
+}
+
+/* The caller's options (NULL: the defaults) as this library's struct
+ * (base/opts.h): what an older program lacks keeps its default. */
+static int take_opts(const ct_loader_opts *opts, ct_loader_opts *o, const char *fn) {
+    ct_loader_opts d = loader_defaults();
+    if (!opts) {
+        *o = d;
+        return CT_OK;
+    }
+    /* Version 1 ends at `sampler`; a later field goes past it. */
+    _Static_assert(offsetof(ct_loader_opts, sampler) + sizeof(ct_sampler *) == sizeof(ct_loader_opts),
+                   "ct_loader_opts grew: record its version 2 (docs/design.md, \"A stable ABI\")");
+    int rc = ct_opts_take(o, opts, &d, sizeof d, offsetof(ct_loader_opts, batch_size) + sizeof(int64_t),
+                          "ct_loader_opts", "ct_loader_defaults");
+    if (rc != CT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        return ct_set_error(rc, "%s: %s", fn, msg);
+    }
+    return CT_OK;
 }
 
 /* This rank's samples per pass: sharding gives rank r L/n + (L%n > r). */
@@ -740,10 +769,12 @@ static int it_seek(ct_loader *l, int64_t target) {
 
 ct_loader *ct_loader_iterable(const ct_iterable_vtable *vt, void *self, const ct_loader_opts *opts) {
     const char *fn = "ct_loader_iterable";
-    ct_loader_opts o = opts ? *opts : ct_loader_defaults();
-    int rc = 0;
-    if (!vt || !vt->reset || !vt->next)
+    ct_loader_opts o = {0}; /* as it is when take_opts fails: no sampler to free */
+    int rc = take_opts(opts, &o, fn);
+    if (rc == CT_OK && (!vt || !vt->reset || !vt->next))
         rc = ct_set_error(CT_EINVAL, "%s: %s is NULL", fn, !vt ? "the vtable" : !vt->reset ? "vt->reset" : "vt->next");
+    else if (rc != CT_OK)
+        ; /* take_opts said why */
     else if (o.sampler)
         rc = ct_set_error(CT_EINVAL, "%s: an iterable dataset has no indices to sample: ct_loader_opts.sampler must be NULL", fn);
     else if (o.shuffle)
@@ -852,7 +883,11 @@ static int allocate(ct_loader *l) {
 }
 
 ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *opts) {
-    ct_loader_opts o = opts ? *opts : ct_loader_defaults();
+    ct_loader_opts o;
+    if (take_opts(opts, &o, "ct_loader_new") != CT_OK) {
+        ct_dataset_free(dataset); /* taken, as on every failure; a sampler in a struct not read is left */
+        return NULL;
+    }
     ct_sampler *user = o.sampler;
     o.sampler = NULL;
     if (check_opts(dataset, &o, user != NULL) != 0) {

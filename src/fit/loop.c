@@ -1182,7 +1182,13 @@ int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return ct_fit_ex(trial
 int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) {
     if (out) *out = (ct_fit_outcome){.last_validation_bt = -1};
     if (!trial || !o) return ct_set_error(CT_EINVAL, "ct_fit: %s is NULL", trial ? "opts" : "trial");
-    int rc = check_trial(trial);
+    /* The caller's options as this library's struct: a program built
+     * against an older ctrial gets the defaults of the options it lacks. */
+    ct_fit_opts opts;
+    int rc = ct_fit_opts_take(o, &opts);
+    if (rc != CT_OK) return rc;
+    o = &opts;
+    rc = check_trial(trial);
     if (rc == CT_OK) rc = check_opts(o);
     if (rc != CT_OK) return rc;
     rc = ct_dist_init();

@@ -4,6 +4,7 @@
  * flag, ct_exit_code, and ct_main end to end against a ct_fit defined here
  * (it records the options it receives and returns what the test asks). */
 #define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -691,6 +692,40 @@ static void test_program_flags(void) {
     CHECK(code == CT_EXIT_CONFIG && strstr(err, "the program's flag --x is given twice"));
     free(out);
     free(err);
+    /* An older program's params (docs/design.md, "A stable ABI"): flags,
+     * no description and no user pointer, at exactly that size on the
+     * heap. Its flags parse; the rest are defaults. A struct not made by
+     * ct_main_default_params() is a config error. */
+    {
+        size_t old_size = offsetof(ct_main_params, description);
+        ct_main_params *old = malloc(old_size);
+        ct_main_params_init(old, old_size);
+        CHECK(old->size == old_size && old->flags == NULL && old->num_flags == 0);
+        old->flags = program_flags;
+        old->num_flags = sizeof program_flags / sizeof *program_flags;
+        char *argv[] = {"prog", "--help", NULL};
+        capture ce, co;
+        cap_start(&ce, stderr);
+        cap_start(&co, stdout);
+        code = ct_main_ex(2, argv, &stub_trial, old);
+        out = cap_end(&co, stdout);
+        err = cap_end(&ce, stderr);
+        CHECK(code == CT_EXIT_OK && strstr(out, "usage: prog [flags]\n\nThe program's flags:\n") &&
+              strstr(out, "\n  --data-dir DIR "));
+        free(out);
+        free(err);
+        free(old);
+        ct_main_params zero = {0};
+        cap_start(&ce, stderr);
+        cap_start(&co, stdout);
+        code = ct_main_ex(2, argv, &stub_trial, &zero);
+        out = cap_end(&co, stdout);
+        err = cap_end(&ce, stderr);
+        CHECK(code == CT_EXIT_CONFIG &&
+              strstr(err, "ct_main_params.size is 0: make the struct with ct_main_default_params()"));
+        free(out);
+        free(err);
+    }
     /* A value that starts with "--" but is no flag is still a value. */
     code = run_main_ex(NULL, 0, (const char *[]){"--max-length", "5", "--data-dir", "--srv", "--output", "--o", NULL},
                        &out, &err);

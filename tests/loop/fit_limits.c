@@ -4,7 +4,11 @@
  * fit in 64 bits are CT_ECONFIG before anything trains (they used to fail
  * with CT_EINVAL in the loader, or wrap to "0 batches" and return 0); a
  * batch size near INT64_MAX reaches the loader and the samplers as a named
- * error, not an overflow. */
+ * error, not an overflow. And the struct's size (docs/design.md, "A
+ * stable ABI"): a program built against an older ctrial, whose ct_fit_opts
+ * ends earlier, runs with this library and gets the defaults of what it
+ * lacks; one built against a newer ctrial is refused. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -151,6 +155,76 @@ static void test_fit_options(void) {
     refused(__LINE__, o, "max_length is 3074457345618258603 epochs of 3 batches");
 }
 
+/* ---- the struct's size: an older and a newer caller ------------------------------------ */
+
+static void test_abi(void) {
+    /* An older program's struct: today's fields up to `overwrite`, which it
+     * does not have. On the heap at exactly that size, so that ASan sees a
+     * read past its end. */
+    size_t old_size = offsetof(ct_fit_opts, overwrite);
+    ct_fit_opts *old = malloc(old_size);
+    ct_fit_opts_init(old, old_size);
+    CHECK(old->size == old_size);
+    CHECK(old->aggregation_frequency == 1 && old->save_trial_latest == 1 && old->tensorboard);
+    old->global_batch_size = 4;
+    old->max_length = ct_batches(3);
+    old->checkpoint_policy = CT_CKPT_NONE;
+    old->quiet = true;
+    old->tensorboard = false;
+    old->output_dir = "fit_limits_abi_output";
+    /* A fresh directory: the first run trains. */
+    ct_fit_opts o = opts();
+    o.output_dir = old->output_dir;
+    o.max_length = ct_batches(1);
+    CHECK_OK(ct_fit(&trial, &o)); /* overwrites whatever an earlier test run left */
+    g_batches = 0;
+    o.overwrite = false;
+    /* The older struct has no `overwrite`: it is false, its default, so the
+     * directory's earlier results are kept and the run refused. */
+    CHECK(ct_fit(&trial, old) == CT_ECONFIG && g_batches == 0);
+    CHECK_ERR(CT_ECONFIG, "fit_limits_abi_output");
+    free(old);
+
+    /* An older struct that trains: its fields taken, the rest defaults
+     * (into a directory no earlier test run left). */
+    CHECK(system("rm -rf fit_limits_abi_output_2") == 0);
+    old = malloc(old_size);
+    ct_fit_opts_init(old, old_size);
+    old->global_batch_size = 4;
+    old->max_length = ct_batches(2);
+    old->checkpoint_policy = CT_CKPT_NONE;
+    old->quiet = true;
+    old->tensorboard = false;
+    old->output_dir = "fit_limits_abi_output_2";
+    g_batches = 0;
+    CHECK_OK(ct_fit(&trial, old));
+    CHECK(g_batches == 2);
+    free(old);
+
+    /* A newer program's struct: bigger than this library's, refused with
+     * what to do (the tail is what this library does not know). */
+    size_t new_size = sizeof(ct_fit_opts) + 16;
+    ct_fit_opts *newer = malloc(new_size);
+    ct_fit_opts_init(newer, new_size);
+    CHECK(newer->size == new_size && newer->trial_id == 1);
+    CHECK(((unsigned char *)newer)[sizeof(ct_fit_opts)] == 0);
+    newer->max_length = ct_batches(3);
+    newer->global_batch_size = 4;
+    g_batches = 0;
+    CHECK(ct_fit(&trial, newer) == CT_EINVAL && g_batches == 0);
+    CHECK_ERR(CT_EINVAL, "the program was built against a newer ctrial than this library");
+    free(newer);
+
+    /* A struct that did not come from ct_fit_defaults(). */
+    o = opts();
+    o.size = 0;
+    CHECK(ct_fit(&trial, &o) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "ct_fit_opts.size is 0: make the struct with ct_fit_defaults(), which sets it");
+    o.size = 4;
+    CHECK(ct_fit(&trial, &o) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "ct_fit_opts.size is 4: no ctrial made a ct_fit_opts that small");
+}
+
 /* ---- the loader and the samplers ------------------------------------------------------ */
 
 static void test_loader_limits(void) {
@@ -178,6 +252,22 @@ static void test_loader_limits(void) {
     l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), &o);
     CHECK(l && ct_loader_len(l) == 0);
     ct_loader_free(l);
+
+    /* An older program's loader options (the struct without `sampler`, at
+     * that size on the heap): taken, the rest defaults. Size 0: refused. */
+    size_t old_size = offsetof(ct_loader_opts, sampler);
+    ct_loader_opts *old = malloc(old_size);
+    ct_loader_opts_init(old, old_size);
+    CHECK(old->size == old_size && old->batch_size == 1 && old->world_size == 1);
+    old->batch_size = 3;
+    l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), old);
+    CHECK(l && ct_loader_len(l) == 4);
+    ct_loader_free(l);
+    free(old);
+    o = ct_loader_defaults();
+    o.size = 0;
+    CHECK(ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), &o) == NULL);
+    CHECK_ERR(CT_EINVAL, "ct_loader_new: ct_loader_opts.size is 0: make the struct with ct_loader_defaults()");
     ct_tensor_free(xs);
 
     /* Batches of batches: the index count of an item must be an int64_t. */
@@ -192,6 +282,7 @@ static void test_loader_limits(void) {
 
 int main(void) {
     test_fit_options();
+    test_abi();
     test_loader_limits();
     return ct_test_result("loop_fit_limits");
 }
