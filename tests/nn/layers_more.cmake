@@ -1,4 +1,4 @@
-# The single-call layers of shim/nn.cpp after MaxPool2d in nn.h (included by
+# The single-call layers of shim/layers_*.cpp after MaxPool2d in nn.h (included by
 # tests.cmake, where _nn is this folder): a dump program and its parity
 # script against torch.nn (initial state bit for bit, forward and backward,
 # train and eval), and the errors of construction and forward in C.

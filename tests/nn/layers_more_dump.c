@@ -1,4 +1,4 @@
-/* nn_layers_more_dump OUT.json — the single-call layers of shim/nn.cpp that
+/* nn_layers_more_dump OUT.json — the single-call layers of shim/layers_*.cpp that
  * come after MaxPool2d in nn.h (Conv3d, ConvTranspose, GroupNorm,
  * InstanceNorm, LayerNorm over several dims, the average and adaptive
  * pools, Upsample, Dropout1d/2d, Identity, Softmax, LogSoftmax, LeakyReLU,

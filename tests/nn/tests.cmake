@@ -16,7 +16,7 @@ ct_c_test(nn_module_value ${_nn}/test_module_value.c)
 
 # The layers of issue 18, one file per family (each with its own parity
 # programs and scripts): recurrent layers, attention and transformers, and
-# the single-call layers of shim/nn.cpp.
+# the single-call layers of shim/layers_*.cpp.
 include(${_nn}/rnn.cmake OPTIONAL)
 include(${_nn}/transformer.cmake OPTIONAL)
 include(${_nn}/layers_more.cmake OPTIONAL)
