@@ -21,12 +21,16 @@ what they list. This script fails (exit 1, one line per violation) when
      folder holds;
   5. docs/api/error.md's table of codes says something else than
      error.h's CT_ERRNO_MAP;
-  6. with --objects (a file of lines "MODULE: OBJECT..." that the test
+  6. a public header is named in no row of the design's table, or in more
+     than one (its last column: the public headers the module implements);
+  7. with --objects (a file of lines "MODULE: OBJECT..." that the test
      suite generates from the build): an object of module M refers to a
      symbol that another module defines and M may not use. This catches a
      call across the rule that no include shows (a public header's
      function implemented in a module above), and proves that the pure-C
-     modules call nothing in the shim.
+     modules call nothing in the shim. Also: a function a public header
+     declares (CT_API) is defined by another module than the one whose row
+     names the header, so each header belongs to one module.
 
 Public headers (<ctrial/...>) may be included anywhere: they are the API.
 """
@@ -122,12 +126,12 @@ def check_design(root, rule, errors):
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
         if len(cells) >= 3 and cells[0] in rule:
             uses = [u.strip("` ") for u in re.split(r"[,\s]+", cells[1]) if u.strip("` ") and u.strip("` ") != "—"]
-            rows[cells[0]] = (uses, cells[2].lower())
+            rows[cells[0]] = (uses, cells[2].lower(), re.findall(r"`(\w+\.h)`", line.rsplit("|", 2)[-2]))
     for m, uses in rule.items():
         if m not in rows:
             errors.append(f"docs/design.md: module {m} is missing from the table of modules")
             continue
-        doc_uses, kind = rows[m]
+        doc_uses, kind, _ = rows[m]
         if sorted(doc_uses) != sorted(uses):
             errors.append(f"docs/design.md: module {m} uses {', '.join(doc_uses) or 'nothing'} in the table, "
                           f"{', '.join(uses) or 'nothing'} in CMake")
@@ -135,6 +139,44 @@ def check_design(root, rule, errors):
         if pure != kind.startswith("pure c"):
             errors.append(f"docs/design.md: module {m} is {'pure C' if pure else 'above the shim'} by its USES, "
                           f"but the table says '{rows[m][1]}'")
+
+
+def header_owners(root, rule):
+    """{public header: [modules whose table row names it]}, every header listed."""
+    owners = {h: [] for h in os.listdir(os.path.join(root, "include", "ctrial")) if h.endswith(".h")}
+    for line in open(os.path.join(root, "docs", "design.md")):
+        raw = line.strip().strip("|").split("|")
+        name = raw[0].strip().strip("`")
+        if len(raw) >= 5 and name in rule:
+            for h in re.findall(r"`(\w+\.h)`", raw[-1]):
+                owners.setdefault(h, []).append(name)
+    return owners
+
+
+def check_header_rows(root, rule, errors):
+    for h, mods in sorted(header_owners(root, rule).items()):
+        if not os.path.exists(os.path.join(root, "include", "ctrial", h)):
+            errors.append(f"docs/design.md: module {', '.join(mods)} implements {h}, which is no public header")
+        elif len(mods) != 1:
+            errors.append(f"docs/design.md: public header {h} is named by {len(mods)} modules' rows "
+                          f"({', '.join(mods) or 'none'}): each header belongs to one module")
+
+
+def check_header_symbols(root, rule, defined, errors):
+    owners = header_owners(root, rule)
+    for h, mods in sorted(owners.items()):
+        path = os.path.join(root, "include", "ctrial", h)
+        if len(mods) != 1 or not os.path.exists(path):
+            continue  # check_header_rows said so
+        text = re.sub(r"/\*.*?\*/", "", open(path).read(), flags=re.S)
+        for name in sorted(set(re.findall(r"CT_API[^;{]*?\b(ct_\w+)\s*\(", text, re.S))):
+            where = [m for m, syms in defined.items() if name in syms]
+            if not where:
+                errors.append(f"include/ctrial/{h}: {name} is declared but no module defines it")
+            elif mods[0] not in where:
+                errors.append(f"include/ctrial/{h}: {name} is defined by module {where[0]}, but the header is "
+                              f"module {mods[0]}'s (docs/design.md): move the declaration to a header of "
+                              f"{where[0]}'s, or the definition")
 
 
 def check_diagram(root, rule, errors):
@@ -215,7 +257,7 @@ def symbols(objects, defined):
     return names
 
 
-def check_symbols(rule, objects_file, errors):
+def check_symbols(root, rule, objects_file, errors):
     objects = {}
     for line in open(objects_file):
         if ":" in line:
@@ -230,6 +272,7 @@ def check_symbols(rule, objects_file, errors):
             if owners and not any(o in allowed for o in owners):
                 errors.append(f"module {m} calls {sym}, which module {owners[0]} defines: {m} may not use "
                               f"{owners[0]}")
+    check_header_symbols(root, rule, defined, errors)
 
 
 def main():
@@ -248,8 +291,9 @@ def main():
     check_diagram(root, rule, errors)
     check_readme(root, rule, errors)
     check_error_codes(root, errors)
+    check_header_rows(root, rule, errors)
     if a.objects:
-        check_symbols(rule, a.objects, errors)
+        check_symbols(root, rule, a.objects, errors)
     for e in errors:
         print(e)
     pure = [m for m in rule if m != "shim" and "shim" not in closure(rule, m)]

@@ -130,26 +130,9 @@ CT_API int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len);
 CT_API int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,
                         double *value);
 
-/* Determined's load_trial_from_checkpoint_path: builds the trial (init, or
- * build_model/optimizer in simple mode) on `device` with the checkpoint's
- * hparams (or `hparams` when not NULL) and the experiment and data configs
- * it was trained with (metadata.json's experiment_config or data_config:
- * ct_ctx_experiment_config and ct_ctx_data_config in init read them), loads
- * the models' state, puts them in eval mode and returns a context to use
- * them:
- *
- *     ct_context *ctx = NULL;
- *     if (ct_load_trial_from_checkpoint("ckpts/ckpt-000100-1a2b3c4d", &trial, NULL, "cpu", &ctx))
- *         die(ct_last_error());
- *     ct_module *model = ct_ctx_model(ctx, 0);
- *     ...                                    // inference
- *     ct_ctx_free(ctx);                      // destroys the trial too
- *
- * Verifies the checkpoint first. Returns a status; on failure *out is NULL. */
-CT_API int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const ct_value *hparams,
-                                         const char *device, ct_context **out);
-/* The context's models and optimizers (ct_ctx_model, ct_ctx_optimizer),
- * the trial's own state (ct_ctx_self) and ct_ctx_free are in trial.h. */
+/* ct_load_trial_from_checkpoint (Determined's load_trial_from_checkpoint_path)
+ * builds a trial from a checkpoint: it is the trial's (module fit), so it
+ * is declared in trial.h, which this header includes. */
 
 #ifdef __cplusplus
 }

@@ -3,13 +3,15 @@
  *
  *     #include <ctrial/ctrial.h>
  *
- * Areas, one header each: error.h (status codes, messages), tensor.h
+ * Areas, one header each, each implemented by one module (docs/design.md):
+ * error.h (status codes, messages), dtype.h (dtypes and devices), tensor.h
  * (tensors, ops, autograd, scopes), ops.h (every registered operator by
- * name, through libtorch's dispatcher), nn.h (modules and layers), optim.h
+ * name, through libtorch's dispatcher), nn.h (modules and layers), nn_sequence.h (recurrent layers, attention,
+ * transformers), optim.h
  * (optimizers), sched.h (LR schedulers), value.h (state-dict trees), data.h
  * (datasets, samplers, loaders, per-record transforms), vision.h (JPEG and
- * PNG images, image folders, CIFAR, torchvision's transforms), trial.h (trials, the context, ct_fit and
- * ct_main), metrics.h (reducers), callback.h (callbacks), ckpt.h (PyTorch's
+ * PNG images, image folders, CIFAR, torchvision's transforms), trial.h (trials, the context, ct_fit),
+ * fit_opts.h (periods, ct_fit_opts), main.h (ct_main), metrics.h (reducers), callback.h (callbacks), ckpt.h (PyTorch's
  * file format, checkpoint directories, loading a trial from one), dist.h
  * (ranks and collectives under mpirun), cuda.h (GPUs), amp.h (autocast and
  * gradient scaling), profiler.h (libtorch's profiler on torch.profiler's
@@ -27,10 +29,14 @@
 #include "cuda.h"
 #include "dist.h"
 #include "data.h"
+#include "dtype.h"
 #include "error.h"
 #include "export.h"
+#include "fit_opts.h"
+#include "main.h"
 #include "metrics.h"
 #include "nn.h"
+#include "nn_sequence.h"
 #include "ops.h"
 #include "optim.h"
 #include "profiler.h"

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "error.h"
 
 #ifdef __cplusplus
@@ -51,33 +52,7 @@ typedef struct ct_guard ct_guard;
         (const int64_t[]) { __VA_ARGS__ }
 #define CT_DIMS(...) CT_SHAPE(__VA_ARGS__)
 
-/* ---- dtypes and devices ------------------------------------------------ */
-
-typedef enum {
-    CT_F32 = 0, /* the default: zero-initialised options mean float32 */
-    CT_F64,
-    CT_F16,
-    CT_BF16,
-    CT_I64,
-    CT_I32,
-    CT_U8,
-    CT_BOOL,
-    CT_I8,
-    CT_I16,
-    CT_U16, /* torch.uint16: 16-bit PNGs; few operators take it (convert first) */
-    CT_DTYPE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized; not a dtype */
-} ct_dtype;
-
-typedef enum {
-    CT_CPU = 0,
-    CT_CUDA = 1,
-    CT_DEVICE_MAX_ENUM_ = 0x7fffffff /* keeps the enum int-sized */
-} ct_device_type;
-
-typedef struct {
-    ct_device_type type;
-    int index; /* CUDA ordinal; ignored for CPU */
-} ct_device;
+/* ---- dtypes and devices: dtype.h ---------------------------------------- */
 
 /* Options for tensor creation. Zero-initialised means float32 on the CPU
  * without grad, so `NULL` or `&(ct_topts){.dtype = CT_I64}` both work. */
@@ -88,18 +63,13 @@ typedef struct {
     bool pin_memory; /* page-locked host memory (needs CUDA) */
 } ct_topts;
 
-CT_API const char *ct_dtype_name(ct_dtype dtype); /* "float32", ... */
-CT_API size_t ct_dtype_size(ct_dtype dtype);      /* bytes per element */
-CT_API bool ct_dtype_is_floating(ct_dtype dtype);
 
-static inline ct_device ct_cpu(void) { ct_device d = {CT_CPU, 0}; return d; }
-static inline ct_device ct_cuda(int index) { ct_device d = {CT_CUDA, index}; return d; }
+/* ---- tensors in value trees (value.h) ------------------------------------- */
 
-/* Parses "cpu", "cuda", "cuda:N". Returns 0 or CT_EINVAL. */
-CT_API int ct_device_parse(const char *text, ct_device *out);
-/* Writes "cpu" or "cuda:N" into buf (NUL-terminated, truncated to len). */
-CT_API void ct_device_format(ct_device device, char *buf, size_t len);
-
+typedef struct ct_value ct_value;
+/* A value-tree leaf holding t (value.h). Steals t: the value owns it from
+ * now on (t is moved out of its scope). NEW value, or NULL + error. */
+CT_API ct_value *ct_value_tensor(ct_tensor *t);
 
 /* ---- lifetime and scopes ----------------------------------------------- */
 

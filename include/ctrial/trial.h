@@ -51,6 +51,7 @@
 
 #include "amp.h"
 #include "data.h"
+#include "fit_opts.h"
 #include "metrics.h"
 #include "nn.h"
 #include "optim.h"
@@ -67,38 +68,8 @@ typedef struct ct_context ct_context;
 typedef struct ct_callback ct_callback; /* callback.h */
 struct ct_summary_writer;                  /* summary.h */
 
-/* ==== units and periods =================================================== */
-
-typedef enum {
-    CT_NEVER = 0,   /* no period: never fires */
-    CT_BATCHES,     /* every n batches, or at the listed batch counts */
-    CT_EPOCHS,      /* at the end of every n-th epoch, or of the listed epochs */
-    CT_RECORDS,     /* config only: becomes batches by the global batch size */
-    CT_UNIT_MAX_ENUM_ = 0x7fffffff
-} ct_unit;
-
-#define CT_SCHEDULE_MAX 64
-
-/* Batch(n), Epoch(n), or an explicit schedule Batch({a, b, c}). */
-typedef struct {
-    ct_unit unit;
-    int64_t n;                          /* the period or length */
-    int num_points;                     /* > 0: a schedule, n is ignored */
-    int64_t points[CT_SCHEDULE_MAX];
-} ct_period;
-
-/* Invalid input (n < 1; a schedule of fewer than 1 or more than
- * CT_SCHEDULE_MAX points, a point < 1, a unit other than CT_BATCHES or
- * CT_EPOCHS, NULL points) records CT_EINVAL and returns a CT_NEVER period,
- * which ct_fit refuses as max_length. Unlike Determined, Batch(0) is not
- * "every batch": use ct_batches(1). */
-CT_API ct_period ct_batches(int64_t n);
-CT_API ct_period ct_epochs(int64_t n);
-CT_API ct_period ct_records(int64_t n);
-CT_API ct_period ct_never(void);
-/* A schedule of explicit points (sorted or not) in batches or epochs; the
- * period holds them sorted, duplicates removed. */
-CT_API ct_period ct_schedule(ct_unit unit, int n, const int64_t *points);
+/* Units, periods and the run's options (ct_fit_opts, ct_fit_defaults) are
+ * fit_opts.h's, included above. */
 
 /* ==== the trial =========================================================== */
 
@@ -175,72 +146,6 @@ typedef struct ct_trial {
 
 /* ==== running a trial ===================================================== */
 
-typedef enum {
-    CT_CKPT_BEST = 0, /* checkpoint after a validation that improves searcher.metric */
-    CT_CKPT_ALL,      /* after every validation */
-    CT_CKPT_NONE,     /* never because of a validation */
-    CT_CKPT_MAX_ENUM_ = 0x7fffffff
-} ct_ckpt_policy;
-
-/* The options of a run. Make them with ct_fit_defaults() and change what
- * you need: the struct carries its size, so a program built against this
- * header runs with a later libctrial, whose new options then keep their
- * defaults (docs/design.md, "A stable ABI"). */
-typedef struct {
-    uint32_t size;                 /* sizeof(ct_fit_opts) where it was made: set by ct_fit_defaults(),
-                                    * never by hand */
-    ct_period max_length;          /* required: Batch(n) or Epoch(n) */
-    ct_period validation_period;   /* never */
-    ct_period checkpoint_period;   /* never */
-    ct_period reporting_period;    /* Batch(100) */
-    ct_ckpt_policy checkpoint_policy; /* best */
-    const char *searcher_metric;   /* "validation_loss" */
-    bool smaller_is_better;        /* true */
-    bool step_zero_validation;     /* false */
-    bool test_mode;                /* false */
-    int64_t global_batch_size;     /* 0: from hparams' global_batch_size */
-    int aggregation_frequency;     /* 1 */
-    int64_t bucket_cap_mb;         /* gradient all-reduce bucket size under mpirun (25) */
-    double dist_timeout;           /* seconds a rank waits in a collective before the job ends
-                                    * naming the ranks that did not arrive (0: CTRIAL_DIST_TIMEOUT,
-                                    * else 30 minutes; INFINITY: no timeout); see dist.h */
-    bool cuda_graphs;              /* capture the training step in a CUDA graph, replay it (false) */
-    int cuda_graph_warmup;         /* eager batches before the capture, >= 1 (3) */
-    bool tune_malloc;              /* glibc's heap thresholds set for training, process-wide (true) */
-    uint64_t seed;                 /* experiment seed (0) */
-    const char *output_dir;        /* metrics.jsonl, events, checkpoints ("output") */
-    const char *checkpoint_dir;    /* checkpoint_storage.host_path (NULL: output_dir/checkpoints) */
-    int save_trial_latest;         /* checkpoints kept by recency (1) */
-    int save_trial_best;           /* checkpoints kept by searcher metric (1) */
-    bool stop_on_nan;              /* a non-finite training loss stops the trial (false) */
-    const char *resume;            /* checkpoint dir or "latest" (NULL) */
-    const char *device;            /* "cpu", "cuda:N" (NULL: cpu) */
-    int num_threads;               /* intra-op threads per rank (0: OMP_NUM_THREADS if set, else the idle CPUs' share: docs/api/trial.md) */
-    bool quiet;                    /* only errors on the console */
-    const ct_value *hparams;       /* borrowed dict (NULL: none) */
-    const ct_value *data;          /* borrowed data config (NULL) */
-    const ct_value *experiment_config; /* borrowed: the whole config, for ct_ctx_experiment_config (NULL) */
-    void *user;                    /* the program's own pointer, for ct_ctx_user_data (NULL) */
-    int64_t experiment_id;         /* ct_ctx_experiment_id (1) */
-    int64_t trial_id;              /* ct_ctx_trial_id; recorded in checkpoints (1) */
-    bool tensorboard;              /* TensorBoard event files in output_dir (true) */
-    const char *warm_start;        /* a checkpoint (ctrial's or Determined's) whose models,
-                                    * optimizers and schedulers start a fresh trial (NULL) */
-    bool overwrite;                /* replace an earlier run's results in output_dir instead of
-                                    * refusing to start (false) */
-} ct_fit_opts;
-
-/* Fills the first `size` bytes of *o with the defaults noted above and
- * sets o->size. Called through ct_fit_defaults(), which passes the size the
- * program was compiled with. */
-CT_API void ct_fit_opts_init(ct_fit_opts *o, size_t size);
-/* The defaults (the comments above): a struct of this program's size. */
-static inline ct_fit_opts ct_fit_defaults(void) {
-    ct_fit_opts o;
-    ct_fit_opts_init(&o, sizeof o);
-    return o;
-}
-
 /* Runs the trial to max_length (or a stop request). Returns 0 or a negative
  * code with ct_last_error() saying why. */
 CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
@@ -253,89 +158,8 @@ CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
  * returned 0) from a finished one. */
 CT_API int ct_fit_stop_signal(void);
 
-/* The standard program: parses flags and the experiment config (YAML or
- * JSON)
- * (--help lists them), runs ct_fit, prints a one-line cause on failure and
- * returns the process exit code (ct_exit_code). It catches SIGTERM and
- * SIGINT from its first line until the process exits: one before ct_fit
- * stops the run before training (exit code 0, nothing to save), one after
- * it is recorded rather than fatal (docs/api/trial.md, "Stop signals"). */
-CT_API int ct_main(int argc, char **argv, const ct_trial *trial);
-
-/* A program's own flag, parsed by ct_main_ex with ctrial's (in any order,
- * "--name V" or "--name=V") and listed in --help under the program's
- * flags. The value is written where `value` points when the flag is given;
- * otherwise what is there stays (the default):
- *
- *     static const char *data_dir = "data";
- *     static int64_t hidden = 128;
- *     static bool augment = false;
- *     static const ct_flag flags[] = {
- *         {"--data-dir", CT_FLAG_STRING, &data_dir, "DIR", "where the CSV files are"},
- *         {"--hidden", CT_FLAG_INT, &hidden, "N", "hidden units"},
- *         {"--augment", CT_FLAG_BOOL, &augment, NULL, "random crops and flips"},
- *     };
- *     int main(int argc, char **argv) {
- *         ct_main_params p = ct_main_default_params();
- *         p.flags = flags;
- *         p.num_flags = sizeof flags / sizeof *flags;
- *         return ct_main_ex(argc, argv, &trial, &p);
- *     }
- *
- * A value that does not parse as its type is a config error naming the flag
- * (exit code 2). A name that does not start with "--", that repeats, or
- * that is one of ctrial's flags is refused before anything is parsed (the
- * message names it; exit code 2). */
-typedef enum {
-    CT_FLAG_BOOL,   /* bool *: a switch, true when given (takes no value) */
-    CT_FLAG_INT,    /* int64_t *: a decimal integer, sign allowed */
-    CT_FLAG_DOUBLE, /* double *: a number as strtod reads it in the "C" locale, finite */
-    CT_FLAG_STRING, /* const char **: points into argv */
-    CT_FLAG_TYPE_MAX_ENUM_ = 0x7fffffff
-} ct_flag_type;
-
-typedef struct {
-    const char *name; /* "--data-dir" */
-    ct_flag_type type;
-    void *value;      /* where the value goes (see ct_flag_type) */
-    const char *arg;  /* the value's name in --help ("DIR"); NULL: N, X or TEXT by type */
-    const char *help; /* one line for --help */
-} ct_flag;
-
-/* Made by ct_main_default_params(), which sets its size (as ct_fit_opts). */
-typedef struct {
-    uint32_t size;           /* sizeof(ct_main_params) where it was made: never set by hand */
-    const ct_flag *flags;    /* the program's own flags (NULL: none) */
-    size_t num_flags;
-    const char *description; /* a line under --help's usage line (NULL: none) */
-    void *user;              /* ct_fit_opts.user: ct_ctx_user_data in the trial (NULL) */
-} ct_main_params;
-
-/* Fills the first `size` bytes of *p with the defaults (no flags, no
- * description, no user pointer) and sets p->size; see
- * ct_main_default_params(). */
-CT_API void ct_main_params_init(ct_main_params *p, size_t size);
-static inline ct_main_params ct_main_default_params(void) {
-    ct_main_params p;
-    ct_main_params_init(&p, sizeof p);
-    return p;
-}
-/* ct_main with the program's own flags, description and user pointer;
- * ct_main(argc, argv, trial) is ct_main_ex with the default params. */
-CT_API int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_params *p);
-
-/* Process exit codes (docs/design.md, "Contracts"): a preempted run that
- * checkpointed exits 0. */
-enum {
-    CT_EXIT_OK = 0,
-    CT_EXIT_TRIAL = 1,      /* the trial (or libtorch) failed */
-    CT_EXIT_CONFIG = 2,     /* bad flags or experiment config */
-    CT_EXIT_CHECKPOINT = 3, /* bad checkpoint */
-    CT_EXIT_NAN = 4,        /* non-finite loss with stop_on_nan */
-    CT_EXIT_DIST = 5,       /* a rank was lost */
-};
-/* The exit code for a ct_fit result. */
-CT_API int ct_exit_code(int status);
+/* ct_main, ct_main_ex, the program's own flags and the exit codes are
+ * main.h's, which this header includes at its end. */
 
 /* ==== the context ========================================================= */
 
@@ -601,7 +425,7 @@ CT_API ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i);
 /* What the trial's init returned (the trial's own struct), borrowed; NULL
  * for a simple-mode trial without init. */
 CT_API void *ct_ctx_self(const ct_context *ctx);
-/* Frees a context from ct_load_trial_from_checkpoint (ckpt.h): calls the
+/* Frees a context from ct_load_trial_from_checkpoint (below): calls the
  * trial's destroy, then frees what it wrapped. Accepts NULL. */
 CT_API void ct_ctx_free(ct_context *ctx);
 
@@ -650,7 +474,32 @@ CT_API void ct_ctx_free(ct_context *ctx);
  * re-captures after hyperparameter changes. */
 CT_API int64_t ct_ctx_cuda_graph_captures(const ct_context *ctx);
 
+/* ==== a trial from a checkpoint ============================================ */
+
+/* Determined's load_trial_from_checkpoint_path: builds the trial (init, or
+ * build_model/optimizer in simple mode) on `device` with the checkpoint's
+ * hparams (or `hparams` when not NULL) and the experiment and data configs
+ * it was trained with (metadata.json's experiment_config or data_config:
+ * ct_ctx_experiment_config and ct_ctx_data_config in init read them), loads
+ * the models' state, puts them in eval mode and returns a context to use
+ * them:
+ *
+ *     ct_context *ctx = NULL;
+ *     if (ct_load_trial_from_checkpoint("ckpts/ckpt-000100-1a2b3c4d", &trial, NULL, "cpu", &ctx))
+ *         die(ct_last_error());
+ *     ct_module *model = ct_ctx_model(ctx, 0);
+ *     ...                                    // inference
+ *     ct_ctx_free(ctx);                      // destroys the trial too
+ *
+ * Verifies the checkpoint first. Returns a status; on failure *out is NULL. */
+CT_API int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const ct_value *hparams,
+                                         const char *device, ct_context **out);
+/* The context's models and optimizers (ct_ctx_model, ct_ctx_optimizer),
+ * the trial's own state (ct_ctx_self) and ct_ctx_free are above. */
+
 #ifdef __cplusplus
 }
 #endif
+
+#include "main.h" /* ct_main: the standard program (module cli) */
 #endif

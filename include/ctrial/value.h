@@ -56,8 +56,7 @@ CT_API ct_value *ct_value_bool(bool b);
 CT_API ct_value *ct_value_int(int64_t i);
 CT_API ct_value *ct_value_float(double d);
 CT_API ct_value *ct_value_str(const char *s); /* copies s */
-/* Steals t: the value owns it from now on (t is moved out of its scope). */
-CT_API ct_value *ct_value_tensor(ct_tensor *t);
+/* ct_value_tensor(t), a tensor leaf, is tensor.h's (the shim makes it). */
 CT_API ct_value *ct_value_list(void);
 CT_API ct_value *ct_value_tuple(void);
 CT_API ct_value *ct_value_dict(void);

@@ -13,7 +13,7 @@
 #include <zlib.h>
 
 #include "base/crc32.h"
-#include "ctrial/ckpt.h" /* ct_file_checksum */
+#include "ctrial/ckpt.h" /* ct_file_sum */
 
 /* ---- directories ------------------------------------------------------------ */
 
@@ -206,7 +206,7 @@ int ct_read_file(const char *path, unsigned char **data, size_t *size) {
 
 /* ---- checksums ----------------------------------------------------------------- */
 
-int ct_file_checksum(const char *path, ct_file_sum *out) {
+int ct_files_checksum(const char *path, ct_file_sum *out) {
     if (!path || !out) return ct_set_error(CT_EINVAL, "ct_file_checksum: %s is NULL", !path ? "path" : "out");
     int fd = ct_open_regular(path, "ct_file_checksum");
     if (fd < 0) return fd;

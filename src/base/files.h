@@ -1,11 +1,12 @@
 /* src/base/files.h — directories, whole files and file checksums. Internal
- * to ctrial (ct_file_checksum is public, in ckpt.h). */
+ * to ctrial (ckpt.h's ct_file_checksum, module ckpt, is ct_files_checksum). */
 #ifndef CTRIAL_BASE_FILES_H
 #define CTRIAL_BASE_FILES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ctrial/ckpt.h" /* ct_file_sum */
 #include "ctrial/error.h"
 
 /* mkdir -p: `path` and its missing parents (mode 0777 less the umask); an
@@ -45,5 +46,9 @@ int ct_read_file_raw(const char *path, size_t max_bytes, char **data, size_t *si
  * decompressed; plain files are read unchanged). Only a regular file is read
  * (ct_open_regular). 0, or CT_EIO / CT_EFORMAT / CT_ENOMEM naming the file. On success the caller frees *data. */
 int ct_read_file(const char *path, unsigned char **data, size_t *size);
+
+/* Size and CRC-32 of the regular file at path, streamed: ckpt.h's
+ * ct_file_checksum (its messages name that call). Returns a status. */
+int ct_files_checksum(const char *path, ct_file_sum *out);
 
 #endif

@@ -20,6 +20,7 @@
 #include "base/crc32.h"
 #include "base/files.h"
 #include "base/value_json.h"
+#include "pth/pth.h"
 
 #define TMP_PREFIX ".tmp-"
 #define DEL_PREFIX ".del-"
@@ -107,7 +108,7 @@ static json_t *file_entry(const ct_file_sum *sum) {
 int ct_ckpt_write_pth(ct_ckpt_writer *w, const char *file, const ct_value *v) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->tmp, file);
-    ct_pth_save_params p = ct_pth_save_default_params();
+    ct_pth_save_params p = ct_pth_save_defaults();
     p.fsync = true;
     p.archive_name = "state_dict"; /* torch.save's name for state_dict.pth */
     ct_file_sum sum;
@@ -368,7 +369,7 @@ static int verify_files(const char *dir, json_t *files) {
             return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s has %lld bytes, metadata.json says %lld", dir, name,
                                 (long long)st.st_size, (long long)json_integer_value(size));
         ct_file_sum sum;
-        if (ct_file_checksum(path, &sum) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
+        if (ct_files_checksum(path, &sum) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
         char got[16];
         snprintf(got, sizeof got, "%08x", (unsigned)sum.crc32);
         if (strcmp(got, json_string_value(crc)) != 0)

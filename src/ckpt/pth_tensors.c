@@ -11,6 +11,7 @@
  */
 #include "ckpt/pth_tensors.h"
 
+#include "base/files.h"
 #include "pth/pth.h"
 
 /* ---- loading ---------------------------------------------------------------------------- */
@@ -88,6 +89,10 @@ static const ct_pth_tensors libtorch_tensors = {
 };
 
 /* ---- the entry points ------------------------------------------------------------------- */
+
+ct_pth_save_params ct_pth_save_default_params(void) { return ct_pth_save_defaults(); }
+
+int ct_file_checksum(const char *path, ct_file_sum *out) { return ct_files_checksum(path, out); }
 
 int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum) {
     return ct_pth_save_with(path, v, p, sum, false, &libtorch_tensors);

@@ -244,6 +244,10 @@ int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env 
 
 /* ct_pth_save (ckpt.h) with `tensors` describing and reading the tree's
  * tensors, and the zip64 switch of ct_pth_zw_open. */
+/* ckpt.h's ct_pth_save_default_params (module ckpt): fsync off, the
+ * archive named after the file. */
+ct_pth_save_params ct_pth_save_defaults(void);
+
 int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
                      bool force_zip64, const ct_pth_tensors *tensors);
 /* ct_pth_load (ckpt.h) with `tensors` making the storages and the tensors. */

@@ -64,7 +64,7 @@ static uint32_t crc_wait(crc_ahead *c, size_t i) {
     return crc;
 }
 
-ct_pth_save_params ct_pth_save_default_params(void) {
+ct_pth_save_params ct_pth_save_defaults(void) {
     ct_pth_save_params p = {.fsync = false, .archive_name = NULL};
     return p;
 }
@@ -199,7 +199,7 @@ static int write_storages(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_
 int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
                      bool force_zip64, const ct_pth_tensors *tensors) {
     if (!path || !v) return ct_set_error(CT_EINVAL, "ct_pth_save: %s is NULL", !path ? "path" : "v");
-    ct_pth_save_params params = p ? *p : ct_pth_save_default_params();
+    ct_pth_save_params params = p ? *p : ct_pth_save_defaults();
     char archive[1100];
     if (params.archive_name) {
         if (check_archive(path, params.archive_name)) return CT_EINVAL;
