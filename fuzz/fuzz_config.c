@@ -1,5 +1,5 @@
 /* libFuzzer target: ct_main's flags over an experiment config (module
- * config: ct_main_parse_with, ct_config_load_file, ct_config_finish), with
+ * config: cti_main_parse_with, cti_config_load_file, cti_config_finish), with
  * no libtorch.
  *
  * The input is the config file's text, a NUL byte, then the command line's
@@ -38,7 +38,7 @@ typedef struct {
     const char *s;
 } program_flags;
 
-static int parse(int argc, char **argv, int world, program_flags *pf, ct_main_args *a) {
+static int parse(int argc, char **argv, int world, program_flags *pf, cti_main_args *a) {
     const ct_flag flags[] = {
         {"--augment", CT_FLAG_BOOL, &pf->on, NULL, "a switch"},
         {"--hidden", CT_FLAG_INT, &pf->n, "N", "an integer"},
@@ -49,7 +49,7 @@ static int parse(int argc, char **argv, int world, program_flags *pf, ct_main_ar
     p.flags = flags;
     p.num_flags = sizeof flags / sizeof flags[0];
     *pf = (program_flags){.n = 7, .x = 0.5, .s = "default"};
-    return ct_main_parse_with(argc, argv, world, &p, a);
+    return cti_main_parse_with(argc, argv, world, &p, a);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -82,17 +82,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int world = 1 + (int)(size % 4);
 
     program_flags pf;
-    ct_main_args a;
+    cti_main_args a;
     int rc = parse(argc, argv, world, &pf, &a);
     if (rc) {
         if (rc != CT_ECONFIG && rc != CT_ENOMEM) abort();
         if (rc != ct_last_code() || !ct_last_error()[0]) abort();
         char *first = strdup(ct_last_error());
-        ct_main_args_free(&a);
+        cti_main_args_free(&a);
         program_flags pf2;
-        ct_main_args b;
+        cti_main_args b;
         if (parse(argc, argv, world, &pf2, &b) != rc || (first && strcmp(first, ct_last_error()) != 0)) abort();
-        ct_main_args_free(&b);
+        cti_main_args_free(&b);
         free(first);
         ct_clear_error();
     } else {
@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (!isfinite(pf.x)) abort();
         if (!pf.s) abort();
-        ct_main_args_free(&a);
+        cti_main_args_free(&a);
     }
     free(rest);
     if (text_len > 0) unlink(path);

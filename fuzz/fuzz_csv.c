@@ -44,7 +44,7 @@ static int integral_range(ct_dtype d, int64_t *lo, int64_t *hi) {
 /* The table as text in o's layout (no header, the label in its column), then
  * parsed again: the same numbers bit for bit (NaNs as NaNs, whatever their
  * payload: "%.17g" prints them all as "nan"). */
-static void round_trip(const ct_csv_table *t, const ct_csv_opts *o, char delim) {
+static void round_trip(const cti_csv_table *t, const ct_csv_opts *o, char delim) {
     int64_t width = t->cols + (t->labels != NULL);
     size_t count = (size_t)(t->rows * t->cols);
     char *text = malloc((size_t)(t->rows * width) * 32 + 1);
@@ -66,8 +66,8 @@ static void round_trip(const ct_csv_table *t, const ct_csv_opts *o, char delim) 
     ct_csv_opts again_opts = *o;
     again_opts.header = false;
     again_opts.delimiter = delim;
-    ct_csv_table again;
-    if (ct_csv_table_parse(text, at, "again.csv", &again_opts, &again)) abort();
+    cti_csv_table again;
+    if (cti_csv_table_parse(text, at, "again.csv", &again_opts, &again)) abort();
     if (again.rows != t->rows || again.cols != t->cols || again.values_dtype != t->values_dtype)
         abort();
     if (t->labels && memcmp(again.labels, t->labels, (size_t)t->rows * sizeof *t->labels) != 0)
@@ -79,13 +79,13 @@ static void round_trip(const ct_csv_table *t, const ct_csv_opts *o, char delim) 
                                       : memcmp(&reals[i], &reals2[i], sizeof reals[i]) != 0)
             abort();
     }
-    ct_csv_table_free(&again);
+    cti_csv_table_free(&again);
     free(text);
 }
 
 /* The options' own checks held: labels in [0, num_classes) when it is set,
  * and no non-finite feature with finite_only. */
-static int checks_hold(const ct_csv_table *t, const ct_csv_opts *o) {
+static int checks_hold(const cti_csv_table *t, const ct_csv_opts *o) {
     for (int64_t r = 0; o->num_classes > 0 && r < t->rows; r++)
         if (t->labels[r] < 0 || t->labels[r] >= o->num_classes) return 0;
     if (!o->finite_only || t->values_dtype != CT_F64) return 1;
@@ -109,8 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         o.delimiter = 0;
         name = "fuzz.tsv";
     }
-    ct_csv_table t;
-    if (ct_csv_table_parse((const char *)data + 2, size - 2, name, &o, &t)) {
+    cti_csv_table t;
+    if (cti_csv_table_parse((const char *)data + 2, size - 2, name, &o, &t)) {
         int code = ct_last_code();
         if (code != CT_EFORMAT && code != CT_EINVAL) abort();
         if (t.values || t.labels || t.rows) abort(); /* a failed parse leaves nothing to free */
@@ -131,6 +131,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (!checks_hold(&t, &o)) abort();
     if (t.rows <= 64) round_trip(&t, &o, o.delimiter ? o.delimiter : '\t'); /* 0: the name says .tsv */
-    ct_csv_table_free(&t);
+    cti_csv_table_free(&t);
     return 0;
 }

@@ -1,5 +1,5 @@
 /* libFuzzer target: the gzip layer every data file goes through
- * (ct_read_file, module base: IDX and CSV files, plain or .gz), with no
+ * (cti_read_file, module base: IDX and CSV files, plain or .gz), with no
  * libtorch. Each input is read three ways, from a scratch file:
  *  - as it is: bytes that do not start with gzip's magic (1f 8b) come back
  *    unchanged; bytes that do either decompress or fail with CT_EFORMAT
@@ -45,11 +45,11 @@ static unsigned char *gzip(const uint8_t *data, size_t size, size_t *n) {
     return out;
 }
 
-/* ct_read_file on path: 0 and the bytes, or its code (and a message naming
+/* cti_read_file on path: 0 and the bytes, or its code (and a message naming
  * the file). */
 static int read_back(const char *path, unsigned char **out, size_t *n) {
     *out = NULL;
-    int rc = ct_read_file(path, out, n);
+    int rc = cti_read_file(path, out, n);
     if (rc) {
         if (*out) abort(); /* nothing comes out of a failure */
         if (rc != ct_last_code() || !strstr(ct_last_error(), path)) abort();

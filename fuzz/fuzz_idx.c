@@ -17,9 +17,9 @@ static uint32_t be32(const uint8_t *p) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    ct_idx_header h;
+    cti_idx_header h;
     void *values;
-    if (ct_idx_parse_values(data, size, "fuzz.idx", &h, &values)) {
+    if (cti_idx_parse_values(data, size, "fuzz.idx", &h, &values)) {
         if (ct_last_code() != CT_EFORMAT || values) abort(); /* bad bytes are a format error */
         ct_clear_error();
         return 0;

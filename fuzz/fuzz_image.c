@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < (png ? 10 : 5); k++) {
         int mode = k % 5;
         bool eight_bit = k >= 5;
-        ct_image_decode_how how = {.max_bytes = LIMIT, .eight_bit = eight_bit};
-        ct_tensor *t = ct_image_decode_box(data, size, (ct_image_mode)mode, "fuzz.img", "fuzz", &how);
+        cti_image_decode_how how = {.max_bytes = LIMIT, .eight_bit = eight_bit};
+        ct_tensor *t = cti_image_decode_box(data, size, (ct_image_mode)mode, "fuzz.img", "fuzz", &how);
         if (!t) {
             int code = ct_last_code();
             if ((code != CT_EFORMAT && code != CT_ENOTSUP && code != CT_ENOMEM) ||

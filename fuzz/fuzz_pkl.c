@@ -1,4 +1,4 @@
-/* libFuzzer target: the pickle machine of ct_pth_load (ct_pth_unpickle) on
+/* libFuzzer target: the pickle machine of ct_pth_load (cti_pth_unpickle) on
  * arbitrary bytes, then the saver on what it made, with modules pth and
  * base alone: no libtorch. fuzz_pth feeds whole archives, whose CRCs stop
  * nearly every mutated pickle before it runs; this target runs them
@@ -10,7 +10,7 @@
  *    the saver reads of a storage too;
  *  - the engine drops every reference it takes: once the values are freed,
  *    no storage is left;
- *  - a value that loads saves (ct_pth_save_with) and loads back equal (the
+ *  - a value that loads saves (cti_pth_save_with) and loads back equal (the
  *    same views of the same bytes), tensors sharing a storage exactly when
  *    they did, unless it holds one storage under two dtypes, which the
  *    saver refuses (CT_EDTYPE) as torch.save does.
@@ -69,10 +69,10 @@ static void *made_up_storage(void *ctx, const char *key, ct_dtype dtype, int64_t
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     made_up m = {.n = 0};
-    ct_pth_unpickle_env env = {
+    cti_pth_unpickle_env env = {
         .storage = made_up_storage, .ctx = &m, .tensors = &record_tensors, .file = "fuzz.pkl", .entry = "fuzz/data.pkl"};
     ct_value *v = (ct_value *)&v;
-    int rc = ct_pth_unpickle(data, size, &env, &v);
+    int rc = cti_pth_unpickle(data, size, &env, &v);
     for (int i = 0; i < m.n; i++) record_storage_release(m.st[i]); /* the views keep theirs */
     if (rc != 0) {
         if (ct_last_code() != CT_EFORMAT || v || record_live_storages) abort(); /* bad bytes are a format error, always */
@@ -81,12 +81,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     char path[64];
     snprintf(path, sizeof path, "/tmp/fuzz_pkl_%ld.pth", (long)getpid());
-    if (ct_pth_save_with(path, v, NULL, NULL, false, &record_tensors) != 0) {
+    if (cti_pth_save_with(path, v, NULL, NULL, false, &record_tensors) != 0) {
         if (ct_last_code() != CT_EDTYPE) abort();
         ct_clear_error();
     } else {
         ct_value *back = NULL;
-        if (ct_pth_load_with(path, &record_tensors, &back) != 0 || !ct_value_equal(v, back)) abort();
+        if (cti_pth_load_with(path, &record_tensors, &back) != 0 || !ct_value_equal(v, back)) abort();
         record_check_sharing(v, back);
         ct_value_free(back);
     }

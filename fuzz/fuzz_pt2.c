@@ -1,7 +1,7 @@
 /* libFuzzer target: the .pt2 reader of ct_nn_load_exported (src/pt2/) on
  * arbitrary bytes, with modules pt2, pth and base alone: no libtorch. Its
  * tensors are plain records (record_tensors.h). Two kinds of input:
- *  - a zip archive ("PK..."): opened from memory (ct_pt2_open_buffer),
+ *  - a zip archive ("PK..."): opened from memory (cti_pt2_open_buffer),
  *    every program read and parsed, every weight and constant made;
  *  - anything else: a program's JSON, parsed directly (ct_pt2_program_
  *    parse), which a mutated archive rarely reaches past its CRCs.
@@ -24,14 +24,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_slot(const ct_pt2_graph *g, int32_t slot, int kind) {
+static void check_slot(const cti_pt2_graph *g, int32_t slot, int kind) {
     if (slot < 0 || (size_t)slot >= g->nslots) abort();
     if (kind >= 0 && (int)g->slot_kinds[slot] != kind) abort();
 }
 
-static void check_graph(const ct_pt2_graph *g);
+static void check_graph(const cti_pt2_graph *g);
 
-static void check_arg(const ct_pt2_graph *g, const ct_pt2_arg *a) {
+static void check_arg(const cti_pt2_graph *g, const cti_pt2_arg *a) {
     switch (a->kind) {
     case CT_PT2_TENSOR: check_slot(g, a->slot, CT_PT2_SLOT_TENSOR); break;
     case CT_PT2_SYM:
@@ -64,13 +64,13 @@ static void check_arg(const ct_pt2_graph *g, const ct_pt2_arg *a) {
     }
 }
 
-static void check_graph(const ct_pt2_graph *g) {
+static void check_graph(const cti_pt2_graph *g) {
     for (size_t i = 0; i < g->nslots; i++)
         if (!g->slot_names[i]) abort();
     for (size_t i = 0; i < g->ninputs; i++) check_arg(g, &g->inputs[i]);
     for (size_t i = 0; i < g->noutputs; i++) check_arg(g, &g->outputs[i]);
     for (size_t k = 0; k < g->nnodes; k++) {
-        const ct_pt2_node *n = &g->nodes[k];
+        const cti_pt2_node *n = &g->nodes[k];
         if (!n->target) abort();
         for (size_t i = 0; i < n->nin; i++) {
             if (!n->in[i].name) abort();
@@ -80,7 +80,7 @@ static void check_graph(const ct_pt2_graph *g) {
     }
 }
 
-static void check_spec(const ct_pt2_spec *s) {
+static void check_spec(const cti_pt2_spec *s) {
     size_t leaves = s->kind == CT_PT2_SPEC_LEAF;
     for (size_t i = 0; i < s->n; i++) {
         check_spec(&s->children[i]);
@@ -90,7 +90,7 @@ static void check_spec(const ct_pt2_spec *s) {
     if (leaves != s->nleaves) abort();
 }
 
-static void check_program(const ct_pt2_program *p) {
+static void check_program(const cti_pt2_program *p) {
     check_graph(&p->graph);
     for (size_t i = 0; i < p->graph.ninputs; i++)
         if (!p->in_specs[i].target) abort();
@@ -108,37 +108,37 @@ static void expect_failure(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2 || data[0] != 'P' || data[1] != 'K') {
-        ct_pt2_program *p = ct_pt2_program_parse((const char *)data, size, "model", "fuzz.json");
+        cti_pt2_program *p = cti_pt2_program_parse((const char *)data, size, "model", "fuzz.json");
         if (!p) expect_failure();
         else check_program(p);
-        ct_pt2_program_free(p);
+        cti_pt2_program_free(p);
         return 0;
     }
-    ct_pt2_archive a;
-    if (ct_pt2_open_buffer(data, size, "fuzz.pt2", &a)) {
+    cti_pt2_archive a;
+    if (cti_pt2_open_buffer(data, size, "fuzz.pt2", &a)) {
         expect_failure();
         return 0;
     }
     for (size_t m = 0; m < a.nmodels; m++) {
-        ct_pt2_program *p = ct_pt2_read_program(&a, a.models[m]);
+        cti_pt2_program *p = cti_pt2_read_program(&a, a.models[m]);
         if (!p) expect_failure();
         else check_program(p);
-        ct_pt2_program_free(p);
+        cti_pt2_program_free(p);
         for (int constants = 0; constants < 2; constants++) {
-            ct_pt2_tensors t;
-            if (ct_pt2_read_tensors(&a, a.models[m], constants, &record_tensors, &t)) {
+            cti_pt2_tensors t;
+            if (cti_pt2_read_tensors(&a, a.models[m], constants, &record_tensors, &t)) {
                 if (t.n || t.items) abort();
                 expect_failure();
                 continue;
             }
             for (size_t i = 0; i < t.n; i++) {
-                const ct_pt2_tensor *x = &t.items[i];
+                const cti_pt2_tensor *x = &t.items[i];
                 if (!x->name || (x->alias_of >= 0 ? x->leaf || (size_t)x->alias_of >= i : !x->leaf)) abort();
             }
-            ct_pt2_tensors_free(&t);
+            cti_pt2_tensors_free(&t);
         }
     }
-    ct_pt2_close(&a);
+    cti_pt2_close(&a);
     if (record_live_storages) abort();
     return 0;
 }

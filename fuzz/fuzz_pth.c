@@ -1,5 +1,5 @@
-/* libFuzzer target: the loader of ct_pth_load (ct_pth_load_buffer_with, on
- * memory, and ct_pth_load_with on the same bytes in a file) on arbitrary
+/* libFuzzer target: the loader of ct_pth_load (cti_pth_load_buffer_with, on
+ * memory, and cti_pth_load_with on the same bytes in a file) on arbitrary
  * bytes, then the saver on what it loaded, with
  * modules pth and base alone: no libtorch. Its tensors are plain records
  * (record_tensors.h). Beyond "no crash, no leak, no undefined behaviour",
@@ -15,7 +15,7 @@
  *    the archive of its size, or, for a tensor made of a numpy array in the
  *    pickle, the very bytes the pickle alone gives it (run again with
  *    made-up storages);
- *  - a value that loads saves (ct_pth_save_with) and loads back equal (the
+ *  - a value that loads saves (cti_pth_save_with) and loads back equal (the
  *    same views of the same bytes), tensors sharing a storage exactly when
  *    they did, unless it holds one storage under two dtypes, which the
  *    saver refuses (CT_EDTYPE) as torch.save does.
@@ -61,7 +61,7 @@ static bool made(const made_up *m, const storage *s) {
  * except where its counterpart in `again` (the same pickle run with
  * made-up storages) is on no made-up storage: a numpy array's, whose bytes
  * must then be the same in both. */
-static void check_storages(const ct_value *v, const ct_value *again, const made_up *m, const ct_pth_zip *z,
+static void check_storages(const ct_value *v, const ct_value *again, const made_up *m, const cti_pth_zip *z,
                            const uint8_t *data) {
     if (ct_value_kind_of(v) != ct_value_kind_of(again)) abort();
     switch (ct_value_kind_of(v)) {
@@ -98,7 +98,7 @@ static void check_storages(const ct_value *v, const ct_value *again, const made_
 
 /* ---- the target --------------------------------------------------------------------- */
 
-/* The same bytes through ct_pth_load's file path (ct_pth_load_with: a
+/* The same bytes through ct_pth_load's file path (cti_pth_load_with: a
  * regular file read with pread, large entries on several threads): the
  * same outcome, the same error or an equal value. */
 static void check_file_path(const uint8_t *data, size_t size, int rc, const ct_value *v) {
@@ -108,7 +108,7 @@ static void check_file_path(const uint8_t *data, size_t size, int rc, const ct_v
     FILE *f = fopen(path, "wb");
     if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) abort();
     ct_value *w = NULL;
-    int frc = ct_pth_load_with(path, &record_tensors, &w);
+    int frc = cti_pth_load_with(path, &record_tensors, &w);
     unlink(path);
     if (frc != rc) abort();
     if (frc) {
@@ -125,7 +125,7 @@ static void check_file_path(const uint8_t *data, size_t size, int rc, const ct_v
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_value *v = (ct_value *)&v;
-    if (ct_pth_load_buffer_with(data, size, "fuzz.pth", &record_tensors, &v) != 0) {
+    if (cti_pth_load_buffer_with(data, size, "fuzz.pth", &record_tensors, &v) != 0) {
         if (ct_last_code() != CT_EFORMAT || v || record_live_storages) abort(); /* bad bytes are a format error, always */
         check_file_path(data, size, CT_EFORMAT, NULL);
         if (record_live_storages) abort();
@@ -133,28 +133,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     check_file_path(data, size, 0, v);
-    ct_pth_src src = {.name = "fuzz.pth", .fd = -1, .mem = data, .size = size};
-    ct_pth_zip z;
-    if (ct_pth_zip_open(&src, &z)) abort(); /* it loaded */
-    const ct_pth_entry *pkl = ct_pth_zip_find(&z, "data.pkl");
+    cti_pth_src src = {.name = "fuzz.pth", .fd = -1, .mem = data, .size = size};
+    cti_pth_zip z;
+    if (cti_pth_zip_open(&src, &z)) abort(); /* it loaded */
+    const cti_pth_entry *pkl = cti_pth_zip_find(&z, "data.pkl");
     made_up m = {.n = 0};
-    ct_pth_unpickle_env env = {
+    cti_pth_unpickle_env env = {
         .storage = made_up_storage, .ctx = &m, .tensors = &record_tensors, .file = "fuzz.pth", .entry = "data.pkl"};
     ct_value *again = NULL;
-    if (!pkl || ct_pth_unpickle(data + pkl->offset, (size_t)pkl->size, &env, &again) != 0) abort(); /* it ran */
+    if (!pkl || cti_pth_unpickle(data + pkl->offset, (size_t)pkl->size, &env, &again) != 0) abort(); /* it ran */
     check_storages(v, again, &m, &z, data);
     ct_value_free(again);
     for (int i = 0; i < m.n; i++) record_storage_release(m.st[i]);
-    ct_pth_zip_free(&z);
+    cti_pth_zip_free(&z);
 
     char path[64];
     snprintf(path, sizeof path, "/tmp/fuzz_pth_%ld.pth", (long)getpid());
-    if (ct_pth_save_with(path, v, NULL, NULL, false, &record_tensors) != 0) {
+    if (cti_pth_save_with(path, v, NULL, NULL, false, &record_tensors) != 0) {
         if (ct_last_code() != CT_EDTYPE) abort();
         ct_clear_error();
     } else {
         ct_value *back = NULL;
-        if (ct_pth_load_with(path, &record_tensors, &back) != 0 || !ct_value_equal(v, back)) abort();
+        if (cti_pth_load_with(path, &record_tensors, &back) != 0 || !ct_value_equal(v, back)) abort();
         record_check_sharing(v, back);
         ct_value_free(back);
     }

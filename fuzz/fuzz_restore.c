@@ -2,9 +2,9 @@
  * state_dict.pth comes from the input, through ct_fit itself (modules fit
  * and everything under it, over the release build's shim and libtorch):
  * metadata.json's checks (ckpt), the trial state's position and fields
- * (ct_context_restore_position, ct_context_check_position), and the
+ * (cti_context_restore_position, cti_context_check_position), and the
  * appliers that put a state dict into the models, optimizers, LR
- * schedulers and RNG (ct_context_restore_state), then one batch of
+ * schedulers and RNG (cti_context_restore_state), then one batch of
  * training on what was restored.
  *
  * The trial: Linear(4, 8) -> BatchNorm1d(8) -> ReLU -> Linear(8, 3), Adam,
@@ -162,7 +162,7 @@ static void write_seeds(const char *dir) {
     void *bytes = NULL;
     size_t n = 0;
     snprintf(path, sizeof path, "%s/%s", g_base, CT_CKPT_STATE_FILE);
-    if (ct_pth_load(path, &state) != 0 || ct_value_to_bytes(state, &bytes, &n) != 0) fail_setup(path);
+    if (ct_pth_load(path, &state) != 0 || cti_value_to_bytes(state, &bytes, &n) != 0) fail_setup(path);
     snprintf(path, sizeof path, "%s/state", dir);
     f = fopen(path, "wb");
     if (!f || fputc(1, f) == EOF || fwrite(bytes, 1, n, f) != n || fclose(f) != 0) fail_setup(path);
@@ -184,7 +184,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     ct_fit_opts o = fit_opts(3, base_out, NULL);
     if (ct_fit(&trial, &o) != 0) fail_setup("training the base checkpoint");
     if (ct_ckpt_latest(ckpts, g_base, sizeof g_base) != 0) fail_setup(ckpts);
-    g_meta = ct_ckpt_read_metadata(g_base);
+    g_meta = cti_ckpt_read_metadata(g_base);
     if (!g_meta) fail_setup(g_base);
     json_object_del(g_meta, CT_CKPT_CRC_KEY);
     json_object_del(g_meta, CT_CKPT_SEQ_KEY);
@@ -226,7 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         write_bytes(meta_path, data + 1, size - 1);
         if (symlink(base_state, state_path) != 0) abort();
     } else {
-        ct_value *state = ct_value_from_bytes(data + 1, size - 1);
+        ct_value *state = cti_value_from_bytes(data + 1, size - 1);
         if (!state) {
             if (ct_last_code() != CT_EFORMAT) abort();
             ct_clear_error();

@@ -17,7 +17,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    ct_value *v = ct_value_from_bytes(data, size);
+    ct_value *v = cti_value_from_bytes(data, size);
     if (!v) {
         if (ct_last_code() != CT_EFORMAT || !strstr(ct_last_error(), "offset")) abort();
         ct_clear_error();
@@ -25,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     void *bytes = NULL;
     size_t n = 0;
-    if (ct_value_to_bytes(v, &bytes, &n) != 0 || n != size || memcmp(bytes, data, size) != 0) abort();
-    ct_value *back = ct_value_from_bytes(bytes, n);
+    if (cti_value_to_bytes(v, &bytes, &n) != 0 || n != size || memcmp(bytes, data, size) != 0) abort();
+    ct_value *back = cti_value_from_bytes(bytes, n);
     if (!back || !ct_value_equal(v, back)) abort();
     ct_value_free(back);
     free(bytes);

@@ -1,5 +1,5 @@
 /* libFuzzer target: YAML experiment configs (module config:
- * ct_yaml_to_json, then ct_config_load_file of the same text as a .yaml
+ * cti_yaml_to_json, then cti_config_load_file of the same text as a .yaml
  * file), with no libtorch.
  *
  * Beyond "no crash, no leak, no undefined behaviour" (aliases expanded
@@ -24,13 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_clear_error();
-    json_t *j = ct_yaml_to_json((const char *)data, size, "fuzz.yaml");
+    json_t *j = cti_yaml_to_json((const char *)data, size, "fuzz.yaml");
     if (!j) {
         int code = ct_last_code();
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ct_last_error());
         if ((code != CT_ECONFIG && code != CT_ENOMEM) || strncmp(msg, "fuzz.yaml", 9) != 0) abort();
-        json_t *again = ct_yaml_to_json((const char *)data, size, "fuzz.yaml");
+        json_t *again = cti_yaml_to_json((const char *)data, size, "fuzz.yaml");
         if (again || ct_last_code() != code || strcmp(ct_last_error(), msg) != 0) abort();
         return 0;
     }
@@ -41,12 +41,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (fd < 0) return 0;
     if (size && write(fd, data, size) != (ssize_t)size) abort();
     close(fd);
-    ct_config c;
-    if (ct_config_init(&c) == 0) {
-        int rc = ct_config_load_file(&c, path);
+    cti_config c;
+    if (cti_config_init(&c) == 0) {
+        int rc = cti_config_load_file(&c, path);
         if (rc && rc != CT_ECONFIG && rc != CT_ENOMEM) abort();
     }
-    ct_config_free(&c);
+    cti_config_free(&c);
     unlink(path);
     return 0;
 }

@@ -57,7 +57,7 @@ static bool tensor_equal(const ct_tensor *a, const ct_tensor *b) {
     return true;
 }
 
-static const ct_value_tensor_ops record_ops = {tensor_free, tensor_share, tensor_clone, tensor_equal, tensor_doubles};
+static const cti_value_tensor_ops record_ops = {tensor_free, tensor_share, tensor_clone, tensor_equal, tensor_doubles};
 
 ct_tensor *record_tensor_of(const ct_value *leaf) {
     ct_tensor *t = ct_value_get_tensor(leaf);
@@ -95,7 +95,7 @@ static ct_value *view(void *handle, ct_dtype dtype, int64_t offset, int ndim, co
     memcpy(t->size, size, (size_t)ndim * sizeof *size);
     memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
     s->refs++;
-    return ct_value_tensor_leaf(t, &record_ops);
+    return cti_value_tensor_leaf(t, &record_ops);
 }
 
 static ct_value *parameter(const ct_value *leaf, bool requires_grad) {
@@ -108,9 +108,9 @@ static ct_value *parameter(const ct_value *leaf, bool requires_grad) {
     return view(t->st, t->dtype, t->offset, t->ndim, t->size, t->stride, requires_grad);
 }
 
-static int describe(const ct_value *leaf, ct_pth_tensor_info *out) {
+static int describe(const ct_value *leaf, cti_pth_tensor_info *out) {
     const ct_tensor *t = record_tensor_of(leaf);
-    *out = (ct_pth_tensor_info){.storage_id = t->st, .storage_nbytes = (size_t)t->st->nbytes,
+    *out = (cti_pth_tensor_info){.storage_id = t->st, .storage_nbytes = (size_t)t->st->nbytes,
                                 .device = t->st->on_device ? ct_cuda(0) : ct_cpu(), .dtype = t->dtype,
                                 .offset = t->offset, .ndim = t->ndim, .requires_grad = t->requires_grad};
     memcpy(out->size, t->size, (size_t)t->ndim * sizeof *t->size);
@@ -133,7 +133,7 @@ static int storage_read(const ct_value *leaf, size_t pos, void *dst, size_t n) {
     return 0;
 }
 
-const ct_pth_tensors record_tensors = {
+const cti_pth_tensors record_tensors = {
     .storage_new = record_storage_new,
     .storage_release = record_storage_release,
     .view = view,

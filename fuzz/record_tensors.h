@@ -37,7 +37,7 @@ struct ct_tensor {
 };
 
 /* pth's tensor table over the records above. */
-extern const ct_pth_tensors record_tensors;
+extern const cti_pth_tensors record_tensors;
 /* Storages alive now: 0 once every value made from them is freed. */
 extern long record_live_storages;
 

@@ -433,14 +433,14 @@ bool draw_noise(at::Tensor &noise, double p1m) {
     at::mt19937_data_pod d = engine.data();
     // at::mt19937 hands out state_[next_] while --left_ stays above 0, and
     // twists when it reaches 0: left_ - 1 outputs remain before the twist.
-    ct_mt19937 mt;
+    cti_mt19937 mt;
     if (d.left_ == 1) mt.pos = N;
     else if (d.left_ > 1 && d.next_ + d.left_ - 1 == (uint32_t)N) mt.pos = (int)d.next_;
     else return false;
     static_assert(sizeof mt.key == sizeof d.state_, "MT19937 states of one size");
     memcpy(mt.key, d.state_.data(), sizeof mt.key);
     // div_(1 - p) on float noise divides by the float (1 - p)
-    ct_mt19937_bernoulli_f32(&mt, noise.data_ptr<float>(), (size_t)noise.numel(), p1m, 1.0f / (float)p1m);
+    cti_mt19937_bernoulli_f32(&mt, noise.data_ptr<float>(), (size_t)noise.numel(), p1m, 1.0f / (float)p1m);
     memcpy(d.state_.data(), mt.key, sizeof mt.key);
     d.next_ = (uint32_t)mt.pos;
     d.left_ = N - mt.pos + 1;

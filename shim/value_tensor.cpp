@@ -50,24 +50,24 @@ bool leaf_equal(const ct_tensor *a, const ct_tensor *b) {
 int64_t leaf_to_doubles(const ct_tensor *t, double **out, bool *is_array) {
     *out = nullptr;
     *is_array = false;
-    if (!ct::check(t, "ct_value_tensor_doubles", "tensor")) return ct_last_code();
+    if (!ct::check(t, "cti_value_tensor_doubles", "tensor")) return ct_last_code();
     try {
         at::Tensor d = t->t.detach().to(at::kCPU, at::kDouble).contiguous();
         int64_t n = d.numel();
         *is_array = d.dim() > 0 && n != 1;
         *out = static_cast<double *>(std::malloc(static_cast<size_t>(n > 0 ? n : 1) * sizeof(double)));
-        if (!*out) return ct::fail(CT_ENOMEM, "ct_value_tensor_doubles", "out of host memory");
+        if (!*out) return ct::fail(CT_ENOMEM, "cti_value_tensor_doubles", "out of host memory");
         if (n > 0) std::memcpy(*out, d.data_ptr<double>(), static_cast<size_t>(n) * sizeof(double));
         return n;
     } catch (...) {
         std::free(*out);
         *out = nullptr;
-        return ct::fail_exception("ct_value_tensor_doubles");
+        return ct::fail_exception("cti_value_tensor_doubles");
     }
 }
 
-const ct_value_tensor_ops kLeafOps = {leaf_free, leaf_share, leaf_clone, leaf_equal, leaf_to_doubles};
+const cti_value_tensor_ops kLeafOps = {leaf_free, leaf_share, leaf_clone, leaf_equal, leaf_to_doubles};
 
 }  // namespace
 
-extern "C" ct_value *ct_value_tensor(ct_tensor *t) { return ct_value_tensor_leaf(ct_keep(t), &kLeafOps); }
+extern "C" ct_value *ct_value_tensor(ct_tensor *t) { return cti_value_tensor_leaf(ct_keep(t), &kLeafOps); }

@@ -23,7 +23,10 @@ what they list. This script fails (exit 1, one line per violation) when
      error.h's CT_ERRNO_MAP;
   6. a public header is named in no row of the design's table, or in more
      than one (its last column: the public headers the module implements);
-  7. with --objects (a file of lines "MODULE: OBJECT..." that the test
+  7. an internal header (src/**/*.h, shim/*.h) names something ct_* that no
+     public header declares: what files share inside ctrial is named cti_*
+     (docs/design.md, "Names"), so that ct_* always means the API;
+  8. with --objects (a file of lines "MODULE: OBJECT..." that the test
      suite generates from the build): an object of module M refers to a
      symbol that another module defines and M may not use. This catches a
      call across the rule that no include shows (a public header's
@@ -179,6 +182,22 @@ def check_header_symbols(root, rule, defined, errors):
                               f"{where[0]}'s, or the definition")
 
 
+def check_internal_names(root, rule, errors):
+    public = set()
+    folder = os.path.join(root, "include", "ctrial")
+    for h in os.listdir(folder):
+        if h.endswith(".h"):
+            public |= set(re.findall(r"\bct_\w+", open(os.path.join(folder, h)).read()))
+    for m, path in module_files(root, rule):
+        if not path.endswith(".h"):
+            continue
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", "", open(path).read(), flags=re.S)
+        text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
+        for name in sorted(set(re.findall(r"\bct_\w+", text)) - public):
+            errors.append(f"{os.path.relpath(path, root)}: {name} is internal but named like the API: "
+                          f"call it cti_{name[3:]} (docs/design.md, \"Names\")")
+
+
 def check_diagram(root, rule, errors):
     text = open(os.path.join(root, "docs", "design.md")).read()
     m = re.search(r"^## Layers\n.*?^```\n(.*?)^```", text, re.S | re.M)
@@ -292,6 +311,7 @@ def main():
     check_readme(root, rule, errors)
     check_error_codes(root, errors)
     check_header_rows(root, rule, errors)
+    check_internal_names(root, rule, errors)
     if a.objects:
         check_symbols(root, rule, a.objects, errors)
     for e in errors:

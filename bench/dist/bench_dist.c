@@ -40,7 +40,7 @@
  * default 1), --warmup N (untimed steps/reps first, default 2), --tune-malloc
  * 1|0 (default 1: glibc's malloc keeps freed blocks up to 32 MiB, as ct_fit
  * sets it by default). Every JSON line says which transport the sync used
- * (ct_grad_sync_transport: "shared memory", "shared memory + ring" on
+ * (cti_grad_sync_transport: "shared memory", "shared memory + ring" on
  * several hosts, "ring", "halving-doubling"; CTRIAL_GRAD_SYNC=ring or
  * halving-doubling in the environment picks messages by that algorithm,
  * CTRIAL_GRAD_SYNC_HOST_RANKS=k fakes hosts of k ranks). */
@@ -147,35 +147,35 @@ static void bandwidth_one(const opts *o, double mb) {
         snprintf(name, sizeof name, "p%d", i);
         if (!ct_nn_add_parameter(m, name, ct_zeros(CT_SHAPE(each), NULL))) die("add_parameter");
     }
-    ct_grad_sync *s = ct_grad_sync_new(m, bucket_bytes(o));
-    if (!s) die("ct_grad_sync_new");
+    cti_grad_sync *s = cti_grad_sync_new(m, bucket_bytes(o));
+    if (!s) die("cti_grad_sync_new");
     ct_tensor *flat = ct_ones(CT_SHAPE(total), NULL);
     float *fp = ct_data_ptr(flat);
     double *tb = calloc((size_t)o->reps, sizeof *tb), *ts = calloc((size_t)o->reps, sizeof *ts),
            *ta = calloc((size_t)o->reps, sizeof *ta);
     bool to_none = strcmp(o->zero, "inplace") != 0;
-    ct_grad_sync_stats st0 = {0};
+    cti_grad_sync_stats st0 = {0};
     /* Each timed window ends with the zero_grad that ends a step: the
      * fresh gradients of a backward are freed there without a sync, and in
      * finish with one (it points .grad at the bucket), so both windows pay
      * for freeing them once. */
     ct_nn_zero_grad(m, to_none);
     for (int rep = -o->warmup; rep < o->reps; rep++) {
-        if (rep == 0) ct_grad_sync_get_stats(s, &st0);
+        if (rep == 0) cti_grad_sync_get_stats(s, &st0);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = now_s();
-        ct_grad_sync_arm(s, false);
+        cti_grad_sync_arm(s, false);
         if (cheap_backward(m) != 0) die("backward");
-        ct_grad_sync_after_backward(s);
+        cti_grad_sync_after_backward(s);
         ct_nn_zero_grad(m, to_none);
         double t1 = now_s();
 
         MPI_Barrier(MPI_COMM_WORLD);
         double t2 = now_s();
-        ct_grad_sync_arm(s, true);
+        cti_grad_sync_arm(s, true);
         if (cheap_backward(m) != 0) die("backward");
-        ct_grad_sync_after_backward(s);
-        if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        cti_grad_sync_after_backward(s);
+        if (cti_grad_sync_finish(s) != 0) die("cti_grad_sync_finish");
         ct_nn_zero_grad(m, to_none);
         double t3 = now_s();
 
@@ -189,8 +189,8 @@ static void bandwidth_one(const opts *o, double mb) {
             ta[rep] = t5 - t4;
         }
     }
-    ct_grad_sync_stats st;
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_stats st;
+    cti_grad_sync_get_stats(s, &st);
     double b = median(tb, o->reps), sy = median(ts, o->reps), a = median(ta, o->reps);
     double bytes = (double)total * 4;
     double ring_gbs = (double)(st.bytes - st0.bytes) / (st.comm_seconds - st0.comm_seconds) / 1e9;
@@ -200,13 +200,13 @@ static void bandwidth_one(const opts *o, double mb) {
                "\"allreduce_s\": %.6f, \"sync_gbs\": %.4f, \"ring_gbs\": %.4f, \"allreduce_gbs\": %.4f, "
                "\"ratio\": %.4f, \"transport\": \"%s\"}\n",
                P, o->zero, bytes / 1e6, o->params, (double)(st.buckets - st0.buckets) / o->reps, b, sy, sy - b, a,
-               bytes / (sy - b) / 1e9, ring_gbs, bytes / a / 1e9, a / (sy - b), ct_grad_sync_transport(s, NULL, 0));
+               bytes / (sy - b) / 1e9, ring_gbs, bytes / a / 1e9, a / (sy - b), cti_grad_sync_transport(s, NULL, 0));
     fflush(stdout);
     free(tb);
     free(ts);
     free(ta);
     ct_tensor_free(flat);
-    ct_grad_sync_free(s);
+    cti_grad_sync_free(s);
     ct_nn_free(m);
 #else
     (void)o;
@@ -256,22 +256,22 @@ static int step_backward(ct_module *net, const ct_tensor *x, const ct_tensor *y)
 static int overlap(const opts *o) {
     int width = o->width ? o->width : 2048, steps = o->steps ? o->steps : 20;
     ct_module *net = build_mlp(width, 3);
-    ct_grad_sync *s = ct_grad_sync_new(net, bucket_bytes(o));
-    if (!s) die("ct_grad_sync_new");
+    cti_grad_sync *s = cti_grad_sync_new(net, bucket_bytes(o));
+    if (!s) die("cti_grad_sync_new");
     ct_manual_seed(1 + (uint64_t)R);
     ct_tensor *x = ct_randn(CT_SHAPE(o->batch, 784), NULL);
     ct_tensor *y = ct_randint(0, 10, CT_SHAPE(o->batch), NULL);
     double *t_plain = calloc((size_t)steps, sizeof *t_plain), *t_sync = calloc((size_t)steps, sizeof *t_sync);
-    ct_grad_sync_stats before = {0}, after;
+    cti_grad_sync_stats before = {0}, after;
     for (int i = -o->warmup; i < steps; i++) {
-        if (i == 0) ct_grad_sync_get_stats(s, &before);
+        if (i == 0) cti_grad_sync_get_stats(s, &before);
         ct_nn_zero_grad(net, true);
         ct_dist_barrier();
         double t0 = now_s();
-        ct_grad_sync_arm(s, true);
+        cti_grad_sync_arm(s, true);
         if (step_backward(net, x, y) != 0) die("backward");
-        ct_grad_sync_after_backward(s);
-        if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        cti_grad_sync_after_backward(s);
+        if (cti_grad_sync_finish(s) != 0) die("cti_grad_sync_finish");
         double t1 = now_s();
         ct_nn_zero_grad(net, true);
         ct_dist_barrier();
@@ -283,7 +283,7 @@ static int overlap(const opts *o) {
             t_plain[i] = t3 - t2;
         }
     }
-    ct_grad_sync_get_stats(s, &after);
+    cti_grad_sync_get_stats(s, &after);
     double comm = after.comm_seconds - before.comm_seconds, wait = after.wait_seconds - before.wait_seconds;
     double ms_sync = 1e3 * median(t_sync, steps), ms_plain = 1e3 * median(t_plain, steps);
     /* Each rank's own view; rank 0 prints the mean over ranks of the shares. */
@@ -303,7 +303,7 @@ static int overlap(const opts *o) {
     free(t_sync);
     ct_tensor_free(x);
     ct_tensor_free(y);
-    ct_grad_sync_free(s);
+    cti_grad_sync_free(s);
     ct_nn_free(net);
     return 0;
 }
@@ -318,8 +318,8 @@ static int train(const opts *o) {
     }
     int local = o->global_batch / P;
     ct_module *net = build_mlp(width, 2);
-    ct_grad_sync *s = ct_grad_sync_new(net, bucket_bytes(o));
-    if (!s) die("ct_grad_sync_new");
+    cti_grad_sync *s = cti_grad_sync_new(net, bucket_bytes(o));
+    if (!s) die("cti_grad_sync_new");
     ct_sgd_opts so = ct_sgd_defaults();
     so.lr = 0.01;
     ct_optim *opt = ct_optim_sgd(net, &so);
@@ -334,7 +334,7 @@ static int train(const opts *o) {
      * the optimizer step and zero_grad. No data part: the batch is fixed. */
     enum { FWD, BWD, SYNC, OPT, ZERO, PHASES };
     double phase[PHASES] = {0}, t0 = 0, loss_value = 0;
-    ct_grad_sync_stats before = {0}, after;
+    cti_grad_sync_stats before = {0}, after;
     for (int i = -o->warmup; i < steps; i++) {
         if (i == 0) {
             ct_dist_barrier();
@@ -342,7 +342,7 @@ static int train(const opts *o) {
         }
         double t[PHASES + 1];
         t[0] = now_s();
-        ct_grad_sync_arm(s, true);
+        cti_grad_sync_arm(s, true);
         ct_scope *sc = ct_scope_begin();
         ct_tensor *loss = ct_cross_entropy(ct_nn_forward(net, x), y);
         if (!loss) die("forward");
@@ -351,19 +351,19 @@ static int train(const opts *o) {
         t[2] = now_s();
         if (i == steps - 1 && ct_item(loss, &loss_value) != 0) die("loss");
         ct_scope_end(sc);
-        ct_grad_sync_after_backward(s);
-        if (ct_grad_sync_finish(s) != 0) die("ct_grad_sync_finish");
+        cti_grad_sync_after_backward(s);
+        if (cti_grad_sync_finish(s) != 0) die("cti_grad_sync_finish");
         t[3] = now_s();
         if (ct_optim_step(opt) != 0) die("step");
         t[4] = now_s();
         ct_optim_zero_grad(opt, strcmp(o->zero, "inplace") != 0);
         t[5] = now_s();
-        if (i == -1) ct_grad_sync_get_stats(s, &before);
+        if (i == -1) cti_grad_sync_get_stats(s, &before);
         for (int k = 0; i >= 0 && k < PHASES; k++) phase[k] += t[k + 1] - t[k];
     }
     ct_dist_barrier();
     double wall = now_s() - t0;
-    ct_grad_sync_get_stats(s, &after);
+    cti_grad_sync_get_stats(s, &after);
     if (R == 0)
         printf("{\"mode\": \"train\", \"ranks\": %d, \"threads\": %d, \"zero\": \"%s\", \"width\": %d, "
                "\"global_batch\": %d, \"steps\": %d, \"samples_per_s\": %.2f, \"ms_per_step\": %.3f, "
@@ -374,12 +374,12 @@ static int train(const opts *o) {
                1e3 * wall / steps, 1e3 * (after.comm_seconds - before.comm_seconds) / steps,
                1e3 * (after.wait_seconds - before.wait_seconds) / steps, 1e3 * phase[FWD] / steps,
                1e3 * phase[BWD] / steps, 1e3 * phase[SYNC] / steps, 1e3 * phase[OPT] / steps,
-               1e3 * phase[ZERO] / steps, loss_value, ct_grad_sync_transport(s, NULL, 0),
+               1e3 * phase[ZERO] / steps, loss_value, cti_grad_sync_transport(s, NULL, 0),
                o->tune_malloc ? "true" : "false");
     ct_tensor_free(x);
     ct_tensor_free(y);
     ct_optim_free(opt);
-    ct_grad_sync_free(s);
+    cti_grad_sync_free(s);
     ct_nn_free(net);
     return 0;
 }
@@ -401,7 +401,7 @@ int main(int argc, char **argv) {
      * to 32 MiB stay in the heap instead of going back to the kernel, so a
      * step's fresh gradients and activations cost no page faults. The
      * training part measures what ct_fit would run. */
-    if (o.tune_malloc) ct_heap_tune_for_training();
+    if (o.tune_malloc) cti_heap_tune_for_training();
     int rc;
     if (!strcmp(argv[1], "bandwidth")) rc = bandwidth(&o);
     else if (!strcmp(argv[1], "overlap")) rc = overlap(&o);

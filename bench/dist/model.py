@@ -187,7 +187,7 @@ HD_MAX_SHARE = 256 << 10  # src/dist/allreduce_steps.h: CT_AR_HD_MAX_SHARE
 
 
 def halving(p, bucket_bytes):
-    """ct_ar_choose: halving-doubling for a bucket over p ranks (a power of two, 4 or more) when its share a rank is
+    """cti_ar_choose: halving-doubling for a bucket over p ranks (a power of two, 4 or more) when its share a rank is
     at most 256 KiB."""
     return p >= 4 and p & (p - 1) == 0 and bucket_bytes / p <= HD_MAX_SHARE
 

@@ -10,6 +10,6 @@ static double seconds(clockid_t id) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double ct_clock_monotonic(void) { return seconds(CLOCK_MONOTONIC); }
+double cti_clock_monotonic(void) { return seconds(CLOCK_MONOTONIC); }
 
-double ct_clock_wall(void) { return seconds(CLOCK_REALTIME); }
+double cti_clock_wall(void) { return seconds(CLOCK_REALTIME); }

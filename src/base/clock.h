@@ -8,8 +8,8 @@
 #define CTRIAL_BASE_CLOCK_H
 
 /* Seconds on CLOCK_MONOTONIC: for measuring durations. */
-double ct_clock_monotonic(void);
+double cti_clock_monotonic(void);
 /* Seconds since the Unix epoch (CLOCK_REALTIME): for timestamps. */
-double ct_clock_wall(void);
+double cti_clock_wall(void);
 
 #endif

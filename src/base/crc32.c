@@ -123,7 +123,7 @@ static bool have_avx512_clmul(void) {
 }
 #endif
 
-uint32_t ct_crc32(uint32_t crc, const void *buf, size_t len) {
+uint32_t cti_crc32(uint32_t crc, const void *buf, size_t len) {
     const unsigned char *p = buf;
 #ifdef CT_CRC_CLMUL
     if (len >= 64 && have_clmul()) {
@@ -136,7 +136,7 @@ uint32_t ct_crc32(uint32_t crc, const void *buf, size_t len) {
     return crc_zlib(crc, p, len);
 }
 
-uint32_t ct_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+uint32_t cti_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
     /* z_off_t is 64 bits wide on the LP64 systems ctrial builds on. */
     return (uint32_t)crc32_combine(crc_a, crc_b, (z_off_t)len_b);
 }

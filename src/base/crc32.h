@@ -12,9 +12,9 @@
 
 /* zlib's crc32(crc, buf, len) for any len (zlib takes 32-bit lengths).
  * Start with crc = 0. */
-uint32_t ct_crc32(uint32_t crc, const void *buf, size_t len);
+uint32_t cti_crc32(uint32_t crc, const void *buf, size_t len);
 /* The CRC of A followed by B from crc(A), crc(B) and B's length (zlib's
  * crc32_combine). */
-uint32_t ct_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+uint32_t cti_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 #endif

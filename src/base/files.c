@@ -30,7 +30,7 @@ static int make_dir(const char *dir, const char *what, const char *path) {
     return ct_set_error(CT_EIO, "cannot create %s %s: %s: %s", what, path, dir, strerror(err));
 }
 
-int ct_make_dirs(const char *path, const char *what) {
+int cti_make_dirs(const char *path, const char *what) {
     size_t n = strlen(path);
     char *p = malloc(n + 1);
     if (!p) return ct_set_error(CT_ENOMEM, "cannot create %s %s: out of memory", what, path);
@@ -59,18 +59,18 @@ static int file_error(int code, const char *who, const char *path, const char *w
     return ct_set_error(code, "%s%s%s: %s (%s)", who ? who : "", who ? ": " : "", path, what, detail);
 }
 
-int ct_check_regular(const char *path, const char *who) {
+int cti_check_regular(const char *path, const char *who) {
     struct stat st;
     if (stat(path, &st) != 0) return file_error(CT_EIO, who, path, "cannot open", strerror(errno));
     if (!S_ISREG(st.st_mode)) return file_error(CT_EIO, who, path, "not a regular file", file_kind(st.st_mode));
     return 0;
 }
 
-int ct_open_regular(const char *path, const char *who) {
+int cti_open_regular(const char *path, const char *who) {
     /* stat first: a device is never opened (opening one may do something),
      * and O_NONBLOCK keeps a FIFO that turns up in between from blocking
      * open(2); fstat then checks what was opened. */
-    int rc = ct_check_regular(path, who);
+    int rc = cti_check_regular(path, who);
     if (rc) return rc;
     struct stat st;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -87,7 +87,7 @@ int ct_open_regular(const char *path, const char *who) {
     return fd;
 }
 
-int ct_read_at(int fd, void *buf, size_t n, uint64_t at, uint64_t size, const char *who, const char *path) {
+int cti_read_at(int fd, void *buf, size_t n, uint64_t at, uint64_t size, const char *who, const char *path) {
     for (size_t got = 0; got < n;) {
         ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(at + got));
         if (r < 0 && errno == EINTR) continue;
@@ -107,8 +107,8 @@ int ct_read_at(int fd, void *buf, size_t n, uint64_t at, uint64_t size, const ch
     return 0;
 }
 
-int ct_read_file_raw(const char *path, size_t max_bytes, char **data, size_t *size) {
-    int fd = ct_open_regular(path, NULL);
+int cti_read_file_raw(const char *path, size_t max_bytes, char **data, size_t *size) {
+    int fd = cti_open_regular(path, NULL);
     if (fd < 0) return fd;
     struct stat st;
     int rc = fstat(fd, &st) == 0 ? 0 : ct_set_error(CT_EIO, "%s: cannot stat (%s)", path, strerror(errno));
@@ -160,8 +160,8 @@ static int gz_fail(gzFile f, const char *path) {
     return ct_set_error(CT_EFORMAT, "%s: damaged gzip data (%s)", path, msg ? msg : "unknown error");
 }
 
-int ct_read_file(const char *path, unsigned char **data, size_t *size) {
-    int fd = ct_open_regular(path, NULL);
+int cti_read_file(const char *path, unsigned char **data, size_t *size) {
+    int fd = cti_open_regular(path, NULL);
     if (fd < 0) return fd;
     /* gzread passes a file without a gzip header through unchanged. */
     gzFile f = gzdopen(fd, "rb");
@@ -206,9 +206,9 @@ int ct_read_file(const char *path, unsigned char **data, size_t *size) {
 
 /* ---- checksums ----------------------------------------------------------------- */
 
-int ct_files_checksum(const char *path, ct_file_sum *out) {
+int cti_files_checksum(const char *path, ct_file_sum *out) {
     if (!path || !out) return ct_set_error(CT_EINVAL, "ct_file_checksum: %s is NULL", !path ? "path" : "out");
-    int fd = ct_open_regular(path, "ct_file_checksum");
+    int fd = cti_open_regular(path, "ct_file_checksum");
     if (fd < 0) return fd;
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     enum { CHUNK = 4 << 20 };
@@ -222,7 +222,7 @@ int ct_files_checksum(const char *path, ct_file_sum *out) {
         if (got < 0) rc = ct_set_error(CT_EIO, "ct_file_checksum: %s: read failed after %llu bytes (%s)",
                                        path, (unsigned long long)total, strerror(errno));
         if (got <= 0) break;
-        crc = ct_crc32(crc, buf, (size_t)got);
+        crc = cti_crc32(crc, buf, (size_t)got);
         total += (uint64_t)got;
     }
     free(buf);

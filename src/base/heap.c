@@ -20,7 +20,7 @@
 #include <malloc.h>
 #endif
 
-void ct_heap_tune_for_training(void) {
+void cti_heap_tune_for_training(void) {
 #ifdef __GLIBC__
     const char *tunables = getenv("GLIBC_TUNABLES");
     if (getenv("MALLOC_MMAP_THRESHOLD_") || getenv("MALLOC_TRIM_THRESHOLD_") || getenv("MALLOC_TOP_PAD_") ||

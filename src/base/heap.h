@@ -8,6 +8,6 @@
  * top (plus 16 MiB of slack when it grows), unless the environment already
  * sets a malloc parameter (a MALLOC_*_ variable or a glibc.malloc tunable:
  * the user's own choice wins). Process-wide; a no-op outside glibc. */
-void ct_heap_tune_for_training(void);
+void cti_heap_tune_for_training(void);
 
 #endif

@@ -26,18 +26,18 @@ static int env_count(const char *const *names, int def) {
 static const char *const size_names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS",
                                          NULL};
 
-int ct_launch_world_size(void) {
+int cti_launch_world_size(void) {
     int n = env_count(size_names, 1);
     return n >= 1 ? n : 1;
 }
 
-int ct_launch_by_launcher(void) {
+int cti_launch_by_launcher(void) {
     for (const char *const *n = size_names; *n; n++)
         if (getenv(*n)) return 1;
     return 0;
 }
 
-int ct_launch_world_rank(void) {
+int cti_launch_world_rank(void) {
     static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
     return env_count(names, 0);
 }

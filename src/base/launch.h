@@ -12,14 +12,14 @@
 /* Ranks in this launch (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE,
  * SLURM_STEP_NUM_TASKS, first set wins); 1 outside a launcher or when the
  * value is not a count. */
-int ct_launch_world_size(void);
+int cti_launch_world_size(void);
 /* This process's rank (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
  * SLURM_PROCID); 0 outside a launcher. */
-int ct_launch_world_rank(void);
+int cti_launch_world_rank(void);
 /* Whether a launcher started this process (any of the variables above is
  * set), even for one rank: its output then goes through the launcher,
  * which may hand the process a pseudo-terminal (Open MPI does) although
  * nobody watches it as one. */
-int ct_launch_by_launcher(void);
+int cti_launch_by_launcher(void);
 
 #endif

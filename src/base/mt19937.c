@@ -20,7 +20,7 @@
 #define UPPER_MASK 0x80000000U
 #define LOWER_MASK 0x7fffffffU
 
-void ct_mt19937_seed(ct_mt19937 *mt, uint32_t seed) {
+void cti_mt19937_seed(cti_mt19937 *mt, uint32_t seed) {
     for (int pos = 0; pos < N; pos++) {
         mt->key[pos] = seed;
         seed = 1812433253U * (seed ^ (seed >> 30)) + (uint32_t)pos + 1U;
@@ -29,7 +29,7 @@ void ct_mt19937_seed(ct_mt19937 *mt, uint32_t seed) {
 }
 
 /* Regenerates the whole state block (numpy's mt19937_gen). */
-VECTOR_CLONES static void generate(ct_mt19937 *mt) {
+VECTOR_CLONES static void generate(cti_mt19937 *mt) {
     uint32_t y;
     int i;
     for (i = 0; i < N - M; i++) {
@@ -54,7 +54,7 @@ static inline uint32_t temper1(uint32_t y) {
     return y;
 }
 
-uint32_t ct_mt19937_next32(ct_mt19937 *mt) {
+uint32_t cti_mt19937_next32(cti_mt19937 *mt) {
     if (mt->pos == N) generate(mt);
     return temper1(mt->key[mt->pos++]);
 }
@@ -63,7 +63,7 @@ VECTOR_CLONES static void temper(const uint32_t *key, uint32_t *out, int n) {
     for (int i = 0; i < n; i++) out[i] = temper1(key[i]);
 }
 
-void ct_mt19937_fill(ct_mt19937 *mt, uint32_t *out, size_t n) {
+void cti_mt19937_fill(cti_mt19937 *mt, uint32_t *out, size_t n) {
     while (n > 0) {
         if (mt->pos == N) generate(mt);
         int take = N - mt->pos;
@@ -84,21 +84,21 @@ VECTOR_CLONES static void bernoulli_block(const uint32_t *r, float *out, int n, 
     }
 }
 
-void ct_mt19937_bernoulli_f32(ct_mt19937 *mt, float *out, size_t n, double p, float value) {
+void cti_mt19937_bernoulli_f32(cti_mt19937 *mt, float *out, size_t n, double p, float value) {
     enum { BLOCK = 1024 };
     uint32_t r[2 * BLOCK];
     double t = ceil(p * 9007199254740992.0); /* 2^53; a NaN p keeps every draw out, as u < NaN does */
     uint64_t below = !(t > 0) ? 0 : t >= 9007199254740992.0 ? UINT64_C(1) << 53 : (uint64_t)t;
     while (n > 0) {
         int take = n < BLOCK ? (int)n : BLOCK;
-        ct_mt19937_fill(mt, r, 2 * (size_t)take);
+        cti_mt19937_fill(mt, r, 2 * (size_t)take);
         bernoulli_block(r, out, take, below, value);
         out += take;
         n -= (size_t)take;
     }
 }
 
-uint64_t ct_mt19937_interval(ct_mt19937 *mt, uint64_t max) {
+uint64_t cti_mt19937_interval(cti_mt19937 *mt, uint64_t max) {
     if (max == 0) return 0;
     uint64_t mask = max, value;
     mask |= mask >> 1;
@@ -108,20 +108,20 @@ uint64_t ct_mt19937_interval(ct_mt19937 *mt, uint64_t max) {
     mask |= mask >> 16;
     mask |= mask >> 32;
     if (max <= 0xffffffffU) {
-        while ((value = (ct_mt19937_next32(mt) & mask)) > max) {
+        while ((value = (cti_mt19937_next32(mt) & mask)) > max) {
         }
     } else {
         do {
-            uint64_t hi = ct_mt19937_next32(mt);
-            value = ((hi << 32) | ct_mt19937_next32(mt)) & mask;
+            uint64_t hi = cti_mt19937_next32(mt);
+            value = ((hi << 32) | cti_mt19937_next32(mt)) & mask;
         } while (value > max);
     }
     return value;
 }
 
-void ct_mt19937_shuffle(ct_mt19937 *mt, int64_t *a, int64_t n) {
+void cti_mt19937_shuffle(cti_mt19937 *mt, int64_t *a, int64_t n) {
     for (int64_t i = n - 1; i >= 1; i--) {
-        int64_t j = (int64_t)ct_mt19937_interval(mt, (uint64_t)i);
+        int64_t j = (int64_t)cti_mt19937_interval(mt, (uint64_t)i);
         int64_t t = a[i];
         a[i] = a[j];
         a[j] = t;

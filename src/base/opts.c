@@ -6,7 +6,7 @@
 
 #include "ctrial/error.h"
 
-void ct_opts_init(void *o, size_t size, const void *defaults, size_t lib_size) {
+void cti_opts_init(void *o, size_t size, const void *defaults, size_t lib_size) {
     if (!o || size < sizeof(uint32_t)) return;
     size_t known = size < lib_size ? size : lib_size;
     memcpy(o, defaults, known);
@@ -15,7 +15,7 @@ void ct_opts_init(void *o, size_t size, const void *defaults, size_t lib_size) {
     memcpy(o, &s, sizeof s);
 }
 
-int ct_opts_take(void *dst, const void *src, const void *defaults, size_t lib_size, size_t min_size,
+int cti_opts_take(void *dst, const void *src, const void *defaults, size_t lib_size, size_t min_size,
                  const char *type, const char *init) {
     uint32_t size;
     memcpy(&size, src, sizeof size);

@@ -14,7 +14,7 @@
 /* Fills the first `size` bytes of the caller's struct `o` (at most
  * `lib_size`, the library's sizeof; a bigger tail is zeroed) from the
  * library's `defaults`, and sets its size field to `size`. */
-void ct_opts_init(void *o, size_t size, const void *defaults, size_t lib_size);
+void cti_opts_init(void *o, size_t size, const void *defaults, size_t lib_size);
 
 /* Copies the caller's struct `src` into `dst` (the library's sizeof is
  * `lib_size`): `defaults` first, then the caller's `size` bytes over them,
@@ -23,7 +23,7 @@ void ct_opts_init(void *o, size_t size, const void *defaults, size_t lib_size);
  * struct's required fields end there). Returns CT_OK, or CT_EINVAL naming
  * `type` and the `init` function for a size of 0 (not made by it), below
  * `min_size`, or past `lib_size` (built against a newer ctrial). */
-int ct_opts_take(void *dst, const void *src, const void *defaults, size_t lib_size, size_t min_size,
+int cti_opts_take(void *dst, const void *src, const void *defaults, size_t lib_size, size_t min_size,
                  const char *type, const char *init);
 
 #endif

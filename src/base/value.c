@@ -27,7 +27,7 @@ struct ct_value {
         char *s;
         struct {
             ct_tensor *t;
-            const ct_value_tensor_ops *ops; /* base/value_tensor.h */
+            const cti_value_tensor_ops *ops; /* base/value_tensor.h */
         } tensor;
         struct {
             ct_value **items;
@@ -122,7 +122,7 @@ ct_value *ct_value_str(const char *s) {
     return v;
 }
 
-ct_value *ct_value_tensor_leaf(ct_tensor *t, const ct_value_tensor_ops *ops) {
+ct_value *cti_value_tensor_leaf(ct_tensor *t, const cti_value_tensor_ops *ops) {
     if (!t) {
         null_item("ct_value_tensor");
         return NULL;
@@ -137,8 +137,8 @@ ct_value *ct_value_tensor_leaf(ct_tensor *t, const ct_value_tensor_ops *ops) {
     return v;
 }
 
-int64_t ct_value_tensor_doubles(const ct_value *v, double **out, bool *is_array) {
-    if (!v || v->kind != CT_VALUE_TENSOR) return ct_set_error(CT_EINVAL, "ct_value_tensor_doubles: not a tensor");
+int64_t cti_value_tensor_doubles(const ct_value *v, double **out, bool *is_array) {
+    if (!v || v->kind != CT_VALUE_TENSOR) return ct_set_error(CT_EINVAL, "cti_value_tensor_doubles: not a tensor");
     return v->u.tensor.ops->to_doubles(v->u.tensor.t, out, is_array);
 }
 
@@ -417,8 +417,8 @@ ct_value *ct_value_copy(const ct_value *v, bool clone_tensors) {
     case CT_VALUE_STR: return ct_value_str(v->u.s);
     case CT_VALUE_TENSOR:
     {
-        const ct_value_tensor_ops *ops = v->u.tensor.ops;
-        return ct_value_tensor_leaf(clone_tensors ? ops->clone(v->u.tensor.t) : ops->share(v->u.tensor.t), ops);
+        const cti_value_tensor_ops *ops = v->u.tensor.ops;
+        return cti_value_tensor_leaf(clone_tensors ? ops->clone(v->u.tensor.t) : ops->share(v->u.tensor.t), ops);
     }
     case CT_VALUE_LIST:
     case CT_VALUE_TUPLE: {

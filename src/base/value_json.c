@@ -13,7 +13,7 @@ static json_t *real_or_null(double d) { return isfinite(d) ? json_real(d) : json
 static json_t *tensor_to_json(const ct_value *v) {
     double *x = NULL;
     bool is_array;
-    int64_t n = ct_value_tensor_doubles(v, &x, &is_array);
+    int64_t n = cti_value_tensor_doubles(v, &x, &is_array);
     if (n < 0) return json_null();
     json_t *out = is_array ? json_array() : real_or_null(x[0]);
     for (int64_t k = 0; is_array && k < n; k++) json_array_append_new(out, real_or_null(x[k]));
@@ -21,7 +21,7 @@ static json_t *tensor_to_json(const ct_value *v) {
     return out;
 }
 
-json_t *ct_json_from_value(const ct_value *v) {
+json_t *cti_json_from_value(const ct_value *v) {
     double d;
     int64_t i;
     bool b;
@@ -33,7 +33,7 @@ json_t *ct_json_from_value(const ct_value *v) {
     case CT_VALUE_LIST:
     case CT_VALUE_TUPLE: {
         json_t *a = json_array();
-        for (size_t k = 0; k < ct_value_len(v); k++) json_array_append_new(a, ct_json_from_value(ct_value_list_get(v, k)));
+        for (size_t k = 0; k < ct_value_len(v); k++) json_array_append_new(a, cti_json_from_value(ct_value_list_get(v, k)));
         return a;
     }
     case CT_VALUE_DICT: {
@@ -44,7 +44,7 @@ json_t *ct_json_from_value(const ct_value *v) {
             const ct_value *item = ct_value_dict_at(v, k, &key, &ikey);
             char buf[32];
             if (!key) snprintf(buf, sizeof buf, "%lld", (long long)ikey);
-            json_object_set_new(o, key ? key : buf, ct_json_from_value(item));
+            json_object_set_new(o, key ? key : buf, cti_json_from_value(item));
         }
         return o;
     }
@@ -53,7 +53,7 @@ json_t *ct_json_from_value(const ct_value *v) {
     }
 }
 
-ct_value *ct_value_from_json(const json_t *j) {
+ct_value *cti_value_from_json(const json_t *j) {
     ct_value *v = NULL;
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
@@ -61,7 +61,7 @@ ct_value *ct_value_from_json(const json_t *j) {
         const char *key;
         json_t *item;
         json_object_foreach((json_t *)j, key, item) {
-            ct_value *c = ct_value_from_json(item);
+            ct_value *c = cti_value_from_json(item);
             if (!c || !v || ct_value_dict_set(v, key, c) != 0) {
                 ct_value_free(v);
                 return NULL;
@@ -74,7 +74,7 @@ ct_value *ct_value_from_json(const json_t *j) {
         size_t k;
         json_t *item;
         json_array_foreach(j, k, item) {
-            ct_value *c = ct_value_from_json(item);
+            ct_value *c = cti_value_from_json(item);
             if (!c || !v || ct_value_list_append(v, c) != 0) {
                 ct_value_free(v);
                 return NULL;

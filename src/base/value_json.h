@@ -14,8 +14,8 @@
 #include "ctrial/value.h"
 
 /* NEW JSON reference (json_null() for NULL or an unconvertible value). */
-json_t *ct_json_from_value(const ct_value *v);
+json_t *cti_json_from_value(const ct_value *v);
 /* NEW value, or NULL + CT_ENOMEM. */
-ct_value *ct_value_from_json(const json_t *j);
+ct_value *cti_value_from_json(const json_t *j);
 
 #endif

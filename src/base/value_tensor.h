@@ -28,14 +28,14 @@ typedef struct {
      * unless the tensor holds one element in zero or more dims of size 1
      * (a scalar). Returns the count, or a negative code with an error. */
     int64_t (*to_doubles)(const ct_tensor *t, double **out, bool *is_array);
-} ct_value_tensor_ops;
+} cti_value_tensor_ops;
 
 /* A tensor leaf holding t, which it steals (also on failure: ops->free).
  * t must be owned by no scope. NEW value, or NULL + error. */
-ct_value *ct_value_tensor_leaf(ct_tensor *t, const ct_value_tensor_ops *ops);
+ct_value *cti_value_tensor_leaf(ct_tensor *t, const cti_value_tensor_ops *ops);
 
 /* The values of a tensor leaf as doubles (ops->to_doubles); CT_EINVAL for
  * another kind. */
-int64_t ct_value_tensor_doubles(const ct_value *v, double **out, bool *is_array);
+int64_t cti_value_tensor_doubles(const ct_value *v, double **out, bool *is_array);
 
 #endif

@@ -4,11 +4,11 @@
  *
  * Writing one checkpoint:
  *
- *     ct_ckpt_writer w;
- *     ct_ckpt_begin(&w, checkpoint_dir, steps);       // <dir>/.tmp-ckpt-000140-1a2b3c4d/
- *     ct_ckpt_write_pth(&w, "state_dict.pth", state); // streamed, fsync'd, CRC recorded
- *     ct_ckpt_commit(&w, metadata);                   // metadata.json, fsync, rename, fsync dir
- *     // on any failure in between: ct_ckpt_abort(&w)
+ *     cti_ckpt_writer w;
+ *     cti_ckpt_begin(&w, checkpoint_dir, steps);       // <dir>/.tmp-ckpt-000140-1a2b3c4d/
+ *     cti_ckpt_write_pth(&w, "state_dict.pth", state); // streamed, fsync'd, CRC recorded
+ *     cti_ckpt_commit(&w, metadata);                   // metadata.json, fsync, rename, fsync dir
+ *     // on any failure in between: cti_ckpt_abort(&w)
  *
  * A directory is visible under its final name only once complete: a crash
  * at any moment leaves either nothing new or a whole checkpoint (plus a
@@ -40,54 +40,54 @@ typedef struct {
     char final[4096];  /* <checkpoint_dir>/<name> */
     char parent[4096]; /* checkpoint_dir */
     json_t *files;     /* {"state_dict.pth": {"size": n, "crc32": "1a2b3c4d"}} */
-} ct_ckpt_writer;
+} cti_ckpt_writer;
 
-int ct_ckpt_begin(ct_ckpt_writer *w, const char *checkpoint_dir, int64_t steps);
+int cti_ckpt_begin(cti_ckpt_writer *w, const char *checkpoint_dir, int64_t steps);
 /* Saves v as `file` in the temporary directory with fsync; records its sum. */
-int ct_ckpt_write_pth(ct_ckpt_writer *w, const char *file, const ct_value *v);
+int cti_ckpt_write_pth(cti_ckpt_writer *w, const char *file, const ct_value *v);
 /* Adds "files", "commit_sequence" (one more than the highest among the
  * committed checkpoints in the folder), "time" and, last, the seal
  * "metadata_crc32" to metadata (stolen), writes metadata.json, fsyncs and
  * renames the directory to its final name, fsyncs the parent. */
-int ct_ckpt_commit(ct_ckpt_writer *w, json_t *metadata);
+int cti_ckpt_commit(cti_ckpt_writer *w, json_t *metadata);
 /* Removes the temporary directory; safe after a failed begin or commit. */
-void ct_ckpt_abort(ct_ckpt_writer *w);
+void cti_ckpt_abort(cti_ckpt_writer *w);
 /* Removes what crashed runs left in checkpoint_dir (.tmp-* and .del-*). */
-void ct_ckpt_remove_leftovers(const char *checkpoint_dir);
+void cti_ckpt_remove_leftovers(const char *checkpoint_dir);
 /* Retention after a commit: keeps the keep_latest most recent checkpoints
  * (in commit order: commit_sequence, then steps, then name; never the
  * clock),
  * the keep_best best by `metric` (at least the single best one), and
  * `protect` (the one just written); deletes the rest. */
-int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
+int cti_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
                   bool smaller_is_better, const char *protect);
 /* metadata.json of dir, a regular file, parsed, its seal checked (files
  * of earlier versions have none) and checked for ctrial's keys and their
  * types: NEW json, or NULL with CT_ECHECKPOINT "checkpoint DIR: why". */
-json_t *ct_ckpt_read_metadata(const char *dir);
+json_t *cti_ckpt_read_metadata(const char *dir);
 /* How many checkpoints checkpoint_dir holds, committed or damaged (a ckpt-*
  * directory whose metadata.json is missing or invalid); 0 when it does not
  * exist. Returns a status. */
-int ct_ckpt_count(const char *checkpoint_dir, size_t *n);
+int cti_ckpt_count(const char *checkpoint_dir, size_t *n);
 /* Deletes every checkpoint in checkpoint_dir, committed or damaged, each
  * renamed out of sight first (as retention deletes them). Returns a status. */
-int ct_ckpt_remove_all(const char *checkpoint_dir);
+int cti_ckpt_remove_all(const char *checkpoint_dir);
 
-/* What ct_ckpt_find_latest saw besides its answer. */
+/* What cti_ckpt_find_latest saw besides its answer. */
 typedef struct {
     bool empty;           /* no checkpoint at all, committed or damaged: the CT_ECHECKPOINT means "none yet" */
     size_t intact, damaged;
     char skipped[2048];   /* damaged ones passed over, their names saying they trained less than the
                            * latest: "DIR/NAME (why); ...", "" when none */
-} ct_ckpt_scan;
+} cti_ckpt_scan;
 /* ct_ckpt_latest (ctrial/ckpt.h), telling apart "none yet" (scan->empty)
  * from a damaged checkpoint that may be the latest (CT_ECHECKPOINT naming it
  * and the latest intact one), and naming the damaged ones it passed over.
  * scan may be NULL. */
-int ct_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, ct_ckpt_scan *scan);
+int cti_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, cti_ckpt_scan *scan);
 /* ct_ckpt_verify of `path`, the latest checkpoint of checkpoint_dir; when it
  * fails, the CT_ECHECKPOINT message also names the latest older one that
  * verifies (or says there is none) and how to resume it. */
-int ct_ckpt_verify_latest(const char *checkpoint_dir, const char *path);
+int cti_ckpt_verify_latest(const char *checkpoint_dir, const char *path);
 
 #endif

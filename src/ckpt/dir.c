@@ -79,9 +79,9 @@ static uint32_t fresh_tag(void) {
 
 /* ---- writing ----------------------------------------------------------------- */
 
-int ct_ckpt_begin(ct_ckpt_writer *w, const char *checkpoint_dir, int64_t steps) {
+int cti_ckpt_begin(cti_ckpt_writer *w, const char *checkpoint_dir, int64_t steps) {
     memset(w, 0, sizeof *w);
-    int rc = ct_make_dirs(checkpoint_dir, "checkpoint directory");
+    int rc = cti_make_dirs(checkpoint_dir, "checkpoint directory");
     if (rc != CT_OK) return rc;
     snprintf(w->parent, sizeof w->parent, "%s", checkpoint_dir);
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -105,10 +105,10 @@ static json_t *file_entry(const ct_file_sum *sum) {
     return json_pack("{s:I, s:s}", "size", (json_int_t)sum->nbytes, "crc32", crc);
 }
 
-int ct_ckpt_write_pth(ct_ckpt_writer *w, const char *file, const ct_value *v) {
+int cti_ckpt_write_pth(cti_ckpt_writer *w, const char *file, const ct_value *v) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", w->tmp, file);
-    ct_pth_save_params p = ct_pth_save_defaults();
+    ct_pth_save_params p = cti_pth_save_defaults();
     p.fsync = true;
     p.archive_name = "state_dict"; /* torch.save's name for state_dict.pth */
     ct_file_sum sum;
@@ -159,7 +159,7 @@ static uint32_t metadata_crc(char *text, size_t len, char *digits) {
     char saved[8];
     memcpy(saved, digits, 8);
     memset(digits, '0', 8);
-    uint32_t crc = ct_crc32(0, text, len);
+    uint32_t crc = cti_crc32(0, text, len);
     memcpy(digits, saved, 8);
     return crc;
 }
@@ -169,7 +169,7 @@ static uint32_t metadata_crc(char *text, size_t len, char *digits) {
  * one, count as 0). */
 static int next_sequence(const char *checkpoint_dir, int64_t *seq);
 
-int ct_ckpt_commit(ct_ckpt_writer *w, json_t *metadata) {
+int cti_ckpt_commit(cti_ckpt_writer *w, json_t *metadata) {
     if (!metadata) return ct_set_error(CT_ENOMEM, "out of memory building checkpoint metadata");
     int64_t seq = 0;
     int rc = next_sequence(w->parent, &seq);
@@ -179,7 +179,7 @@ int ct_ckpt_commit(ct_ckpt_writer *w, json_t *metadata) {
     }
     json_object_set(metadata, "files", w->files);
     json_object_set_new(metadata, CT_CKPT_SEQ_KEY, json_integer((json_int_t)seq));
-    json_object_set_new(metadata, "time", json_real(ct_clock_wall())); /* for people: nothing orders by it */
+    json_object_set_new(metadata, "time", json_real(cti_clock_wall())); /* for people: nothing orders by it */
     json_object_del(metadata, CT_CKPT_CRC_KEY);
     json_object_set_new(metadata, CT_CKPT_CRC_KEY, json_string("00000000")); /* last: sealed below */
     char *text = json_dumps(metadata, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
@@ -204,14 +204,14 @@ int ct_ckpt_commit(ct_ckpt_writer *w, json_t *metadata) {
     return rc;
 }
 
-void ct_ckpt_abort(ct_ckpt_writer *w) {
+void cti_ckpt_abort(cti_ckpt_writer *w) {
     if (w->tmp[0]) remove_tree(w->tmp);
     json_decref(w->files);
     w->files = NULL;
     w->tmp[0] = '\0';
 }
 
-void ct_ckpt_remove_leftovers(const char *checkpoint_dir) {
+void cti_ckpt_remove_leftovers(const char *checkpoint_dir) {
     DIR *d = opendir(checkpoint_dir);
     if (!d) return;
     struct dirent *e;
@@ -281,7 +281,7 @@ static json_t *load_metadata(const char *dir, int64_t *seq, char *why, size_t wh
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) DAMAGED("not a directory");
     if (stat(path, &st) != 0 && errno == ENOENT) DAMAGED("%s is missing", CT_CKPT_METADATA_FILE);
     /* A regular file only: a FIFO would block, a device never end. */
-    if (ct_read_file_raw(path, CT_CKPT_METADATA_MAX, &text, &len) != CT_OK) {
+    if (cti_read_file_raw(path, CT_CKPT_METADATA_MAX, &text, &len) != CT_OK) {
         const char *msg = ct_last_error();
         size_t n = strlen(path);
         DAMAGED("%s%s", CT_CKPT_METADATA_FILE, strncmp(msg, path, n) == 0 ? msg + n : msg);
@@ -341,7 +341,7 @@ damaged:
 #undef DAMAGED
 }
 
-json_t *ct_ckpt_read_metadata(const char *dir) {
+json_t *cti_ckpt_read_metadata(const char *dir) {
     char why[1024];
     int64_t seq;
     json_t *m = load_metadata(dir, &seq, why, sizeof why);
@@ -363,13 +363,13 @@ static int verify_files(const char *dir, json_t *files) {
         if (stat(path, &st) != 0) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s is missing", dir, name);
         /* Before its size: a FIFO or a device has none, and reading one
          * would block or never end. */
-        if (ct_check_regular(path, NULL) != CT_OK)
+        if (cti_check_regular(path, NULL) != CT_OK)
             return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
         if ((json_int_t)st.st_size != json_integer_value(size))
             return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s has %lld bytes, metadata.json says %lld", dir, name,
                                 (long long)st.st_size, (long long)json_integer_value(size));
         ct_file_sum sum;
-        if (ct_files_checksum(path, &sum) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
+        if (cti_files_checksum(path, &sum) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
         char got[16];
         snprintf(got, sizeof got, "%08x", (unsigned)sum.crc32);
         if (strcmp(got, json_string_value(crc)) != 0)
@@ -381,7 +381,7 @@ static int verify_files(const char *dir, json_t *files) {
 
 int ct_ckpt_verify(const char *dir) {
     if (!dir) return ct_set_error(CT_EINVAL, "ct_ckpt_verify: dir is NULL");
-    json_t *m = ct_ckpt_read_metadata(dir);
+    json_t *m = cti_ckpt_read_metadata(dir);
     if (!m) return ct_last_code();
     int rc = verify_files(dir, json_object_get(m, "files"));
     json_decref(m);
@@ -393,9 +393,9 @@ ct_value *ct_ckpt_metadata(const char *dir) {
         ct_set_error(CT_EINVAL, "ct_ckpt_metadata: dir is NULL");
         return NULL;
     }
-    json_t *m = ct_ckpt_read_metadata(dir);
+    json_t *m = cti_ckpt_read_metadata(dir);
     if (!m) return NULL;
-    ct_value *v = ct_value_from_json(m);
+    ct_value *v = cti_value_from_json(m);
     json_decref(m);
     return v;
 }
@@ -516,7 +516,7 @@ static int next_sequence(const char *checkpoint_dir, int64_t *seq) {
     return CT_OK;
 }
 
-int ct_ckpt_count(const char *checkpoint_dir, size_t *n) {
+int cti_ckpt_count(const char *checkpoint_dir, size_t *n) {
     listing all, damaged;
     int rc = list_checkpoints(checkpoint_dir, NULL, &all, &damaged);
     *n = all.n + damaged.n;
@@ -525,7 +525,7 @@ int ct_ckpt_count(const char *checkpoint_dir, size_t *n) {
     return rc;
 }
 
-int ct_ckpt_remove_all(const char *checkpoint_dir) {
+int cti_ckpt_remove_all(const char *checkpoint_dir) {
     listing all, damaged;
     int rc = list_checkpoints(checkpoint_dir, NULL, &all, &damaged);
     for (size_t i = 0; rc == CT_OK && i < all.n; i++) delete_checkpoint(checkpoint_dir, all.at[i].name);
@@ -549,8 +549,8 @@ static void append(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
-int ct_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, ct_ckpt_scan *scan) {
-    ct_ckpt_scan ignored;
+int cti_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, cti_ckpt_scan *scan) {
+    cti_ckpt_scan ignored;
     if (!scan) scan = &ignored;
     memset(scan, 0, sizeof *scan);
     if (!checkpoint_dir || !buf) return ct_set_error(CT_EINVAL, "ct_ckpt_latest: argument is NULL");
@@ -604,10 +604,10 @@ int ct_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, ct_ck
 }
 
 int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len) {
-    return ct_ckpt_find_latest(checkpoint_dir, buf, len, NULL);
+    return cti_ckpt_find_latest(checkpoint_dir, buf, len, NULL);
 }
 
-int ct_ckpt_verify_latest(const char *checkpoint_dir, const char *path) {
+int cti_ckpt_verify_latest(const char *checkpoint_dir, const char *path) {
     if (ct_ckpt_verify(path) == CT_OK) return CT_OK;
     char why[2048];
     snprintf(why, sizeof why, "%s", ct_last_error());
@@ -672,7 +672,7 @@ int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is
     return rc;
 }
 
-int ct_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
+int cti_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
                   bool smaller_is_better, const char *protect) {
     listing l;
     int rc = list_checkpoints(checkpoint_dir, metric, &l, NULL); /* damaged ones are never deleted */

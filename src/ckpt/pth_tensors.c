@@ -1,7 +1,7 @@
 /* src/ckpt/pth_tensors.c — ct_pth_save and ct_pth_load (ckpt.h): the
  * pure-C engine of src/pth/ run with libtorch's tensors.
  *
- * The engine makes and reads tensors only through a ct_pth_tensors table
+ * The engine makes and reads tensors only through a cti_pth_tensors table
  * (pth/pth.h); this is ctrial's. A storage being loaded is a uint8 CPU
  * tensor the size of its entry, whose memory the engine reads the entry
  * into, and every tensor a view of one (Tensor.set_), so tensors that
@@ -54,7 +54,7 @@ static ct_value *parameter(const ct_value *tensor, bool requires_grad) {
 
 /* ---- saving ----------------------------------------------------------------------------- */
 
-static int describe(const ct_value *leaf, ct_pth_tensor_info *out) {
+static int describe(const ct_value *leaf, cti_pth_tensor_info *out) {
     const ct_tensor *t = ct_value_get_tensor(leaf);
     ct_storage_info si;
     if (ct_storage_info_of(t, &si)) return ct_last_code();
@@ -78,7 +78,7 @@ static int storage_read(const ct_value *leaf, size_t pos, void *dst, size_t n) {
     return ct_storage_read(ct_value_get_tensor(leaf), pos, dst, n);
 }
 
-static const ct_pth_tensors libtorch_tensors = {
+static const cti_pth_tensors libtorch_tensors = {
     .storage_new = storage_new,
     .storage_release = storage_release,
     .view = view,
@@ -90,23 +90,23 @@ static const ct_pth_tensors libtorch_tensors = {
 
 /* ---- the entry points ------------------------------------------------------------------- */
 
-ct_pth_save_params ct_pth_save_default_params(void) { return ct_pth_save_defaults(); }
+ct_pth_save_params ct_pth_save_default_params(void) { return cti_pth_save_defaults(); }
 
-int ct_file_checksum(const char *path, ct_file_sum *out) { return ct_files_checksum(path, out); }
+int ct_file_checksum(const char *path, ct_file_sum *out) { return cti_files_checksum(path, out); }
 
 int ct_pth_save(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum) {
-    return ct_pth_save_with(path, v, p, sum, false, &libtorch_tensors);
+    return cti_pth_save_with(path, v, p, sum, false, &libtorch_tensors);
 }
 
-int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+int cti_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
                    bool force_zip64) {
-    return ct_pth_save_with(path, v, p, sum, force_zip64, &libtorch_tensors);
+    return cti_pth_save_with(path, v, p, sum, force_zip64, &libtorch_tensors);
 }
 
-const ct_pth_tensors *ct_pth_libtorch_tensors(void) { return &libtorch_tensors; }
+const cti_pth_tensors *cti_pth_libtorch_tensors(void) { return &libtorch_tensors; }
 
-int ct_pth_load(const char *path, ct_value **out) { return ct_pth_load_with(path, &libtorch_tensors, out); }
+int ct_pth_load(const char *path, ct_value **out) { return cti_pth_load_with(path, &libtorch_tensors, out); }
 
-int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out) {
-    return ct_pth_load_buffer_with(data, size, name, &libtorch_tensors, out);
+int cti_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out) {
+    return cti_pth_load_buffer_with(data, size, name, &libtorch_tensors, out);
 }

@@ -11,15 +11,15 @@
 #include "ctrial/ckpt.h"
 #include "pth/pth.h"
 
-/* ct_pth_save with the zip64 switch of ct_pth_zw_open (pth/pth.h): every
+/* ct_pth_save with the zip64 switch of cti_pth_zw_open (pth/pth.h): every
  * entry's sizes and offsets in their zip64 form. */
-int ct_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+int cti_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
                    bool force_zip64);
 /* The table of libtorch's tensors that ct_pth_save and ct_pth_load run the
  * engine with (storages are uint8 CPU tensors, tensors views of them):
  * for other readers of PyTorch's files (src/pt2/). Borrowed, static. */
-const ct_pth_tensors *ct_pth_libtorch_tensors(void);
+const cti_pth_tensors *cti_pth_libtorch_tensors(void);
 /* ct_pth_load of an archive in memory; `name` names it in messages. */
-int ct_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out);
+int cti_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out);
 
 #endif

@@ -28,7 +28,7 @@ int ct_exit_code(int status) {
  * rank failed, since their outputs are interleaved. */
 static void report(int status, int world) {
     if (world > 1)
-        fprintf(stderr, "ctrial[rank %d]: %s: %s\n", ct_launch_world_rank(), ct_strerror(status),
+        fprintf(stderr, "ctrial[rank %d]: %s: %s\n", cti_launch_world_rank(), ct_strerror(status),
                 ct_last_error());
     else
         fprintf(stderr, "ctrial: %s: %s\n", ct_strerror(status), ct_last_error());
@@ -36,7 +36,7 @@ static void report(int status, int world) {
 
 static const ct_main_params main_defaults = {.size = sizeof(ct_main_params)};
 
-void ct_main_params_init(ct_main_params *p, size_t size) { ct_opts_init(p, size, &main_defaults, sizeof main_defaults); }
+void ct_main_params_init(ct_main_params *p, size_t size) { cti_opts_init(p, size, &main_defaults, sizeof main_defaults); }
 
 int ct_main(int argc, char **argv, const ct_trial *trial) { return ct_main_ex(argc, argv, trial, NULL); }
 
@@ -46,8 +46,8 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
      * flags) stops the run before training, with nothing to save; one after
      * it (a repeated SIGTERM while the process ends) cannot turn a clean
      * stop into death by signal. */
-    ct_fit_catch_stop_signals_until_exit();
-    int world = ct_launch_world_size();
+    cti_fit_catch_stop_signals_until_exit();
+    int world = cti_launch_world_size();
     if (!trial) {
         ct_set_error(CT_EINVAL, "ct_main: trial is NULL");
         report(CT_EINVAL, world);
@@ -57,38 +57,38 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
      * program built against an older ctrial gets the defaults of what it
      * lacks. */
     ct_main_params params = main_defaults;
-    int rc = p ? ct_opts_take(&params, p, &main_defaults, sizeof params, offsetof(ct_main_params, flags),
+    int rc = p ? cti_opts_take(&params, p, &main_defaults, sizeof params, offsetof(ct_main_params, flags),
                               "ct_main_params", "ct_main_default_params")
                : CT_OK;
     p = &params;
-    ct_main_args args = {0};
-    if (rc == CT_OK) rc = ct_main_parse_with(argc, argv, world, p, &args);
+    cti_main_args args = {0};
+    if (rc == CT_OK) rc = cti_main_parse_with(argc, argv, world, p, &args);
     if (rc) {
         /* Every rank parses the same flags and fails the same way: one line
          * is enough. Any failure here (also out of memory) is a config one:
          * nothing ran. */
-        if (ct_launch_world_rank() == 0) report(rc, world);
+        if (cti_launch_world_rank() == 0) report(rc, world);
         /* mpirun ends the job at the first rank that exits with an error,
          * and may kill rank 0 before its line has reached mpirun: the
          * others leave a moment later. */
         else if (world > 1) nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
-        ct_main_args_free(&args);
+        cti_main_args_free(&args);
         return CT_EXIT_CONFIG;
     }
     if (args.help || args.version) {
-        if (ct_launch_world_rank() == 0 && args.help) ct_main_usage_with(stdout, argc > 0 && argv ? argv[0] : NULL, p);
-        if (ct_launch_world_rank() == 0 && args.version) printf("ctrial %s\n", ct_version());
-        ct_main_args_free(&args);
+        if (cti_launch_world_rank() == 0 && args.help) cti_main_usage_with(stdout, argc > 0 && argv ? argv[0] : NULL, p);
+        if (cti_launch_world_rank() == 0 && args.version) printf("ctrial %s\n", ct_version());
+        cti_main_args_free(&args);
         return CT_EXIT_OK;
     }
     /* Keys only a Determined cluster acts on: named once, then ignored. */
-    if (args.cfg.cluster_keys[0] && ct_launch_world_rank() == 0)
+    if (args.cfg.cluster_keys[0] && cti_launch_world_rank() == 0)
         fprintf(stderr, "ctrial: warning: %s: ignoring what only a Determined cluster uses: %s\n", args.cfg.origin,
                 args.cfg.cluster_keys);
     rc = ct_dist_init();
-    if (rc == CT_OK && ct_config_is_search(&args.cfg)) rc = ct_experiment_run(trial, &args.cfg);
+    if (rc == CT_OK && cti_config_is_search(&args.cfg)) rc = cti_experiment_run(trial, &args.cfg);
     else if (rc == CT_OK) rc = ct_fit(trial, &args.cfg.fit);
-    ct_main_args_free(&args);
+    cti_main_args_free(&args);
     if (rc && ct_dist_is_distributed()) {
         /* The other ranks may be waiting for this one in a collective: end
          * the whole job, naming this rank and the cause. */

@@ -25,17 +25,17 @@
 
 /* ---- owned storage ---------------------------------------------------------- */
 
-int ct_config_init(ct_config *c) {
+int cti_config_init(cti_config *c) {
     memset(c, 0, sizeof *c);
     c->fit = ct_fit_defaults();
-    c->search = ct_searcher_defaults();
+    c->search = cti_searcher_defaults();
     c->max_restarts = 5;
     c->hparams = ct_value_dict();
     if (!c->hparams) return ct_set_error(CT_ENOMEM, "config: out of memory");
     return 0;
 }
 
-void ct_config_free(ct_config *c) {
+void cti_config_free(cti_config *c) {
     if (!c) return;
     for (size_t i = 0; i < c->nstrs; i++) free(c->strs[i]);
     free(c->strs);
@@ -44,11 +44,11 @@ void ct_config_free(ct_config *c) {
     ct_value_free(c->data);
     ct_value_free(c->whole);
     json_decref(c->hp_spec);
-    ct_hp_space_free(c->space);
+    cti_hp_space_free(c->space);
     memset(c, 0, sizeof *c);
 }
 
-const char *ct_config_keep(ct_config *c, const char *s) {
+const char *cti_config_keep(cti_config *c, const char *s) {
     if (c->nstrs == c->capstrs) {
         size_t cap = c->capstrs ? 2 * c->capstrs : 8;
         char **p = realloc(c->strs, cap * sizeof *p);
@@ -69,7 +69,7 @@ oom:
 /* ---- the loader and its messages -------------------------------------------- */
 
 typedef struct {
-    ct_config *c;
+    cti_config *c;
     const char *label; /* the file name (or the string's label) for messages */
 } loader;
 
@@ -390,7 +390,7 @@ static int on_data(loader *L, const char *path, json_t *v) {
 /* ---- lengths and periods ------------------------------------------------------ */
 
 /* {batches: n} | {epochs: n} | {records: n}, n >= 1. Records stay records
- * until ct_config_finish knows the final global_batch_size. */
+ * until cti_config_finish knows the final global_batch_size. */
 static int get_length(loader *L, const char *path, json_t *v, bool is_max_length, ct_period *out,
                       char *from) {
     if (!json_is_object(v))
@@ -445,12 +445,12 @@ static int on_scheduling_unit(loader *L, const char *path, json_t *v) {
 /* ---- searcher ------------------------------------------------------------------ */
 
 static int on_searcher_name(loader *L, const char *path, json_t *v) {
-    static const ct_searcher_kind kinds[] = {CT_SEARCHER_SINGLE, CT_SEARCHER_RANDOM, CT_SEARCHER_GRID,
+    static const cti_searcher_kind kinds[] = {CT_SEARCHER_SINGLE, CT_SEARCHER_RANDOM, CT_SEARCHER_GRID,
                                              CT_SEARCHER_ADAPTIVE_ASHA};
     const char *s;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-        if (strcmp(s, ct_searcher_kind_name(kinds[i])) == 0) {
+        if (strcmp(s, cti_searcher_kind_name(kinds[i])) == 0) {
             L->c->search.kind = kinds[i];
             return 0;
         }
@@ -536,7 +536,7 @@ static int on_searcher_metric(loader *L, const char *path, json_t *v) {
     const char *s;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
     if (!s[0]) return fail(L, "'%s' is empty", path);
-    s = ct_config_keep(L->c, s);
+    s = cti_config_keep(L->c, s);
     if (!s) return CT_ENOMEM;
     L->c->fit.searcher_metric = s;
     return 0;
@@ -610,8 +610,8 @@ static int on_searcher(loader *L, const char *path, json_t *v) {
                                      {NULL, NULL}};
     if (walk(L, path, v, keys)) return CT_ECONFIG;
     if (!json_object_get(v, "name")) return fail(L, "'%s.name' is missing (single, random, grid or adaptive_asha)", path);
-    ct_searcher_kind kind = L->c->search.kind;
-    const char *name = ct_searcher_kind_name(kind);
+    cti_searcher_kind kind = L->c->search.kind;
+    const char *name = cti_searcher_kind_name(kind);
     for (size_t i = 0; i < sizeof searcher_only / sizeof *searcher_only; i++)
         if (json_object_get(v, searcher_only[i].key) && !(searcher_only[i].searchers & (1u << kind)))
             return fail(L, "'%s.%s' is not a key of searcher '%s'", path, searcher_only[i].key, name);
@@ -674,7 +674,7 @@ static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
     char dir[4096];
     int n = sub ? snprintf(dir, sizeof dir, "%s/%s", host, sub) : snprintf(dir, sizeof dir, "%s", host);
     if (n < 0 || (size_t)n >= sizeof dir) return fail(L, "'%s.host_path' is too long", path);
-    const char *kept = ct_config_keep(L->c, dir);
+    const char *kept = cti_config_keep(L->c, dir);
     if (!kept) return CT_ENOMEM;
     L->c->fit.checkpoint_dir = kept;
     return 0;
@@ -740,7 +740,7 @@ static int on_device(loader *L, const char *path, json_t *v) {
     ct_device d;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
     if (ct_device_parse(s, &d) != 0) return fail(L, "'%s' must be cpu, cuda or cuda:N, got '%s'", path, s);
-    L->c->fit.device = ct_config_keep(L->c, s);
+    L->c->fit.device = cti_config_keep(L->c, s);
     return L->c->fit.device ? 0 : ct_set_error(CT_ENOMEM, "config: out of memory");
 }
 
@@ -816,7 +816,7 @@ static int on_warm_start(loader *L, const char *path, json_t *v) {
     const char *s;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
     if (!s[0]) return fail(L, "'%s' is empty", path);
-    L->c->fit.warm_start = ct_config_keep(L->c, s);
+    L->c->fit.warm_start = cti_config_keep(L->c, s);
     return L->c->fit.warm_start ? 0 : CT_ENOMEM;
 }
 
@@ -864,23 +864,23 @@ static const key_entry top_keys[] = {
     {NULL, NULL},
 };
 
-static int load_json(ct_config *c, json_t *root, const char *label) {
+static int load_json(cti_config *c, json_t *root, const char *label) {
     loader L = {c, label};
     snprintf(c->origin, sizeof c->origin, "%s", label);
     int rc = walk(&L, "", root, top_keys);
     if (rc == 0) c->loaded = true;
     /* The whole config, as the trial reads it (ct_ctx_experiment_config). */
-    if (rc == 0 && !(c->whole = ct_value_from_json(root))) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
+    if (rc == 0 && !(c->whole = cti_value_from_json(root))) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
     return rc;
 }
 
-static int check_load(ct_config *c, const void *arg, const char *what) {
+static int check_load(cti_config *c, const void *arg, const char *what) {
     if (!c || !arg) return ct_set_error(CT_EINVAL, "ct_config_load_%s: NULL argument", what);
     if (c->loaded) return ct_set_error(CT_ECONFIG, "config: only one experiment config may be given");
     return 0;
 }
 
-int ct_config_load_string(ct_config *c, const char *json, const char *label) {
+int cti_config_load_string(cti_config *c, const char *json, const char *label) {
     int rc = check_load(c, json, "string");
     if (rc) return rc;
     if (!label) label = "config";
@@ -893,20 +893,20 @@ int ct_config_load_string(ct_config *c, const char *json, const char *label) {
     return rc;
 }
 
-int ct_config_load_file(ct_config *c, const char *path) {
+int cti_config_load_file(cti_config *c, const char *path) {
     int rc = check_load(c, path, "file");
     if (rc) return rc;
     /* A regular file only (a FIFO would block, /dev/zero never end), of a
      * size a config can have; the read's message names the file. */
     char *text = NULL;
     size_t len = 0;
-    if (ct_read_file_raw(path, CT_CONFIG_FILE_MAX, &text, &len) != CT_OK)
+    if (cti_read_file_raw(path, CT_CONFIG_FILE_MAX, &text, &len) != CT_OK)
         return ct_set_error(CT_ECONFIG, "%s", ct_last_error());
     /* YAML by its extension, as Determined's configs are written; JSON else */
     size_t n = strlen(path);
     bool yaml = (n > 5 && strcmp(path + n - 5, ".yaml") == 0) || (n > 4 && strcmp(path + n - 4, ".yml") == 0);
     json_error_t err;
-    json_t *root = yaml ? ct_yaml_to_json(text, len, path) : json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = yaml ? cti_yaml_to_json(text, len, path) : json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     free(text);
     if (!root)
         return yaml ? ct_last_code() : ct_set_error(CT_ECONFIG, "%s:%d:%d: %s", path, err.line, err.column, err.text);
@@ -935,7 +935,7 @@ static ct_value *hparam_value(const char *text) {
 
 /* The dict that holds the last component of a dotted key, created as
  * needed; *last receives that component (inside buf). Borrowed. */
-static ct_value *hparam_parent(ct_config *c, char *key, const char *full, char **last) {
+static ct_value *hparam_parent(cti_config *c, char *key, const char *full, char **last) {
     ct_value *d = c->hparams;
     char *part = key;
     for (char *dot; (dot = strchr(part, '.')); part = dot + 1) {
@@ -963,7 +963,7 @@ static ct_value *hparam_parent(ct_config *c, char *key, const char *full, char *
 /* The same assignment in c->hp_spec, where it fixes the value a search would
  * draw: "--hparam lr=0.1" makes lr a constant in every trial. `key` is the
  * dotted key (not modified). */
-static int spec_set(ct_config *c, const char *key, const char *full, const char *text) {
+static int spec_set(cti_config *c, const char *key, const char *full, const char *text) {
     if (!c->hp_spec && !(c->hp_spec = json_object())) return ct_set_error(CT_ENOMEM, "config: out of memory");
     json_error_t err;
     json_t *val = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &err);
@@ -997,7 +997,7 @@ oom:
     return ct_set_error(CT_ENOMEM, "config: out of memory");
 }
 
-int ct_config_set_hparam(ct_config *c, const char *assignment) {
+int cti_config_set_hparam(cti_config *c, const char *assignment) {
     const char *eq = strchr(assignment, '=');
     if (!eq || eq == assignment)
         return ct_set_error(CT_ECONFIG, "--hparam: expected KEY=VALUE, got '%s'", assignment);
@@ -1034,29 +1034,29 @@ int ct_config_set_hparam(ct_config *c, const char *assignment) {
 /* Records -> batches (period.h), naming where a period in records came from
  * when there is no global batch size to divide by. */
 static int resolve_records(ct_period *p, int64_t gbs, const char *from) {
-    if (ct_period_in_batches(p, gbs)) return 0;
+    if (cti_period_in_batches(p, gbs)) return 0;
     return ct_set_error(CT_ECONFIG, "%s: records need hyperparameters.global_batch_size "
                                     "(in the config or --hparam global_batch_size=N)", from);
 }
 
-bool ct_config_is_search(const ct_config *c) { return c->search.kind != CT_SEARCHER_SINGLE; }
+bool cti_config_is_search(const cti_config *c) { return c->search.kind != CT_SEARCHER_SINGLE; }
 
 /* The space of the sampled hyperparameters (and of every search, so that a
  * grid counts its points), checked; searcher single draws its trial's
  * values from it at once, as Determined's single search does. */
-static int finish_space(ct_config *c) {
-    bool search = ct_config_is_search(c);
+static int finish_space(cti_config *c) {
+    bool search = cti_config_is_search(c);
     if (!c->hp_sampled && !search) return 0;
     json_t *empty = c->hp_spec ? NULL : json_object();
-    c->space = ct_hp_space_new(c->hp_spec ? c->hp_spec : empty, "hyperparameters",
+    c->space = cti_hp_space_new(c->hp_spec ? c->hp_spec : empty, "hyperparameters",
                                c->search.kind == CT_SEARCHER_GRID);
     json_decref(empty);
     if (!c->space) return ct_set_error(ct_last_code(), "%s: %s", c->origin[0] ? c->origin : "config", ct_last_error());
     if (search) return 0;
-    ct_mt19937 mt;
-    ct_mt19937_seed(&mt, (uint32_t)c->fit.seed);
-    json_t *point = ct_hp_space_sample(c->space, &mt);
-    ct_value *hp = point ? ct_value_from_json(point) : NULL;
+    cti_mt19937 mt;
+    cti_mt19937_seed(&mt, (uint32_t)c->fit.seed);
+    json_t *point = cti_hp_space_sample(c->space, &mt);
+    ct_value *hp = point ? cti_value_from_json(point) : NULL;
     json_decref(point);
     if (!hp) return ct_last_code() ? ct_last_code() : ct_set_error(CT_ENOMEM, "config: out of memory");
     ct_value_free(c->hparams);
@@ -1066,7 +1066,7 @@ static int finish_space(ct_config *c) {
 
 /* A search's own checks: its ranks per trial, and the plan of
  * adaptive_asha (whose errors name the searcher's keys). */
-static int finish_search(ct_config *c, int world_size) {
+static int finish_search(cti_config *c, int world_size) {
     c->search.max_length = c->fit.max_length.n;
     c->search.smaller_is_better = c->fit.smaller_is_better;
     c->search.seed = (uint32_t)c->fit.seed;
@@ -1076,17 +1076,17 @@ static int finish_search(ct_config *c, int world_size) {
                             "of this job: a search trains each trial on a group of slots_per_trial ranks",
                             c->origin, slots, world_size);
     if (c->search.kind != CT_SEARCHER_ADAPTIVE_ASHA) return 0;
-    ct_searcher *s = ct_searcher_new(&c->search, c->space);
+    cti_searcher *s = cti_searcher_new(&c->search, c->space);
     if (!s) return ct_set_error(ct_last_code(), "%s: %s", c->origin, ct_last_error());
-    ct_searcher_free(s);
+    cti_searcher_free(s);
     return 0;
 }
 
-int ct_config_finish(ct_config *c, int world_size) {
-    if (world_size < 1) return ct_set_error(CT_EINVAL, "ct_config_finish: world_size %d", world_size);
+int cti_config_finish(cti_config *c, int world_size) {
+    if (world_size < 1) return ct_set_error(CT_EINVAL, "cti_config_finish: world_size %d", world_size);
     int rc = finish_space(c);
     if (rc) return rc;
-    bool search = ct_config_is_search(c);
+    bool search = cti_config_is_search(c);
     /* A trial of a search trains on slots_per_trial ranks. */
     int trial_ranks = search ? (c->slots_per_trial ? c->slots_per_trial : 1) : world_size;
     const ct_value *gbs = ct_value_dict_get(c->hparams, "global_batch_size");

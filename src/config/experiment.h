@@ -3,13 +3,13 @@
  *
  * The sequence ct_main follows, and tests repeat piece by piece:
  *
- *     ct_config c;
- *     ct_config_init(&c);                          // ct_fit_defaults()
- *     ct_config_load_file(&c, "config.json");      // optional
- *     ct_config_set_hparam(&c, "opt.lr=0.1");      // flags override the config
- *     ct_config_finish(&c, world_size);            // records -> batches, checks
+ *     cti_config c;
+ *     cti_config_init(&c);                          // ct_fit_defaults()
+ *     cti_config_load_file(&c, "config.json");      // optional
+ *     cti_config_set_hparam(&c, "opt.lr=0.1");      // flags override the config
+ *     cti_config_finish(&c, world_size);            // records -> batches, checks
  *     ct_fit(trial, &c.fit);
- *     ct_config_free(&c);
+ *     cti_config_free(&c);
  *
  * Every failure is CT_ECONFIG (CT_ENOMEM aside) with a message naming the
  * file and the key path ("config.json: unknown key 'searcher.metrc'") or the
@@ -31,8 +31,8 @@
 #define CT_CONFIG_FROM_MAX 512
 
 typedef struct {
-    /* The options for ct_fit; complete after ct_config_finish. Its strings,
-     * hparams and data point into this struct: valid until ct_config_free. */
+    /* The options for ct_fit; complete after cti_config_finish. Its strings,
+     * hparams and data point into this struct: valid until cti_config_free. */
     ct_fit_opts fit;
     char *name;         /* the config's "name" (NULL when absent) */
     ct_value *hparams;  /* owned dict, never NULL after a successful init */
@@ -49,23 +49,23 @@ typedef struct {
     /* The searcher's own keys (searcher.h; metric, smaller_is_better and
      * max_length are in fit). search.max_length is fit.max_length's n, in
      * its unit, after finish. */
-    ct_searcher_opts search;
+    cti_searcher_opts search;
     json_t *hp_spec;      /* owned: the hyperparameters as written, --hparam applied (NULL: none given) */
-    ct_hp_space *space;   /* owned, after finish: hp_spec's space (NULL: no hyperparameter samples) */
+    cti_hp_space *space;   /* owned, after finish: hp_spec's space (NULL: no hyperparameter samples) */
     bool hp_sampled;      /* hp_spec holds an int, double, log or categorical */
     int max_restarts;     /* max_restarts: a failed trial's retries in a search (5) */
     int slots_per_trial;  /* resources.slots_per_trial: ranks per trial in a search (0: not given) */
     char cluster_keys[512]; /* "environment, bind_mounts": keys only a Determined cluster uses, ignored */
-    /* Owned copies of every string put in fit (see ct_config_keep). */
+    /* Owned copies of every string put in fit (see cti_config_keep). */
     char **strs;
     size_t nstrs, capstrs;
-} ct_config;
+} cti_config;
 
 /* Sets *c to ct_fit_defaults() with an empty hparams dict. 0 or CT_ENOMEM;
- * ct_config_free is safe after a failure. */
-int ct_config_init(ct_config *c);
+ * cti_config_free is safe after a failure. */
+int cti_config_init(cti_config *c);
 /* Frees what *c owns (accepts NULL and a failed init). */
-void ct_config_free(ct_config *c);
+void cti_config_free(cti_config *c);
 
 /* The largest config file read (a config is a few KB; this is no limit a
  * real one meets, and keeps a wrong path from filling memory). */
@@ -75,31 +75,31 @@ void ct_config_free(ct_config *c);
  * `label`, for a string) prefixes every message. Only a regular file is
  * read (a FIFO or a device is CT_ECONFIG naming it). Loading twice is
  * refused. */
-int ct_config_load_file(ct_config *c, const char *path);
-int ct_config_load_string(ct_config *c, const char *json, const char *label);
+int cti_config_load_file(cti_config *c, const char *path);
+int cti_config_load_string(cti_config *c, const char *json, const char *label);
 
 /* A copy of s owned by *c (for the const char * fields of c->fit), or NULL
  * with CT_ENOMEM. */
-const char *ct_config_keep(ct_config *c, const char *s);
+const char *cti_config_keep(cti_config *c, const char *s);
 
 /* --hparam's argument "key=value" / "a.b.c=value": the value is JSON when it
  * parses as JSON, else the string itself; dotted keys set nested dicts,
  * created as needed. Replaces an existing key in place. */
-int ct_config_set_hparam(ct_config *c, const char *assignment);
+int cti_config_set_hparam(cti_config *c, const char *assignment);
 
 /* Completes c->fit: global_batch_size from hparams (must not be smaller than
  * world_size), records turned into Batch(max(records / gbs, 1)),
  * max_length present, hparams and data wired in. With sampled
  * hyperparameters it builds c->space (a bad spec is CT_ECONFIG naming its
  * key); searcher single then draws its one trial's hyperparameters into
- * c->hparams. A search (ct_config_is_search) keeps periods in records as
+ * c->hparams. A search (cti_config_is_search) keeps periods in records as
  * records (each trial's ct_fit turns them into batches by its own
  * global_batch_size, Determined's rule for every rung length) and checks
  * that slots_per_trial divides world_size. */
-int ct_config_finish(ct_config *c, int world_size);
+int cti_config_finish(cti_config *c, int world_size);
 
 /* The config asks for more than one trial: searcher random, grid or
  * adaptive_asha (src/experiment runs it); single is one ct_fit. */
-bool ct_config_is_search(const ct_config *c);
+bool cti_config_is_search(const cti_config *c);
 
 #endif

@@ -66,7 +66,7 @@ static int parse_schedule(const char *flag, const char *s, ct_unit unit, const c
     return out->unit == CT_NEVER ? ct_set_error(CT_ECONFIG, "%s: %s", flag, ct_last_error()) : 0;
 }
 
-int ct_parse_period(const char *flag, const char *s, bool allow_off, bool allow_schedule,
+int cti_parse_period(const char *flag, const char *s, bool allow_off, bool allow_schedule,
                     ct_period *out) {
     if (allow_off && (strcmp(s, "never") == 0 || strcmp(s, "0") == 0)) {
         *out = ct_never();
@@ -118,40 +118,40 @@ int ct_parse_period(const char *flag, const char *s, bool allow_off, bool allow_
 
 /* ---- the flags ------------------------------------------------------------------- */
 
-typedef int (*flag_fn)(ct_config *c, const char *flag, const char *val);
+typedef int (*flag_fn)(cti_config *c, const char *flag, const char *val);
 
-static int keep_into(ct_config *c, const char **field, const char *flag, const char *val) {
+static int keep_into(cti_config *c, const char **field, const char *flag, const char *val) {
     if (!val[0]) return ct_set_error(CT_ECONFIG, "%s: empty value", flag);
-    const char *kept = ct_config_keep(c, val);
+    const char *kept = cti_config_keep(c, val);
     if (!kept) return CT_ENOMEM;
     *field = kept;
     return 0;
 }
 
-static int f_hparam(ct_config *c, const char *flag, const char *val) {
-    return ct_config_set_hparam(c, val);
+static int f_hparam(cti_config *c, const char *flag, const char *val) {
+    return cti_config_set_hparam(c, val);
 }
 
-static int set_period(ct_config *c, const char *flag, const char *val, bool is_max, ct_period *p,
+static int set_period(cti_config *c, const char *flag, const char *val, bool is_max, ct_period *p,
                       char *from) {
-    if (ct_parse_period(flag, val, !is_max, !is_max, p)) return CT_ECONFIG;
+    if (cti_parse_period(flag, val, !is_max, !is_max, p)) return CT_ECONFIG;
     snprintf(from, CT_CONFIG_FROM_MAX, "%s %s", flag, val);
     return 0;
 }
 
-static int f_max_length(ct_config *c, const char *flag, const char *val) {
+static int f_max_length(cti_config *c, const char *flag, const char *val) {
     return set_period(c, flag, val, true, &c->fit.max_length, c->max_length_from);
 }
 
-static int f_validation_period(ct_config *c, const char *flag, const char *val) {
+static int f_validation_period(cti_config *c, const char *flag, const char *val) {
     return set_period(c, flag, val, false, &c->fit.validation_period, c->validation_from);
 }
 
-static int f_checkpoint_period(ct_config *c, const char *flag, const char *val) {
+static int f_checkpoint_period(cti_config *c, const char *flag, const char *val) {
     return set_period(c, flag, val, false, &c->fit.checkpoint_period, c->checkpoint_from);
 }
 
-static int f_checkpoint_policy(ct_config *c, const char *flag, const char *val) {
+static int f_checkpoint_policy(cti_config *c, const char *flag, const char *val) {
     if (strcmp(val, "best") == 0) c->fit.checkpoint_policy = CT_CKPT_BEST;
     else if (strcmp(val, "all") == 0) c->fit.checkpoint_policy = CT_CKPT_ALL;
     else if (strcmp(val, "none") == 0) c->fit.checkpoint_policy = CT_CKPT_NONE;
@@ -159,20 +159,20 @@ static int f_checkpoint_policy(ct_config *c, const char *flag, const char *val) 
     return 0;
 }
 
-static int f_output(ct_config *c, const char *flag, const char *val) {
+static int f_output(cti_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.output_dir, flag, val);
 }
 
-static int f_resume(ct_config *c, const char *flag, const char *val) {
+static int f_resume(cti_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.resume, flag, val);
 }
 
-static int f_warm_start(ct_config *c, const char *flag, const char *val) {
+static int f_warm_start(cti_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.warm_start, flag, val);
 }
 
 /* Determined's experiment seeds are 0 to 2^31 - 1. */
-static int f_seed(ct_config *c, const char *flag, const char *val) {
+static int f_seed(cti_config *c, const char *flag, const char *val) {
     uint64_t seed;
     if (!parse_u64(val, &seed))
         return ct_set_error(CT_ECONFIG, "%s: expected an integer >= 0, got '%s'", flag, val);
@@ -183,14 +183,14 @@ static int f_seed(ct_config *c, const char *flag, const char *val) {
     return 0;
 }
 
-static int f_device(ct_config *c, const char *flag, const char *val) {
+static int f_device(cti_config *c, const char *flag, const char *val) {
     ct_device d;
     if (ct_device_parse(val, &d) != 0)
         return ct_set_error(CT_ECONFIG, "%s: expected cpu, cuda or cuda:N, got '%s'", flag, val);
     return keep_into(c, &c->fit.device, flag, val);
 }
 
-static int f_threads(ct_config *c, const char *flag, const char *val) {
+static int f_threads(cti_config *c, const char *flag, const char *val) {
     uint64_t n;
     if (!parse_u64(val, &n) || n < 1 || n > 4096)
         return ct_set_error(CT_ECONFIG, "%s: expected a number of threads >= 1, got '%s'", flag, val);
@@ -200,7 +200,7 @@ static int f_threads(ct_config *c, const char *flag, const char *val) {
 
 /* Seconds, finite and >= 0; 0 and "never" mean no timeout (ct_fit_opts
  * takes INFINITY for that: its 0 is "the default"). */
-static int f_dist_timeout(ct_config *c, const char *flag, const char *val) {
+static int f_dist_timeout(cti_config *c, const char *flag, const char *val) {
     char *end;
     errno = 0;
     double s = strcmp(val, "never") == 0 ? 0.0 : strtod(val, &end);
@@ -211,32 +211,32 @@ static int f_dist_timeout(ct_config *c, const char *flag, const char *val) {
     return 0;
 }
 
-static int f_test_mode(ct_config *c, const char *flag, const char *val) {
+static int f_test_mode(cti_config *c, const char *flag, const char *val) {
     c->fit.test_mode = true;
     return 0;
 }
 
-static int f_stop_on_nan(ct_config *c, const char *flag, const char *val) {
+static int f_stop_on_nan(cti_config *c, const char *flag, const char *val) {
     c->fit.stop_on_nan = true;
     return 0;
 }
 
-static int f_cuda_graphs(ct_config *c, const char *flag, const char *val) {
+static int f_cuda_graphs(cti_config *c, const char *flag, const char *val) {
     c->fit.cuda_graphs = true;
     return 0;
 }
 
-static int f_quiet(ct_config *c, const char *flag, const char *val) {
+static int f_quiet(cti_config *c, const char *flag, const char *val) {
     c->fit.quiet = true;
     return 0;
 }
 
-static int f_overwrite(ct_config *c, const char *flag, const char *val) {
+static int f_overwrite(cti_config *c, const char *flag, const char *val) {
     c->fit.overwrite = true;
     return 0;
 }
 
-static int f_no_tensorboard(ct_config *c, const char *flag, const char *val) {
+static int f_no_tensorboard(cti_config *c, const char *flag, const char *val) {
     c->fit.tensorboard = false;
     return 0;
 }
@@ -245,7 +245,7 @@ typedef struct {
     const char *name;
     const char *arg; /* NULL: takes no value */
     const char *help;
-    flag_fn fn;      /* NULL: handled by ct_main_parse itself */
+    flag_fn fn;      /* NULL: handled by cti_main_parse itself */
 } flag_def;
 
 static const flag_def flags[] = {
@@ -351,9 +351,9 @@ static void print_flag(FILE *f, const char *name, const char *arg, const char *h
     fprintf(f, "  %-34s %s\n", left, help ? help : "");
 }
 
-void ct_main_usage(FILE *f, const char *prog) { ct_main_usage_with(f, prog, NULL); }
+void cti_main_usage(FILE *f, const char *prog) { cti_main_usage_with(f, prog, NULL); }
 
-void ct_main_usage_with(FILE *f, const char *prog, const ct_main_params *p) {
+void cti_main_usage_with(FILE *f, const char *prog, const ct_main_params *p) {
     const char *base = prog && prog[0] ? strrchr(prog, '/') : NULL;
     base = base ? base + 1 : prog && prog[0] ? prog : "trial";
     fprintf(f, "usage: %s [flags]\n\n", base);
@@ -434,13 +434,13 @@ static int next_flag(int argc, char **argv, int *i, const ct_main_params *p, con
     return 0;
 }
 
-int ct_main_parse(int argc, char **argv, int world_size, ct_main_args *out) {
-    return ct_main_parse_with(argc, argv, world_size, NULL, out);
+int cti_main_parse(int argc, char **argv, int world_size, cti_main_args *out) {
+    return cti_main_parse_with(argc, argv, world_size, NULL, out);
 }
 
-int ct_main_parse_with(int argc, char **argv, int world_size, const ct_main_params *p, ct_main_args *out) {
+int cti_main_parse_with(int argc, char **argv, int world_size, const ct_main_params *p, cti_main_args *out) {
     memset(out, 0, sizeof *out);
-    int rc = ct_config_init(&out->cfg);
+    int rc = cti_config_init(&out->cfg);
     if (rc || (rc = check_program_flags(p))) return rc;
     for (int i = 1; i < argc; i++)
         if (argv[i] && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
@@ -462,7 +462,7 @@ int ct_main_parse_with(int argc, char **argv, int world_size, const ct_main_para
         if (!val[0]) return ct_set_error(CT_ECONFIG, "--config: empty value");
         config = val;
     }
-    if (config && (rc = ct_config_load_file(&out->cfg, config))) return rc;
+    if (config && (rc = cti_config_load_file(&out->cfg, config))) return rc;
     /* Pass 2: the other flags in order (a later one wins). */
     bool warm_flag = false;
     for (int i = 1; i < argc; i++) {
@@ -483,10 +483,10 @@ int ct_main_parse_with(int argc, char **argv, int world_size, const ct_main_para
         return ct_set_error(CT_ECONFIG, "--warm-start and --resume cannot be used together: a warm start "
                                         "begins a new trial from a checkpoint's weights, a resume continues the "
                                         "trial that wrote it");
-    return ct_config_finish(&out->cfg, world_size);
+    return cti_config_finish(&out->cfg, world_size);
 }
 
-void ct_main_args_free(ct_main_args *a) {
-    if (a) ct_config_free(&a->cfg);
+void cti_main_args_free(cti_main_args *a) {
+    if (a) cti_config_free(&a->cfg);
 }
 

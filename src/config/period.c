@@ -73,7 +73,7 @@ ct_period ct_schedule(ct_unit unit, int n, const int64_t *points) {
     return p;
 }
 
-bool ct_period_in_batches(ct_period *p, int64_t global_batch_size) {
+bool cti_period_in_batches(ct_period *p, int64_t global_batch_size) {
     if (p->unit != CT_RECORDS) return true;
     if (global_batch_size < 1) return false;
     int64_t b = p->n / global_batch_size;
@@ -87,7 +87,7 @@ static bool in_schedule(const ct_period *p, int64_t x) {
     return false;
 }
 
-bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len) {
+bool cti_period_fires(const ct_period *p, int64_t n, int64_t epoch_len) {
     switch ((int)p->unit) {
     case CT_BATCHES:
         if (p->num_points > 0) return in_schedule(p, n);
@@ -105,7 +105,7 @@ bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len) {
 /* How many multiples of `step` lie in (from, to]. */
 static int64_t multiples(int64_t from, int64_t to, int64_t step) { return to / step - from / step; }
 
-int64_t ct_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len) {
+int64_t cti_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len) {
     if (to <= from || p->unit == CT_NEVER || (p->unit == CT_EPOCHS && epoch_len <= 0)) return 0;
     int64_t scale = p->unit == CT_EPOCHS ? epoch_len : 1; /* batches per unit */
     if (p->num_points > 0) {
@@ -156,12 +156,12 @@ _Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V1_SIZE,
 
 void ct_fit_opts_init(ct_fit_opts *o, size_t size) {
     ct_fit_opts d = fit_defaults();
-    ct_opts_init(o, size, &d, sizeof d);
+    cti_opts_init(o, size, &d, sizeof d);
 }
 
-int ct_fit_opts_take(const ct_fit_opts *o, ct_fit_opts *out) {
+int cti_fit_opts_take(const ct_fit_opts *o, ct_fit_opts *out) {
     ct_fit_opts d = fit_defaults();
     /* The smallest accepted: the size field and the one required field. */
     size_t min_size = offsetof(ct_fit_opts, max_length) + sizeof(ct_period);
-    return ct_opts_take(out, o, &d, sizeof d, min_size, "ct_fit_opts", "ct_fit_defaults");
+    return cti_opts_take(out, o, &d, sizeof d, min_size, "ct_fit_opts", "ct_fit_defaults");
 }

@@ -18,23 +18,23 @@
  * Batch(max(records / global_batch_size, 1)); one in other units is left
  * alone. Returns false, leaving *p as it was, for records without a global
  * batch size (< 1): the caller says where the period came from. */
-bool ct_period_in_batches(ct_period *p, int64_t global_batch_size);
+bool cti_period_in_batches(ct_period *p, int64_t global_batch_size);
 
 /* Whether p fires after `n` batches (n = batch_idx + 1) when an epoch is
  * `epoch_len` batches: every p->n batches, at the end of every p->n-th
  * epoch, or at the scheduled points. Never for CT_NEVER, nor for epochs
  * while epoch_len is unknown (<= 0). */
-bool ct_period_fires(const ct_period *p, int64_t n, int64_t epoch_len);
+bool cti_period_fires(const ct_period *p, int64_t n, int64_t epoch_len);
 
 /* How many times p fires after batch counts in (from, to]: the n for which
- * ct_period_fires(p, n, epoch_len) holds, counted without visiting them.
+ * cti_period_fires(p, n, epoch_len) holds, counted without visiting them.
  * 0 when to <= from. */
-int64_t ct_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len);
+int64_t cti_period_count(const ct_period *p, int64_t from, int64_t to, int64_t epoch_len);
 
 /* The caller's options `o` as this library's struct in *out: the fields a
  * program built against an older ctrial lacks take their defaults
  * (base/opts.h). CT_OK, or CT_EINVAL for a struct not made by
  * ct_fit_defaults() or made by a newer ctrial. */
-int ct_fit_opts_take(const ct_fit_opts *o, ct_fit_opts *out);
+int cti_fit_opts_take(const ct_fit_opts *o, ct_fit_opts *out);
 
 #endif

@@ -275,7 +275,7 @@ static int on_event(conv *c, const yaml_event_t *e) {
     }
 }
 
-json_t *ct_yaml_to_json(const char *text, size_t len, const char *label) {
+json_t *cti_yaml_to_json(const char *text, size_t len, const char *label) {
     conv *c = calloc(1, sizeof *c);
     if (!c || !yaml_parser_initialize(&c->parser)) {
         free(c);

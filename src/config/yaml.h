@@ -12,6 +12,6 @@
  * duplicate key, a non-scalar key, .inf or .nan, more than one document,
  * a document that is not a mapping, nesting past 64, more than a million
  * values once aliases are expanded) or CT_ENOMEM. */
-json_t *ct_yaml_to_json(const char *text, size_t len, const char *label);
+json_t *cti_yaml_to_json(const char *text, size_t len, const char *label);
 
 #endif

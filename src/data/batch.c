@@ -290,10 +290,10 @@ static ct_value *collate_tensors(ct_value *const *nodes, int64_t n, walk *w) {
      * stacked into memory from the loader's pool, pool.h (a contiguous sample
      * stacks into a contiguous batch either way). */
     ct_tensor *stacked;
-    if (ct_buf_pool_current() && dev0.type == CT_CPU && nd0 < MAX_DIMS && ct_is_contiguous(t0)) {
+    if (cti_buf_pool_current() && dev0.type == CT_CPU && nd0 < MAX_DIMS && ct_is_contiguous(t0)) {
         int64_t bshape[MAX_DIMS + 1] = {n};
         memcpy(bshape + 1, shape0, (size_t)nd0 * sizeof *shape0);
-        ct_tensor *out = ct_buf_empty(nd0 + 1, bshape, ct_dtype_of(t0));
+        ct_tensor *out = cti_buf_empty(nd0 + 1, bshape, ct_dtype_of(t0));
         ct_arg list = ct_arg_tensors((size_t)n, (const ct_tensor *const *)ts);
         stacked = out ? CT_CALL("aten::stack.out", list, CT_I(0), CT_KW("out", CT_T(out))) : NULL;
         ct_tensor_free(out);
@@ -431,7 +431,7 @@ static ct_value *collate_node(ct_value *const *nodes, int64_t n, walk *w) {
                                   "numbers, strings, dicts, tuples and lists)");
 }
 
-ct_value *ct_collate_where(ct_value *const *samples, int64_t n, int64_t *bad_sample) {
+ct_value *cti_collate_where(ct_value *const *samples, int64_t n, int64_t *bad_sample) {
     if (bad_sample) *bad_sample = -1;
     if (!samples || n <= 0 || n > INT_MAX) {
         ct_set_error(CT_EINVAL, "ct_collate: %s", !samples ? "samples is NULL"
@@ -453,14 +453,14 @@ ct_value *ct_collate_where(ct_value *const *samples, int64_t n, int64_t *bad_sam
 }
 
 ct_value *ct_collate(ct_value *const *samples, int64_t n) {
-    return ct_collate_where(samples, n, NULL);
+    return cti_collate_where(samples, n, NULL);
 }
 
 /* ---- moving a batch ------------------------------------------------------- */
 
 /* The copy of one node. A failure (NULL) frees what was built of this node;
  * tensors made by fn and not yet moved into the tree are the scope's. */
-static ct_value *map_node(const ct_value *v, ct_batch_leaf_fn fn, void *ctx) {
+static ct_value *map_node(const ct_value *v, cti_batch_leaf_fn fn, void *ctx) {
     ct_value_kind k = ct_value_kind_of(v);
     if (k == CT_VALUE_TENSOR) return ct_value_tensor(fn(ct_value_get_tensor(v), ctx));
     if (k != CT_VALUE_LIST && k != CT_VALUE_TUPLE && k != CT_VALUE_DICT) return ct_value_copy(v, false);
@@ -484,7 +484,7 @@ static ct_value *map_node(const ct_value *v, ct_batch_leaf_fn fn, void *ctx) {
     return out;
 }
 
-ct_value *ct_batch_map_tensors(const ct_value *v, ct_batch_leaf_fn fn, void *ctx) {
+ct_value *cti_batch_map_tensors(const ct_value *v, cti_batch_leaf_fn fn, void *ctx) {
     ct_scope *scope = ct_scope_begin();
     ct_value *out = map_node(v, fn, ctx);
     ct_scope_end(scope);
@@ -507,5 +507,5 @@ ct_value *ct_value_to_device(const ct_value *v, ct_device device, bool non_block
         return NULL;
     }
     to_device_args a = {device, non_blocking};
-    return ct_batch_map_tensors(v, to_device_leaf, &a);
+    return cti_batch_map_tensors(v, to_device_leaf, &a);
 }

@@ -24,20 +24,20 @@ ct_csv_opts ct_csv_defaults(void) {
 /* The table's values as tensors (copies: the table is freed after), then a
  * dataset over them. The float dtypes, float16 and bfloat16 included, are
  * narrowed from double by libtorch. */
-static ct_dataset *make_dataset(const ct_csv_table *t, const char *name) {
+static ct_dataset *make_dataset(const cti_csv_table *t, const char *name) {
     int64_t shape[2] = {t->rows, t->cols};
     ct_tensor *raw = t->values ? ct_from_data(t->values, 2, shape, t->values_dtype)
                                : ct_empty(2, shape, &(ct_topts){.dtype = t->values_dtype}); /* [N, 0] */
     ct_tensor *feat = raw && t->values_dtype != t->dtype ? ct_to_dtype(raw, t->dtype) : raw;
     if (feat != raw) ct_tensor_free(raw);
     if (!feat) return NULL;
-    if (!t->labels) return ct_ds_tensors_take(1, &feat, true, name);
+    if (!t->labels) return cti_ds_tensors_take(1, &feat, true, name);
     ct_tensor *ts[2] = {feat, ct_from_data(t->labels, 1, shape, CT_I64)};
     if (!ts[1]) {
         ct_tensor_free(feat);
         return NULL;
     }
-    return ct_ds_tensors_take(2, ts, true, name);
+    return cti_ds_tensors_take(2, ts, true, name);
 }
 
 ct_dataset *ct_csv_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o) {
@@ -48,10 +48,10 @@ ct_dataset *ct_csv_parse(const char *text, size_t len, const char *name, const c
     }
     ct_csv_opts defaults = ct_csv_defaults();
     if (!o) o = &defaults;
-    ct_csv_table t;
-    if (ct_csv_table_parse(text, len, name, o, &t)) return NULL;
+    cti_csv_table t;
+    if (cti_csv_table_parse(text, len, name, o, &t)) return NULL;
     ct_dataset *d = make_dataset(&t, name);
-    ct_csv_table_free(&t);
+    cti_csv_table_free(&t);
     return d;
 }
 
@@ -62,7 +62,7 @@ ct_dataset *ct_dataset_csv(const char *path, const ct_csv_opts *o) {
     }
     unsigned char *data;
     size_t size;
-    if (ct_read_file(path, &data, &size)) return NULL;
+    if (cti_read_file(path, &data, &size)) return NULL;
     ct_dataset *d = ct_csv_parse((const char *)data, size, path, o);
     free(data);
     return d;

@@ -21,7 +21,7 @@
 struct ct_dataset {
     atomic_long refs;
     ct_dataset_vtable vt;
-    ct_ds_seeded sv; /* built-in datasets that draw or pass seeds on; else zeros */
+    cti_ds_seeded sv; /* built-in datasets that draw or pass seeds on; else zeros */
     void *self;
     int64_t len;
 };
@@ -29,7 +29,7 @@ struct ct_dataset {
 /* ---- the generic dataset ------------------------------------------------ */
 
 /* A dataset over vt (len checked) with seeded functions sv (NULL: none). */
-static ct_dataset *dataset_make(const ct_dataset_vtable *vt, const ct_ds_seeded *sv, void *self) {
+static ct_dataset *dataset_make(const ct_dataset_vtable *vt, const cti_ds_seeded *sv, void *self) {
     int64_t len = vt->len(self);
     if (len < 0) {
         ct_set_error(CT_EINVAL, "ct_dataset_new: len() returned %" PRId64 " (must be >= 0)", len);
@@ -59,7 +59,7 @@ ct_dataset *ct_dataset_new(const ct_dataset_vtable *vt, void *self) {
     return dataset_make(vt, NULL, self);
 }
 
-ct_dataset *ct_ds_new_seeded(const ct_dataset_vtable *vt, const ct_ds_seeded *sv, void *self) {
+ct_dataset *cti_ds_new_seeded(const ct_dataset_vtable *vt, const cti_ds_seeded *sv, void *self) {
     return dataset_make(vt, sv, self);
 }
 
@@ -76,7 +76,7 @@ void ct_dataset_free(ct_dataset *d) {
     free(d);
 }
 
-void *ct_ds_self_if(const ct_dataset *d, ct_value *(*get)(void *self, int64_t index)) {
+void *cti_ds_self_if(const ct_dataset *d, ct_value *(*get)(void *self, int64_t index)) {
     return d && d->vt.get == get ? d->self : NULL;
 }
 
@@ -117,7 +117,7 @@ static ct_value *batch_result(ct_value *v, const int64_t *indices, int64_t n) {
     return v;
 }
 
-ct_value *ct_ds_get(ct_dataset *d, int64_t index, uint64_t seed) {
+ct_value *cti_ds_get(ct_dataset *d, int64_t index, uint64_t seed) {
     if (!d) {
         ct_set_error(CT_EINVAL, "ct_dataset_get: dataset is NULL");
         return NULL;
@@ -127,11 +127,11 @@ ct_value *ct_ds_get(ct_dataset *d, int64_t index, uint64_t seed) {
 }
 
 ct_value *ct_dataset_get(ct_dataset *d, int64_t index) {
-    return ct_ds_get(d, index, ct_record_seed(0, 0, index));
+    return cti_ds_get(d, index, ct_record_seed(0, 0, index));
 }
 
 ct_value *ct_dataset_get_drawn(ct_dataset *d, int64_t index, uint64_t seed, int64_t epoch) {
-    return ct_ds_get(d, index, ct_record_seed(seed, epoch, index));
+    return cti_ds_get(d, index, ct_record_seed(seed, epoch, index));
 }
 
 /* get + collate, for datasets without a get_batch (seeds: one per index, or
@@ -149,7 +149,7 @@ static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, const uint6
         if (!samples[got]) break;
     }
     int64_t bad = -1;
-    if (got == n) batch = ct_collate_where(samples, n, &bad);
+    if (got == n) batch = cti_collate_where(samples, n, &bad);
     if (!batch && bad >= 0) { /* name the dataset's index, not the batch position */
         char msg[512];
         snprintf(msg, sizeof msg, "%s", ct_last_error());
@@ -162,10 +162,10 @@ static ct_value *collate_gets(ct_dataset *d, const int64_t *indices, const uint6
 }
 
 ct_value *ct_dataset_get_batch(ct_dataset *d, const int64_t *indices, int64_t n) {
-    return ct_ds_get_batch(d, indices, NULL, n);
+    return cti_ds_get_batch(d, indices, NULL, n);
 }
 
-ct_value *ct_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n) {
+ct_value *cti_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n) {
     if (!d || !indices || n <= 0) {
         ct_set_error(CT_EINVAL, "ct_dataset_get_batch: %s",
                      !d ? "dataset is NULL" : !indices ? "indices is NULL" : "n must be > 0");
@@ -201,7 +201,7 @@ ct_value *ct_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t 
 
 /* ---- helpers of the built-in datasets --------------------------------- */
 
-ct_value *ct_ds_pack(int n, ct_tensor **ts) {
+ct_value *cti_ds_pack(int n, ct_tensor **ts) {
     int i = 0;
     for (; i < n && ts[i]; i++) {}
     if (i < n) { /* a failed op: its error stays, the rest are dropped */
@@ -261,7 +261,7 @@ static ct_value *tensor_ds_get(void *self, int64_t index) {
         }
         leaves[j] = v;
     }
-    ct_value *sample = ct_ds_pack(ds->n, leaves);
+    ct_value *sample = cti_ds_pack(ds->n, leaves);
     if (leaves != stack) free(leaves);
     return sample;
 }
@@ -317,7 +317,7 @@ static ct_value *tensor_ds_get_batch(void *self, const int64_t *indices, int64_t
         }
     }
     ct_tensor_free(idx);
-    ct_value *batch = ct_ds_pack(ds->n, leaves);
+    ct_value *batch = cti_ds_pack(ds->n, leaves);
     if (leaves != stack) free(leaves);
     return batch;
 }
@@ -332,7 +332,7 @@ static void free_all(int n, ct_tensor **ts) {
     for (int j = 0; j < n; j++) ct_tensor_free(ts[j]);
 }
 
-ct_dataset *ct_ds_tensors_take(int n, ct_tensor **ts, bool copy_samples, const char *what) {
+ct_dataset *cti_ds_tensors_take(int n, ct_tensor **ts, bool copy_samples, const char *what) {
     for (int j = 0; j < n; j++) {
         if (ct_ndim(ts[j]) < 1) {
             ct_set_error(CT_ESHAPE, "%s: tensor %d is 0-dim: it has no size(0) to index samples by",
@@ -394,7 +394,7 @@ ct_dataset *ct_dataset_tensors(int n, ct_tensor *const *tensors) {
         if (!own[made]) break;
     }
     ct_dataset *d = NULL;
-    if (made == n) d = ct_ds_tensors_take(n, own, false, fn);
+    if (made == n) d = cti_ds_tensors_take(n, own, false, fn);
     else free_all(made, own);
     free(own);
     return d;

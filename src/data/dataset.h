@@ -11,13 +11,13 @@
 /* A tuple of the n tensors (a plain tensor value when n == 1). Steals every
  * tensor, also on failure and also when some of them are NULL (a failed op:
  * its error is kept). New value or NULL + error. */
-ct_value *ct_ds_pack(int n, ct_tensor **ts);
+ct_value *cti_ds_pack(int n, ct_tensor **ts);
 
 /* A TensorDataset over n tensors that it takes (they are freed on failure
  * too). copy_samples: get() returns copies instead of views into the
  * tensors, for datasets whose tensors the user never saw (MNIST, CSV) and
  * whose samples should behave like freshly read ones. New dataset. */
-ct_dataset *ct_ds_tensors_take(int n, ct_tensor **ts, bool copy_samples, const char *what);
+ct_dataset *cti_ds_tensors_take(int n, ct_tensor **ts, bool copy_samples, const char *what);
 
 /* Built-in datasets whose samples depend on a per-record seed (a map) or
  * that pass seeds on to the datasets they read (Subset, ConcatDataset):
@@ -27,18 +27,18 @@ typedef struct {
     ct_value *(*get)(void *self, int64_t index, uint64_t seed);
     /* may be NULL: seeded get + collate */
     ct_value *(*get_batch)(void *self, const int64_t *indices, const uint64_t *seeds, int64_t n);
-} ct_ds_seeded;
+} cti_ds_seeded;
 
 /* ct_dataset_new with seeded functions (vt->get may be NULL: the seeded get
  * serves plain gets with seed ct_record_seed(0, 0, index)). New dataset. */
-ct_dataset *ct_ds_new_seeded(const ct_dataset_vtable *vt, const ct_ds_seeded *sv, void *self);
+ct_dataset *cti_ds_new_seeded(const ct_dataset_vtable *vt, const cti_ds_seeded *sv, void *self);
 /* ct_dataset_get / get_batch with each record's seed (seeds NULL: epoch 0,
  * seed 0). Index checks and errors as theirs. NEW value or NULL + error. */
-ct_value *ct_ds_get(ct_dataset *d, int64_t index, uint64_t seed);
-ct_value *ct_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n);
+ct_value *cti_ds_get(ct_dataset *d, int64_t index, uint64_t seed);
+ct_value *cti_ds_get_batch(ct_dataset *d, const int64_t *indices, const uint64_t *seeds, int64_t n);
 
 /* d's `self` when d was made by ct_dataset_new with a vtable whose get is
  * `get` (how a built-in dataset recognises its own kind), else NULL. */
-void *ct_ds_self_if(const ct_dataset *d, ct_value *(*get)(void *self, int64_t index));
+void *cti_ds_self_if(const ct_dataset *d, ct_value *(*get)(void *self, int64_t index));
 
 #endif

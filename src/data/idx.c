@@ -21,8 +21,8 @@ ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name) {
         ct_set_error(CT_EINVAL, "ct_idx_parse: data is NULL");
         return NULL;
     }
-    ct_idx_header h;
-    if (ct_idx_parse_header(data, size, name, &h)) return NULL;
+    cti_idx_header h;
+    if (cti_idx_parse_header(data, size, name, &h)) return NULL;
     ct_tensor *t = ct_empty(h.ndim, h.dims, &(ct_topts){.dtype = h.dtype});
     if (!t || h.nbytes == 0) return t;
     void *dst = ct_data_ptr(t);
@@ -30,7 +30,7 @@ ct_tensor *ct_idx_parse(const void *data, size_t size, const char *name) {
         ct_tensor_free(t);
         return NULL;
     }
-    ct_idx_decode(&h, data, dst);
+    cti_idx_decode(&h, data, dst);
     return t;
 }
 
@@ -41,7 +41,7 @@ ct_tensor *ct_idx_read(const char *path) {
     }
     unsigned char *data;
     size_t size;
-    if (ct_read_file(path, &data, &size)) return NULL;
+    if (cti_read_file(path, &data, &size)) return NULL;
     ct_tensor *t = ct_idx_parse(data, size, path);
     free(data);
     return t;
@@ -101,7 +101,7 @@ ct_dataset *ct_dataset_mnist(const char *images_path, const char *labels_path) {
     } else {
         ct_tensor *ts[2] = {to_unit_float(images), ct_to_dtype(labels, CT_I64)};
         if (ts[0] && ts[1]) {
-            d = ct_ds_tensors_take(2, ts, true, "ct_dataset_mnist");
+            d = cti_ds_tensors_take(2, ts, true, "ct_dataset_mnist");
         } else {
             ct_tensor_free(ts[0]);
             ct_tensor_free(ts[1]);

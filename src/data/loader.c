@@ -104,7 +104,7 @@ struct ct_loader {
     double wait_s;
 
     /* The pipeline. */
-    ct_buf_pool *pool;   /* batch memory used again (data/pool.h) */
+    cti_buf_pool *pool;   /* batch memory used again (data/pool.h) */
     int nslots;
     slot *slots;
     int64_t issued;      /* sequence number of the next batch to draw */
@@ -147,7 +147,7 @@ static slot *slot_of(ct_loader *l, int64_t seq) { return &l->slots[seq % l->nslo
 static bool repeating(const ct_loader *l) { return !l->user_chain && l->o.repeat; }
 
 /* Internal hook (data/loader.h). */
-bool ct_loader_is_iterable(const ct_loader *l) { return l && l->iterable; }
+bool cti_loader_is_iterable(const ct_loader *l) { return l && l->iterable; }
 
 /* ---- options and the chain ------------------------------------------------ */
 
@@ -163,7 +163,7 @@ static ct_loader_opts loader_defaults(void) {
 
 void ct_loader_opts_init(ct_loader_opts *o, size_t size) {
     ct_loader_opts d = loader_defaults();
-    ct_opts_init(o, size, &d, sizeof d);
+    cti_opts_init(o, size, &d, sizeof d);
 }
 
 /* The caller's options (NULL: the defaults) as this library's struct
@@ -177,7 +177,7 @@ static int take_opts(const ct_loader_opts *opts, ct_loader_opts *o, const char *
     /* Version 1 ends at `sampler`; a later field goes past it. */
     _Static_assert(offsetof(ct_loader_opts, sampler) + sizeof(ct_sampler *) == sizeof(ct_loader_opts),
                    "ct_loader_opts grew: record its version 2 (docs/design.md, \"A stable ABI\")");
-    int rc = ct_opts_take(o, opts, &d, sizeof d, offsetof(ct_loader_opts, batch_size) + sizeof(int64_t),
+    int rc = cti_opts_take(o, opts, &d, sizeof d, offsetof(ct_loader_opts, batch_size) + sizeof(int64_t),
                           "ct_loader_opts", "ct_loader_defaults");
     if (rc != CT_OK) {
         char msg[1024];
@@ -284,7 +284,7 @@ static ct_value **get_samples(ct_loader *l, const int64_t *idx, const uint64_t *
         return NULL;
     }
     for (int64_t k = 0; k < n; k++) {
-        samples[k] = ct_ds_get(l->dataset, idx[k], seeds[k]);
+        samples[k] = cti_ds_get(l->dataset, idx[k], seeds[k]);
         if (samples[k]) continue;
         take_error(err);
         set_msg(msg, "ct_loader: dataset index %" PRId64 ": %s", idx[k], ct_last_error());
@@ -312,7 +312,7 @@ static void diagnose(ct_loader *l, const int64_t *idx, const uint64_t *seeds, in
     ct_value **samples = get_samples(l, idx, seeds, n, err, msg);
     if (!samples) return; /* err and msg name the index whose get failed */
     int64_t bad = -1;
-    ct_value *b = ct_collate_where(samples, n, &bad);
+    ct_value *b = cti_collate_where(samples, n, &bad);
     if (!b && bad >= 0) {
         take_error(err);
         set_msg(msg, "ct_loader: dataset index %" PRId64 ": %s", idx[bad], ct_last_error());
@@ -364,16 +364,16 @@ static ct_tensor *move_leaf(const ct_tensor *t, void *ctx) {
 static ct_value *load_batch(ct_loader *l, const int64_t *idx, const uint64_t *seeds, int64_t n, int *err,
                             char *msg) {
     ct_value *b;
-    ct_buf_pool_use(l->pool);
+    cti_buf_pool_use(l->pool);
     if (l->o.collate) {
         b = user_collate(l, idx, seeds, n, err, msg);
     } else {
-        b = ct_ds_get_batch(l->dataset, idx, seeds, n);
+        b = cti_ds_get_batch(l->dataset, idx, seeds, n);
         if (!b) diagnose(l, idx, seeds, n, err, msg);
     }
-    ct_buf_pool_use(NULL);
+    cti_buf_pool_use(NULL);
     if (b && l->pin) {
-        ct_value *pinned = ct_batch_map_tensors(b, pin_leaf, l);
+        ct_value *pinned = cti_batch_map_tensors(b, pin_leaf, l);
         ct_value_free(b);
         b = pinned;
         if (!b) {
@@ -532,7 +532,7 @@ static int draw_failure(ct_loader *l) {
  * the batch, or NULL when loading it failed (then *err and msg say why). */
 static void take_next(ct_loader *l, ct_value **out, int *err, char *msg) {
     slot *s = slot_of(l, l->position);
-    double t0 = ct_clock_monotonic();
+    double t0 = cti_clock_monotonic();
     if (l->nthreads == 0) {
         if (s->state == SLOT_QUEUED) { /* no workers: load it here */
             run_slot(l, s);
@@ -544,7 +544,7 @@ static void take_next(ct_loader *l, ct_value **out, int *err, char *msg) {
         while (s->state != SLOT_DONE) pthread_cond_wait(&l->done, &l->mu);
         pthread_mutex_unlock(&l->mu);
     }
-    l->wait_s += ct_clock_monotonic() - t0;
+    l->wait_s += cti_clock_monotonic() - t0;
     pthread_mutex_lock(&l->mu);
     *out = s->batch;
     *err = s->err;
@@ -668,7 +668,7 @@ static ct_value *it_collate(ct_loader *l, int64_t n) {
     int64_t bad = -1;
     ct_clear_error();
     if (l->o.collate) b = l->o.collate(l->recs, n, l->o.collate_ctx);
-    else b = ct_collate_where(l->recs, n, &bad);
+    else b = cti_collate_where(l->recs, n, &bad);
     char msg[MSG_LEN];
     int err = 0;
     if (!b) {
@@ -690,7 +690,7 @@ static ct_value *it_collate(ct_loader *l, int64_t n) {
         return NULL;
     }
     if (l->pin) {
-        ct_value *pinned = ct_batch_map_tensors(b, pin_leaf, l);
+        ct_value *pinned = cti_batch_map_tensors(b, pin_leaf, l);
         ct_value_free(b);
         if (!pinned) {
             set_msg(msg, "ct_loader: pinning a batch: %s", ct_last_error());
@@ -699,7 +699,7 @@ static ct_value *it_collate(ct_loader *l, int64_t n) {
         b = pinned;
     }
     if (b && needs_move(b, l->o.device)) {
-        ct_value *moved = ct_batch_map_tensors(b, move_leaf, l);
+        ct_value *moved = cti_batch_map_tensors(b, move_leaf, l);
         ct_value_free(b);
         if (!moved) {
             set_msg(msg, "ct_loader_next: moving the batch to the device: %s", ct_last_error());
@@ -712,10 +712,10 @@ static ct_value *it_collate(ct_loader *l, int64_t n) {
 
 static int it_next(ct_loader *l, ct_value **batch) {
     if (l->pass_done) return 0; /* until ct_loader_reset */
-    double t0 = ct_clock_monotonic();
+    double t0 = cti_clock_monotonic();
     int64_t n = it_gather(l, true);
     ct_value *b = n > 0 ? it_collate(l, n) : NULL;
-    l->wait_s += ct_clock_monotonic() - t0;
+    l->wait_s += cti_clock_monotonic() - t0;
     if (n <= 0) return (int)n;
     if (!b) return l->failed;
     l->position++;
@@ -851,7 +851,7 @@ static void destroy(ct_loader *l) {
     free(l->slots);
     free(l->scratch);
     free(l->threads);
-    ct_buf_pool_release(l->pool); /* batches still held keep their blocks */
+    cti_buf_pool_release(l->pool); /* batches still held keep their blocks */
     free(l);
 }
 
@@ -878,7 +878,7 @@ static int allocate(ct_loader *l) {
     /* blocks for the batches in flight, the one the caller holds and the
      * one it is letting go, and a few for the images each thread decodes */
     int threads = l->o.num_workers ? l->o.num_workers : 1;
-    l->pool = ct_buf_pool_new(l->nslots + 2 + 8 * threads, "ct_loader_new");
+    l->pool = cti_buf_pool_new(l->nslots + 2 + 8 * threads, "ct_loader_new");
     return l->pool ? 0 : ct_last_code();
 }
 
@@ -910,7 +910,7 @@ ct_loader *ct_loader_new(ct_dataset *dataset, const ct_loader_opts *opts) {
     l->user_chain = user != NULL;
     /* A user chain that skips (Determined's recipe ends in
      * SkipBatchSampler(initial_batch)) starts where its skip puts it. */
-    l->chain_skip = user ? ct_sampler_skip_count(user) : -1;
+    l->chain_skip = user ? cti_sampler_skip_count(user) : -1;
     /* torch's DataLoader, too, goes on without pinning when no GPU is there. */
     l->pin = o.pin_memory && ct_cuda_is_available();
     l->num_samples = ct_dataset_len(dataset);
@@ -946,7 +946,7 @@ int ct_loader_next(ct_loader *l, ct_value **batch) {
     if (!b) return fail(l, err, msg);
     fill(l); /* keep the workers busy while the caller computes */
     if (needs_move(b, l->o.device)) {
-        ct_value *moved = ct_batch_map_tensors(b, move_leaf, l);
+        ct_value *moved = cti_batch_map_tensors(b, move_leaf, l);
         ct_value_free(b);
         if (!moved) {
             set_msg(msg, "ct_loader_next: moving the batch to the device: %s", ct_last_error());
@@ -1090,7 +1090,7 @@ void ct_loader_free(ct_loader *l) {
 
 /* ---- the training loop's hook (data/loader.h) ---------------------------- */
 
-int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
+int cti_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
     if (!l) return ct_set_error(CT_EINVAL, "the validation data loader is NULL");
     if (l->user_chain || (l->o.rank == rank && l->o.world_size == world_size)) return CT_OK;
     if (world_size < 1 || rank < 0 || rank >= world_size)
@@ -1104,10 +1104,10 @@ int ct_loader_use_validation_shard(ct_loader *l, int rank, int world_size) {
     return ct_loader_set_position(l, 0); /* the chain rebuilt (the iterator replayed) for this shard */
 }
 
-int ct_loader_use_device(ct_loader *l, ct_device device) {
-    if (!l) return ct_set_error(CT_EINVAL, "ct_loader_use_device: loader is NULL");
+int cti_loader_use_device(ct_loader *l, ct_device device) {
+    if (!l) return ct_set_error(CT_EINVAL, "cti_loader_use_device: loader is NULL");
     if (l->o.device.type != CT_CPU || device.type == CT_CPU) return CT_OK;
-    if (l->failed) return stopped(l, "ct_loader_use_device");
+    if (l->failed) return stopped(l, "cti_loader_use_device");
     stop_workers(l); /* they read l->pin */
     l->o.device = device;
     l->pin = ct_cuda_is_available();
@@ -1117,9 +1117,9 @@ int ct_loader_use_device(ct_loader *l, ct_device device) {
     return 0;
 }
 
-bool ct_loader_has_user_sampler(const ct_loader *l) { return l && l->user_chain; }
+bool cti_loader_has_user_sampler(const ct_loader *l) { return l && l->user_chain; }
 
-int ct_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
+int cti_loader_use_training_chain(ct_loader *l, int rank, int world_size, int64_t position) {
     if (!l) return ct_set_error(CT_EINVAL, "the training data loader is NULL");
     if (l->user_chain && position <= l->position) return CT_OK; /* a skip of its own put it there, or beyond */
     if (l->iterable) { /* repeat -> shard -> batch, replayed to `position` */

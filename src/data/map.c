@@ -40,7 +40,7 @@ static int64_t map_len(void *self) { return ct_dataset_len(((map_ds *)self)->par
 
 static ct_value *map_get(void *self, int64_t index, uint64_t seed) {
     map_ds *m = self;
-    ct_value *sample = ct_ds_get(m->parent, index, seed);
+    ct_value *sample = cti_ds_get(m->parent, index, seed);
     if (!sample) return NULL;
     ct_rng *rng = ct_rng_new(seed);
     ct_value *out = NULL;
@@ -81,8 +81,8 @@ ct_dataset *ct_dataset_map(ct_dataset *d, ct_map_fn fn, void *ctx, void (*ctx_fr
     }
     *m = (map_ds){ct_dataset_ref(d), fn, ctx, ctx_free};
     static const ct_dataset_vtable vt = {map_len, NULL, NULL, map_free};
-    static const ct_ds_seeded sv = {map_get, NULL};
-    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, m);
+    static const cti_ds_seeded sv = {map_get, NULL};
+    ct_dataset *out = cti_ds_new_seeded(&vt, &sv, m);
     if (!out) map_free(m);
     return out;
 }

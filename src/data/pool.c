@@ -21,7 +21,7 @@ typedef struct block {
     size_t bytes; /* the tensor's room, after the header */
 } block;
 
-struct ct_buf_pool {
+struct cti_buf_pool {
     pthread_mutex_t lock;
     block *kept;
     int n_kept, keep;
@@ -31,8 +31,8 @@ struct ct_buf_pool {
 static void *data_of(block *b) { return (char *)b + HEADER; }
 static block *block_of(void *data) { return (block *)(void *)((char *)data - HEADER); }
 
-ct_buf_pool *ct_buf_pool_new(int keep, const char *fn) {
-    ct_buf_pool *p = calloc(1, sizeof *p);
+cti_buf_pool *cti_buf_pool_new(int keep, const char *fn) {
+    cti_buf_pool *p = calloc(1, sizeof *p);
     if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
         ct_set_error(CT_ENOMEM, "%s: out of host memory", fn);
@@ -50,14 +50,14 @@ static void free_blocks(block *b) {
     }
 }
 
-static void pool_destroy(ct_buf_pool *p) {
+static void pool_destroy(cti_buf_pool *p) {
     free_blocks(p->kept);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
 /* One reference fewer (the lock held); destroys the pool at the last. */
-static void unref_locked(ct_buf_pool *p) {
+static void unref_locked(cti_buf_pool *p) {
     bool last = --p->refs == 0;
     pthread_mutex_unlock(&p->lock);
     if (last) pool_destroy(p);
@@ -67,7 +67,7 @@ static void unref_locked(ct_buf_pool *p) {
  * of the kept list, and the least recently returned one goes when there
  * are more than `keep`. */
 static void give_back(void *data, void *ctx) {
-    ct_buf_pool *p = ctx;
+    cti_buf_pool *p = ctx;
     block *b = block_of(data), *drop = NULL;
     pthread_mutex_lock(&p->lock);
     if (p->keep > 0) {
@@ -95,7 +95,7 @@ static size_t room_for(size_t bytes) {
     return (bytes + step - 1) / step * step;
 }
 
-ct_tensor *ct_buf_pool_empty(ct_buf_pool *p, int ndim, const int64_t *shape, ct_dtype dtype) {
+ct_tensor *cti_buf_pool_empty(cti_buf_pool *p, int ndim, const int64_t *shape, ct_dtype dtype) {
     size_t bytes = ct_dtype_size(dtype);
     for (int i = 0; i < ndim; i++) bytes *= (size_t)shape[i];
     pthread_mutex_lock(&p->lock);
@@ -127,7 +127,7 @@ ct_tensor *ct_buf_pool_empty(ct_buf_pool *p, int ndim, const int64_t *shape, ct_
     return t;
 }
 
-void ct_buf_pool_release(ct_buf_pool *p) {
+void cti_buf_pool_release(cti_buf_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->lock);
     block *kept = p->kept;
@@ -140,13 +140,13 @@ void ct_buf_pool_release(ct_buf_pool *p) {
 
 /* ---- this thread's pool ----------------------------------------------------- */
 
-static _Thread_local ct_buf_pool *current;
+static _Thread_local cti_buf_pool *current;
 
-void ct_buf_pool_use(ct_buf_pool *p) { current = p; }
+void cti_buf_pool_use(cti_buf_pool *p) { current = p; }
 
-ct_buf_pool *ct_buf_pool_current(void) { return current; }
+cti_buf_pool *cti_buf_pool_current(void) { return current; }
 
-ct_tensor *ct_buf_empty(int ndim, const int64_t *shape, ct_dtype dtype) {
-    return current ? ct_buf_pool_empty(current, ndim, shape, dtype)
+ct_tensor *cti_buf_empty(int ndim, const int64_t *shape, ct_dtype dtype) {
+    return current ? cti_buf_pool_empty(current, ndim, shape, dtype)
                    : ct_empty(ndim, shape, &(ct_topts){.dtype = dtype});
 }

@@ -14,8 +14,8 @@
  * nothing the user holds is ever written.
  *
  * The loader sets its pool as its threads' current pool around each batch
- * it loads (ct_buf_pool_use); the code that makes those tensors (collate,
- * the image decoder, ToTensor) asks ct_buf_empty, which takes from the
+ * it loads (cti_buf_pool_use); the code that makes those tensors (collate,
+ * the image decoder, ToTensor) asks cti_buf_empty, which takes from the
  * current pool and is ct_empty anywhere else. */
 #ifndef CTRIAL_DATA_POOL_H
 #define CTRIAL_DATA_POOL_H
@@ -24,25 +24,25 @@
 
 #include "ctrial/tensor.h"
 
-typedef struct ct_buf_pool ct_buf_pool;
+typedef struct cti_buf_pool cti_buf_pool;
 
 /* A pool that keeps at most `keep` freed blocks (the least recently
  * returned go first). New pool or NULL + error "fn: out of host memory". */
-ct_buf_pool *ct_buf_pool_new(int keep, const char *fn);
+cti_buf_pool *cti_buf_pool_new(int keep, const char *fn);
 /* A NEW contiguous CPU tensor (uninitialised) whose memory comes from the
  * pool: a kept block of at least its bytes and at most twice them, else a
  * new block. NULL + error. Thread-safe. */
-ct_tensor *ct_buf_pool_empty(ct_buf_pool *p, int ndim, const int64_t *shape, ct_dtype dtype);
-/* Sets this thread's current pool (NULL: none); ct_buf_empty takes from it. */
-void ct_buf_pool_use(ct_buf_pool *p);
-ct_buf_pool *ct_buf_pool_current(void);
+ct_tensor *cti_buf_pool_empty(cti_buf_pool *p, int ndim, const int64_t *shape, ct_dtype dtype);
+/* Sets this thread's current pool (NULL: none); cti_buf_empty takes from it. */
+void cti_buf_pool_use(cti_buf_pool *p);
+cti_buf_pool *cti_buf_pool_current(void);
 /* A NEW contiguous CPU tensor (uninitialised): from this thread's current
  * pool, or ct_empty when there is none. NULL + error. */
-ct_tensor *ct_buf_empty(int ndim, const int64_t *shape, ct_dtype dtype);
+ct_tensor *cti_buf_empty(int ndim, const int64_t *shape, ct_dtype dtype);
 
 /* The owner lets go: the kept blocks are freed, and the pool itself once
  * the last tensor from it dies (blocks still out are freed as they come
  * back). Accepts NULL. */
-void ct_buf_pool_release(ct_buf_pool *p);
+void cti_buf_pool_release(cti_buf_pool *p);
 
 #endif

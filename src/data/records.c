@@ -88,7 +88,7 @@ static int check_opts(const ct_records_opts *o, const char *path, records_ds *ds
 /* Opens the file and checks that it holds a whole number of records. */
 static int open_file(const char *path, records_ds *ds) {
     const char *fn = "ct_dataset_records";
-    int fd = ct_open_regular(path, fn); /* a FIFO would block open(2) */
+    int fd = cti_open_regular(path, fn); /* a FIFO would block open(2) */
     if (fd < 0) return fd;
     struct stat st;
     int rc = 0;
@@ -124,7 +124,7 @@ static int64_t records_len(void *self) { return ((records_ds *)self)->len; }
 /* Record i, whole, into buf (record_bytes). */
 static int read_record(const records_ds *ds, int64_t i, unsigned char *buf) {
     uint64_t at = ds->o.header_bytes + (uint64_t)i * ds->record_bytes;
-    return ct_read_at(ds->fd, buf, ds->record_bytes, at, ds->size, "ct_dataset_records", ds->path);
+    return cti_read_at(ds->fd, buf, ds->record_bytes, at, ds->size, "ct_dataset_records", ds->path);
 }
 
 /* One [n, shape...] tensor per field (n = 0: the fields' own shapes, a
@@ -160,7 +160,7 @@ static ct_value *read_records(records_ds *ds, const int64_t *indices, int64_t n,
         for (int f = 0; f < nf; f++) ct_tensor_free(leaves[f]);
         return NULL;
     }
-    return ct_ds_pack(nf, leaves);
+    return cti_ds_pack(nf, leaves);
 }
 
 static ct_value *records_get(void *self, int64_t index) { return read_records(self, &index, 1, false); }

@@ -77,14 +77,14 @@ typedef struct {
     int64_t n, pos;
     bool in_pass;
     int64_t *perm;
-    ct_mt19937 rng;
+    cti_mt19937 rng;
 } Shuffle;
 
 static int64_t shuffle_next(ct_sampler *s, int64_t *out, int64_t cap) {
     Shuffle *q = (Shuffle *)s;
     if (!q->in_pass) {
         for (int64_t i = 0; i < q->n; i++) q->perm[i] = i;
-        ct_mt19937_shuffle(&q->rng, q->perm, q->n);
+        cti_mt19937_shuffle(&q->rng, q->perm, q->n);
         q->pos = 0;
         q->in_pass = true;
     }
@@ -124,7 +124,7 @@ ct_sampler *ct_sampler_shuffle(int64_t n, uint64_t seed) {
     q->base.destroy = shuffle_destroy;
     q->base.max_item = 1;
     q->n = n;
-    ct_mt19937_seed(&q->rng, (uint32_t)seed);
+    cti_mt19937_seed(&q->rng, (uint32_t)seed);
     return &q->base;
 }
 
@@ -319,7 +319,7 @@ ct_sampler *ct_sampler_skip(ct_sampler *inner, int64_t count) {
     return &q->base;
 }
 
-int64_t ct_sampler_skip_count(const ct_sampler *s) {
+int64_t cti_sampler_skip_count(const ct_sampler *s) {
     int64_t total = -1;
     for (; s; s = s->inner)
         if (s->next == skip_next) total = (total < 0 ? 0 : total) + ((const Skip *)s)->count;

@@ -11,6 +11,6 @@
  * every ct_sampler_skip in it, added), or -1 when it has none: a user's
  * chain built as Determined's user guide shows ends in
  * SkipBatchSampler(initial_batch), and the loader then starts there. */
-int64_t ct_sampler_skip_count(const ct_sampler *s);
+int64_t cti_sampler_skip_count(const ct_sampler *s);
 
 #endif

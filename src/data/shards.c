@@ -81,7 +81,7 @@ static void shards_free(void *self) {
  * windows. The shard's path is already set. */
 static int open_shard(shards_ds *ds, shard *sh) {
     const char *path = sh->path;
-    int fd = ct_open_regular(path, FN);
+    int fd = cti_open_regular(path, FN);
     if (fd < 0) return fd;
     struct stat st;
     unsigned char h[HEADER_BYTES];
@@ -217,7 +217,7 @@ static int fill_window(const shards_ds *ds, int64_t i, int64_t *restrict px, int
     const shard *sh = shard_of(ds, i);
     int64_t o = (i - sh->first) * ds->stride, T = ds->block;
     size_t w = (size_t)sh->token_bytes;
-    int rc = ct_read_at(sh->fd, py, (size_t)(T + 1) * w, HEADER_BYTES + (uint64_t)o * w, sh->size, FN, sh->path);
+    int rc = cti_read_at(sh->fd, py, (size_t)(T + 1) * w, HEADER_BYTES + (uint64_t)o * w, sh->size, FN, sh->path);
     if (rc) return rc;
     int64_t last;
     if (w == 2) { /* plain widening copies: vectorised */
@@ -260,7 +260,7 @@ static ct_value *windows(shards_ds *ds, const int64_t *indices, int64_t n, bool 
         ct_tensor_free(y);
         return NULL;
     }
-    return ct_ds_pack(2, (ct_tensor *[]){x, y});
+    return cti_ds_pack(2, (ct_tensor *[]){x, y});
 }
 
 static ct_value *shards_get(void *self, int64_t index) { return windows(self, &index, 1, false); }

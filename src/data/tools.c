@@ -34,7 +34,7 @@ static int64_t subset_len(void *self) { return ((subset_ds *)self)->n; }
  * the loader asked for, whichever index of the parent it maps to. */
 static ct_value *subset_get(void *self, int64_t index, uint64_t seed) {
     subset_ds *s = self;
-    return ct_ds_get(s->parent, s->idx[index], seed);
+    return cti_ds_get(s->parent, s->idx[index], seed);
 }
 
 static ct_value *subset_get_batch(void *self, const int64_t *indices, const uint64_t *seeds, int64_t n) {
@@ -45,7 +45,7 @@ static ct_value *subset_get_batch(void *self, const int64_t *indices, const uint
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) mapped[i] = s->idx[indices[i]];
-    ct_value *batch = ct_ds_get_batch(s->parent, mapped, seeds, n);
+    ct_value *batch = cti_ds_get_batch(s->parent, mapped, seeds, n);
     free(mapped);
     return batch;
 }
@@ -86,8 +86,8 @@ ct_dataset *ct_dataset_subset(ct_dataset *d, const int64_t *indices, int64_t n) 
     s->n = n;
     if (n > 0) memcpy(s->idx, indices, (size_t)n * sizeof s->idx[0]);
     static const ct_dataset_vtable vt = {subset_len, NULL, NULL, subset_free};
-    static const ct_ds_seeded sv = {subset_get, subset_get_batch};
-    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, s);
+    static const cti_ds_seeded sv = {subset_get, subset_get_batch};
+    ct_dataset *out = cti_ds_new_seeded(&vt, &sv, s);
     if (!out) subset_free(s);
     return out;
 }
@@ -217,7 +217,7 @@ static ct_value *concat_get(void *self, int64_t index, uint64_t seed) {
     concat_ds *c = self;
     int64_t local;
     int k = concat_source(c, index, &local);
-    return ct_ds_get(c->ds[k], local, seed);
+    return cti_ds_get(c->ds[k], local, seed);
 }
 
 /* get + collate over the sources, naming the failing sample's index. */
@@ -233,7 +233,7 @@ static ct_value *concat_collate_gets(concat_ds *c, const int64_t *indices, const
         if (!(samples[got] = concat_get(c, indices[got], seeds[got]))) break;
     ct_value *batch = NULL;
     int64_t bad = -1;
-    if (got == n) batch = ct_collate_where(samples, n, &bad);
+    if (got == n) batch = cti_collate_where(samples, n, &bad);
     if (!batch && bad >= 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", ct_last_error());
@@ -371,7 +371,7 @@ static ct_value *concat_get_batch(void *self, const int64_t *indices, const uint
         cnt[src[i]]++;
     }
     if (cnt[src[0]] == n) { /* one source: its own get_batch */
-        batch = ct_ds_get_batch(c->ds[src[0]], local, seeds, n);
+        batch = cti_ds_get_batch(c->ds[src[0]], local, seeds, n);
         goto done;
     }
     /* Group the indices by source, keeping their order within a source. */
@@ -385,7 +385,7 @@ static ct_value *concat_get_batch(void *self, const int64_t *indices, const uint
     }
     for (int k = 0; k < c->n; k++) {
         if (!cnt[k]) continue;
-        parts[np] = ct_ds_get_batch(c->ds[k], grouped + off[k], grouped_seeds + off[k], cnt[k]);
+        parts[np] = cti_ds_get_batch(c->ds[k], grouped + off[k], grouped_seeds + off[k], cnt[k]);
         if (!parts[np]) goto done;
         part_cnt[np] = cnt[k];
         part_pos[np] = where + off[k];
@@ -461,8 +461,8 @@ ct_dataset *ct_dataset_concat(int n, ct_dataset *const *datasets) {
         c->cum[k] = (k ? c->cum[k - 1] : 0) + ct_dataset_len(datasets[k]);
     }
     static const ct_dataset_vtable vt = {concat_len, NULL, NULL, concat_free};
-    static const ct_ds_seeded sv = {concat_get, concat_get_batch};
-    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, c);
+    static const cti_ds_seeded sv = {concat_get, concat_get_batch};
+    ct_dataset *out = cti_ds_new_seeded(&vt, &sv, c);
     if (!out) concat_free(c);
     return out;
 }

@@ -16,10 +16,10 @@
  * failed (its own error kept), CT_EDIST "rank N failed (its message is on
  * its own stderr)" naming the lowest failing rank on the others, CT_OK when
  * none failed. Collective; with one rank it returns rc. */
-int ct_ranks_agree(int rc);
+int cti_ranks_agree(int rc);
 
 /* ct_dist_allreduce_i64 under another name in the collective timeout's
  * message (watch.h): what the ranks agree on ("a stop signal"). */
-int ct_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what);
+int cti_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what);
 
 #endif

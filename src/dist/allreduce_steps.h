@@ -4,8 +4,8 @@
  * post and poll, one step at a time. Pure arithmetic, no MPI. Internal to
  * src/dist.
  *
- *     ct_ar_step *st = NULL;
- *     int n = ct_ar_steps(CT_AR_RING, p, r, 0, len, &st);   // NEW array
+ *     cti_ar_step *st = NULL;
+ *     int n = cti_ar_steps(CT_AR_RING, p, r, 0, len, &st);   // NEW array
  *     for (int i = 0; i < n; i++) {
  *         receive st[i].recv_len elements from st[i].recv_from (into a
  *         scratch buffer when st[i].add, else at st[i].recv_off); send
@@ -31,14 +31,14 @@
  *                            rank p/2, then p/4, ... away, keep and add the
  *                            other half), then recursive doubling back.
  * Latency decides between them: a bucket pays 2(p-1) message latencies on
- * the ring, 2 log2(p) halving and doubling (ct_ar_choose). */
+ * the ring, 2 log2(p) halving and doubling (cti_ar_choose). */
 #ifndef CTRIAL_DIST_ALLREDUCE_STEPS_H
 #define CTRIAL_DIST_ALLREDUCE_STEPS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { CT_AR_RING, CT_AR_HALVING_DOUBLING } ct_ar_algo;
+typedef enum { CT_AR_RING, CT_AR_HALVING_DOUBLING } cti_ar_algo;
 
 typedef struct {
     int send_to, recv_from;     /* ranks of the p */
@@ -47,9 +47,9 @@ typedef struct {
     bool add;   /* what arrives is added into the receive range (else it lands there) */
     bool first; /* the range's first addition: this rank's own values are read where they are */
     bool last;  /* the range's last addition: it holds the sum over every rank after it */
-} ct_ar_step;
+} cti_ar_step;
 
-/* Halving-doubling's limit, in bytes a rank (see ct_ar_choose). */
+/* Halving-doubling's limit, in bytes a rank (see cti_ar_choose). */
 #define CT_AR_HD_MAX_SHARE ((int64_t)256 << 10)
 
 /* The algorithm for `bytes` over p ranks: halving-doubling when p is a
@@ -63,21 +63,21 @@ typedef struct {
  * ring keeps them: it only talks to neighbours, where halving-doubling's
  * first step exchanges half a bucket between every pair p/2 apart, all
  * across the middle of the network at once. */
-ct_ar_algo ct_ar_choose(int p, int64_t bytes);
+cti_ar_algo cti_ar_choose(int p, int64_t bytes);
 /* Whether algo works for p ranks (halving-doubling: a power of two). */
-bool ct_ar_fits(ct_ar_algo algo, int p);
+bool cti_ar_fits(cti_ar_algo algo, int p);
 /* "ring" or "halving-doubling". A static string. */
-const char *ct_ar_name(ct_ar_algo algo);
+const char *cti_ar_name(cti_ar_algo algo);
 
 /* Piece c of the elements [at, at + n) cut into p pieces as even as they
  * go (the first n % p one longer): its first element and its length. The
  * ring's chunks, and the shares of a bucket on a host (grad_sync.c). */
-void ct_ar_chunk(int64_t at, int64_t n, int p, int c, int64_t *off, int64_t *len);
+void cti_ar_chunk(int64_t at, int64_t n, int p, int c, int64_t *off, int64_t *len);
 
-/* The steps of `algo` for rank r of p (p >= 2, ct_ar_fits) over the
+/* The steps of `algo` for rank r of p (p >= 2, cti_ar_fits) over the
  * elements [at, at + n) of a buffer. Returns how many, with *out a NEW
  * array (free) — or -1 when out of memory, or p, r or algo do not fit
  * (*out NULL). */
-int ct_ar_steps(ct_ar_algo algo, int p, int r, int64_t at, int64_t n, ct_ar_step **out);
+int cti_ar_steps(cti_ar_algo algo, int p, int r, int64_t at, int64_t n, cti_ar_step **out);
 
 #endif

@@ -6,12 +6,12 @@
 
 #include <mpi.h>
 
-/* A group's communicator between ct_dist_group_begin and _end (group.h),
+/* A group's communicator between cti_dist_group_begin and _end (group.h),
  * else MPI_COMM_WORLD. */
-MPI_Comm ct_dist_base_comm(void);
+MPI_Comm cti_dist_base_comm(void);
 
 /* Sets CT_EDIST, "WHO: rank R: CALL failed: MPI's text for err" ("rank R:
  * ..." when who is NULL), and returns it. R is this rank (ct_dist_rank). */
-int ct_dist_mpi_failed(const char *who, const char *call, int err);
+int cti_dist_mpi_failed(const char *who, const char *call, int err);
 
 #endif

@@ -53,9 +53,9 @@ int ct_dist_set_timeout(double seconds) {
 
 double ct_dist_timeout(void) { return g_timeout; }
 
-static const int64_t *progress; /* ct_dist_watch_progress: the loop's batches trained */
+static const int64_t *progress; /* cti_dist_watch_progress: the loop's batches trained */
 
-void ct_dist_watch_progress(const int64_t *batches) { progress = batches; }
+void cti_dist_watch_progress(const int64_t *batches) { progress = batches; }
 
 #if CTRIAL_HAVE_MPI
 
@@ -72,9 +72,9 @@ static struct {
     int rank, size, local_rank, local_size;
 } grp = {.base = MPI_COMM_NULL};
 
-MPI_Comm ct_dist_base_comm(void) { return grp.active ? grp.base : MPI_COMM_WORLD; }
+MPI_Comm cti_dist_base_comm(void) { return grp.active ? grp.base : MPI_COMM_WORLD; }
 
-int ct_dist_mpi_failed(const char *who, const char *call, int err) {
+int cti_dist_mpi_failed(const char *who, const char *call, int err) {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(err, text, &len);
@@ -85,7 +85,7 @@ int ct_dist_mpi_failed(const char *who, const char *call, int err) {
 #define MPI_CHECK(call)                                                        \
     do {                                                                       \
         int err_ = (call);                                                     \
-        if (err_ != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, #call, err_); \
+        if (err_ != MPI_SUCCESS) return cti_dist_mpi_failed(NULL, #call, err_); \
     } while (0)
 
 /* ---- the collective timeout (watch.h) --------------------------------------- */
@@ -100,19 +100,19 @@ typedef struct {
     char what[96];
 } wait_answer;
 
-static ct_dist_watch *current_wait; /* the wait this rank is in (NULL: none) */
+static cti_dist_watch *current_wait; /* the wait this rank is in (NULL: none) */
 static int64_t collectives;         /* collectives this rank has begun */
 
-void ct_dist_watch_begin(ct_dist_watch *w, const char *what) {
+void cti_dist_watch_begin(cti_dist_watch *w, const char *what) {
     w->what = what;
-    w->start = ct_clock_monotonic();
+    w->start = cti_clock_monotonic();
     w->next_serve = w->start + 0.001;
     w->polls = 0;
     w->seq = ++collectives;
     current_wait = w;
 }
 
-void ct_dist_watch_end(ct_dist_watch *w) {
+void cti_dist_watch_end(cti_dist_watch *w) {
     if (current_wait == w) current_wait = NULL;
 }
 
@@ -164,7 +164,7 @@ static void list_ranks(const bool *mark, int n, char *buf, size_t len) {
 /* Past the deadline: asks every other rank where it is, waits a grace
  * period for the answers (serving the queries of ranks that timed out
  * too), and ends the job naming the ranks that gave none. */
-static void timed_out(ct_dist_watch *w, double now) {
+static void timed_out(cti_dist_watch *w, double now) {
     int p = g.size;
     double waited = now - w->start;
     double grace = fmin(fmax(g_timeout / 10, 1.0), 10.0);
@@ -184,7 +184,7 @@ static void timed_out(ct_dist_watch *w, double now) {
         MPI_Isend(&q, 1, MPI_INT64_T, r, TAG_QUERY, ctl_comm, &reqs[2 * r + 1]);
     }
     int answered = 0;
-    for (double t = now; t < now + grace && answered < p - 1; t = ct_clock_monotonic()) {
+    for (double t = now; t < now + grace && answered < p - 1; t = cti_clock_monotonic()) {
         serve_queries(t);
         for (int r = 0; r < p; r++) {
             int done = 0;
@@ -234,7 +234,7 @@ static void timed_out(ct_dist_watch *w, double now) {
      * this rank does so itself only if the job is still there after
      * another grace period. */
     if (lower_waits)
-        for (double end = ct_clock_monotonic() + 2 * grace, t = 0; (t = ct_clock_monotonic()) < end;) {
+        for (double end = cti_clock_monotonic() + 2 * grace, t = 0; (t = cti_clock_monotonic()) < end;) {
             serve_queries(t);
             nanosleep(&(struct timespec){0, 1000000}, NULL);
         }
@@ -249,13 +249,13 @@ static void timed_out(ct_dist_watch *w, double now) {
 static bool oversubscribed;
 static int host_cpus;
 
-int ct_dist_host_cpus(void) { return host_cpus > 0 ? host_cpus : ct_cpus_usable(); }
-bool ct_dist_host_oversubscribed(void) { return oversubscribed; }
+int cti_dist_host_cpus(void) { return host_cpus > 0 ? host_cpus : cti_cpus_usable(); }
+bool cti_dist_host_oversubscribed(void) { return oversubscribed; }
 
-void ct_dist_watch_poll(ct_dist_watch *w) {
+void cti_dist_watch_poll(cti_dist_watch *w) {
     if (oversubscribed) sched_yield();
     if (++w->polls & 15) return;
-    double now = ct_clock_monotonic();
+    double now = cti_clock_monotonic();
     if (now - w->start > 0.002) sched_yield();
     if (now < w->next_serve) return;
     w->next_serve = now + 0.001;
@@ -264,13 +264,13 @@ void ct_dist_watch_poll(ct_dist_watch *w) {
 }
 
 /* Polls the requests until every one completed. Returns a status. */
-static int wait_all(int n, MPI_Request *reqs, ct_dist_watch *w) {
+static int wait_all(int n, MPI_Request *reqs, cti_dist_watch *w) {
     for (;;) {
         int done = 0;
         int err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (err != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, w->what, err);
+        if (err != MPI_SUCCESS) return cti_dist_mpi_failed(NULL, w->what, err);
         if (done) return CT_OK;
-        ct_dist_watch_poll(w);
+        cti_dist_watch_poll(w);
     }
 }
 
@@ -283,7 +283,7 @@ enum { TAG_ALLREDUCE = 1, TAG_BCAST, TAG_GATHER };
 /* Sends `count` items of sbuf to `to` and receives as many into rbuf from
  * `from` (either rank may be -1: none), and waits for both. */
 static int exchange(const void *sbuf, int to, void *rbuf, int from, int count, MPI_Datatype type, int tag,
-                    ct_dist_watch *w) {
+                    cti_dist_watch *w) {
     MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     if (from >= 0) MPI_CHECK(MPI_Irecv(rbuf, count, type, from, tag, coll_comm, &q[0]));
     if (to >= 0) MPI_CHECK(MPI_Isend(sbuf, count, type, to, tag, coll_comm, &q[1]));
@@ -294,7 +294,7 @@ static int exchange(const void *sbuf, int to, void *rbuf, int from, int count, M
  * pairwise into rem, the remaining power of two exchanges log2 times, the
  * result unfolds. Every rank adds the same operands in mirrored order, and
  * IEEE addition is commutative, so every rank ends with the same bits. */
-static int allreduce_chunk(void *buf, void *tmp, int count, MPI_Datatype type, MPI_Op op, ct_dist_watch *w) {
+static int allreduce_chunk(void *buf, void *tmp, int count, MPI_Datatype type, MPI_Op op, cti_dist_watch *w) {
     int p = g.size, r = g.rank, pof2 = 1;
     while (pof2 * 2 <= p) pof2 *= 2;
     int rem = p - pof2, newrank, rc = CT_OK;
@@ -337,14 +337,14 @@ static int p2p_allreduce(void *buf, int count, MPI_Datatype type, MPI_Op op, con
     unsigned char small[256];
     void *tmp = (size_t)per * (size_t)tsize <= sizeof small ? small : malloc((size_t)per * (size_t)tsize);
     if (!tmp) return ct_set_error(CT_ENOMEM, "%s: rank %d: out of memory", what, g.rank);
-    ct_dist_watch w;
-    ct_dist_watch_begin(&w, what);
+    cti_dist_watch w;
+    cti_dist_watch_begin(&w, what);
     int rc = CT_OK;
     for (int at = 0; rc == CT_OK && at < count; at += per) {
         int n = count - at < per ? count - at : per;
         rc = allreduce_chunk((char *)buf + (size_t)at * (size_t)tsize, tmp, n, type, op, &w);
     }
-    ct_dist_watch_end(&w);
+    cti_dist_watch_end(&w);
     if (tmp != small) free(tmp);
     return rc;
 }
@@ -353,8 +353,8 @@ static int p2p_allreduce(void *buf, int count, MPI_Datatype type, MPI_Op op, con
 static int p2p_bcast(void *buf, int count, MPI_Datatype type, int root, const char *what) {
     int p = g.size, r = g.rank, rel = (r - root + p) % p, mask = 1, rc = CT_OK;
     if (root < 0 || root >= p) return ct_set_error(CT_EINVAL, "%s: rank %d: root %d of %d ranks", what, r, root, p);
-    ct_dist_watch w;
-    ct_dist_watch_begin(&w, what);
+    cti_dist_watch w;
+    cti_dist_watch_begin(&w, what);
     for (; mask < p; mask <<= 1)
         if (rel & mask) {
             rc = exchange(NULL, -1, buf, (r - mask + p) % p, count, type, TAG_BCAST, &w);
@@ -365,13 +365,13 @@ static int p2p_bcast(void *buf, int count, MPI_Datatype type, int root, const ch
     for (mask >>= 1; rc == CT_OK && mask > 0; mask >>= 1)
         if (rel + mask < p) {
             int err = MPI_Isend(buf, count, type, (r + mask) % p, TAG_BCAST, coll_comm, &q[nq++]);
-            if (err != MPI_SUCCESS) rc = ct_dist_mpi_failed(NULL, "MPI_Isend", err);
+            if (err != MPI_SUCCESS) rc = cti_dist_mpi_failed(NULL, "MPI_Isend", err);
         }
     if (nq) {
         int wrc = wait_all(nq, q, &w);
         if (rc == CT_OK) rc = wrc;
     }
-    ct_dist_watch_end(&w);
+    cti_dist_watch_end(&w);
     return rc;
 }
 
@@ -402,11 +402,11 @@ static int describe_comm(MPI_Comm comm) {
     /* the CPUs this host's ranks may run on, all together: one CPU each
      * (bound) is not oversubscribed, four ranks in a cpuset of two are */
     uint64_t cpus[CT_CPU_WORDS];
-    ct_cpus_usable_set(cpus);
+    cti_cpus_usable_set(cpus);
     int err = MPI_Allreduce(MPI_IN_PLACE, cpus, CT_CPU_WORDS, MPI_UINT64_T, MPI_BOR, local);
     MPI_Comm_free(&local);
-    if (err != MPI_SUCCESS) return ct_dist_mpi_failed(NULL, "MPI_Allreduce (the CPUs of this host's ranks)", err);
-    host_cpus = ct_cpus_count_set(cpus);
+    if (err != MPI_SUCCESS) return cti_dist_mpi_failed(NULL, "MPI_Allreduce (the CPUs of this host's ranks)", err);
+    host_cpus = cti_cpus_count_set(cpus);
     oversubscribed = g.local_size > host_cpus;
     return CT_OK;
 }
@@ -415,7 +415,7 @@ int ct_dist_init(void) {
     if (g.init) return CT_OK;
     int started = 0;
     MPI_Initialized(&started);
-    if (!started && ct_launch_world_size() == 1) {
+    if (!started && cti_launch_world_size() == 1) {
         g.init = true;
         return CT_OK;
     }
@@ -438,8 +438,8 @@ int ct_dist_init(void) {
     return CT_OK;
 }
 
-int ct_dist_group_begin(int color) {
-    if (grp.active) return ct_set_error(CT_ESTATE, "ct_dist_group_begin: already in a group");
+int cti_dist_group_begin(int color) {
+    if (grp.active) return ct_set_error(CT_ESTATE, "cti_dist_group_begin: already in a group");
     if (!g.init || g.size == 1) return CT_OK; /* one rank: its own group */
     MPI_Comm base = MPI_COMM_NULL, coll = MPI_COMM_NULL, ctl = MPI_COMM_NULL;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, g.rank, &base));
@@ -447,7 +447,7 @@ int ct_dist_group_begin(int color) {
     MPI_CHECK(MPI_Comm_dup(base, &coll));
     MPI_CHECK(MPI_Comm_dup(base, &ctl));
     /* NCCL's communicators are the job's: the group makes its own */
-    ct_nccl_finalize();
+    cti_nccl_finalize();
     grp.active = true;
     grp.base = base;
     grp.coll = coll_comm, grp.ctl = ctl_comm;
@@ -457,9 +457,9 @@ int ct_dist_group_begin(int color) {
     return describe_comm(base);
 }
 
-int ct_dist_group_end(void) {
+int cti_dist_group_end(void) {
     if (!grp.active) return CT_OK;
-    ct_nccl_finalize();
+    cti_nccl_finalize();
     MPI_Comm_free(&coll_comm);
     MPI_Comm_free(&ctl_comm);
     MPI_Comm_free(&grp.base);
@@ -472,8 +472,8 @@ int ct_dist_group_end(void) {
 
 void ct_dist_finalize(void) {
     int done = 0;
-    ct_dist_group_end();
-    ct_nccl_finalize(); /* NCCL's communicators before the MPI that bootstrapped them */
+    cti_dist_group_end();
+    cti_nccl_finalize(); /* NCCL's communicators before the MPI that bootstrapped them */
     if (g.we_started_mpi && (MPI_Finalized(&done), !done)) {
         if (coll_comm != MPI_COMM_NULL) MPI_Comm_free(&coll_comm);
         if (ctl_comm != MPI_COMM_NULL) MPI_Comm_free(&ctl_comm);
@@ -540,7 +540,7 @@ static bool is_cuda(const ct_tensor *t) { return ct_device_of(t).type == CT_CUDA
  * in the build: CT_ENOTSUP — never a copy through host memory behind the
  * caller's back. Returns a status. */
 static int cuda_collective(ct_tensor *t, const char *fn, bool bcast, int root, ct_dist_op op) {
-    if (!ct_nccl_is_built())
+    if (!cti_nccl_is_built())
         return ct_set_error(CT_ENOTSUP, "%s: rank %d: collectives on CUDA tensors need NCCL, and this ctrial was built "
                             "without it (CTRIAL_HAVE_NCCL in ctrial/config.h is 0; copy to the CPU explicitly)",
                             fn, g.rank);
@@ -549,8 +549,8 @@ static int cuda_collective(ct_tensor *t, const char *fn, bool bcast, int root, c
     if (!p) return ct_last_code();
     size_t n = (size_t)ct_numel(t);
     int device = ct_device_of(t).index;
-    return bcast ? ct_nccl_broadcast(p, n, ct_dtype_of(t), root, device, NULL)
-                 : ct_nccl_allreduce(p, n, ct_dtype_of(t), op, device, NULL);
+    return bcast ? cti_nccl_broadcast(p, n, ct_dtype_of(t), root, device, NULL)
+                 : cti_nccl_allreduce(p, n, ct_dtype_of(t), op, device, NULL);
 }
 
 int ct_dist_broadcast(ct_tensor *t, int root) {
@@ -589,7 +589,7 @@ int ct_dist_broadcast_bytes(void *buf, size_t n, int root) {
     return p2p_bcast(buf, (int)n, MPI_BYTE, root, "ct_dist_broadcast_bytes");
 }
 
-int ct_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what) {
+int cti_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what) {
     if (g.size == 1 || n == 0) return CT_OK;
     int rc = p2p_allreduce(values, n, MPI_INT64_T, mpi_op(op), what ? what : "ct_dist_allreduce_i64");
     if (rc == CT_OK && op == CT_DIST_AVG)
@@ -598,7 +598,7 @@ int ct_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *
 }
 
 int ct_dist_allreduce_i64(int64_t *values, int n, ct_dist_op op) {
-    return ct_dist_allreduce_i64_as(values, n, op, NULL);
+    return cti_dist_allreduce_i64_as(values, n, op, NULL);
 }
 
 /* Every rank sends its length, then its bytes, to root, which receives
@@ -615,16 +615,16 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
     }
     if (root < 0 || root >= g.size)
         return ct_set_error(CT_EINVAL, "ct_dist_gather_bytes: rank %d: root %d of %d ranks", g.rank, root, g.size);
-    ct_dist_watch w;
-    ct_dist_watch_begin(&w, "ct_dist_gather_bytes");
+    cti_dist_watch w;
+    cti_dist_watch_begin(&w, "ct_dist_gather_bytes");
     int64_t len = (int64_t)n;
     int rc = CT_OK;
     if (g.rank != root) {
         MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
         int err = MPI_Isend(&len, 1, MPI_INT64_T, root, TAG_GATHER, coll_comm, &q[0]);
         if (err == MPI_SUCCESS) err = MPI_Isend(buf, (int)n, MPI_BYTE, root, TAG_GATHER, coll_comm, &q[1]);
-        rc = err == MPI_SUCCESS ? wait_all(2, q, &w) : ct_dist_mpi_failed(NULL, "MPI_Isend", err);
-        ct_dist_watch_end(&w);
+        rc = err == MPI_SUCCESS ? wait_all(2, q, &w) : cti_dist_mpi_failed(NULL, "MPI_Isend", err);
+        cti_dist_watch_end(&w);
         return rc;
     }
     int p = g.size;
@@ -635,7 +635,7 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
     for (int r = 0; rc == CT_OK && r < p; r++) {
         if (r == root) continue;
         int err = MPI_Irecv(&counts[r], 1, MPI_INT64_T, r, TAG_GATHER, coll_comm, &q[r]);
-        if (err != MPI_SUCCESS) rc = ct_dist_mpi_failed(NULL, "MPI_Irecv", err);
+        if (err != MPI_SUCCESS) rc = cti_dist_mpi_failed(NULL, "MPI_Irecv", err);
     }
     if (rc == CT_OK) rc = wait_all(p, q, &w);
     size_t total = 0;
@@ -654,10 +654,10 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
             continue;
         }
         int err = MPI_Irecv((char *)*out + at, (int)counts[r], MPI_BYTE, r, TAG_GATHER, coll_comm, &q[r]);
-        if (err != MPI_SUCCESS) rc = ct_dist_mpi_failed(NULL, "MPI_Irecv", err);
+        if (err != MPI_SUCCESS) rc = cti_dist_mpi_failed(NULL, "MPI_Irecv", err);
     }
     if (rc == CT_OK) rc = wait_all(p, q, &w);
-    ct_dist_watch_end(&w);
+    cti_dist_watch_end(&w);
     free(counts);
     free(q);
     if (rc != CT_OK && out) {
@@ -669,20 +669,20 @@ int ct_dist_gather_bytes(const void *buf, size_t n, int root, void **out, size_t
 
 #else /* no MPI in this build: one process */
 
-int ct_dist_group_begin(int color) {
+int cti_dist_group_begin(int color) {
     (void)color;
     return CT_OK;
 }
-int ct_dist_group_end(void) { return CT_OK; }
+int cti_dist_group_end(void) { return CT_OK; }
 int ct_dist_init(void) {
-    if (ct_launch_world_size() > 1)
+    if (cti_launch_world_size() > 1)
         return ct_set_error(CT_ENOTSUP, "launched by mpirun with several ranks, but this ctrial was built without MPI");
     g.init = true;
     return CT_OK;
 }
 void ct_dist_finalize(void) {}
-int ct_dist_host_cpus(void) { return ct_cpus_usable(); }
-bool ct_dist_host_oversubscribed(void) { return false; }
+int cti_dist_host_cpus(void) { return cti_cpus_usable(); }
+bool cti_dist_host_oversubscribed(void) { return false; }
 void ct_dist_abort(int exit_code, const char *why) {
     fprintf(stderr, "ctrial: %s\n", why ? why : "aborting");
     exit(exit_code);
@@ -694,7 +694,7 @@ int ct_dist_allreduce(ct_tensor *t, ct_dist_op op) {
 }
 int ct_dist_broadcast_bytes(void *buf, size_t n, int root) { return CT_OK; }
 int ct_dist_allreduce_i64(int64_t *values, int n, ct_dist_op op) { return CT_OK; }
-int ct_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what) {
+int cti_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what) {
     (void)values, (void)n, (void)op, (void)what;
     return CT_OK;
 }
@@ -714,11 +714,11 @@ int ct_dist_local_rank(void) { return g.local_rank; }
 int ct_dist_local_size(void) { return g.local_size; }
 bool ct_dist_is_distributed(void) { return g.size > 1; }
 
-int ct_ranks_agree(int rc) {
+int cti_ranks_agree(int rc) {
     if (ct_dist_size() == 1) return rc;
     /* The lowest failing rank is the largest -rank; INT64_MIN: none failed. */
     int64_t failed = rc != CT_OK ? -(int64_t)ct_dist_rank() : INT64_MIN;
-    int arc = ct_dist_allreduce_i64_as(&failed, 1, CT_DIST_MAX, "ct_ranks_agree (every rank's status)");
+    int arc = cti_dist_allreduce_i64_as(&failed, 1, CT_DIST_MAX, "cti_ranks_agree (every rank's status)");
     if (rc != CT_OK) return rc;
     if (arc != CT_OK) return arc;
     if (failed == INT64_MIN) return CT_OK;

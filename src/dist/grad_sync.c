@@ -3,13 +3,13 @@
  *
  * The moving parts, in the order a step meets them:
  *
- *   ct_grad_sync_new   lays the parameters that require grad into buckets
+ *   cti_grad_sync_new   lays the parameters that require grad into buckets
  *                      (reverse registration order, one dtype per bucket, up
  *                      to bucket_bytes each), gives every bucket one flat
  *                      buffer [gradients | one "has grad" flag per parameter]
  *                      and hangs a post-accumulate-grad hook on every
  *                      parameter.
- *   ct_grad_sync_arm   opens a *window* on optimizer-step batches, and
+ *   cti_grad_sync_arm   opens a *window* on optimizer-step batches, and
  *                      lends every parameter without a .grad its zeroed
  *                      slot (see "Gradients as bucket views").
  *   on_grad (hook)     stages its parameter: copies the gradient into the
@@ -17,13 +17,13 @@
  *                      marks it ready; once every parameter of the next
  *                      bucket in index order is ready, launches it; then
  *                      drives every bucket in flight one poll further.
- *   ct_grad_sync_after_backward takes the lent slots back where backward
+ *   cti_grad_sync_after_backward takes the lent slots back where backward
  *                      added nothing.
- *   ct_grad_sync_finish launches what is left, polls until every bucket is
+ *   cti_grad_sync_finish launches what is left, polls until every bucket is
  *                      reduced, points each .grad at its slot of the
  *                      averaged bucket as soon as that bucket is done, and
  *                      closes the window.
- *   ct_grad_sync_free  completes a window left open, removes the hooks and
+ *   cti_grad_sync_free  completes a window left open, removes the hooks and
  *                      frees the buckets and the communicator.
  *
  * The reduction. Ranks on one machine average float buckets in shared
@@ -34,7 +34,7 @@
  * chunk to the right, receive one from the left, add it; the last
  * addition also multiplies by 1/p, so the chunk a rank then owns holds
  * averages) and p-1 all-gather steps — or, for small buckets on a power of
- * two of ranks, halving-doubling, 2 log2(p) steps (ct_ar_choose;
+ * two of ranks, halving-doubling, 2 log2(p) steps (cti_ar_choose;
  * CTRIAL_GRAD_SYNC=ring or halving-doubling picks one for every bucket).
  * Each step is a pair of requests that MPI_Testall polls from the hooks
  * and finish, so buckets progress while backward runs. Not
@@ -55,7 +55,7 @@
  * copy (or read) into the bucket; so arm *lends* each such parameter its
  * slot, zeroed, as .grad. Backward then accumulates straight into the
  * bucket (libtorch adds into a .grad that exists), exactly as after an
- * in-place zero_grad, and ct_grad_sync_after_backward takes the slot back
+ * in-place zero_grad, and cti_grad_sync_after_backward takes the slot back
  * from every parameter the backward did not reach: .grad is None again, as
  * without a sync, before anyone but backward could see the difference.
  * A .grad that is some other tensor (set by the caller, or a backward with
@@ -173,7 +173,7 @@ typedef enum {
 } bucket_state;
 
 typedef struct gs_param {
-    ct_grad_sync *s;  /* the hook's way back */
+    cti_grad_sync *s;  /* the hook's way back */
     ct_tensor *param; /* borrowed from the model */
     char *name;       /* its dotted name (a copy: the model's may change) */
     ct_tensor *slot;  /* NEW: view of its bucket's buffer, shaped as the parameter */
@@ -196,8 +196,8 @@ typedef struct gs_param {
 typedef struct {
     MPI_Comm comm;
     int p, r;        /* its size, and this rank's place in it */
-    bool chosen;     /* every bucket takes algo (CTRIAL_GRAD_SYNC), else ct_ar_choose by its size */
-    ct_ar_algo algo;
+    bool chosen;     /* every bucket takes algo (CTRIAL_GRAD_SYNC), else cti_ar_choose by its size */
+    cti_ar_algo algo;
     bool uses[2];    /* some bucket takes the ring [CT_AR_RING], halving-doubling */
 } gs_group;
 #endif
@@ -214,7 +214,7 @@ typedef struct {
     ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
     bool all_had;         /* every parameter staged in this window had a local gradient */
     ct_tensor *scratch;   /* NEW: what an addition step receives */
-    ct_ar_step *steps;    /* the messages of its all-reduce (allreduce_steps.h) */
+    cti_ar_step *steps;    /* the messages of its all-reduce (allreduce_steps.h) */
     int nsteps;
     ct_tensor **chunk;    /* NEW views, half types: step i's receive range of buf */
     ct_tensor **incoming; /* NEW views, half types: scratch[0 .. step i's receive length) */
@@ -237,7 +237,7 @@ typedef struct {
 #endif
 } gs_bucket;
 
-struct ct_grad_sync {
+struct cti_grad_sync {
     int rank, size;
     bool cuda;       /* the parameters are on cuda:device: NCCL instead of messages */
     int device;
@@ -254,14 +254,14 @@ struct ct_grad_sync {
     pthread_t arm_thread;
     int err;         /* the window's first failure, reported by finish */
     char msg[MSG_LEN];
-    ct_grad_sync_stats stats;
+    cti_grad_sync_stats stats;
 #if CTRIAL_HAVE_MPI
     MPI_Comm comm;     /* ours: never matches anyone else's messages */
     gs_group all;       /* every rank, around comm */
     gs_group across;    /* between hosts: this rank's place on every host (comm NULL: one host, or no shared memory) */
-    ct_node_layout lay; /* which ranks share this rank's host */
+    cti_node_layout lay; /* which ranks share this rank's host */
     int shares;        /* shared memory: the shares a bucket is cut into on each host, each averaged by one host rank */
-    ct_node_shm *shm;  /* every host rank's bucket segment (NULL: messages only) */
+    cti_node_shm *shm;  /* every host rank's bucket segment (NULL: messages only) */
     uint32_t gen;      /* the window's number, the same on every rank (shared memory's flags) */
     char why_not_shm[160];
 #endif
@@ -275,7 +275,7 @@ struct ct_grad_sync {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int record(ct_grad_sync *s, int code, const char *fmt, ...) {
+static int record(cti_grad_sync *s, int code, const char *fmt, ...) {
     if (s->err) return code;
     va_list ap;
     va_start(ap, fmt);
@@ -286,7 +286,7 @@ static int record(ct_grad_sync *s, int code, const char *fmt, ...) {
 }
 
 /* The same, with the libtorch/ctrial message of a call that just failed. */
-static int record_last(ct_grad_sync *s, const char *what, int b, const char *param) {
+static int record_last(cti_grad_sync *s, const char *what, int b, const char *param) {
     int code = ct_last_code() ? ct_last_code() : CT_ETORCH;
     if (param)
         return record(s, code, "grad_sync: rank %d: bucket %d: parameter '%s': %s: %s", s->rank, b, param, what,
@@ -295,7 +295,7 @@ static int record_last(ct_grad_sync *s, const char *what, int b, const char *par
 }
 
 /* The same for an MPI call that returned mpi_err (CT_EDIST). */
-static int record_mpi(ct_grad_sync *s, int b, const char *call, int mpi_err) {
+static int record_mpi(cti_grad_sync *s, int b, const char *call, int mpi_err) {
     char text[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(mpi_err, text, &len);
@@ -314,8 +314,8 @@ static bool spans_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dt
  * bucket share a tag and pair up in order: MPI does not let messages
  * between two ranks overtake. Returns false when MPI refused (recorded;
  * nothing is left posted but what MPI completes on its own). */
-static bool post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
-    const ct_ar_step *t = &b->steps[b->step];
+static bool post_step(cti_grad_sync *s, gs_bucket *b, int bi) {
+    const cti_ar_step *t = &b->steps[b->step];
     void *recv_at = t->add ? ct_data_ptr(b->scratch) : b->base + (size_t)t->recv_off * b->elsize;
     int err = MPI_Irecv(recv_at, (int)t->recv_len, b->type, t->recv_from, bi, b->group->comm, &b->req[1]);
     if (err != MPI_SUCCESS) {
@@ -343,8 +343,8 @@ static bool post_step(ct_grad_sync *s, gs_bucket *b, int bi) {
  * ones read the buffer. Half types were staged whole and are added in
  * place through libtorch. Between hosts the buffer already holds the
  * host's sum (src is the slot itself). */
-static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
-    const ct_ar_step *t = &b->steps[b->step];
+static void finish_step(cti_grad_sync *s, gs_bucket *b, int bi) {
+    const cti_ar_step *t = &b->steps[b->step];
     if (!t->add) return;
     double k = 1.0 / s->size;
     if (!spans_dtype(b)) {
@@ -363,18 +363,18 @@ static void finish_step(ct_grad_sync *s, gs_bucket *b, int bi) {
         if (a0 >= a1) continue;
         char *d = b->base + (size_t)a0 * el;
         const char *a = !t->first ? d : q->src ? q->src + (size_t)(a0 - q->off) * el : NULL;
-        ct_span_add(b->dtype, d, a, x + (size_t)(a0 - lo) * el, a1 - a0, t->last, k);
+        cti_span_add(b->dtype, d, a, x + (size_t)(a0 - lo) * el, a1 - a0, t->last, k);
     }
     /* The flags live in the buffer itself. */
     int64_t f0 = lo > b->numel ? lo : b->numel;
     if (f0 < hi)
-        ct_span_add(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el,
+        cti_span_add(b->dtype, b->base + (size_t)f0 * el, b->base + (size_t)f0 * el, x + (size_t)(f0 - lo) * el,
                     hi - f0, t->last, k);
 }
 
 /* Starts bucket b's messages at their first step. false: MPI refused
  * (recorded). */
-static bool steps_start(ct_grad_sync *s, gs_bucket *b, int bi) {
+static bool steps_start(cti_grad_sync *s, gs_bucket *b, int bi) {
     b->step = 0;
     return post_step(s, b, bi);
 }
@@ -383,7 +383,7 @@ static bool steps_start(ct_grad_sync *s, gs_bucket *b, int bi) {
  * flight and, each time it is complete, does the step's local work and
  * posts the next. Returns 0 while steps remain, 1 when the last one is
  * done, -1 when MPI failed (recorded). */
-static int steps_advance(ct_grad_sync *s, gs_bucket *b, int bi) {
+static int steps_advance(cti_grad_sync *s, gs_bucket *b, int bi) {
     for (;;) {
         int done = 0;
         int err = MPI_Testall(2, b->req, &done, MPI_STATUSES_IGNORE);
@@ -399,9 +399,9 @@ static int steps_advance(ct_grad_sync *s, gs_bucket *b, int bi) {
 }
 
 /* Bucket b is reduced: the stats count it. */
-static void bucket_done(ct_grad_sync *s, gs_bucket *b) {
+static void bucket_done(cti_grad_sync *s, gs_bucket *b) {
     b->state = B_DONE;
-    double t = ct_clock_monotonic();
+    double t = cti_clock_monotonic();
     s->stats.comm_seconds += t - b->t_launch;
     if (s->in_finish) s->stats.wait_seconds += t - (b->t_launch > s->t_finish ? b->t_launch : s->t_finish);
     s->stats.bytes += (uint64_t)b->n * b->elsize;
@@ -422,21 +422,21 @@ typedef struct {
 } gs_flags;
 
 /* Host rank q's flag `which` for bucket bi. */
-static _Atomic uint32_t *flag_of(const ct_grad_sync *s, int q, int bi, int which) {
-    return &((gs_flags *)ct_node_shm_at(s->shm, q) + bi)->at[which];
+static _Atomic uint32_t *flag_of(const cti_grad_sync *s, int q, int bi, int which) {
+    return &((gs_flags *)cti_node_shm_at(s->shm, q) + bi)->at[which];
 }
 
 /* This rank has reached `which` in this window. */
-static void publish(ct_grad_sync *s, int bi, int which) {
+static void publish(cti_grad_sync *s, int bi, int which) {
     atomic_store_explicit(flag_of(s, s->lay.local_rank, bi, which), s->gen, memory_order_release);
 }
 
 /* Whether host rank q has reached `which` in this window (wrap-around safe). */
-static bool reached(const ct_grad_sync *s, int q, int bi, int which) {
+static bool reached(const cti_grad_sync *s, int q, int bi, int which) {
     return (int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - s->gen) >= 0;
 }
 
-static bool all_reached(const ct_grad_sync *s, int bi, int which) {
+static bool all_reached(const cti_grad_sync *s, int bi, int which) {
     for (int q = 0; q < s->lay.local_size; q++)
         if (!reached(s, q, bi, which)) return false;
     return true;
@@ -453,14 +453,14 @@ static bool all_reached(const ct_grad_sync *s, int bi, int which) {
  * and it may change again (the next backward, a zero_grad in place): the
  * bucket is done. Messages that fail are recorded and the phases go on, so
  * that the host's other ranks are not left waiting. */
-static void advance_shm(ct_grad_sync *s, int bi) {
+static void advance_shm(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     int n = s->lay.local_size, me = s->lay.local_rank;
     size_t el = b->elsize;
     if (b->phase == 0) {
         if (!all_reached(s, bi, ARRIVED)) return;
         if (me < s->shares) /* (a host with more ranks than shares: the others only copy) */
-            ct_span_mean(b->dtype, b->base + (size_t)b->share_off[me] * el, b->mine_in, n, b->share_len[me],
+            cti_span_mean(b->dtype, b->base + (size_t)b->share_off[me] * el, b->mine_in, n, b->share_len[me],
                          b->group ? 1.0 : 1.0 / s->size);
         b->phase = b->group && steps_start(s, b, bi) ? 1 : 2;
         if (b->phase == 2) publish(s, bi, REDUCED);
@@ -491,7 +491,7 @@ static void advance_shm(ct_grad_sync *s, int bi) {
 
 /* Moves bucket bi as far as the other ranks allow. On the last step the
  * bucket is DONE and the stats count it. */
-static void advance(ct_grad_sync *s, int bi) {
+static void advance(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     if (b->state != B_RUNNING) return;
     if (b->shm) {
@@ -504,7 +504,7 @@ static void advance(ct_grad_sync *s, int bi) {
 }
 
 /* Every bucket in flight, one poll further. */
-static void progress(ct_grad_sync *s) {
+static void progress(cti_grad_sync *s) {
     for (int i = 0; i < s->next_launch; i++)
         if (s->buckets[i].state == B_RUNNING) advance(s, i);
 }
@@ -539,7 +539,7 @@ static bool read_flag(const unsigned char *flag, size_t elsize) {
 
 /* The first byte of a contiguous gradient on the sync's device (host or
  * device address), else NULL (no error). */
-static void *contiguous_data(const ct_grad_sync *s, const ct_tensor *g) {
+static void *contiguous_data(const cti_grad_sync *s, const ct_tensor *g) {
     if (!ct_is_contiguous(g) || ct_numel(g) == 0) return NULL;
     ct_device d = ct_device_of(g);
     if (s->cuda) return d.type == CT_CUDA && d.index == s->device ? ct_cuda_data_ptr(g) : NULL;
@@ -547,7 +547,7 @@ static void *contiguous_data(const ct_grad_sync *s, const ct_tensor *g) {
 }
 
 /* Whether g is p's slot itself (the view finish set, accumulated in place). */
-static bool is_slot(const ct_grad_sync *s, const gs_param *p, const ct_tensor *g) {
+static bool is_slot(const cti_grad_sync *s, const gs_param *p, const ct_tensor *g) {
     return p->bytes && contiguous_data(s, g) == p->at;
 }
 
@@ -566,7 +566,7 @@ static void release(gs_param *p) {
  * Hooks call this once per parameter and step, so copies are memcpy, not a
  * libtorch copy_ with its dispatch, where they can be. A copy that fails is
  * recorded; the bucket goes out anyway, since the other ranks wait for it. */
-static void stage(ct_grad_sync *s, gs_param *p) {
+static void stage(cti_grad_sync *s, gs_param *p) {
     gs_bucket *b = &s->buckets[p->bucket];
     release(p);
     ct_tensor *g = ct_grad(p->param);
@@ -579,7 +579,7 @@ static void stage(ct_grad_sync *s, gs_param *p) {
         ct_describe(g, d, sizeof d);
         record(s, CT_ESTATE,
                "grad_sync: rank %d: bucket %d: parameter '%s': its gradient is %s, the bucket %s %s:%d "
-               "(moved or cast after ct_grad_sync_new?)",
+               "(moved or cast after cti_grad_sync_new?)",
                s->rank, p->bucket, p->name, d, ct_dtype_name(b->dtype), s->cuda ? "cuda" : "cpu", want.index);
         has = false;
     }
@@ -634,10 +634,10 @@ static void stage(ct_grad_sync *s, gs_param *p) {
  * current stream, after the kernels that produced and staged the
  * gradients. Nothing to poll: work that follows on the stream (the
  * optimizer step) sees the average, so the bucket counts as done. */
-static void launch_nccl(ct_grad_sync *s, int bi) {
+static void launch_nccl(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     b->state = B_DONE;
-    b->t_launch = ct_clock_monotonic();
+    b->t_launch = cti_clock_monotonic();
     ct_scope *sc = ct_scope_begin();
     int rc = ct_fill_(b->flags, 1.0);
     for (int i = b->first; rc == CT_OK && !b->all_had && i < b->first + b->count; i++) {
@@ -649,7 +649,7 @@ static void launch_nccl(ct_grad_sync *s, int bi) {
         record_last(s, "writing the has-gradient flags", bi, NULL);
         return;
     }
-    rc = ct_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
+    rc = cti_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
     if (rc != CT_OK) {
         record(s, rc, "grad_sync: rank %d: bucket %d: %s", s->rank, bi, ct_last_error());
         return;
@@ -661,7 +661,7 @@ static void launch_nccl(ct_grad_sync *s, int bi) {
 /* Stages the bucket's parameters that no hook staged in this window
  * (no gradient from this backward: an older one, or none) and posts the
  * first message step. */
-static void launch(ct_grad_sync *s, int bi) {
+static void launch(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     for (int i = b->first; i < b->first + b->count; i++)
         if (!s->params[i].ready) stage(s, &s->params[i]);
@@ -670,7 +670,7 @@ static void launch(ct_grad_sync *s, int bi) {
         return;
     }
     b->state = B_RUNNING;
-    b->t_launch = ct_clock_monotonic();
+    b->t_launch = cti_clock_monotonic();
     if (b->shm) {
         b->phase = 0;
         memset(b->got, 0, (size_t)s->lay.local_size * sizeof *b->got);
@@ -681,7 +681,7 @@ static void launch(ct_grad_sync *s, int bi) {
 }
 
 /* Launches, in index order, every bucket whose parameters are all ready. */
-static void launch_ready(ct_grad_sync *s) {
+static void launch_ready(cti_grad_sync *s) {
     while (s->next_launch < s->nbuckets && s->buckets[s->next_launch].nready == s->buckets[s->next_launch].count)
         launch(s, s->next_launch++);
 }
@@ -691,7 +691,7 @@ static void launch_ready(ct_grad_sync *s) {
 /* Points each .grad of bucket bi at its slot, which holds the average now
  * (no copy; a gradient that is the slot already stays). A parameter no rank
  * had a gradient for keeps none. */
-static void write_back(ct_grad_sync *s, int bi) {
+static void write_back(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     /* A CUDA bucket's flags are read back only when this rank lacked a
      * gradient somewhere (a sync on the host): otherwise every flag holds
@@ -730,13 +730,13 @@ static void write_back(ct_grad_sync *s, int bi) {
  * writes each one back as soon as it is done (while later ones are still in
  * flight), unless the window already failed; then resets the buckets for
  * the next window. Errors stay in s->err. */
-static void complete(ct_grad_sync *s) {
+static void complete(cti_grad_sync *s) {
     s->in_finish = true;
-    s->t_finish = ct_clock_monotonic();
+    s->t_finish = cti_clock_monotonic();
     /* A rank that never comes (stuck, dead) ends the job after the
      * collective timeout, named (watch.h); nothing else changes here. */
-    ct_dist_watch w;
-    ct_dist_watch_begin(&w, "the gradient all-reduce");
+    cti_dist_watch w;
+    cti_dist_watch_begin(&w, "the gradient all-reduce");
     while (s->next_launch < s->nbuckets) launch(s, s->next_launch++);
     for (bool running = true; running;) {
         running = false;
@@ -750,9 +750,9 @@ static void complete(ct_grad_sync *s) {
                 b->written = true;
             }
         }
-        if (running) ct_dist_watch_poll(&w);
+        if (running) cti_dist_watch_poll(&w);
     }
-    ct_dist_watch_end(&w);
+    cti_dist_watch_end(&w);
     s->in_finish = false;
     for (size_t i = 0; i < s->nparams; i++) {
         s->params[i].ready = false;
@@ -773,7 +773,7 @@ static void complete(ct_grad_sync *s) {
 /* Runs inside backward, right after p's gradient was accumulated. */
 static void on_grad(ct_tensor *t, void *ctx) {
     gs_param *p = ctx;
-    ct_grad_sync *s = p->s;
+    cti_grad_sync *s = p->s;
     p->fired = true;
     /* A backward the context did not announce (a bare ct_backward): its
      * gradients stay local; the context refuses to step on them. */
@@ -786,7 +786,7 @@ static void on_grad(ct_tensor *t, void *ctx) {
     if (b->state != B_IDLE) {
         record(s, CT_ESTATE,
                "grad_sync: rank %d: parameter '%s' got a gradient after its bucket %d was launched, in a "
-               "backward that ct_grad_sync_arm did not announce (the ranks cannot reduce it consistently)",
+               "backward that cti_grad_sync_arm did not announce (the ranks cannot reduce it consistently)",
                s->rank, p->name, p->bucket);
         return;
     }
@@ -830,12 +830,12 @@ static ct_tensor *shaped_view(ct_tensor *buf, int64_t off, int64_t len, int ndim
  * CUDA parameters without NCCL (gradients are never copied through host
  * memory), and parameters on more than one device (one sync is one
  * communicator: the first parameter decides). Returns a status. */
-static int check_param(ct_grad_sync *s, const gs_param *p, bool first) {
+static int check_param(cti_grad_sync *s, const gs_param *p, bool first) {
     ct_device d = ct_device_of(p->param);
     if (!ct_dtype_is_floating(ct_dtype_of(p->param)))
         return ct_set_error(CT_EDTYPE, "grad_sync: rank %d: parameter '%s' is %s: only floating parameters have gradients",
                             s->rank, p->name, ct_dtype_name(ct_dtype_of(p->param)));
-    if (d.type == CT_CUDA && !ct_nccl_is_built())
+    if (d.type == CT_CUDA && !cti_nccl_is_built())
         return ct_set_error(CT_ENOTSUP,
                             "grad_sync: rank %d: parameter '%s' is on cuda:%d: averaging CUDA gradients needs NCCL, "
                             "which this ctrial was built without (CTRIAL_WITH_NCCL); they are never copied through "
@@ -857,7 +857,7 @@ static int check_param(ct_grad_sync *s, const gs_param *p, bool first) {
 /* Assigns parameters to buckets, last registered first: a new bucket starts
  * when the dtype changes or the next parameter would overflow bucket_bytes
  * (a parameter larger than that gets a bucket of its own). */
-static int plan_buckets(ct_grad_sync *s, size_t bucket_bytes) {
+static int plan_buckets(cti_grad_sync *s, size_t bucket_bytes) {
     s->buckets = calloc(s->nparams ? s->nparams : 1, sizeof *s->buckets);
     if (!s->buckets) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
     /* params[] already holds the reverse order. */
@@ -883,7 +883,7 @@ static int plan_buckets(ct_grad_sync *s, size_t bucket_bytes) {
 
 /* Lays bucket b's parameters' slots (views shaped as the parameters) and
  * flags out in its buffer, in order. */
-static int make_slots(ct_grad_sync *s, gs_bucket *b) {
+static int make_slots(cti_grad_sync *s, gs_bucket *b) {
     int64_t off = 0;
     for (int i = b->first; i < b->first + b->count; i++) {
         gs_param *pr = &s->params[i];
@@ -905,7 +905,7 @@ static int make_slots(ct_grad_sync *s, gs_bucket *b) {
 
 /* A CUDA bucket: its buffer on the device, views for zeroing the gradients
  * and writing the flags, and the slots; NCCL needs no message steps. */
-static int build_bucket_cuda(ct_grad_sync *s, int bi) {
+static int build_bucket_cuda(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     ct_topts o = {.dtype = b->dtype, .device = ct_cuda(s->device)};
     b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
@@ -921,15 +921,15 @@ static int build_bucket_cuda(ct_grad_sync *s, int bi) {
  * [at, at + n) of its buffer (allreduce_steps.h), with a scratch buffer
  * for what an addition step receives. Half types (every rank's group
  * only) get views of each addition's range for libtorch. */
-static int make_steps(ct_grad_sync *s, gs_bucket *b, int bi, gs_group *group, int64_t at, int64_t n) {
+static int make_steps(cti_grad_sync *s, gs_bucket *b, int bi, gs_group *group, int64_t at, int64_t n) {
     b->group = group;
-    ct_ar_algo algo = group->chosen ? group->algo : ct_ar_choose(group->p, n * (int64_t)b->elsize);
+    cti_ar_algo algo = group->chosen ? group->algo : cti_ar_choose(group->p, n * (int64_t)b->elsize);
     group->uses[algo] = true;
-    b->nsteps = ct_ar_steps(algo, group->p, group->r, at, n, &b->steps);
+    b->nsteps = cti_ar_steps(algo, group->p, group->r, at, n, &b->steps);
     if (b->nsteps < 0) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
     int64_t largest = 0;
     for (int i = 0; i < b->nsteps; i++) {
-        const ct_ar_step *t = &b->steps[i];
+        const cti_ar_step *t = &b->steps[i];
         int64_t m = t->send_len > t->recv_len ? t->send_len : t->recv_len;
         if (m > INT_MAX)
             return ct_set_error(CT_EINVAL, "grad_sync: rank %d: bucket %d holds %lld elements: a message of %lld "
@@ -947,7 +947,7 @@ static int make_steps(ct_grad_sync *s, gs_bucket *b, int bi, gs_group *group, in
     b->incoming = calloc((size_t)b->nsteps, sizeof *b->incoming);
     if (!b->chunk || !b->incoming) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
     for (int i = 0; i < b->nsteps; i++) {
-        const ct_ar_step *t = &b->steps[i];
+        const cti_ar_step *t = &b->steps[i];
         if (!t->add) continue;
         b->chunk[i] = flat_view(b->buf, t->recv_off, t->recv_len);
         b->incoming[i] = flat_view(b->scratch, 0, t->recv_len);
@@ -959,7 +959,7 @@ static int make_steps(ct_grad_sync *s, gs_bucket *b, int bi, gs_group *group, in
 /* A shared-memory bucket: its buffer at `off` in this rank's segment (a
  * tensor holding a reference to the mapping), every host rank's copy, and
  * the slots; between hosts, messages over this rank's share. */
-static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
+static int build_bucket_shm(cti_grad_sync *s, int bi, size_t off) {
     gs_bucket *b = &s->buckets[bi];
     int n = s->lay.local_size, me = s->lay.local_rank;
     b->shm = true;
@@ -970,18 +970,18 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
     b->share_len = calloc((size_t)s->shares, sizeof *b->share_len);
     if (!b->peer || !b->mine_in || !b->got || !b->share_off || !b->share_len)
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
-    for (int c = 0; c < s->shares; c++) ct_ar_chunk(0, b->n, s->shares, c, &b->share_off[c], &b->share_len[c]);
-    char *base = ct_node_shm_at(s->shm, me) + off;
-    void *ref = ct_node_shm_ref(s->shm);
-    ct_tensor *buf = ct_from_blob(base, 1, (int64_t[]){b->n}, b->dtype, ct_node_shm_unref, ref);
+    for (int c = 0; c < s->shares; c++) cti_ar_chunk(0, b->n, s->shares, c, &b->share_off[c], &b->share_len[c]);
+    char *base = cti_node_shm_at(s->shm, me) + off;
+    void *ref = cti_node_shm_ref(s->shm);
+    ct_tensor *buf = ct_from_blob(base, 1, (int64_t[]){b->n}, b->dtype, cti_node_shm_unref, ref);
     if (!buf) {
-        ct_node_shm_unref(NULL, ref); /* a failed ct_from_blob never calls its deleter */
+        cti_node_shm_unref(NULL, ref); /* a failed ct_from_blob never calls its deleter */
         return ct_last_code();
     }
     b->buf = ct_keep(buf);
     b->base = base;
     for (int q = 0; q < n; q++) {
-        b->peer[q] = ct_node_shm_at(s->shm, q) + off;
+        b->peer[q] = cti_node_shm_at(s->shm, q) + off;
         if (me < s->shares) b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
     }
     if (s->across.comm != MPI_COMM_NULL) { /* this rank has a share, and there are other hosts */
@@ -992,7 +992,7 @@ static int build_bucket_shm(ct_grad_sync *s, int bi, size_t off) {
 }
 
 /* A bucket on messages through every rank: its buffer, the steps, the slots. */
-static int build_bucket(ct_grad_sync *s, int bi) {
+static int build_bucket(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     if (s->cuda) return build_bucket_cuda(s, bi);
     ct_topts o = {.dtype = b->dtype};
@@ -1012,8 +1012,8 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
  * the host's ranks on one host; on several, the fewest ranks a host has,
  * so that share i has an owner on every host (host rank i) and those
  * owners' all-reduce between hosts has one rank on each. */
-static bool shm_layout(ct_grad_sync *s) {
-    const ct_node_layout *l = &s->lay;
+static bool shm_layout(cti_grad_sync *s) {
+    const cti_node_layout *l = &s->lay;
     s->shares = l->hosts == 1 ? l->local_size : l->min_local_size;
     return l->hosts == 1 || l->max_local_size > 1;
 }
@@ -1021,10 +1021,10 @@ static bool shm_layout(ct_grad_sync *s) {
 /* The group between hosts: host rank i (i < shares) and host rank i of
  * every other host, in host order; the other host ranks take part in no
  * messages (MPI_COMM_NULL). Collective over the sync's communicator. */
-static int make_across(ct_grad_sync *s) {
+static int make_across(cti_grad_sync *s) {
     bool owner = s->lay.local_rank < s->shares;
     int err = MPI_Comm_split(s->comm, owner ? s->lay.local_rank : MPI_UNDEFINED, s->lay.host, &s->across.comm);
-    if (err != MPI_SUCCESS) return ct_dist_mpi_failed("grad_sync", "MPI_Comm_split (the ranks between hosts)", err);
+    if (err != MPI_SUCCESS) return cti_dist_mpi_failed("grad_sync", "MPI_Comm_split (the ranks between hosts)", err);
     s->across.p = s->lay.hosts;
     s->across.r = s->lay.host;
     return CT_OK;
@@ -1032,19 +1032,19 @@ static int make_across(ct_grad_sync *s) {
 
 /* CTRIAL_GRAD_SYNC: "ring" or "halving-doubling" ask for messages through
  * every rank, every bucket by that algorithm (*forced); unset, shared
- * memory where it can be had, and messages by ct_ar_choose, bucket by
+ * memory where it can be had, and messages by cti_ar_choose, bucket by
  * bucket. Sets s->all, agreed: the ring when any rank asks for it, else
  * halving-doubling when any does (algorithms that differ would never pair
  * their messages). A value that is neither is CT_EINVAL on every rank.
  * Collective. */
-static int choose_messages(ct_grad_sync *s, bool *forced) {
+static int choose_messages(cti_grad_sync *s, bool *forced) {
     const char *env = getenv("CTRIAL_GRAD_SYNC");
     enum { BY_SIZE = 2 };
     int64_t v[2] = {1, BY_SIZE}; /* every rank's setting is valid; the algorithm */
     *forced = env && *env;
     if (*forced && strcmp(env, "ring") == 0) v[1] = CT_AR_RING;
     else if (*forced && strcmp(env, "halving-doubling") == 0)
-        v[1] = ct_ar_fits(CT_AR_HALVING_DOUBLING, s->size) ? CT_AR_HALVING_DOUBLING : CT_AR_RING;
+        v[1] = cti_ar_fits(CT_AR_HALVING_DOUBLING, s->size) ? CT_AR_HALVING_DOUBLING : CT_AR_RING;
     else if (*forced) v[0] = 0;
     bool bad = v[0] == 0;
     if (ct_dist_allreduce_i64(v, 2, CT_DIST_MIN) != CT_OK) return ct_last_code();
@@ -1056,7 +1056,7 @@ static int choose_messages(ct_grad_sync *s, bool *forced) {
         return ct_set_error(CT_EINVAL, "grad_sync: rank %d: another rank's CTRIAL_GRAD_SYNC is neither ring nor "
                             "halving-doubling", s->rank);
     s->all.chosen = v[1] != BY_SIZE;
-    s->all.algo = v[1] == BY_SIZE ? CT_AR_RING : (ct_ar_algo)v[1];
+    s->all.algo = v[1] == BY_SIZE ? CT_AR_RING : (cti_ar_algo)v[1];
     if (*forced)
         snprintf(s->why_not_shm, sizeof s->why_not_shm, "CTRIAL_GRAD_SYNC=%s%s", env,
                  strcmp(env, "halving-doubling") == 0 && v[1] == CT_AR_RING
@@ -1070,7 +1070,7 @@ static int choose_messages(ct_grad_sync *s, bool *forced) {
  * rank; on several hosts with several ranks each, in shared memory on each
  * host with messages between hosts. Collective: the ranks agree on shared
  * memory or none, and on the messages' algorithm. */
-static int build_buckets(ct_grad_sync *s) {
+static int build_buckets(cti_grad_sync *s) {
     for (int bi = 0; bi < s->nbuckets; bi++) {
         s->buckets[bi].n = s->buckets[bi].numel + s->buckets[bi].count;
         s->buckets[bi].all_had = true;
@@ -1090,14 +1090,14 @@ static int build_buckets(ct_grad_sync *s) {
     if (!s->cuda) {
         bool forced = false;
         rc = choose_messages(s, &forced);
-        if (rc == CT_OK) rc = ct_node_layout_get(s->comm, &s->lay);
+        if (rc == CT_OK) rc = cti_node_layout_get(s->comm, &s->lay);
         if (rc != CT_OK) {
             free(at);
             return rc;
         }
         bool layout = shm_layout(s); /* the same on every rank */
         char why[sizeof s->why_not_shm];
-        s->shm = ct_node_shm_new(s->comm, s->lay.local_size, s->lay.members, bytes, any && !forced && layout, why,
+        s->shm = cti_node_shm_new(s->comm, s->lay.local_size, s->lay.members, bytes, any && !forced && layout, why,
                                  sizeof why);
         if (!any) snprintf(s->why_not_shm, sizeof s->why_not_shm, "no float32 or float64 bucket");
         else if (!forced && !layout)
@@ -1115,14 +1115,14 @@ static int build_buckets(ct_grad_sync *s) {
 #endif /* CTRIAL_HAVE_MPI */
 /* ======================================================================== */
 
-ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
+cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes) {
     if (!model) {
-        ct_set_error(CT_EINVAL, "ct_grad_sync_new: model is NULL");
+        ct_set_error(CT_EINVAL, "cti_grad_sync_new: model is NULL");
         return NULL;
     }
-    ct_grad_sync *s = calloc(1, sizeof *s);
+    cti_grad_sync *s = calloc(1, sizeof *s);
     if (!s) {
-        ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+        ct_set_error(CT_ENOMEM, "cti_grad_sync_new: out of memory");
         return NULL;
     }
     s->rank = ct_dist_rank();
@@ -1137,7 +1137,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
     s->params = calloc(n ? n : 1, sizeof *s->params);
     if (!s->params) {
         free(s);
-        ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+        ct_set_error(CT_ENOMEM, "cti_grad_sync_new: out of memory");
         return NULL;
     }
     for (size_t i = n; i-- > 0;) {
@@ -1150,7 +1150,7 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
         p->param = t;
         p->name = strdup(name ? name : "?");
         if (!p->name) {
-            ct_set_error(CT_ENOMEM, "ct_grad_sync_new: out of memory");
+            ct_set_error(CT_ENOMEM, "cti_grad_sync_new: out of memory");
             goto fail;
         }
     }
@@ -1158,9 +1158,9 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
 #if CTRIAL_HAVE_MPI
     {
         /* Collective: every rank builds its sync at the same point. */
-        int err = MPI_Comm_dup(ct_dist_base_comm(), &s->comm);
+        int err = MPI_Comm_dup(cti_dist_base_comm(), &s->comm);
         if (err != MPI_SUCCESS) {
-            ct_dist_mpi_failed("grad_sync", "MPI_Comm_dup", err);
+            cti_dist_mpi_failed("grad_sync", "MPI_Comm_dup", err);
             goto fail;
         }
         s->all = (gs_group){.comm = s->comm, .p = s->size, .r = s->rank};
@@ -1175,21 +1175,21 @@ ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes) {
         if (build_buckets(s) != CT_OK) goto fail;
         /* NCCL's communicator is created over MPI, which runs FUNNELED:
          * here, on this thread, not later in a hook on autograd's. */
-        if (s->cuda && ct_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
+        if (s->cuda && cti_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
             goto fail;
         for (size_t i = 0; i < s->nparams; i++)
             if (ct_set_post_accumulate_grad_hook(s->params[i].param, on_grad, &s->params[i]) != CT_OK) goto fail;
     }
     return s;
 #else
-    ct_set_error(CT_ENOTSUP, "ct_grad_sync_new: %d ranks, but this ctrial was built without MPI", s->size);
+    ct_set_error(CT_ENOTSUP, "cti_grad_sync_new: %d ranks, but this ctrial was built without MPI", s->size);
 #endif
 fail:;
     /* Keep the first failure's message through the clean-up. */
     int code = ct_last_code();
     char msg[MSG_LEN];
     snprintf(msg, sizeof msg, "%s", ct_last_error());
-    ct_grad_sync_free(s);
+    cti_grad_sync_free(s);
     ct_set_error(code ? code : CT_ETORCH, "%s", msg);
     return NULL;
 }
@@ -1198,7 +1198,7 @@ fail:;
 /* Lends every parameter without a .grad its slot, zeroed, as .grad (see
  * "Gradients as bucket views"); a failure is recorded for finish and leaves
  * that .grad None (staging then copies). */
-static void lend_slots(ct_grad_sync *s) {
+static void lend_slots(cti_grad_sync *s) {
     for (int bi = 0; bi < s->nbuckets; bi++) {
         gs_bucket *b = &s->buckets[bi];
         int lend = 0;
@@ -1227,7 +1227,7 @@ static void lend_slots(ct_grad_sync *s) {
 }
 #endif
 
-void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
+void cti_grad_sync_arm(cti_grad_sync *s, bool armed) {
     if (!s || s->size == 1) return;
 #if CTRIAL_HAVE_MPI
     if (s->window) {
@@ -1246,7 +1246,7 @@ void ct_grad_sync_arm(ct_grad_sync *s, bool armed) {
 #endif
 }
 
-void ct_grad_sync_after_backward(ct_grad_sync *s) {
+void cti_grad_sync_after_backward(cti_grad_sync *s) {
     if (!s || s->size == 1) return;
 #if CTRIAL_HAVE_MPI
     s->announced = false;
@@ -1263,8 +1263,8 @@ void ct_grad_sync_after_backward(ct_grad_sync *s) {
 #endif
 }
 
-int ct_grad_sync_finish(ct_grad_sync *s) {
-    if (!s) return ct_set_error(CT_EINVAL, "ct_grad_sync_finish: s is NULL");
+int cti_grad_sync_finish(cti_grad_sync *s) {
+    if (!s) return ct_set_error(CT_EINVAL, "cti_grad_sync_finish: s is NULL");
     if (s->size == 1 || !s->window) return CT_OK;
 #if CTRIAL_HAVE_MPI
     complete(s);
@@ -1276,7 +1276,7 @@ int ct_grad_sync_finish(ct_grad_sync *s) {
     return CT_OK;
 }
 
-bool ct_grad_sync_stray(ct_grad_sync *s, char *name, size_t len) {
+bool cti_grad_sync_stray(cti_grad_sync *s, char *name, size_t len) {
     if (!s || !s->stray[0]) return false;
     snprintf(name, len, "%s", s->stray);
     s->stray[0] = '\0';
@@ -1296,7 +1296,7 @@ static const char *messages_name(const bool uses[2], bool between_hosts) {
 }
 #endif
 
-const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len) {
+const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len) {
     if (why && len) why[0] = '\0';
     if (!s || s->size == 1) return "none";
     if (s->cuda) return "nccl";
@@ -1305,7 +1305,7 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
     if (s->shm && s->lay.hosts > 1) {
         /* the float buckets' way between hosts (as this rank's share takes it: the same on every host rank
          * that has one, and the ring for the others, which send nothing) */
-        const ct_node_layout *l = &s->lay;
+        const cti_node_layout *l = &s->lay;
         if (why && len && l->min_local_size == l->max_local_size)
             snprintf(why, len, "%d hosts of %d ranks", l->hosts, l->local_size);
         else if (why && len)
@@ -1320,13 +1320,13 @@ const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len)
 #endif
 }
 
-void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out) {
+void cti_grad_sync_get_stats(const cti_grad_sync *s, cti_grad_sync_stats *out) {
     if (!out) return;
     if (s) *out = s->stats;
     else memset(out, 0, sizeof *out);
 }
 
-void ct_grad_sync_free(ct_grad_sync *s) {
+void cti_grad_sync_free(cti_grad_sync *s) {
     if (!s) return;
 #if CTRIAL_HAVE_MPI
     int finalized = 0;
@@ -1366,8 +1366,8 @@ void ct_grad_sync_free(ct_grad_sync *s) {
     }
     if (s->across.comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->across.comm);
     if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);
-    ct_node_shm_free(s->shm); /* this rank's mapping stays while a .grad views it */
-    ct_node_layout_clear(&s->lay);
+    cti_node_shm_free(s->shm); /* this rank's mapping stays while a .grad views it */
+    cti_node_layout_clear(&s->lay);
 #endif
     free(s->buckets);
     free(s->params);

@@ -2,12 +2,12 @@
  * whose all-reduce starts during backward (DistributedDataParallel's
  * reducer). Internal to ctrial; the context (context.c) drives it:
  *
- *     s = ct_grad_sync_new(model, 25 << 20);   // after the weights are broadcast
+ *     s = cti_grad_sync_new(model, 25 << 20);   // after the weights are broadcast
  *     ...
- *     ct_grad_sync_arm(s, is_step_batch);       // in ct_ctx_backward, before backward
+ *     cti_grad_sync_arm(s, is_step_batch);       // in ct_ctx_backward, before backward
  *     backward ...                              // hooks launch each full bucket
- *     ct_grad_sync_after_backward(s);           // right after it
- *     ct_grad_sync_finish(s);                   // still in ct_ctx_backward, on step batches
+ *     cti_grad_sync_after_backward(s);           // right after it
+ *     cti_grad_sync_finish(s);                   // still in ct_ctx_backward, on step batches
  *
  * Buckets hold parameters in reverse registration order (the order backward
  * usually produces their gradients), up to bucket_bytes each, one dtype per
@@ -51,7 +51,7 @@
  * else (one rank on every host) by MPI messages through every rank. Messages run a
  * ring, or halving-doubling for small buckets on a power of two of ranks
  * (allreduce_steps.h). Half-precision buckets always take messages
- * through every rank. ct_grad_sync_transport says which.
+ * through every rank. cti_grad_sync_transport says which.
  *
  * Every rank must create, arm, finish and free its syncs in the same order
  * (new and free are collective). CPU hooks act only on the thread that
@@ -77,7 +77,7 @@
 
 #include "ctrial/nn.h"
 
-typedef struct ct_grad_sync ct_grad_sync;
+typedef struct cti_grad_sync cti_grad_sync;
 
 /* Lays out the buckets (bucket_bytes 0: 25 MiB) and registers
  * post-accumulate-grad hooks on every parameter of model that requires grad.
@@ -86,36 +86,36 @@ typedef struct ct_grad_sync ct_grad_sync;
  * model. Collective under mpirun. NEW, or NULL + error (CT_ENOTSUP for CUDA
  * parameters without NCCL or parameters on several devices, CT_EDIST when
  * MPI or NCCL fails). */
-ct_grad_sync *ct_grad_sync_new(ct_module *model, size_t bucket_bytes);
+cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes);
 /* Whether the coming backward's gradients are reduced (optimizer-step
  * batches) or only accumulated. Called before every backward; a call while
  * a window is open blocks until that window's reductions are done (see
  * Windows). Errors surface at the next finish. */
-void ct_grad_sync_arm(ct_grad_sync *s, bool armed);
+void cti_grad_sync_arm(cti_grad_sync *s, bool armed);
 /* Right after every backward that arm announced (whether it succeeded):
  * takes the lent slots back from parameters the backward did not reach
  * (their .grad is None again). Errors surface at the next finish. */
-void ct_grad_sync_after_backward(ct_grad_sync *s);
+void cti_grad_sync_after_backward(cti_grad_sync *s);
 /* Launches the buckets not yet launched, waits for all, points each .grad
  * at its average, closes the window. A no-op when no window is open.
  * Returns a status: CT_EDIST naming the rank and bucket when MPI fails, or
  * the failure of a copy naming the parameter; every collective has
  * completed either way, and on failure the gradients may be partly
  * averaged. */
-int ct_grad_sync_finish(ct_grad_sync *s);
+int cti_grad_sync_finish(cti_grad_sync *s);
 
 /* A backward that arm did not announce (a bare ct_backward under mpirun)
  * gives gradients that are never averaged. Returns whether such a backward
  * reached a parameter since the last call, and then copies the first one's
  * name into `name` (len bytes) and forgets it. */
-bool ct_grad_sync_stray(ct_grad_sync *s, char *name, size_t len);
+bool cti_grad_sync_stray(cti_grad_sync *s, char *name, size_t len);
 
 typedef struct {
     uint64_t bytes;       /* bytes all-reduced so far (gradients and flags) */
     double comm_seconds;  /* summed over buckets: launch to completion */
     double wait_seconds;  /* of that, spent inside finish (not hidden by backward) */
     int64_t buckets;      /* bucket reductions so far */
-} ct_grad_sync_stats;
+} cti_grad_sync_stats;
 
 /* How the float buckets travel: "shared memory" (every rank on this
  * machine: each reads the others' buckets directly, see grad_sync.c),
@@ -126,13 +126,13 @@ typedef struct {
  * When why is not NULL, why (len bytes) says why shared memory is not used
  * (messages through every rank), or how many hosts of how many ranks
  * (shared memory + ALGO); else it is empty. */
-const char *ct_grad_sync_transport(const ct_grad_sync *s, char *why, size_t len);
+const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len);
 /* Copies the running totals into *out (zeros for a NULL s). */
-void ct_grad_sync_get_stats(const ct_grad_sync *s, ct_grad_sync_stats *out);
+void cti_grad_sync_get_stats(const cti_grad_sync *s, cti_grad_sync_stats *out);
 /* Removes the hooks and frees. Accepts NULL. Collective under mpirun: it
  * frees the sync's communicator, and completes a window left open (a step
  * that failed after backward) as finish would, so that no message outlives
  * the communicator; every rank must free at the same point. */
-void ct_grad_sync_free(ct_grad_sync *s);
+void cti_grad_sync_free(cti_grad_sync *s);
 
 #endif

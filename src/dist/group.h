@@ -2,10 +2,10 @@
  * collectives: a search trains one trial per group of
  * resources.slots_per_trial ranks (src/experiment). Internal to ctrial.
  *
- *     ct_dist_group_begin(world_rank / slots);   // collective over the job
+ *     cti_dist_group_begin(world_rank / slots);   // collective over the job
  *     ct_fit(...);       // ct_dist_rank/size/local_* are the group's; every
  *                        // collective (MPI and NCCL) stays inside the group
- *     ct_dist_group_end();                       // the job's ranks again
+ *     cti_dist_group_end();                       // the job's ranks again
  *
  * Between begin and end the group is the whole world as far as ctrial's
  * collectives, gradient averaging and NCCL communicators know; ct_dist_abort
@@ -18,8 +18,8 @@
 /* Splits the job's ranks by `color` (ranks keep their order within a
  * group). Collective over every rank of the job; nesting is refused
  * (CT_ESTATE). A job of one rank only records it. 0 or CT_EDIST. */
-int ct_dist_group_begin(int color);
+int cti_dist_group_begin(int color);
 /* Back to the job's ranks (collective over the job). */
-int ct_dist_group_end(void);
+int cti_dist_group_end(void);
 
 #endif

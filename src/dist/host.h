@@ -8,9 +8,9 @@
 /* The CPUs this host's ranks may run on together: their affinity masks
  * OR-ed (ranks bound one to a core: one each; ranks in one cpuset: its
  * size). One rank, or before ct_dist_init: this process's own. >= 1. */
-int ct_dist_host_cpus(void);
+int cti_dist_host_cpus(void);
 /* More ranks on this host than those CPUs: a rank waiting in a collective
  * yields its CPU at every poll (watch.h). */
-bool ct_dist_host_oversubscribed(void);
+bool cti_dist_host_oversubscribed(void);
 
 #endif

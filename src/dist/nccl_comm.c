@@ -52,7 +52,7 @@ static bool op_is_valid(ct_dist_op op) { return (int)op >= CT_DIST_SUM && (int)o
 static ncclComm_t comms[MAX_DEVICES];
 static bool exit_hook_set;
 
-bool ct_nccl_is_built(void) { return true; }
+bool cti_nccl_is_built(void) { return true; }
 
 /* NCCL's own account of the last failure (comm may be NULL: the thread's). */
 static const char *nccl_detail(ncclComm_t comm) {
@@ -118,7 +118,7 @@ static int check_args(const char *fn, const void *buf, size_t count, ct_dtype dt
 static void set_exit_hook(void) {
     if (exit_hook_set) return;
     exit_hook_set = true;
-    atexit(ct_nccl_finalize);
+    atexit(cti_nccl_finalize);
 }
 
 /* Every rank says whether it is ready to join a new communicator; *first
@@ -128,8 +128,8 @@ static void set_exit_hook(void) {
  * status (CT_EDIST when MPI fails). */
 static int agree_ready(const char *fn, bool ready, int *first) {
     int mine = ready ? INT_MAX : ct_dist_rank();
-    int err = MPI_Allreduce(&mine, first, 1, MPI_INT, MPI_MIN, ct_dist_base_comm());
-    return err == MPI_SUCCESS ? CT_OK : ct_dist_mpi_failed(fn, "MPI_Allreduce", err);
+    int err = MPI_Allreduce(&mine, first, 1, MPI_INT, MPI_MIN, cti_dist_base_comm());
+    return err == MPI_SUCCESS ? CT_OK : cti_dist_mpi_failed(fn, "MPI_Allreduce", err);
 }
 
 /* Creates the job's communicator for `device` (collective): rank 0 makes
@@ -152,8 +152,8 @@ static int create_communicator(const char *fn, int device) {
     if (first != INT_MAX)
         return ct_set_error(CT_EDIST, "%s: rank %d: no NCCL communicator for cuda:%d: rank %d could not prepare "
                             "(its message says why)", fn, rank, device, first);
-    int err = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, ct_dist_base_comm());
-    if (err != MPI_SUCCESS) return ct_dist_mpi_failed(fn, "MPI_Bcast", err);
+    int err = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, cti_dist_base_comm());
+    if (err != MPI_SUCCESS) return cti_dist_mpi_failed(fn, "MPI_Bcast", err);
 
     /* A rank that fails here returns CT_EDIST and the loop ends the job
      * (MPI_Abort); ranks still inside ncclCommInitRank are killed with it.
@@ -193,7 +193,7 @@ static ncclComm_t communicator(const char *fn, int device) {
  * right here: the device exists, the communicator was made on it. */
 static void *stream_for(int device, void *stream) { return stream ? stream : ct_cuda_current_stream(device); }
 
-int ct_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
+int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
     const char *fn = __func__;
     if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", fn, (int)op);
     if (ct_dist_size() == 1) return CT_OK;
@@ -210,7 +210,7 @@ int ct_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, in
     return r == ncclSuccess ? CT_OK : nccl_failed(fn, "ncclAllReduce", device, r, comm);
 }
 
-int ct_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream) {
+int cti_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream) {
     const char *fn = __func__;
     int size = ct_dist_size();
     if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "%s: root %d of %d ranks", fn, root, size);
@@ -225,7 +225,7 @@ int ct_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int dev
     return r == ncclSuccess ? CT_OK : nccl_failed(fn, "ncclBroadcast", device, r, comm);
 }
 
-void ct_nccl_finalize(void) {
+void cti_nccl_finalize(void) {
     for (int d = 0; d < MAX_DEVICES; d++) {
         if (!comms[d]) continue;
         /* Destroy waits for the communicator's work; after an asynchronous
@@ -241,7 +241,7 @@ void ct_nccl_finalize(void) {
 
 #else /* no NCCL in this build */
 
-bool ct_nccl_is_built(void) { return false; }
+bool cti_nccl_is_built(void) { return false; }
 
 static int not_built(const char *fn) {
     return ct_set_error(CT_ENOTSUP, "%s: rank %d: this ctrial was built without NCCL, which collectives on CUDA "
@@ -249,17 +249,17 @@ static int not_built(const char *fn) {
                         "-DNCCL_ROOT=<dir> where NCCL is not found)", fn, ct_dist_rank());
 }
 
-int ct_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
+int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
     if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", __func__, (int)op);
     return ct_dist_size() == 1 ? CT_OK : not_built(__func__);
 }
 
-int ct_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream) {
+int cti_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream) {
     int size = ct_dist_size();
     if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "%s: root %d of %d ranks", __func__, root, size);
     return size == 1 ? CT_OK : not_built(__func__);
 }
 
-void ct_nccl_finalize(void) {}
+void cti_nccl_finalize(void) {}
 
 #endif

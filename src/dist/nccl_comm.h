@@ -8,7 +8,7 @@
  * the host.
  *
  *     void *p = ct_cuda_data_ptr(t);                 // contiguous CUDA tensor
- *     int rc = ct_nccl_allreduce(p, (size_t)ct_numel(t), ct_dtype_of(t),
+ *     int rc = cti_nccl_allreduce(p, (size_t)ct_numel(t), ct_dtype_of(t),
  *                                CT_DIST_AVG, ct_device_of(t).index, NULL);
  *
  * Communicators. The first call that names a device creates the job's
@@ -43,7 +43,7 @@
 #include "ctrial/tensor.h"
 
 /* Whether this build has NCCL (CTRIAL_HAVE_NCCL). */
-bool ct_nccl_is_built(void);
+bool cti_nccl_is_built(void);
 
 /* All-reduce of `count` elements of `dtype` at device address `buf` (in
  * place) across every rank of the job, enqueued on `stream` (a
@@ -57,15 +57,15 @@ bool ct_nccl_is_built(void);
  * message (ncclGetErrorString + ncclGetLastError); CT_EINVAL for a bad op,
  * a NULL buf with count > 0 or a device index out of range; CT_ENOTSUP when
  * the build has no NCCL. With one rank: a no-op (CT_OK). */
-int ct_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream);
+int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream);
 
 /* Broadcast of `count` elements at `buf` from `root` (0 .. size-1) to every
- * rank, in place; same rules as ct_nccl_allreduce. */
-int ct_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream);
+ * rank, in place; same rules as cti_nccl_allreduce. */
+int cti_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream);
 
 /* Destroys every communicator (ncclCommDestroy; ncclCommAbort for one that
  * reported an asynchronous error). Called by ct_dist_finalize before
  * MPI_Finalize, and at exit; safe to call twice or with none. */
-void ct_nccl_finalize(void);
+void cti_nccl_finalize(void);
 
 #endif

@@ -35,7 +35,7 @@ typedef struct {
     atomic_int refs;
 } own_map;
 
-struct ct_node_shm {
+struct cti_node_shm {
     int size, rank; /* in comm */
     int n, me;      /* the host's ranks, and this one's place among them */
     size_t bytes;
@@ -45,7 +45,7 @@ struct ct_node_shm {
 
 /* ---- the hosts ------------------------------------------------------------ */
 
-void ct_node_layout_clear(ct_node_layout *lay) {
+void cti_node_layout_clear(cti_node_layout *lay) {
     free(lay->members);
     memset(lay, 0, sizeof *lay);
 }
@@ -74,7 +74,7 @@ static int host_leader(MPI_Comm comm, int rank, int k, int *leader) {
     return err;
 }
 
-int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
+int cti_node_layout_get(MPI_Comm comm, cti_node_layout *out) {
     memset(out, 0, sizeof *out);
     int size = 0, rank = 0;
     MPI_Comm_size(comm, &size);
@@ -92,7 +92,7 @@ int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
     if (err == MPI_SUCCESS && all_had) err = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm);
     int rc = CT_OK;
     if (err != MPI_SUCCESS) {
-        rc = ct_dist_mpi_failed("grad_sync", "finding the ranks of each host", err);
+        rc = cti_dist_mpi_failed("grad_sync", "finding the ranks of each host", err);
     } else if (!all_had) {
         rc = ct_set_error(CT_ENOMEM, "grad_sync: rank %d: %s out of memory", rank, had ? "another rank ran" : "ran");
     } else {
@@ -129,18 +129,18 @@ int ct_node_layout_get(MPI_Comm comm, ct_node_layout *out) {
     }
     free(all);
     free(count);
-    if (rc != CT_OK) ct_node_layout_clear(out);
+    if (rc != CT_OK) cti_node_layout_clear(out);
     return rc;
 }
 
 /* ---- the segments ---------------------------------------------------------- */
 
-void *ct_node_shm_ref(ct_node_shm *m) {
+void *cti_node_shm_ref(cti_node_shm *m) {
     atomic_fetch_add(&m->own->refs, 1);
     return m->own;
 }
 
-void ct_node_shm_unref(void *data, void *ctx) {
+void cti_node_shm_unref(void *data, void *ctx) {
     (void)data;
     own_map *o = ctx;
     if (atomic_fetch_sub(&o->refs, 1) != 1) return;
@@ -148,13 +148,13 @@ void ct_node_shm_unref(void *data, void *ctx) {
     free(o);
 }
 
-char *ct_node_shm_at(const ct_node_shm *m, int q) { return m->at[q]; }
+char *cti_node_shm_at(const cti_node_shm *m, int q) { return m->at[q]; }
 
-void ct_node_shm_free(ct_node_shm *m) {
+void cti_node_shm_free(cti_node_shm *m) {
     if (!m) return;
     for (int q = 0; m->at && q < m->n; q++)
         if (q != m->me && m->at[q]) munmap(m->at[q], m->bytes);
-    if (m->own) ct_node_shm_unref(NULL, m->own);
+    if (m->own) cti_node_shm_unref(NULL, m->own);
     free(m->at);
     free(m);
 }
@@ -178,7 +178,7 @@ static bool all_agree(bool mine) {
  * user's are touched) and PID namespaces (a lock, not a process id). */
 enum { STALE_AFTER = 5 };
 
-int ct_node_shm_remove_stale(void) {
+int cti_node_shm_remove_stale(void) {
     DIR *d = opendir("/dev/shm");
     if (!d) return 0;
     int removed = 0;
@@ -203,10 +203,10 @@ int ct_node_shm_remove_stale(void) {
 /* Creates, reserves and maps this rank's segment under a fresh name, and
  * locks it (*held: the descriptor that holds the lock, open until the name
  * is removed). */
-static bool create_own(ct_node_shm *m, char *name, int *held, char *why, size_t why_len) {
+static bool create_own(cti_node_shm *m, char *name, int *held, char *why, size_t why_len) {
     static unsigned seq;
     snprintf(name, NAME_LEN, "/ctrial-%ld-%d-%u-%llx", (long)getpid(), m->rank, ++seq,
-             (unsigned long long)(ct_clock_monotonic() * 1e9));
+             (unsigned long long)(cti_clock_monotonic() * 1e9));
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
         snprintf(why, why_len, "rank %d: shm_open %s: %s", m->rank, name, strerror(errno));
@@ -244,7 +244,7 @@ static bool create_own(ct_node_shm *m, char *name, int *held, char *why, size_t 
 
 /* Maps every other rank of the host's segment read-only, by the names
  * all_names holds (NAME_LEN bytes per rank of comm). */
-static bool map_peers(ct_node_shm *m, const int *members, const char *all_names, char *why, size_t why_len) {
+static bool map_peers(cti_node_shm *m, const int *members, const char *all_names, char *why, size_t why_len) {
     for (int i = 0; i < m->n; i++) {
         int q = members[i];
         if (q == m->rank) continue;
@@ -268,7 +268,7 @@ static bool map_peers(ct_node_shm *m, const int *members, const char *all_names,
 
 /* Every rank's name into all (NAME_LEN bytes each, in rank order):
  * gathered on rank 0 and sent to every rank. */
-static bool exchange_names(const ct_node_shm *m, const char *name, char *all) {
+static bool exchange_names(const cti_node_shm *m, const char *name, char *all) {
     void *gathered = NULL;
     size_t *lens = calloc((size_t)m->size, sizeof *lens);
     bool ok = lens && ct_dist_gather_bytes(name, NAME_LEN, 0, &gathered, lens) == 0;
@@ -279,10 +279,10 @@ static bool exchange_names(const ct_node_shm *m, const char *name, char *all) {
     return ok;
 }
 
-ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t bytes, bool want, char *why,
+cti_node_shm *cti_node_shm_new(MPI_Comm comm, int n, const int *members, size_t bytes, bool want, char *why,
                              size_t why_len) {
     snprintf(why, why_len, "%s", "");
-    ct_node_shm *m = calloc(1, sizeof *m);
+    cti_node_shm *m = calloc(1, sizeof *m);
     int size = 0, rank = 0;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
@@ -302,13 +302,13 @@ ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t by
     else if (!want) snprintf(why, why_len, "rank %d: not asked to", rank);
     if (!all_agree(ok && want)) {
         if (!why[0]) snprintf(why, why_len, "%s", "another rank did not take part");
-        ct_node_shm_free(m);
+        cti_node_shm_free(m);
         free(all);
         return NULL;
     }
     char name[NAME_LEN] = "";
     int held = -1;
-    ct_node_shm_remove_stale();
+    cti_node_shm_remove_stale();
     ok = create_own(m, name, &held, why, why_len);
     ok = exchange_names(m, name, all) && ok;
     ok = all_agree(ok) && map_peers(m, members, all, why, why_len);
@@ -320,7 +320,7 @@ ct_node_shm *ct_node_shm_new(MPI_Comm comm, int n, const int *members, size_t by
     free(all);
     if (!ok) {
         if (!why[0]) snprintf(why, why_len, "another rank could not share memory");
-        ct_node_shm_free(m);
+        cti_node_shm_free(m);
         return NULL;
     }
     return m;

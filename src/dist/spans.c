@@ -45,12 +45,12 @@ enum { BLOCK = 2048 };
 SPANS(float, f32)
 SPANS(double, f64)
 
-void ct_span_add(ct_dtype dt, void *d, const void *a, const void *x, int64_t n, bool scale, double k) {
+void cti_span_add(ct_dtype dt, void *d, const void *a, const void *x, int64_t n, bool scale, double k) {
     if (dt == CT_F32) add_f32(d, a, x, n, scale, (float)k);
     else add_f64(d, a, x, n, scale, k);
 }
 
-void ct_span_mean(ct_dtype dt, void *d, const void *const *src, int m, int64_t n, double k) {
+void cti_span_mean(ct_dtype dt, void *d, const void *const *src, int m, int64_t n, double k) {
     if (dt == CT_F32) mean_f32(d, (const float *const *)src, m, n, (float)k);
     else mean_f64(d, (const double *const *)src, m, n, k);
 }

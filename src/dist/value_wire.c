@@ -35,7 +35,7 @@ typedef struct {
 /* Room for n more bytes at the end; returns where they go, or NULL. */
 static unsigned char *reserve(wbuf *b, size_t n) {
     if (n > SIZE_MAX - b->len) {
-        ct_set_error(CT_ENOMEM, "ct_value_to_bytes: encoding larger than memory");
+        ct_set_error(CT_ENOMEM, "cti_value_to_bytes: encoding larger than memory");
         return NULL;
     }
     if (b->len + n > b->cap) {
@@ -43,7 +43,7 @@ static unsigned char *reserve(wbuf *b, size_t n) {
         while (ncap < b->len + n) ncap = ncap > SIZE_MAX / 2 ? b->len + n : ncap * 2;
         unsigned char *p = realloc(b->data, ncap);
         if (!p) {
-            ct_set_error(CT_ENOMEM, "ct_value_to_bytes: out of host memory (%zu bytes)", ncap);
+            ct_set_error(CT_ENOMEM, "cti_value_to_bytes: out of host memory (%zu bytes)", ncap);
             return NULL;
         }
         b->data = p;
@@ -81,9 +81,9 @@ static int put_str(wbuf *b, const char *s) {
 static int put_tensor(wbuf *b, const ct_tensor *t) {
     int64_t shape[WIRE_MAX_DIMS];
     int ndim = ct_shape(t, shape, WIRE_MAX_DIMS);
-    if (ndim < 0) return ct_last_code() ? ct_last_code() : ct_set_error(CT_EINVAL, "ct_value_to_bytes: bad tensor");
+    if (ndim < 0) return ct_last_code() ? ct_last_code() : ct_set_error(CT_EINVAL, "cti_value_to_bytes: bad tensor");
     if (ndim > WIRE_MAX_DIMS)
-        return ct_set_error(CT_ESHAPE, "ct_value_to_bytes: tensor has %d dims (at most %d)", ndim,
+        return ct_set_error(CT_ESHAPE, "cti_value_to_bytes: tensor has %d dims (at most %d)", ndim,
                             WIRE_MAX_DIMS);
     ct_dtype dtype = ct_dtype_of(t);
     int rc = put_u8(b, (unsigned)dtype);
@@ -98,9 +98,9 @@ static int put_tensor(wbuf *b, const ct_tensor *t) {
 }
 
 static int put_value(wbuf *b, const ct_value *v, int depth) {
-    if (!v) return ct_set_error(CT_EINVAL, "ct_value_to_bytes: value is NULL");
+    if (!v) return ct_set_error(CT_EINVAL, "cti_value_to_bytes: value is NULL");
     if (depth > WIRE_MAX_DEPTH)
-        return ct_set_error(CT_EINVAL, "ct_value_to_bytes: nested deeper than %d", WIRE_MAX_DEPTH);
+        return ct_set_error(CT_EINVAL, "cti_value_to_bytes: nested deeper than %d", WIRE_MAX_DEPTH);
     ct_value_kind kind = ct_value_kind_of(v);
     int rc = put_u8(b, (unsigned)kind);
     if (rc) return rc;
@@ -146,11 +146,11 @@ static int put_value(wbuf *b, const ct_value *v, int depth) {
         return rc;
     }
     }
-    return ct_set_error(CT_EINVAL, "ct_value_to_bytes: unknown value kind %d", (int)kind);
+    return ct_set_error(CT_EINVAL, "cti_value_to_bytes: unknown value kind %d", (int)kind);
 }
 
-int ct_value_to_bytes(const ct_value *v, void **out, size_t *len) {
-    if (!out || !len) return ct_set_error(CT_EINVAL, "ct_value_to_bytes: out or len is NULL");
+int cti_value_to_bytes(const ct_value *v, void **out, size_t *len) {
+    if (!out || !len) return ct_set_error(CT_EINVAL, "cti_value_to_bytes: out or len is NULL");
     *out = NULL;
     *len = 0;
     wbuf b = {0};
@@ -172,9 +172,9 @@ typedef struct {
     size_t len, off;
 } rbuf;
 
-/* Records CT_EFORMAT "ct_value_from_bytes: <what> at offset N". */
+/* Records CT_EFORMAT "cti_value_from_bytes: <what> at offset N". */
 static int malformed(const rbuf *r, const char *what) {
-    return ct_set_error(CT_EFORMAT, "ct_value_from_bytes: %s at offset %zu (of %zu bytes)", what,
+    return ct_set_error(CT_EFORMAT, "cti_value_from_bytes: %s at offset %zu (of %zu bytes)", what,
                         r->off, r->len);
 }
 
@@ -234,7 +234,7 @@ static char *get_str(rbuf *r, const char *what) {
     }
     char *c = malloc(n + 1);
     if (!c) {
-        ct_set_error(CT_ENOMEM, "ct_value_from_bytes: out of host memory");
+        ct_set_error(CT_ENOMEM, "cti_value_from_bytes: out of host memory");
         return NULL;
     }
     memcpy(c, s, n);
@@ -400,10 +400,10 @@ static ct_value *get_value(rbuf *r, int depth) {
     return NULL;
 }
 
-ct_value *ct_value_from_bytes(const void *buf, size_t len) {
+ct_value *cti_value_from_bytes(const void *buf, size_t len) {
     rbuf r = {buf, len, 0};
     if (!buf && len) {
-        ct_set_error(CT_EINVAL, "ct_value_from_bytes: buf is NULL");
+        ct_set_error(CT_EINVAL, "cti_value_from_bytes: buf is NULL");
         return NULL;
     }
     const unsigned char *magic = take(&r, sizeof wire_magic, "magic cut short");
@@ -424,14 +424,14 @@ ct_value *ct_value_from_bytes(const void *buf, size_t len) {
 
 /* ---- between ranks -------------------------------------------------------------- */
 
-ct_value *ct_value_broadcast(const ct_value *v, int root) {
+ct_value *cti_value_broadcast(const ct_value *v, int root) {
     int rank = ct_dist_rank(), size = ct_dist_size();
     if (root < 0 || root >= size) {
-        ct_set_error(CT_EINVAL, "ct_value_broadcast: root %d of %d ranks", root, size);
+        ct_set_error(CT_EINVAL, "cti_value_broadcast: root %d of %d ranks", root, size);
         return NULL;
     }
     if (size == 1) {
-        if (!v && ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "ct_value_broadcast: value is NULL");
+        if (!v && ct_last_code() == CT_OK) ct_set_error(CT_EINVAL, "cti_value_broadcast: value is NULL");
         return v ? ct_value_copy(v, false) : NULL;
     }
     /* Root sends its length, or -1 and then its error (code and message), so
@@ -445,7 +445,7 @@ ct_value *ct_value_broadcast(const ct_value *v, int root) {
     } why = {0, ""};
     int64_t n = 0;
     if (rank == root) {
-        int rc = v ? ct_value_to_bytes(v, &bytes, &len)
+        int rc = v ? cti_value_to_bytes(v, &bytes, &len)
                    : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_EINVAL, "no value to send");
         n = rc == CT_OK ? (int64_t)len : -1;
         if (rc != CT_OK) {
@@ -459,26 +459,26 @@ ct_value *ct_value_broadcast(const ct_value *v, int root) {
         if (rc == CT_OK) rc = ct_set_error((int)why.code, "%s", why.msg);
     }
     if (rc == CT_OK && rank != root && !(bytes = malloc(n ? (size_t)n : 1)))
-        rc = ct_set_error(CT_ENOMEM, "ct_value_broadcast: out of host memory for %lld bytes", (long long)n);
+        rc = ct_set_error(CT_ENOMEM, "cti_value_broadcast: out of host memory for %lld bytes", (long long)n);
     /* Every rank has its buffer before the bytes move (a rank out of memory
      * must not leave the others in the broadcast). */
-    if (n >= 0) rc = ct_ranks_agree(rc);
+    if (n >= 0) rc = cti_ranks_agree(rc);
     if (rc == CT_OK) rc = ct_dist_broadcast_bytes(bytes, (size_t)n, root);
     /* Root decodes its own bytes too: every rank ends with the same tree,
      * or every rank fails. */
-    ct_value *out = rc == CT_OK ? ct_value_from_bytes(bytes, (size_t)n) : NULL;
+    ct_value *out = rc == CT_OK ? cti_value_from_bytes(bytes, (size_t)n) : NULL;
     free(bytes);
-    if (n >= 0 && ct_ranks_agree(out ? CT_OK : ct_last_code()) != CT_OK) {
+    if (n >= 0 && cti_ranks_agree(out ? CT_OK : ct_last_code()) != CT_OK) {
         ct_value_free(out);
         out = NULL;
     }
     return out;
 }
 
-int ct_value_gather(const ct_value *v, int root, ct_value **out) {
+int cti_value_gather(const ct_value *v, int root, ct_value **out) {
     *out = NULL;
     int rank = ct_dist_rank(), size = ct_dist_size();
-    if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "ct_value_gather: root %d of %d ranks", root, size);
+    if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "cti_value_gather: root %d of %d ranks", root, size);
     if (size == 1) {
         ct_value *list = ct_value_list();
         if (list && ct_value_list_append(list, v ? ct_value_copy(v, false) : NULL) != CT_OK) {
@@ -491,22 +491,22 @@ int ct_value_gather(const ct_value *v, int root, ct_value **out) {
     void *mine = NULL, *all = NULL;
     size_t len = 0;
     size_t *lens = calloc((size_t)size, sizeof *lens);
-    int rc = !v ? (ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_EINVAL, "ct_value_gather: value is NULL"))
-             : lens ? ct_value_to_bytes(v, &mine, &len)
-                    : ct_set_error(CT_ENOMEM, "ct_value_gather: out of host memory");
+    int rc = !v ? (ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_EINVAL, "cti_value_gather: value is NULL"))
+             : lens ? cti_value_to_bytes(v, &mine, &len)
+                    : ct_set_error(CT_ENOMEM, "cti_value_gather: out of host memory");
     /* A rank that failed still takes part, sending nothing, so no rank waits;
      * then every rank learns the lowest failing rank. */
     size_t none = 0;
     int grc = ct_dist_gather_bytes(mine, rc == CT_OK ? len : 0, root, &all, lens ? lens : &none);
     free(mine);
-    rc = ct_ranks_agree(rc);
+    rc = cti_ranks_agree(rc);
     if (rc == CT_OK) rc = grc;
     ct_value *list = NULL;
     if (rank == root && rc == CT_OK) {
         list = ct_value_list();
         size_t at = 0;
         for (int k = 0; list && k < size; at += lens[k], k++) {
-            ct_value *item = ct_value_from_bytes((const char *)all + at, lens[k]);
+            ct_value *item = cti_value_from_bytes((const char *)all + at, lens[k]);
             if (!item) {
                 rc = ct_set_error(CT_EDIST, "the value from rank %d: %s", k, ct_last_error());
                 break;
@@ -532,19 +532,19 @@ int ct_value_gather(const ct_value *v, int root, ct_value **out) {
 
 /* ---- the public object collectives (ctrial/dist.h) ------------------------------ */
 
-ct_value *ct_dist_broadcast_value(const ct_value *v, int root) { return ct_value_broadcast(v, root); }
+ct_value *ct_dist_broadcast_value(const ct_value *v, int root) { return cti_value_broadcast(v, root); }
 
 int ct_dist_gather_value(const ct_value *v, int root, ct_value **out) {
     if (!out) return ct_set_error(CT_EINVAL, "ct_dist_gather_value: out is NULL");
-    return ct_value_gather(v, root, out);
+    return cti_value_gather(v, root, out);
 }
 
 /* Gathered on rank 0, then rank 0's list (or its failure) to every rank. */
 ct_value *ct_dist_allgather_value(const ct_value *v) {
     ct_value *on_root = NULL;
-    int rc = ct_value_gather(v, 0, &on_root);
+    int rc = cti_value_gather(v, 0, &on_root);
     if (rc != CT_OK) return NULL; /* the same status on every rank */
-    ct_value *all = ct_value_broadcast(on_root, 0);
+    ct_value *all = cti_value_broadcast(on_root, 0);
     ct_value_free(on_root);
     return all;
 }

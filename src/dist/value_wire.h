@@ -31,11 +31,11 @@
 
 /* v as bytes (layout above). *out is malloc'd (the caller frees it) and
  * *len is its size. Returns a status; *out is NULL on failure. */
-int ct_value_to_bytes(const ct_value *v, void **out, size_t *len);
+int cti_value_to_bytes(const ct_value *v, void **out, size_t *len);
 
 /* The tree back (tensors on the CPU): a NEW value, or NULL + CT_EFORMAT
  * naming the offset when buf is malformed (never reads past len). */
-ct_value *ct_value_from_bytes(const void *buf, size_t len);
+ct_value *cti_value_from_bytes(const void *buf, size_t len);
 
 /* ---- collectives -------------------------------------------------------------
  * Trees between ranks in the encoding above, so nothing is lost on the way
@@ -48,11 +48,11 @@ ct_value *ct_value_from_bytes(const void *buf, size_t len);
  * NULL + error on every rank. `v` is read on root only; a NULL `v` there
  * means root failed, and its error (ct_last_code() and ct_last_error())
  * becomes every rank's. */
-ct_value *ct_value_broadcast(const ct_value *v, int root);
+ct_value *cti_value_broadcast(const ct_value *v, int root);
 
 /* Every rank's tree on root: *out receives a NEW list of ct_dist_size()
  * trees in rank order on root, NULL elsewhere. A NULL `v` means this rank
  * failed (it still takes part). Returns a status, the same on every rank. */
-int ct_value_gather(const ct_value *v, int root, ct_value **out);
+int cti_value_gather(const ct_value *v, int root, ct_value **out);
 
 #endif

@@ -5,12 +5,12 @@
  * Every collective ctrial makes over MPI is a set of nonblocking requests
  * polled by its caller (dist.c's collectives, point to point on a
  * communicator of their own; grad_sync.c's ring), so a waiting rank keeps
- * control. The poll loop calls ct_dist_watch_poll between polls:
+ * control. The poll loop calls cti_dist_watch_poll between polls:
  *
- *     ct_dist_watch w;
- *     ct_dist_watch_begin(&w, "the gradient all-reduce");
- *     while (!done) { MPI_Testall(...); if (!done) ct_dist_watch_poll(&w); }
- *     ct_dist_watch_end(&w);
+ *     cti_dist_watch w;
+ *     cti_dist_watch_begin(&w, "the gradient all-reduce");
+ *     while (!done) { MPI_Testall(...); if (!done) cti_dist_watch_poll(&w); }
+ *     cti_dist_watch_end(&w);
  *
  * What that costs a collective that completes: a counter increment and
  * one clock reading at begin, and one clock reading per 16 polls while it
@@ -39,19 +39,19 @@ typedef struct {
     double next_serve;
     unsigned polls;
     int64_t seq;      /* this rank's count of collectives, this one included */
-} ct_dist_watch;
+} cti_dist_watch;
 
 /* A collective begins on this rank (under mpirun only). */
-void ct_dist_watch_begin(ct_dist_watch *w, const char *what);
+void cti_dist_watch_begin(cti_dist_watch *w, const char *what);
 /* Between two polls of the collective's requests. Past the deadline it
  * does not return: the job ends. */
-void ct_dist_watch_poll(ct_dist_watch *w);
+void cti_dist_watch_poll(cti_dist_watch *w);
 /* The collective completed (or failed) on this rank. */
-void ct_dist_watch_end(ct_dist_watch *w);
+void cti_dist_watch_end(cti_dist_watch *w);
 
 /* What the loop is at, for the timeout's message: `batches` points at the
  * number of batches trained (NULL: nothing to say). The pointer must stay
  * valid until it is replaced or cleared. */
-void ct_dist_watch_progress(const int64_t *batches);
+void cti_dist_watch_progress(const int64_t *batches);
 
 #endif

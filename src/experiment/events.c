@@ -13,16 +13,16 @@
 #include "base/files.h"
 #include "ctrial/error.h"
 
-void ct_exp_event_key(char *buf, size_t len, const char *name, int64_t trial, int64_t length) {
+void cti_exp_event_key(char *buf, size_t len, const char *name, int64_t trial, int64_t length) {
     int n = snprintf(buf, len, "%s", name);
     if (trial >= 0 && n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, "/%lld", (long long)trial);
     if (length >= 0 && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "/%lld", (long long)length);
 }
 
-int ct_exp_log_open(ct_exp_log *l, const char *path, bool write, bool quiet, json_t *recorded) {
+int cti_exp_log_open(cti_exp_log *l, const char *path, bool write, bool quiet, json_t *recorded) {
     memset(l, 0, sizeof *l);
     l->quiet = quiet;
-    l->t0 = ct_clock_monotonic();
+    l->t0 = cti_clock_monotonic();
     l->recorded = recorded ? recorded : json_object();
     if (!l->recorded) return ct_set_error(CT_ENOMEM, "search: out of memory");
     if (!write) return 0;
@@ -31,22 +31,22 @@ int ct_exp_log_open(ct_exp_log *l, const char *path, bool write, bool quiet, jso
     return 0;
 }
 
-void ct_exp_log_close(ct_exp_log *l) {
+void cti_exp_log_close(cti_exp_log *l) {
     if (l->f) fclose(l->f);
     json_decref(l->recorded);
     memset(l, 0, sizeof *l);
 }
 
-bool ct_exp_log_has(const ct_exp_log *l, const char *name, int64_t trial, int64_t length) {
+bool cti_exp_log_has(const cti_exp_log *l, const char *name, int64_t trial, int64_t length) {
     char key[128];
-    ct_exp_event_key(key, sizeof key, name, trial, length);
+    cti_exp_event_key(key, sizeof key, name, trial, length);
     return json_object_get(l->recorded, key) != NULL;
 }
 
-int ct_exp_log_event(ct_exp_log *l, const char *name, int64_t trial, int64_t length, json_t *event,
+int cti_exp_log_event(cti_exp_log *l, const char *name, int64_t trial, int64_t length, json_t *event,
                      const char *line, ...) {
     char key[128];
-    ct_exp_event_key(key, sizeof key, name, trial, length);
+    cti_exp_event_key(key, sizeof key, name, trial, length);
     if (json_object_get(l->recorded, key)) {
         json_decref(event);
         return 0;
@@ -55,7 +55,7 @@ int ct_exp_log_event(ct_exp_log *l, const char *name, int64_t trial, int64_t len
     int rc = 0;
     if (l->f) {
         /* "event" and "time" first, for a reader's eye. */
-        json_t *out = json_pack("{sssf}", "event", name, "time", ct_clock_wall());
+        json_t *out = json_pack("{sssf}", "event", name, "time", cti_clock_wall());
         if (!out || json_object_update(out, event)) rc = ct_set_error(CT_ENOMEM, "search: out of memory");
         char *text = rc ? NULL : json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
         json_decref(out);
@@ -71,23 +71,23 @@ int ct_exp_log_event(ct_exp_log *l, const char *name, int64_t trial, int64_t len
         va_start(ap, line);
         vsnprintf(msg, sizeof msg, line, ap);
         va_end(ap);
-        printf("[search %7.1fs] %s\n", ct_clock_monotonic() - l->t0, msg);
+        printf("[search %7.1fs] %s\n", cti_clock_monotonic() - l->t0, msg);
         fflush(stdout);
     }
     return rc;
 }
 
-json_t *ct_exp_log_read(const char *path, bool want_events, long *n_bytes) {
+json_t *cti_exp_log_read(const char *path, bool want_events, long *n_bytes) {
     *n_bytes = 0;
     char *text = NULL;
     size_t len = 0;
-    if (ct_read_file_raw(path, (size_t)1 << 30, &text, &len) != CT_OK) return NULL;
-    json_t *events = ct_exp_log_parse(text, len, path, want_events, n_bytes);
+    if (cti_read_file_raw(path, (size_t)1 << 30, &text, &len) != CT_OK) return NULL;
+    json_t *events = cti_exp_log_parse(text, len, path, want_events, n_bytes);
     free(text);
     return events;
 }
 
-json_t *ct_exp_log_parse(const char *text, size_t len, const char *path, bool want_events, long *n_bytes) {
+json_t *cti_exp_log_parse(const char *text, size_t len, const char *path, bool want_events, long *n_bytes) {
     *n_bytes = 0;
     json_t *events = json_array();
     if (!events) {

@@ -29,13 +29,13 @@ typedef struct {
     bool quiet;       /* no console lines */
     double t0;        /* the monotonic clock at the start, for the console's times */
     json_t *recorded; /* owned: keys of the events already in the log ("validated/3/58") */
-} ct_exp_log;
+} cti_exp_log;
 
 /* Opens `path` for appending (rank 0 only; other ranks get a log that
  * writes nothing). `recorded` (stolen, may be NULL) holds the keys of the
  * events the file has. 0 or CT_EIO naming the path. */
-int ct_exp_log_open(ct_exp_log *l, const char *path, bool write, bool quiet, json_t *recorded);
-void ct_exp_log_close(ct_exp_log *l);
+int cti_exp_log_open(cti_exp_log *l, const char *path, bool write, bool quiet, json_t *recorded);
+void cti_exp_log_close(cti_exp_log *l);
 
 /* Appends `event` (stolen) with "event": name and "time" added, flushed
  * and fsync'd, unless the log has it already (its key, name/trial/length
@@ -44,22 +44,22 @@ void ct_exp_log_close(ct_exp_log *l);
 #if defined(__GNUC__)
 __attribute__((format(printf, 6, 7)))
 #endif
-int ct_exp_log_event(ct_exp_log *l, const char *name, int64_t trial, int64_t length, json_t *event,
+int cti_exp_log_event(cti_exp_log *l, const char *name, int64_t trial, int64_t length, json_t *event,
                      const char *line, ...);
 
 /* Whether the log has that event already (it would not be written again). */
-bool ct_exp_log_has(const ct_exp_log *l, const char *name, int64_t trial, int64_t length);
+bool cti_exp_log_has(const cti_exp_log *l, const char *name, int64_t trial, int64_t length);
 
 /* The lines of a JSON-lines file, in order: NEW JSON array of objects, or
  * NULL + CT_ECHECKPOINT naming the file and line of a damaged one (with
  * `events`, also a line without "event"). A last line cut short by a
  * crash is dropped; *n_bytes receives the length of the intact part (the
  * caller cuts the file there). */
-json_t *ct_exp_log_read(const char *path, bool events, long *n_bytes);
+json_t *cti_exp_log_read(const char *path, bool events, long *n_bytes);
 /* The same for the file's text (`path` names it in messages). */
-json_t *ct_exp_log_parse(const char *text, size_t len, const char *path, bool events, long *n_bytes);
+json_t *cti_exp_log_parse(const char *text, size_t len, const char *path, bool events, long *n_bytes);
 
 /* The key an event has in `recorded`. */
-void ct_exp_event_key(char *buf, size_t len, const char *name, int64_t trial, int64_t length);
+void cti_exp_event_key(char *buf, size_t len, const char *name, int64_t trial, int64_t length);
 
 #endif

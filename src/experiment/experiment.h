@@ -20,12 +20,12 @@
 #include "config/experiment.h"
 #include "ctrial/trial.h"
 
-/* Runs the search c describes (ct_config_is_search(c), after
- * ct_config_finish) in c->fit.output_dir; c->fit.resume "latest" goes on
+/* Runs the search c describes (cti_config_is_search(c), after
+ * cti_config_finish) in c->fit.output_dir; c->fit.resume "latest" goes on
  * with the search found there. Returns 0 when the search ended (some
  * trials may have errored: experiment.jsonl says which) or stopped on a
  * signal after checkpointing; CT_ETRIAL when every trial failed; another
  * negative code for a failure of the search itself (its folder, its log). */
-int ct_experiment_run(const ct_trial *trial, const ct_config *c);
+int cti_experiment_run(const ct_trial *trial, const cti_config *c);
 
 #endif

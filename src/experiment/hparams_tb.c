@@ -16,17 +16,17 @@
 
 typedef struct {
     char names[MAX_HPS][256];
-    ct_tb_hp_value values[MAX_HPS];
-    ct_tb_hp_info infos[MAX_HPS];
-    ct_tb_hp_value choices[MAX_HPS][16];
+    cti_tb_hp_value values[MAX_HPS];
+    cti_tb_hp_info infos[MAX_HPS];
+    cti_tb_hp_value choices[MAX_HPS][16];
     size_t n;
 } hp_list;
 
-static bool scalar(const json_t *v, ct_tb_hp_value *out) {
-    if (json_is_number(v) && isfinite(json_number_value(v))) *out = (ct_tb_hp_value){.kind = CT_TB_HP_NUMBER,
+static bool scalar(const json_t *v, cti_tb_hp_value *out) {
+    if (json_is_number(v) && isfinite(json_number_value(v))) *out = (cti_tb_hp_value){.kind = CT_TB_HP_NUMBER,
                                                                                      .number = json_number_value(v)};
-    else if (json_is_string(v)) *out = (ct_tb_hp_value){.kind = CT_TB_HP_STRING, .string = json_string_value(v)};
-    else if (json_is_boolean(v)) *out = (ct_tb_hp_value){.kind = CT_TB_HP_BOOL, .boolean = json_is_true(v)};
+    else if (json_is_string(v)) *out = (cti_tb_hp_value){.kind = CT_TB_HP_STRING, .string = json_string_value(v)};
+    else if (json_is_boolean(v)) *out = (cti_tb_hp_value){.kind = CT_TB_HP_BOOL, .boolean = json_is_true(v)};
     else return false;
     return true;
 }
@@ -48,14 +48,14 @@ static void collect(hp_list *l, const json_t *spec, const json_t *point, const c
             collect(l, sp, v, sub);
             continue;
         }
-        ct_tb_hp_value x;
+        cti_tb_hp_value x;
         if (!scalar(v, &x)) continue;
         size_t i = l->n++;
         snprintf(l->names[i], sizeof l->names[i], "%s", name);
         x.name = l->names[i];
         l->values[i] = x;
-        ct_tb_hp_info *info = &l->infos[i];
-        *info = (ct_tb_hp_info){.name = l->names[i], .kind = x.kind, .domain = CT_TB_HP_ANY};
+        cti_tb_hp_info *info = &l->infos[i];
+        *info = (cti_tb_hp_info){.name = l->names[i], .kind = x.kind, .domain = CT_TB_HP_ANY};
         if (!type) continue;
         double lo = json_number_value(json_object_get(sp, "minval")), hi = json_number_value(json_object_get(sp, "maxval"));
         if (strcmp(type, "int") == 0 || strcmp(type, "double") == 0) {
@@ -81,33 +81,33 @@ static void collect(hp_list *l, const json_t *spec, const json_t *point, const c
     }
 }
 
-int ct_exp_tb_experiment(const char *dir, const json_t *spec, const json_t *first_point, const char *metric) {
+int cti_exp_tb_experiment(const char *dir, const json_t *spec, const json_t *first_point, const char *metric) {
     hp_list *l = calloc(1, sizeof *l);
     if (!l) return ct_set_error(CT_ENOMEM, "search: out of memory");
     collect(l, spec, first_point, "");
     char tag[300];
     snprintf(tag, sizeof tag, "validation/%s", metric);
     const char *const tags[] = {tag, "training/loss"};
-    ct_tb_writer *w = ct_tb_open(dir, ".hparams");
-    int rc = w ? ct_tb_add_hparams_experiment(w, l->infos, l->n, tags, 2, 0) : ct_last_code();
-    ct_tb_close(w);
+    cti_tb_writer *w = cti_tb_open(dir, ".hparams");
+    int rc = w ? cti_tb_add_hparams_experiment(w, l->infos, l->n, tags, 2, 0) : ct_last_code();
+    cti_tb_close(w);
     free(l);
     return rc;
 }
 
-int ct_exp_tb_session(const char *trial_dir, const json_t *point, bool start, ct_exp_state state) {
+int cti_exp_tb_session(const char *trial_dir, const json_t *point, bool start, cti_exp_state state) {
     hp_list *l = calloc(1, sizeof *l);
     if (!l) return ct_set_error(CT_ENOMEM, "search: out of memory");
-    ct_tb_writer *w = ct_tb_open(trial_dir, ".hparams");
+    cti_tb_writer *w = cti_tb_open(trial_dir, ".hparams");
     int rc = !w ? ct_last_code() : 0;
     if (!rc && start) {
         collect(l, NULL, point, "");
-        rc = ct_tb_add_hparams_session_start(w, NULL, l->values, l->n, 0);
+        rc = cti_tb_add_hparams_session_start(w, NULL, l->values, l->n, 0);
     } else if (!rc) {
-        rc = ct_tb_add_hparams_session_end(w, state == CT_EXP_ERRORED ? CT_TB_HP_STATUS_FAILURE
+        rc = cti_tb_add_hparams_session_end(w, state == CT_EXP_ERRORED ? CT_TB_HP_STATUS_FAILURE
                                                                       : CT_TB_HP_STATUS_SUCCESS, 0);
     }
-    ct_tb_close(w);
+    cti_tb_close(w);
     free(l);
     return rc;
 }

@@ -39,14 +39,14 @@
 
 typedef struct {
     const ct_trial *trial;
-    const ct_config *cfg;
-    ct_searcher *s;
-    ct_search_ops q;   /* every operation so far; done ones are marked */
+    const cti_config *cfg;
+    cti_searcher *s;
+    cti_search_ops q;   /* every operation so far; done ones are marked */
     bool *done;
     size_t cap_done, head;
-    ct_exp_trial *t;
+    cti_exp_trial *t;
     int64_t cap_t;
-    ct_exp_log log;
+    cti_exp_log log;
     json_t *replay;    /* {"<trial>": [its recorded results, in order]} from a resumed log */
     char dir[PATH_LEN - 200]; /* room for /trials/<id>/... after it */
     int world_rank, world, slots; /* groups of `slots` ranks train a trial each; rank 0 writes the log */
@@ -61,11 +61,11 @@ static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); 
  * event that ends or starts the trial (never again on a resume). */
 static bool tensorboard(const run *r) { return r->world_rank == 0 && r->cfg->fit.tensorboard; }
 
-static ct_exp_trial *rec(run *r, int64_t id) {
+static cti_exp_trial *rec(run *r, int64_t id) {
     if (id >= r->cap_t) {
         int64_t cap = r->cap_t ? 2 * r->cap_t : 64;
         while (cap <= id) cap *= 2;
-        ct_exp_trial *v = realloc(r->t, (size_t)cap * sizeof *v);
+        cti_exp_trial *v = realloc(r->t, (size_t)cap * sizeof *v);
         if (!v) return NULL;
         memset(v + r->cap_t, 0, (size_t)(cap - r->cap_t) * sizeof *v);
         r->t = v;
@@ -90,7 +90,7 @@ static ct_value *logged_validation(const char *tdir, int64_t batches) {
     char path[PATH_LEN + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", tdir);
     long n = 0;
-    json_t *lines = ct_exp_log_read(path, false, &n);
+    json_t *lines = cti_exp_log_read(path, false, &n);
     ct_value *found = NULL;
     size_t i;
     json_t *e;
@@ -98,7 +98,7 @@ static ct_value *logged_validation(const char *tdir, int64_t batches) {
         const char *group = json_string_value(json_object_get(e, "group"));
         if (group && strcmp(group, "validation") == 0 && json_integer_value(json_object_get(e, "batches")) == batches) {
             ct_value_free(found);
-            found = ct_value_from_json(json_object_get(e, "metrics"));
+            found = cti_value_from_json(json_object_get(e, "metrics"));
         }
     }
     json_decref(lines);
@@ -109,7 +109,7 @@ static ct_value *logged_validation(const char *tdir, int64_t batches) {
 static int searcher_metric(const run *r, const ct_value *metrics, double *out) {
     const ct_value *v = ct_value_dict_get(metrics, metric_name(r));
     if (v && ct_value_get_float(v, out) == 0) return 0;
-    json_t *j = ct_json_from_value(metrics);
+    json_t *j = cti_json_from_value(metrics);
     char names[512] = "";
     const char *k;
     json_t *x;
@@ -138,7 +138,7 @@ typedef struct {
 
 /* One ct_fit of trial `id` to `length`, from its latest checkpoint. */
 static int fit_once(run *r, int64_t id, int64_t length, train_result *res) {
-    const ct_config *c = r->cfg;
+    const cti_config *c = r->cfg;
     char tdir[PATH_LEN], cdir[PATH_LEN];
     trial_dir(r, id, tdir, sizeof tdir);
     ct_fit_opts o = c->fit;
@@ -148,16 +148,16 @@ static int fit_once(run *r, int64_t id, int64_t length, train_result *res) {
         o.checkpoint_dir = cdir;
     }
     o.max_length = (ct_period){.unit = c->fit.max_length.unit, .n = length};
-    o.seed = ct_searcher_trial_seed(r->s, id);
+    o.seed = cti_searcher_trial_seed(r->s, id);
     o.trial_id = id;
     o.resume = "latest";
     o.overwrite = false;
     o.quiet = true;
-    ct_value *hp = ct_value_from_json(ct_searcher_hparams(r->s, id));
+    ct_value *hp = cti_value_from_json(cti_searcher_hparams(r->s, id));
     if (!hp) return oom();
     o.hparams = hp;
-    ct_fit_outcome out;
-    int rc = ct_fit_ex(r->trial, &o, &out);
+    cti_fit_outcome out;
+    int rc = cti_fit_ex(r->trial, &o, &out);
     ct_value_free(hp);
     res->batches = out.batches_trained;
     if (rc == CT_OK && ct_fit_stop_signal()) res->stopped = true;
@@ -170,7 +170,7 @@ static int fit_once(run *r, int64_t id, int64_t length, train_result *res) {
         if (!m) rc = ct_set_error(CT_ETRIAL, "trial %lld ended at %lld batches without a validation there",
                                   (long long)id, (long long)out.batches_trained);
         else if ((rc = searcher_metric(r, m, &res->metric)) == CT_OK)
-            res->metrics = ct_json_from_value(m);
+            res->metrics = cti_json_from_value(m);
         ct_value_free(m);
     }
     ct_value_free(out.last_validation);
@@ -212,7 +212,7 @@ static int recorded_restarts(run *r, int64_t id, int64_t length) {
     char key[128];
     int n = 0;
     for (;;) {
-        ct_exp_event_key(key, sizeof key, "trial_restarted", id, length * 1000 + n);
+        cti_exp_event_key(key, sizeof key, "trial_restarted", id, length * 1000 + n);
         if (!json_object_get(r->log.recorded, key)) return n;
         n++;
     }
@@ -241,10 +241,10 @@ static int train_here(run *r, int64_t id, int64_t length, train_result *res) {
 /* ---- operations ------------------------------------------------------------------ */
 
 static int create(run *r, int64_t id) {
-    ct_exp_trial *t = rec(r, id);
+    cti_exp_trial *t = rec(r, id);
     if (!t) return oom();
     t->state = CT_EXP_ACTIVE;
-    const json_t *hp = ct_searcher_hparams(r->s, id);
+    const json_t *hp = cti_searcher_hparams(r->s, id);
     char key[32];
     snprintf(key, sizeof key, "%lld", (long long)id);
     json_t *was = json_object_get(json_object_get(r->replay, "created"), key);
@@ -253,33 +253,33 @@ static int create(run *r, int64_t id) {
                             "draws now: the config changed since the experiment started (resume it with the config "
                             "it started with)", r->dir, CT_EXPERIMENT_LOG, (long long)id);
     char choice[512];
-    ct_exp_describe_hparams(r->cfg->hp_spec, hp, choice, sizeof choice);
-    int bracket = ct_searcher_bracket(r->s, id);
+    cti_exp_describe_hparams(r->cfg->hp_spec, hp, choice, sizeof choice);
+    int bracket = cti_searcher_bracket(r->s, id);
     char where[32] = "";
-    if (ct_searcher_plan(r->s)) snprintf(where, sizeof where, " (bracket %d)", bracket);
-    if (tensorboard(r) && !ct_exp_log_has(&r->log, "trial_created", id, -1)) {
+    if (cti_searcher_plan(r->s)) snprintf(where, sizeof where, " (bracket %d)", bracket);
+    if (tensorboard(r) && !cti_exp_log_has(&r->log, "trial_created", id, -1)) {
         char tdir[PATH_LEN];
         trial_dir(r, id, tdir, sizeof tdir);
-        int rc = id == 1 ? ct_exp_tb_experiment(r->dir, r->cfg->hp_spec, hp, metric_name(r)) : 0;
-        if (rc || (rc = ct_exp_tb_session(tdir, hp, true, CT_EXP_ACTIVE))) return rc;
+        int rc = id == 1 ? cti_exp_tb_experiment(r->dir, r->cfg->hp_spec, hp, metric_name(r)) : 0;
+        if (rc || (rc = cti_exp_tb_session(tdir, hp, true, CT_EXP_ACTIVE))) return rc;
     }
     json_t *e = json_pack("{sIsOsIsssi}", "trial", (json_int_t)id, "hparams", hp, "trial_seed",
-                          (json_int_t)ct_searcher_trial_seed(r->s, id), "request_id",
-                          ct_searcher_request_id(r->s, id), "bracket", bracket);
-    return ct_exp_log_event(&r->log, "trial_created", id, -1, e, "trial %lld created%s: %s", (long long)id, where,
+                          (json_int_t)cti_searcher_trial_seed(r->s, id), "request_id",
+                          cti_searcher_request_id(r->s, id), "bracket", bracket);
+    return cti_exp_log_event(&r->log, "trial_created", id, -1, e, "trial %lld created%s: %s", (long long)id, where,
                             choice);
 }
 
 /* The trial's session end, with the event that ends it (its name). */
 static int session_end(run *r, int64_t id, const char *event) {
-    if (!tensorboard(r) || ct_exp_log_has(&r->log, event, id, -1)) return 0;
+    if (!tensorboard(r) || cti_exp_log_has(&r->log, event, id, -1)) return 0;
     char tdir[PATH_LEN];
     trial_dir(r, id, tdir, sizeof tdir);
-    return ct_exp_tb_session(tdir, NULL, false, rec(r, id)->state);
+    return cti_exp_tb_session(tdir, NULL, false, rec(r, id)->state);
 }
 
-static int close_trial(run *r, int64_t id, ct_search_ops *out) {
-    ct_exp_trial *t = rec(r, id);
+static int close_trial(run *r, int64_t id, cti_search_ops *out) {
+    cti_exp_trial *t = rec(r, id);
     bool full = t->length >= r->cfg->search.max_length;
     t->state = full ? CT_EXP_COMPLETED : CT_EXP_STOPPED;
     json_t *e = json_pack("{sIsIsI}", "trial", (json_int_t)id, "length", (json_int_t)t->length, "batches",
@@ -290,12 +290,12 @@ static int close_trial(run *r, int64_t id, ct_search_ops *out) {
         json_decref(e);
         return rc;
     }
-    rc = full ? ct_exp_log_event(&r->log, "trial_completed", id, -1, e, "trial %lld completed: %lld batches, best "
+    rc = full ? cti_exp_log_event(&r->log, "trial_completed", id, -1, e, "trial %lld completed: %lld batches, best "
                                      "%s %.6g", (long long)id, (long long)t->batches, metric_name(r), t->best)
-                  : ct_exp_log_event(&r->log, "trial_stopped", id, -1, e, "trial %lld stopped by the searcher at %lld "
+                  : cti_exp_log_event(&r->log, "trial_stopped", id, -1, e, "trial %lld stopped by the searcher at %lld "
                                      "batches (best %s %.6g)", (long long)id, (long long)t->batches, metric_name(r),
                                      t->best);
-    return rc ? rc : ct_searcher_closed(r->s, id, out);
+    return rc ? rc : cti_searcher_closed(r->s, id, out);
 }
 
 static bool pending(const run *r, int64_t id) {
@@ -318,7 +318,7 @@ static int grow_done(run *r) {
 
 /* The result of a TRAIN, to the searcher. */
 static int report(run *r, int64_t id, int64_t length, train_result *res) {
-    ct_exp_trial *t = rec(r, id);
+    cti_exp_trial *t = rec(r, id);
     t->batches = res->batches;
     int rc;
     if (res->rc) {
@@ -329,9 +329,9 @@ static int report(run *r, int64_t id, int64_t length, train_result *res) {
                               (json_int_t)res->batches, "error", t->error);
         rc = session_end(r, id, "trial_errored");
         if (rc) json_decref(e);
-        else rc = ct_exp_log_event(&r->log, "trial_errored", id, -1, e, "trial %lld errored: %s", (long long)id,
+        else rc = cti_exp_log_event(&r->log, "trial_errored", id, -1, e, "trial %lld errored: %s", (long long)id,
                                    t->error);
-        if (!rc) rc = ct_searcher_exited(r->s, id, &r->q);
+        if (!rc) rc = cti_searcher_exited(r->s, id, &r->q);
         for (size_t i = r->head; !rc && i < r->q.n; i++) /* what was queued for it is void */
             if (r->q.v[i].trial == id && (rc = grow_done(r)) == 0) r->done[i] = true;
         return rc;
@@ -345,15 +345,15 @@ static int report(run *r, int64_t id, int64_t length, train_result *res) {
     json_t *e = json_pack("{sIsIsIsfsO}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
                           (json_int_t)res->batches, "metric", res->metric, "metrics",
                           res->metrics ? res->metrics : json_null());
-    rc = ct_exp_log_event(&r->log, "trial_validated", id, length, e, "trial %lld validated at %lld batches: %s %.6g",
+    rc = cti_exp_log_event(&r->log, "trial_validated", id, length, e, "trial %lld validated at %lld batches: %s %.6g",
                           (long long)id, (long long)res->batches, metric_name(r), res->metric);
-    if (!rc) rc = ct_searcher_validated(r->s, id, res->metric, &r->q);
+    if (!rc) rc = cti_searcher_validated(r->s, id, res->metric, &r->q);
     if (!rc) rc = grow_done(r);
     if (!rc && !pending(r, id)) {
         t->state = CT_EXP_PAUSED;
         e = json_pack("{sIsIsI}", "trial", (json_int_t)id, "length", (json_int_t)length, "batches",
                       (json_int_t)res->batches);
-        rc = ct_exp_log_event(&r->log, "trial_paused", id, length, e, "trial %lld paused at %lld batches, "
+        rc = cti_exp_log_event(&r->log, "trial_paused", id, length, e, "trial %lld paused at %lld batches, "
                               "checkpointed: waits for the rung's other trials", (long long)id,
                               (long long)res->batches);
     }
@@ -361,15 +361,15 @@ static int report(run *r, int64_t id, int64_t length, train_result *res) {
 }
 
 /* "trial 3 promoted: 12 -> 36 batches", before it trains on. */
-static int promote(run *r, const ct_search_op *op) {
-    ct_exp_trial *t = rec(r, op->trial);
+static int promote(run *r, const cti_search_op *op) {
+    cti_exp_trial *t = rec(r, op->trial);
     int rc = 0;
     if (t->length > 0) {
         json_t *e = json_pack("{sIsIsI}", "trial", (json_int_t)op->trial, "from", (json_int_t)t->length, "length",
                               (json_int_t)op->length);
-        rc = ct_exp_log_event(&r->log, "trial_promoted", op->trial, op->length, e, "trial %lld promoted: %lld -> %lld "
+        rc = cti_exp_log_event(&r->log, "trial_promoted", op->trial, op->length, e, "trial %lld promoted: %lld -> %lld "
                               "%s", (long long)op->trial, (long long)t->length, (long long)op->length,
-                              ct_exp_unit_name(r->cfg->fit.max_length.unit));
+                              cti_exp_unit_name(r->cfg->fit.max_length.unit));
     }
     t->state = CT_EXP_ACTIVE;
     return rc;
@@ -384,7 +384,7 @@ static int log_restarts(run *r, int64_t id, int64_t length, const train_result *
         json_t *e = json_pack("{sIsIsiss}", "trial", (json_int_t)id, "length", (json_int_t)length, "restarts", n,
                               "error", json_string_value(why));
         /* the key's length holds the restart's number too, so each is logged once */
-        int rc = ct_exp_log_event(&r->log, "trial_restarted", id, length * 1000 + n - 1, e,
+        int rc = cti_exp_log_event(&r->log, "trial_restarted", id, length * 1000 + n - 1, e,
                                   "trial %lld failed (%s); restart %d of %d from its latest checkpoint", (long long)id,
                                   json_string_value(why), n, r->cfg->max_restarts);
         if (rc) return rc;
@@ -491,7 +491,7 @@ static int run_round(run *r) {
     while (r->head < r->q.n && r->done[r->head]) r->head++;
     for (size_t i = r->head; !rc && i < r->q.n && n < limit; i++) {
         if (r->done[i]) continue;
-        ct_search_op op = r->q.v[i];
+        cti_search_op op = r->q.v[i];
         bool busy = false;
         for (int k = 0; k < n; k++) busy |= r->q.v[picked[k]].trial == op.trial;
         if (busy) continue;
@@ -506,12 +506,12 @@ static int run_round(run *r) {
     train_result *res = n ? calloc((size_t)n, sizeof *res) : NULL;
     if (n && !res) return oom();
     for (int k = 0; !rc && k < n; k++) {
-        const ct_search_op *op = &r->q.v[picked[k]];
+        const cti_search_op *op = &r->q.v[picked[k]];
         rc = promote(r, op);
         if (!rc && (rc = replayed(r, op->trial, op->length, &res[k])) > 0) rc = 0;
     }
     int color = r->world_rank / r->slots;
-    if (!rc && n > 0) rc = ct_dist_group_begin(color);
+    if (!rc && n > 0) rc = cti_dist_group_begin(color);
     bool stopped = false; /* a stop signal: this group starts no more trials */
     for (int k = color; !rc && k < n; k += groups) {
         if (res[k].replayed) continue;
@@ -520,12 +520,12 @@ static int run_round(run *r) {
         stopped |= res[k].stopped;
     }
     if (n > 0) {
-        int end = ct_dist_group_end();
+        int end = cti_dist_group_end();
         if (!rc) rc = end;
     }
     if (!rc && n > 0) rc = exchange(r, res, n, groups);
     for (int k = 0; !rc && k < n; k++) {
-        const ct_search_op op = r->q.v[picked[k]];
+        const cti_search_op op = r->q.v[picked[k]];
         rc = log_restarts(r, op.trial, op.length, &res[k]);
         if (!rc && res[k].rc == CT_EDIST)
             rc = ct_set_error(CT_EDIST, "trial %lld: %s", (long long)op.trial, res[k].error);
@@ -560,8 +560,8 @@ static int earlier_trials(const char *root, const char *sub, bool remove) {
         snprintf(ckpt, sizeof ckpt, "%s%s%s", tdir, sub ? "/" : "", sub ? sub : "");
         struct stat st;
         size_t ckpts = 0;
-        int events = sub ? ct_report_event_files(tdir, false) : 0;
-        if (events < 0 || (rc = ct_ckpt_count(ckpt, &ckpts)) < 0) {
+        int events = sub ? cti_report_event_files(tdir, false) : 0;
+        if (events < 0 || (rc = cti_ckpt_count(ckpt, &ckpts)) < 0) {
             rc = events < 0 ? events : rc;
             break;
         }
@@ -569,8 +569,8 @@ static int earlier_trials(const char *root, const char *sub, bool remove) {
         n += held;
         if (!remove || !held) continue;
         if (sub && unlink(log) != 0 && errno != ENOENT) rc = ct_set_error(CT_EIO, "--overwrite: cannot remove %s", log);
-        if (rc >= 0 && sub && (rc = ct_report_event_files(tdir, true)) > 0) rc = 0;
-        if (rc >= 0) rc = ct_ckpt_remove_all(ckpt);
+        if (rc >= 0 && sub && (rc = cti_report_event_files(tdir, true)) > 0) rc = 0;
+        if (rc >= 0) rc = cti_ckpt_remove_all(ckpt);
         if (rc >= 0 && sub) rmdir(ckpt);
         if (rc >= 0) rmdir(tdir);
     }
@@ -599,7 +599,7 @@ static int remove_earlier(run *r) {
     char path[PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
     if (unlink(path) != 0 && errno != ENOENT) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", path);
-    int rc = ct_report_event_files(r->dir, true);
+    int rc = cti_report_event_files(r->dir, true);
     if (rc >= 0) rc = earlier_results(r, true);
     return rc < 0 ? rc : 0;
 }
@@ -619,10 +619,10 @@ static int load_replay(run *r, json_t *events, json_t *recorded) {
         int64_t id = json_is_integer(trial) ? json_integer_value(trial) : -1;
         char key[128];
         if (strcmp(name, "trial_restarted") == 0)
-            ct_exp_event_key(key, sizeof key, name, id,
+            cti_exp_event_key(key, sizeof key, name, id,
                              json_integer_value(length) * 1000 + json_integer_value(json_object_get(e, "restarts")) - 1);
         else
-            ct_exp_event_key(key, sizeof key, name, id,
+            cti_exp_event_key(key, sizeof key, name, id,
                              strcmp(name, "trial_validated") == 0 || strcmp(name, "trial_paused") == 0 ||
                                      strcmp(name, "trial_promoted") == 0
                                  ? json_integer_value(length)
@@ -655,8 +655,8 @@ static int check_folder(run *r, bool resume, char **text, int64_t *len) {
     if (exists && resume) {
         size_t n = 0;
         long keep = 0;
-        if (ct_read_file_raw(path, (size_t)1 << 30, text, &n) != CT_OK) return ct_last_code();
-        json_t *events = ct_exp_log_parse(*text, n, path, true, &keep);
+        if (cti_read_file_raw(path, (size_t)1 << 30, text, &n) != CT_OK) return ct_last_code();
+        json_t *events = cti_exp_log_parse(*text, n, path, true, &keep);
         if (!events) return ct_last_code();
         json_decref(events);
         *len = keep;
@@ -675,7 +675,7 @@ static int check_folder(run *r, bool resume, char **text, int64_t *len) {
                             "this search to another --output (and checkpoint_storage.host_path), or replace them "
                             "with --overwrite", where, rc, rc == 1 ? "" : "s", CT_EXPERIMENT_LOG);
     }
-    return rc ? rc : ct_make_dirs(r->dir, "output directory");
+    return rc ? rc : cti_make_dirs(r->dir, "output directory");
 }
 
 /* Opens the experiment folder. Rank 0 looks at it and hands every rank the
@@ -688,7 +688,7 @@ static int open_folder(run *r) {
                             "latest (each trial goes on from its own latest checkpoint)", o->resume);
     char *text = NULL;
     int64_t len = -1; /* -1: nothing to resume */
-    int rc = ct_ranks_agree(r->world_rank == 0 ? check_folder(r, resume, &text, &len) : 0);
+    int rc = cti_ranks_agree(r->world_rank == 0 ? check_folder(r, resume, &text, &len) : 0);
     if (rc == 0) rc = ct_dist_broadcast_bytes(&len, sizeof len, 0);
     if (rc == 0 && len >= 0 && r->world_rank != 0 && !(text = malloc((size_t)len + 1))) rc = oom();
     if (rc == 0 && len > 0) rc = ct_dist_broadcast_bytes(text, (size_t)len, 0);
@@ -698,7 +698,7 @@ static int open_folder(run *r) {
     snprintf(path, sizeof path, "%s/%s", r->dir, CT_EXPERIMENT_LOG);
     if (rc == 0 && len >= 0) {
         long keep = 0;
-        json_t *events = ct_exp_log_parse(text ? text : "", (size_t)len, path, true, &keep);
+        json_t *events = cti_exp_log_parse(text ? text : "", (size_t)len, path, true, &keep);
         rc = events ? load_replay(r, events, recorded) : ct_last_code();
         json_decref(events);
         r->resumed = true;
@@ -709,19 +709,19 @@ static int open_folder(run *r) {
         json_decref(recorded);
         return rc;
     }
-    return ct_exp_log_open(&r->log, path, r->world_rank == 0, o->quiet, recorded);
+    return cti_exp_log_open(&r->log, path, r->world_rank == 0, o->quiet, recorded);
 }
 
 /* ---- the search ------------------------------------------------------------------- */
 
 static int started(run *r, bool resumed) {
-    const ct_config *c = r->cfg;
-    const ct_searcher_opts *so = &c->search;
-    json_t *e = json_pack("{sssssbsIsIsIsssO*}", "searcher", ct_searcher_kind_name(so->kind), "metric", metric_name(r),
+    const cti_config *c = r->cfg;
+    const cti_searcher_opts *so = &c->search;
+    json_t *e = json_pack("{sssssbsIsIsIsssO*}", "searcher", cti_searcher_kind_name(so->kind), "metric", metric_name(r),
                           "smaller_is_better", c->fit.smaller_is_better, "seed", (json_int_t)so->seed, "trials",
-                          (json_int_t)ct_searcher_total(r->s), "max_length", (json_int_t)so->max_length, "unit",
-                          ct_exp_unit_name(c->fit.max_length.unit), "hyperparameters", c->hp_spec);
-    const ct_asha_plan *plan = ct_searcher_plan(r->s);
+                          (json_int_t)cti_searcher_total(r->s), "max_length", (json_int_t)so->max_length, "unit",
+                          cti_exp_unit_name(c->fit.max_length.unit), "hyperparameters", c->hp_spec);
+    const cti_asha_plan *plan = cti_searcher_plan(r->s);
     if (plan) {
         json_t *brackets = json_array();
         for (int b = 0; b < plan->n; b++) {
@@ -747,16 +747,16 @@ static int started(run *r, bool resumed) {
      * without the start itself (empty: killed before its first line was
      * written) starts the search now */
     if (resumed && !r->logged_start) resumed = false;
-    return ct_exp_log_event(&r->log, resumed ? "experiment_resumed" : "experiment_started", -1,
+    return cti_exp_log_event(&r->log, resumed ? "experiment_resumed" : "experiment_started", -1,
                             -1, e, "%s %s: %lld trials of up to %lld %s%s, "
-                            "%s %s, seed %u", resumed ? "resumed" : "started", ct_searcher_kind_name(so->kind),
-                            (long long)ct_searcher_total(r->s), (long long)so->max_length,
-                            ct_exp_unit_name(c->fit.max_length.unit), rungs, c->fit.smaller_is_better ? "minimizing"
+                            "%s %s, seed %u", resumed ? "resumed" : "started", cti_searcher_kind_name(so->kind),
+                            (long long)cti_searcher_total(r->s), (long long)so->max_length,
+                            cti_exp_unit_name(c->fit.max_length.unit), rungs, c->fit.smaller_is_better ? "minimizing"
                                                                                                    : "maximizing",
                             metric_name(r), so->seed);
 }
 
-int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
+int cti_experiment_run(const ct_trial *trial, const cti_config *c) {
     run r;
     memset(&r, 0, sizeof r);
     r.trial = trial;
@@ -773,25 +773,25 @@ int ct_experiment_run(const ct_trial *trial, const ct_config *c) {
     if (c->fit.dist_timeout != 0 && ct_dist_set_timeout(c->fit.dist_timeout) != CT_OK)
         rc = ct_set_error(CT_ECONFIG, "the collective timeout is %g: expected seconds, a number >= 0",
                           c->fit.dist_timeout);
-    if (!rc && !(r.s = ct_searcher_new(&c->search, c->space))) rc = ct_last_code();
+    if (!rc && !(r.s = cti_searcher_new(&c->search, c->space))) rc = ct_last_code();
     if (!rc) rc = open_folder(&r);
     if (!rc) rc = started(&r, r.resumed);
-    if (!rc) rc = ct_searcher_start(r.s, &r.q);
+    if (!rc) rc = cti_searcher_start(r.s, &r.q);
     if (!rc) rc = grow_done(&r);
-    while (!rc && !r.stopped && !ct_searcher_done(r.s)) rc = run_round(&r);
+    while (!rc && !r.stopped && !cti_searcher_done(r.s)) rc = run_round(&r);
     if (!rc && r.stopped) {
         json_t *e = json_pack("{si}", "signal", ct_fit_stop_signal());
-        rc = ct_exp_log_event(&r.log, "experiment_stopped", -1, -1, e,
+        rc = cti_exp_log_event(&r.log, "experiment_stopped", -1, -1, e,
                               "stopped by a signal; every trial is checkpointed: continue with --resume latest");
     } else if (!rc) {
-        rc = ct_exp_finish(&r.log, r.s, c, r.dir, r.t, r.cap_t);
+        rc = cti_exp_finish(&r.log, r.s, c, r.dir, r.t, r.cap_t);
     }
-    ct_exp_log_close(&r.log);
+    cti_exp_log_close(&r.log);
     json_decref(r.replay);
     free(r.q.v);
     free(r.done);
     free(r.t);
-    ct_searcher_free(r.s);
+    cti_searcher_free(r.s);
     ct_dist_set_timeout(timeout_before);
     return rc;
 }

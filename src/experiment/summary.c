@@ -9,7 +9,7 @@
 #include "ctrial/ckpt.h"
 #include "ctrial/error.h"
 
-const char *ct_exp_state_name(ct_exp_state s) {
+const char *cti_exp_state_name(cti_exp_state s) {
     switch (s) {
     case CT_EXP_NONE: return "-";
     case CT_EXP_ACTIVE: return "active";
@@ -21,7 +21,7 @@ const char *ct_exp_state_name(ct_exp_state s) {
     return "?";
 }
 
-const char *ct_exp_unit_name(ct_unit u) {
+const char *cti_exp_unit_name(ct_unit u) {
     return u == CT_EPOCHS ? "epochs" : u == CT_RECORDS ? "records" : "batches";
 }
 
@@ -53,19 +53,19 @@ static void flatten(const json_t *spec, const json_t *point, const char *prefix,
     }
 }
 
-void ct_exp_describe_hparams(const json_t *spec, const json_t *point, char *buf, size_t len) {
+void cti_exp_describe_hparams(const json_t *spec, const json_t *point, char *buf, size_t len) {
     buf[0] = '\0';
     flatten(spec, point, "", false, buf, len);
     if (!buf[0]) flatten(spec, point, "", true, buf, len);
 }
 
-int ct_exp_finish(ct_exp_log *log, const ct_searcher *s, const ct_config *c, const char *dir,
-                  const ct_exp_trial *trials, int64_t n_trials) {
+int cti_exp_finish(cti_exp_log *log, const cti_searcher *s, const cti_config *c, const char *dir,
+                  const cti_exp_trial *trials, int64_t n_trials) {
     const char *metric = c->fit.searcher_metric;
     bool smaller = c->fit.smaller_is_better;
-    int64_t best = 0, errored = 0, created = ct_searcher_created(s);
+    int64_t best = 0, errored = 0, created = cti_searcher_created(s);
     for (int64_t id = 1; id <= created && id < n_trials; id++) {
-        const ct_exp_trial *t = &trials[id];
+        const cti_exp_trial *t = &trials[id];
         errored += t->state == CT_EXP_ERRORED;
         if (t->has_best && (!best || (smaller ? t->best < trials[best].best : t->best > trials[best].best))) best = id;
     }
@@ -83,11 +83,11 @@ int ct_exp_finish(ct_exp_log *log, const ct_searcher *s, const ct_config *c, con
         int w = (int)strlen(metric) > 10 ? (int)strlen(metric) : 10;
         printf("\n%-6s %-10s %-*s %-10s %s\n", "trial", "state", w, metric, "batches", "hyperparameters");
         for (int64_t id = 1; id <= created && id < n_trials; id++) {
-            const ct_exp_trial *t = &trials[id];
+            const cti_exp_trial *t = &trials[id];
             char hp[1024] = "", m[32] = "-";
-            ct_exp_describe_hparams(c->hp_spec, ct_searcher_hparams(s, id), hp, sizeof hp);
+            cti_exp_describe_hparams(c->hp_spec, cti_searcher_hparams(s, id), hp, sizeof hp);
             if (t->has_best) snprintf(m, sizeof m, "%.6g", t->best);
-            printf("%-6lld %-10s %-*s %-10lld %s%s\n", (long long)id, ct_exp_state_name(t->state), w, m,
+            printf("%-6lld %-10s %-*s %-10lld %s%s\n", (long long)id, cti_exp_state_name(t->state), w, m,
                    (long long)t->batches, hp, id == best ? "   <- best" : "");
         }
         if (best)
@@ -101,10 +101,10 @@ int ct_exp_finish(ct_exp_log *log, const ct_searcher *s, const ct_config *c, con
                           (json_int_t)best);
     if (best) {
         json_object_set_new(e, "best_metric", json_real(trials[best].best));
-        json_object_set_new(e, "best_hparams", json_deep_copy(ct_searcher_hparams(s, best)));
+        json_object_set_new(e, "best_hparams", json_deep_copy(cti_searcher_hparams(s, best)));
         json_object_set_new(e, "best_checkpoint", ckpt[0] ? json_string(ckpt) : json_null());
     }
-    int rc = ct_exp_log_event(log, "experiment_completed", -1, -1, e, "completed: %lld trials, %lld errored",
+    int rc = cti_exp_log_event(log, "experiment_completed", -1, -1, e, "completed: %lld trials, %lld errored",
                               (long long)created, (long long)errored);
     if (rc) return rc;
     /* Every trial failed on the config (max_length past what ctrial counts,

@@ -18,9 +18,9 @@ typedef enum {
     CT_EXP_COMPLETED, /* trained to max_length */
     CT_EXP_STOPPED,   /* stopped early by the searcher */
     CT_EXP_ERRORED,   /* failed after its restarts */
-} ct_exp_state;
+} cti_exp_state;
 
-const char *ct_exp_state_name(ct_exp_state s);
+const char *cti_exp_state_name(cti_exp_state s);
 
 /* What the search knows of one trial. */
 typedef struct {
@@ -29,26 +29,26 @@ typedef struct {
     int restarts;       /* spent at the current TRAIN */
     bool has_best;
     double best;        /* the best searcher metric of its validations */
-    ct_exp_state state;
+    cti_exp_state state;
     int code;           /* errored: the failure's CT_E* code */
     char error[512];
-} ct_exp_trial;
+} cti_exp_trial;
 
 /* "k=v k=v": the hyperparameters of `point` that the searcher chose (their
  * spec in `spec` samples; nested ones as group.name), or all of them when
  * none was chosen. */
-void ct_exp_describe_hparams(const json_t *spec, const json_t *point, char *buf, size_t len);
+void cti_exp_describe_hparams(const json_t *spec, const json_t *point, char *buf, size_t len);
 
 /* "batches", "epochs", "records". */
-const char *ct_exp_unit_name(ct_unit u);
+const char *cti_exp_unit_name(ct_unit u);
 
 /* Ends a search that ran to its end: prints the summary table (trial,
  * hyperparameters, best metric, batches, state) unless quiet, finds the
  * best trial and its best checkpoint, writes the experiment_completed
  * event. trials[1..n_trials) by id. 0, or CT_ETRIAL when every trial
  * errored, or the log's error. */
-int ct_exp_finish(ct_exp_log *log, const ct_searcher *s, const ct_config *c, const char *dir,
-                  const ct_exp_trial *trials, int64_t n_trials);
+int cti_exp_finish(cti_exp_log *log, const cti_searcher *s, const cti_config *c, const char *dir,
+                  const cti_exp_trial *trials, int64_t n_trials);
 
 /* TensorBoard's HParams dashboard (hparams_tb.c): the experiment (the
  * hyperparameters of `first_point` with the domains their specs give, and
@@ -56,7 +56,7 @@ int ct_exp_finish(ct_exp_log *log, const ct_searcher *s, const ct_config *c, con
  * folder; a trial's session start (its values) or end (success, or failure
  * when it errored) in its own folder, each in an event file of its own.
  * 0 or the writer's error. */
-int ct_exp_tb_experiment(const char *dir, const json_t *spec, const json_t *first_point, const char *metric);
-int ct_exp_tb_session(const char *trial_dir, const json_t *point, bool start, ct_exp_state state);
+int cti_exp_tb_experiment(const char *dir, const json_t *spec, const json_t *first_point, const char *metric);
+int cti_exp_tb_session(const char *trial_dir, const json_t *point, bool start, cti_exp_state state);
 
 #endif

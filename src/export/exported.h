@@ -29,15 +29,15 @@ typedef struct {
     int64_t i;
     double f;
     bool b;
-} ct_export_value;
+} cti_export_value;
 
-typedef struct ct_export_plan ct_export_plan;
+typedef struct cti_export_plan cti_export_plan;
 
 /* How a plan treats the flags of a graph traced in train() mode. */
 typedef struct {
     bool eval_rewrite;          /* run it with eval()'s meaning (ctrial/export.h) */
     const char *const *buffers; /* per graph input: its buffer's state-dict name, or NULL */
-} ct_export_mode;
+} cti_export_mode;
 
 /* Compiles graph g: every operator found in the dispatcher, every argument
  * laid out as a ct_arg (constants once, slots filled per call), the last
@@ -45,34 +45,34 @@ typedef struct {
  * the graph's device arguments that name `traced_on` follow the module's
  * device at run time. NEW plan, or NULL + error naming the node. g must
  * outlive the plan. */
-ct_export_plan *ct_export_plan_new(const ct_pt2_graph *g, const char *what, ct_device traced_on,
-                                   const ct_export_mode *mode);
-void ct_export_plan_free(ct_export_plan *p); /* accepts NULL */
+cti_export_plan *cti_export_plan_new(const cti_pt2_graph *g, const char *what, ct_device traced_on,
+                                   const cti_export_mode *mode);
+void cti_export_plan_free(cti_export_plan *p); /* accepts NULL */
 
 /* Runs the plan on vals[0 .. g->nslots), whose graph inputs the caller has
  * set (borrowed). Afterwards the graph outputs' values are in vals (the
- * caller takes what it returns, then ct_export_values_clear). `device` is
+ * caller takes what it returns, then cti_export_values_clear). `device` is
  * the module's. Returns a status; the message names the node that failed
  * and the line of Python that made it. */
-int ct_export_plan_run(ct_export_plan *p, ct_export_value *vals, ct_device device);
+int cti_export_plan_run(cti_export_plan *p, cti_export_value *vals, ct_device device);
 /* Frees the tensors vals[0..n) own and zeroes them. */
-void ct_export_values_clear(ct_export_value *vals, size_t n);
+void cti_export_values_clear(cti_export_value *vals, size_t n);
 
 /* ---- Python's operators on sizes (pyops.c) -------------------------------------------- */
 
 /* The operator of a node's target ("_operator.mul", "math.trunc",
  * "torch.sym_max"), or -1 when it is none of them. */
-int ct_export_pyop_find(const char *target);
+int cti_export_pyop_find(const char *target);
 /* Applies pyop `op` to n arguments; each argument is a number with its
  * kind (CT_PT2_SLOT_INT, _FLOAT or _BOOL: Python's int, float, bool) and
  * the result's kind is set as Python's would be. Returns a status
  * (CT_EINVAL for a wrong count, division by zero...). */
 typedef struct {
-    ct_pt2_slot_kind kind;
+    cti_pt2_slot_kind kind;
     int64_t i;
     double f;
     bool b;
-} ct_export_number;
-int ct_export_pyop_apply(int op, size_t n, const ct_export_number *args, ct_export_number *out);
+} cti_export_number;
+int cti_export_pyop_apply(int op, size_t n, const cti_export_number *args, cti_export_number *out);
 
 #endif

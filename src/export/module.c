@@ -33,9 +33,9 @@ static const char *const kTypeName = "ExportedProgram";
 
 /* One program, ready to run. */
 typedef struct {
-    ct_pt2_program *prog;     /* owned, unless `shared` */
+    cti_pt2_program *prog;     /* owned, unless `shared` */
     bool shared;              /* the training program run with eval()'s flags */
-    ct_export_plan *plan;
+    cti_export_plan *plan;
     ct_tensor **inputs;       /* per graph input: a parameter or buffer (borrowed), a constant (owned), or NULL */
     bool *owns_input;         /* constants */
     const char **buffers;     /* per graph input: its buffer's name, or NULL (eval rewrite) */
@@ -54,7 +54,7 @@ typedef struct {
 ct_export_opts ct_export_default_opts(void) { return (ct_export_opts){NULL, NULL}; }
 
 static void program_clear(program *p) {
-    ct_export_plan_free(p->plan);
+    cti_export_plan_free(p->plan);
     size_t n = p->prog ? p->prog->graph.ninputs : 0;
     for (size_t i = 0; p->inputs && i < n; i++)
         if (p->owns_input[i]) ct_tensor_free(p->inputs[i]);
@@ -62,7 +62,7 @@ static void program_clear(program *p) {
     free(p->owns_input);
     free(p->buffers);
     free(p->user);
-    if (!p->shared) ct_pt2_program_free(p->prog);
+    if (!p->shared) cti_pt2_program_free(p->prog);
     memset(p, 0, sizeof *p);
 }
 
@@ -134,14 +134,14 @@ static ct_module *container(tree *t, ct_module *root, const char *path, size_t l
 }
 
 /* Whether some state name lies under module `fqn`. */
-static bool holds_state(const ct_pt2_tensors *w, const char *fqn) {
+static bool holds_state(const cti_pt2_tensors *w, const char *fqn) {
     size_t n = strlen(fqn);
     for (size_t i = 0; i < w->n; i++)
         if (!strncmp(w->items[i].name, fqn, n) && w->items[i].name[n] == '.') return true;
     return false;
 }
 
-static long find_tensor(const ct_pt2_tensors *w, const char *name) {
+static long find_tensor(const cti_pt2_tensors *w, const char *name) {
     for (size_t i = 0; i < w->n; i++)
         if (!strcmp(w->items[i].name, name)) return (long)i;
     return -1;
@@ -149,10 +149,10 @@ static long find_tensor(const ct_pt2_tensors *w, const char *name) {
 
 /* Registers state tensor `i` of w (a parameter, or a buffer) in the tree.
  * registered[i] receives the module's handle (borrowed). */
-static int register_state(tree *t, ct_module *root, const ct_pt2_tensors *w, size_t i, bool parameter,
+static int register_state(tree *t, ct_module *root, const cti_pt2_tensors *w, size_t i, bool parameter,
                           bool persistent, ct_tensor **registered) {
     if (registered[i]) return 0;
-    const ct_pt2_tensor *item = &w->items[i];
+    const cti_pt2_tensor *item = &w->items[i];
     const char *dot = strrchr(item->name, '.'), *leaf = dot ? dot + 1 : item->name;
     ct_module *m = container(t, root, item->name, dot ? (size_t)(dot - item->name) : 0);
     if (!m) return ct_last_code();
@@ -171,7 +171,7 @@ static int register_state(tree *t, ct_module *root, const ct_pt2_tensors *w, siz
 /* The module's parameters and buffers from the training program's weights:
  * first those the signature names, in its order, then any other entry of
  * the weights (a state-dict entry the forward never reads). */
-static int build_state(ct_module *root, const ct_pt2_program *p, const ct_pt2_tensors *w, const ct_pt2_tensors *c,
+static int build_state(ct_module *root, const cti_pt2_program *p, const cti_pt2_tensors *w, const cti_pt2_tensors *c,
                        ct_tensor **inputs, bool *owns) {
     tree t = {0};
     ct_tensor **reg_w = calloc(w->n + 1, sizeof *reg_w), **reg_c = calloc(c->n + 1, sizeof *reg_c);
@@ -180,10 +180,10 @@ static int build_state(ct_module *root, const ct_pt2_program *p, const ct_pt2_te
         if (holds_state(w, p->modules[i]) && !container(&t, root, p->modules[i], strlen(p->modules[i])))
             rc = ct_last_code();
     for (size_t i = 0; !rc && i < p->graph.ninputs; i++) {
-        const ct_pt2_in_spec *sp = &p->in_specs[i];
+        const cti_pt2_in_spec *sp = &p->in_specs[i];
         if (sp->kind == CT_PT2_IN_PARAMETER || sp->kind == CT_PT2_IN_BUFFER) {
             bool param = sp->kind == CT_PT2_IN_PARAMETER, persistent = param || sp->persistent;
-            const ct_pt2_tensors *from = persistent ? w : c;
+            const cti_pt2_tensors *from = persistent ? w : c;
             ct_tensor **reg = persistent ? reg_w : reg_c;
             long k = find_tensor(from, sp->target);
             if (k < 0 && !persistent && (k = find_tensor(w, sp->target)) >= 0) from = w, reg = reg_w;
@@ -213,10 +213,10 @@ static int build_state(ct_module *root, const ct_pt2_program *p, const ct_pt2_te
 }
 
 /* Frozen parameters (requires_grad=False in Python) stay frozen. */
-static int freeze_as_traced(const ct_pt2_program *p, ct_tensor **inputs) {
+static int freeze_as_traced(const cti_pt2_program *p, ct_tensor **inputs) {
     for (size_t i = 0; i < p->graph.ninputs; i++) {
         if (p->in_specs[i].kind != CT_PT2_IN_PARAMETER) continue;
-        const ct_pt2_meta *m = p->graph.slot_meta[p->graph.inputs[i].slot];
+        const cti_pt2_meta *m = p->graph.slot_meta[p->graph.inputs[i].slot];
         if (m && !m->requires_grad && ct_set_requires_grad(inputs[i], false)) return ct_last_code();
     }
     return 0;
@@ -224,9 +224,9 @@ static int freeze_as_traced(const ct_pt2_program *p, ct_tensor **inputs) {
 
 /* ---- programs -------------------------------------------------------------------------- */
 
-static int check_program(const exported *ex, const ct_pt2_program *p) {
+static int check_program(const exported *ex, const cti_pt2_program *p) {
     for (size_t i = 0; i < p->graph.noutputs; i++) {
-        ct_pt2_out_kind k = p->out_specs[i].kind;
+        cti_pt2_out_kind k = p->out_specs[i].kind;
         if (k == CT_PT2_OUT_GRADIENT)
             return ct_set_error(CT_ENOTSUP, "%s: program '%s' is a joint forward-backward graph (it returns "
                                 "gradients): export the forward alone (torch.export.export)", ex->path, p->name);
@@ -235,7 +235,7 @@ static int check_program(const exported *ex, const ct_pt2_program *p) {
                                 "ctrial cannot run", ex->path, p->name);
     }
     for (size_t i = 0; i < p->graph.ninputs; i++) {
-        ct_pt2_in_kind k = p->in_specs[i].kind;
+        cti_pt2_in_kind k = p->in_specs[i].kind;
         if (k == CT_PT2_IN_CUSTOM_OBJ || k == CT_PT2_IN_TOKEN)
             return ct_set_error(CT_ENOTSUP, "%s: program '%s' takes %s '%s', which ctrial cannot make", ex->path,
                                 p->name, k == CT_PT2_IN_TOKEN ? "an effect token" : "a script object",
@@ -246,12 +246,12 @@ static int check_program(const exported *ex, const ct_pt2_program *p) {
 
 /* The graph inputs the caller's flat leaves go to, in order. */
 static int lay_user(program *pr) {
-    const ct_pt2_program *p = pr->prog;
+    const cti_pt2_program *p = pr->prog;
     pr->user = calloc(p->graph.ninputs + 1, sizeof *pr->user);
     pr->buffers = calloc(p->graph.ninputs + 1, sizeof *pr->buffers);
     if (!pr->user || !pr->buffers) return ct_set_error(CT_ENOMEM, "out of host memory");
     for (size_t i = 0; i < p->graph.ninputs; i++) {
-        ct_pt2_in_kind k = p->in_specs[i].kind;
+        cti_pt2_in_kind k = p->in_specs[i].kind;
         if (k == CT_PT2_IN_USER || k == CT_PT2_IN_CONSTANT_INPUT) pr->user[pr->nuser++] = i;
         if (k == CT_PT2_IN_BUFFER) pr->buffers[i] = p->in_specs[i].target;
     }
@@ -262,30 +262,30 @@ static int lay_user(program *pr) {
 }
 
 static int plan(exported *ex, program *pr, bool eval_rewrite) {
-    ct_export_mode mode = {eval_rewrite, pr->buffers};
+    cti_export_mode mode = {eval_rewrite, pr->buffers};
     char what[700];
     snprintf(what, sizeof what, "%s: program '%s'%s", ex->path, pr->prog->name,
              eval_rewrite ? " (eval mode, flags rewritten)" : "");
-    pr->plan = ct_export_plan_new(&pr->prog->graph, what, ex->traced_on, &mode);
+    pr->plan = cti_export_plan_new(&pr->prog->graph, what, ex->traced_on, &mode);
     return pr->plan ? 0 : ct_last_code();
 }
 
 /* The eval program: its parameters and buffers are the module's, by name;
  * its constants its own. */
-static int bind_eval(exported *ex, program *pr, const ct_pt2_archive *a) {
-    const ct_pt2_program *p = pr->prog;
-    ct_pt2_tensors c = {0};
+static int bind_eval(exported *ex, program *pr, const cti_pt2_archive *a) {
+    const cti_pt2_program *p = pr->prog;
+    cti_pt2_tensors c = {0};
     int rc = check_program(ex, p);
-    if (!rc) rc = ct_pt2_read_tensors(a, p->name, true, ct_pth_libtorch_tensors(), &c);
+    if (!rc) rc = cti_pt2_read_tensors(a, p->name, true, cti_pth_libtorch_tensors(), &c);
     if (!rc && (!(pr->inputs = calloc(p->graph.ninputs + 1, sizeof *pr->inputs)) ||
                 !(pr->owns_input = calloc(p->graph.ninputs + 1, sizeof *pr->owns_input))))
         rc = ct_set_error(CT_ENOMEM, "out of host memory");
     for (size_t i = 0; !rc && i < p->graph.ninputs; i++) {
-        const ct_pt2_in_spec *sp = &p->in_specs[i];
+        const cti_pt2_in_spec *sp = &p->in_specs[i];
         if (sp->kind == CT_PT2_IN_PARAMETER || sp->kind == CT_PT2_IN_BUFFER) {
             /* the module's tensor of that name: the one the training program
              * reads, else a state-dict entry it never reads */
-            const ct_pt2_program *tp = ex->train.prog;
+            const cti_pt2_program *tp = ex->train.prog;
             for (size_t k = 0; !pr->inputs[i] && k < tp->graph.ninputs; k++)
                 if (ex->train.inputs[k] && !ex->train.owns_input[k] && !strcmp(tp->in_specs[k].target, sp->target))
                     pr->inputs[i] = ex->train.inputs[k];
@@ -309,7 +309,7 @@ static int bind_eval(exported *ex, program *pr, const ct_pt2_archive *a) {
             }
         }
     }
-    ct_pt2_tensors_free(&c);
+    cti_pt2_tensors_free(&c);
     if (!rc) rc = lay_user(pr);
     if (!rc) rc = plan(ex, pr, false);
     return rc;
@@ -317,27 +317,27 @@ static int bind_eval(exported *ex, program *pr, const ct_pt2_archive *a) {
 
 /* The program the archive's training graph runs as: opts->program, else
  * "model", else the only one. */
-static int choose(const ct_pt2_archive *a, const ct_export_opts *o, const char **train, const char **eval) {
+static int choose(const cti_pt2_archive *a, const ct_export_opts *o, const char **train, const char **eval) {
     char list[512] = "";
     for (size_t i = 0; i < a->nmodels; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'", i ? ", " : "", a->models[i]);
     if (o->program) {
-        if (!ct_pt2_has_model(a, o->program))
+        if (!cti_pt2_has_model(a, o->program))
             return ct_set_error(CT_EINVAL, "%s: no program '%s' in the archive (it has %s)", a->path, o->program,
                                 list);
         *train = o->program;
-    } else if (ct_pt2_has_model(a, "model")) *train = "model";
+    } else if (cti_pt2_has_model(a, "model")) *train = "model";
     else if (a->nmodels == 1) *train = a->models[0];
     else
         return ct_set_error(CT_EINVAL, "%s: the archive has several programs (%s) and none is 'model': name the "
                             "training one in ct_export_opts.program", a->path, list);
     *eval = NULL;
     if (o->eval_program && o->eval_program[0]) {
-        if (!ct_pt2_has_model(a, o->eval_program))
+        if (!cti_pt2_has_model(a, o->eval_program))
             return ct_set_error(CT_EINVAL, "%s: no program '%s' in the archive (it has %s)", a->path, o->eval_program,
                                 list);
         *eval = o->eval_program;
-    } else if (!o->eval_program && strcmp(*train, "eval") && ct_pt2_has_model(a, "eval")) *eval = "eval";
+    } else if (!o->eval_program && strcmp(*train, "eval") && cti_pt2_has_model(a, "eval")) *eval = "eval";
     return 0;
 }
 
@@ -349,26 +349,26 @@ ct_module *ct_nn_load_exported(const char *path, const ct_export_opts *opts) {
         ct_set_error(CT_EINVAL, "ct_nn_load_exported: path is NULL");
         return NULL;
     }
-    ct_pt2_archive a;
-    if (ct_pt2_open(path, &a)) return NULL;
+    cti_pt2_archive a;
+    if (cti_pt2_open(path, &a)) return NULL;
     exported *ex = calloc(1, sizeof *ex);
-    ct_pt2_tensors w = {0}, c = {0};
+    cti_pt2_tensors w = {0}, c = {0};
     const char *train = NULL, *eval = NULL;
     int rc = ex && (ex->path = malloc(strlen(path) + 1)) && strcpy(ex->path, path) ? 0 : ct_set_error(CT_ENOMEM, "out of host memory");
     if (!rc) rc = choose(&a, &o, &train, &eval);
-    if (!rc && !(ex->train.prog = ct_pt2_read_program(&a, train))) rc = ct_last_code();
+    if (!rc && !(ex->train.prog = cti_pt2_read_program(&a, train))) rc = ct_last_code();
     if (!rc) rc = check_program(ex, ex->train.prog);
-    if (!rc) rc = ct_pt2_read_tensors(&a, train, false, ct_pth_libtorch_tensors(), &w);
-    if (!rc) rc = ct_pt2_read_tensors(&a, train, true, ct_pth_libtorch_tensors(), &c);
+    if (!rc) rc = cti_pt2_read_tensors(&a, train, false, cti_pth_libtorch_tensors(), &w);
+    if (!rc) rc = cti_pt2_read_tensors(&a, train, true, cti_pth_libtorch_tensors(), &c);
     ct_module *self = NULL;
     if (!rc && !(self = ct_nn_module_value(kTypeName, forward, ex, exported_free))) rc = ct_last_code();
     if (self) ex->self = self;
-    const ct_pt2_program *p = ex ? ex->train.prog : NULL;
+    const cti_pt2_program *p = ex ? ex->train.prog : NULL;
     if (!rc) {
         snprintf(ex->what, sizeof ex->what, "%s: program '%s'", path, train);
         ex->traced_on = ct_cpu();
         for (size_t i = 0; i < p->graph.ninputs; i++) {
-            const ct_pt2_meta *m = p->graph.inputs[i].slot >= 0 ? p->graph.slot_meta[p->graph.inputs[i].slot] : NULL;
+            const cti_pt2_meta *m = p->graph.inputs[i].slot >= 0 ? p->graph.slot_meta[p->graph.inputs[i].slot] : NULL;
             if (m && p->in_specs[i].kind == CT_PT2_IN_PARAMETER) {
                 ex->traced_on = m->device;
                 break;
@@ -384,7 +384,7 @@ ct_module *ct_nn_load_exported(const char *path, const ct_export_opts *opts) {
     if (!rc) rc = lay_user(&ex->train);
     if (!rc) rc = plan(ex, &ex->train, false);
     if (!rc && eval) {
-        if (!(ex->eval.prog = ct_pt2_read_program(&a, eval))) rc = ct_last_code();
+        if (!(ex->eval.prog = cti_pt2_read_program(&a, eval))) rc = ct_last_code();
         else rc = bind_eval(ex, &ex->eval, &a);
     } else if (!rc) {
         /* the training graph with eval()'s flags, on the same inputs */
@@ -409,9 +409,9 @@ ct_module *ct_nn_load_exported(const char *path, const ct_export_opts *opts) {
         if (!rc) rc = lay_user(&ex->eval);
         if (!rc) rc = plan(ex, &ex->eval, true);
     }
-    ct_pt2_tensors_free(&w);
-    ct_pt2_tensors_free(&c);
-    ct_pt2_close(&a);
+    cti_pt2_tensors_free(&w);
+    cti_pt2_tensors_free(&c);
+    cti_pt2_close(&a);
     if (rc) {
         if (self) ct_nn_free(self); /* frees ex too */
         else exported_free(ex);
@@ -431,13 +431,13 @@ static const char *ordinal(size_t i, char *buf, size_t len) {
 
 /* The name of user input j (its forward argument's, when known). */
 static const char *user_name(const program *pr, size_t j) {
-    const ct_pt2_program *p = pr->prog;
+    const cti_pt2_program *p = pr->prog;
     const char *t = p->in_specs[pr->user[j]].target;
     return t && t[0] ? t : j < p->narg_names ? p->arg_names[j] : "?";
 }
 
 /* Flattens value v by spec s into leaves[*k ...]. `path` names v. */
-static int flatten(const exported *ex, const ct_pt2_spec *s, const ct_value *v, const ct_value **leaves, size_t *k,
+static int flatten(const exported *ex, const cti_pt2_spec *s, const ct_value *v, const ct_value **leaves, size_t *k,
                    const char *path) {
     if (s->kind == CT_PT2_SPEC_LEAF) {
         leaves[(*k)++] = v;
@@ -474,7 +474,7 @@ static int flatten(const exported *ex, const ct_pt2_spec *s, const ct_value *v, 
 /* The caller's (args, kwargs) as the program's flat user inputs. */
 static int flatten_call(const exported *ex, const program *pr, const ct_value *args, const ct_value *kwargs,
                         const ct_value **leaves) {
-    const ct_pt2_spec *in = pr->prog->in_spec;
+    const cti_pt2_spec *in = pr->prog->in_spec;
     size_t nargs = args ? ct_value_len(args) : 0, nkw = kwargs ? ct_value_len(kwargs) : 0, k = 0;
     if (!in || in->kind != CT_PT2_SPEC_TUPLE || in->n != 2) { /* no spec: the flat inputs, by position */
         if (nargs != pr->nuser || nkw)
@@ -483,7 +483,7 @@ static int flatten_call(const exported *ex, const program *pr, const ct_value *a
         for (size_t i = 0; i < nargs; i++) leaves[i] = ct_value_list_get(args, i);
         return 0;
     }
-    const ct_pt2_spec *pos = &in->children[0], *kw = &in->children[1];
+    const cti_pt2_spec *pos = &in->children[0], *kw = &in->children[1];
     if (nargs != pos->n)
         return ct_set_error(CT_EINVAL, "%s: takes %zu positional argument%s, got %zu", ex->what, pos->n,
                             pos->n == 1 ? "" : "s", nargs);
@@ -526,7 +526,7 @@ typedef struct {
     const char *input; /* where it was bound */
 } binding;
 
-static int check_dims(const exported *ex, const program *pr, size_t j, const ct_tensor *t, const ct_pt2_meta *m,
+static int check_dims(const exported *ex, const program *pr, size_t j, const ct_tensor *t, const cti_pt2_meta *m,
                       binding *b, size_t *nb, size_t maxb) {
     char want[256], got[256], o[32];
     int nd = ct_ndim(t);
@@ -535,15 +535,15 @@ static int check_dims(const exported *ex, const program *pr, size_t j, const ct_
     if (!dtype_ok || nd != m->ndim) {
         ct_describe(t, got, sizeof got);
         return ct_set_error(dtype_ok ? CT_ESHAPE : CT_EDTYPE, "%s: input '%s' (%s) must be %s, got %s", ex->what,
-                            name, ordinal(j, o, sizeof o), ct_pt2_meta_text(m, want, sizeof want), got);
+                            name, ordinal(j, o, sizeof o), cti_pt2_meta_text(m, want, sizeof want), got);
     }
     for (int d = 0; d < nd; d++) {
-        const ct_pt2_dim *dim = &m->dims[d];
+        const cti_pt2_dim *dim = &m->dims[d];
         int64_t size = ct_size(t, d);
         if (dim->size >= 0 && size != dim->size) {
             ct_describe(t, got, sizeof got);
             return ct_set_error(CT_ESHAPE, "%s: input '%s' (%s) must be %s (dimension %d was exported static), got %s",
-                                ex->what, name, ordinal(j, o, sizeof o), ct_pt2_meta_text(m, want, sizeof want), d,
+                                ex->what, name, ordinal(j, o, sizeof o), cti_pt2_meta_text(m, want, sizeof want), d,
                                 got);
         }
         if (dim->size >= 0 || !dim->symbol) continue;
@@ -557,7 +557,7 @@ static int check_dims(const exported *ex, const program *pr, size_t j, const ct_
             continue;
         }
         for (size_t r = 0; r < pr->prog->nranges; r++) {
-            const ct_pt2_range *rg = &pr->prog->ranges[r];
+            const cti_pt2_range *rg = &pr->prog->ranges[r];
             if (strcmp(rg->symbol, dim->symbol) || (size >= rg->min && size <= rg->max)) continue;
             char hi[32];
             if (rg->max == INT64_MAX) snprintf(hi, sizeof hi, "inf");
@@ -571,7 +571,7 @@ static int check_dims(const exported *ex, const program *pr, size_t j, const ct_
 }
 
 /* The graph's constant for a constant input equals what the caller gave. */
-static bool same_constant(const ct_pt2_arg *c, const ct_value *v) {
+static bool same_constant(const cti_pt2_arg *c, const ct_value *v) {
     ct_value_kind k = ct_value_kind_of(v);
     int64_t i;
     double f;
@@ -589,14 +589,14 @@ static bool same_constant(const ct_pt2_arg *c, const ct_value *v) {
 }
 
 /* The caller's leaves into the graph inputs' values, checked. */
-static int bind_inputs(const exported *ex, const program *pr, const ct_value **leaves, ct_export_value *vals) {
-    const ct_pt2_graph *g = &pr->prog->graph;
+static int bind_inputs(const exported *ex, const program *pr, const ct_value **leaves, cti_export_value *vals) {
+    const cti_pt2_graph *g = &pr->prog->graph;
     binding b[64];
     size_t nb = 0;
     for (size_t i = 0; i < g->ninputs; i++)
-        if (pr->inputs[i]) vals[g->inputs[i].slot] = (ct_export_value){pr->inputs[i], false, 0, 0, false};
+        if (pr->inputs[i]) vals[g->inputs[i].slot] = (cti_export_value){pr->inputs[i], false, 0, 0, false};
     for (size_t j = 0; j < pr->nuser; j++) {
-        const ct_pt2_arg *in = &g->inputs[pr->user[j]];
+        const cti_pt2_arg *in = &g->inputs[pr->user[j]];
         const ct_value *v = leaves[j];
         const char *name = user_name(pr, j);
         char o[32];
@@ -611,11 +611,11 @@ static int bind_inputs(const exported *ex, const program *pr, const ct_value **l
             if (!t)
                 return ct_set_error(CT_EINVAL, "%s: input '%s' (%s) must be a tensor, got %s", ex->what, name,
                                     ordinal(j, o, sizeof o), v ? ct_value_kind_name(ct_value_kind_of(v)) : "nothing");
-            const ct_pt2_meta *m = g->slot_meta[in->slot];
+            const cti_pt2_meta *m = g->slot_meta[in->slot];
             if (m && check_dims(ex, pr, j, t, m, b, &nb, sizeof b / sizeof b[0])) return ct_last_code();
-            vals[in->slot] = (ct_export_value){(ct_tensor *)t, false, 0, 0, false};
+            vals[in->slot] = (cti_export_value){(ct_tensor *)t, false, 0, 0, false};
         } else if (in->kind == CT_PT2_SYM) {
-            ct_export_value *x = &vals[in->slot];
+            cti_export_value *x = &vals[in->slot];
             int64_t i = 0;
             double f = 0;
             bool bb = false;
@@ -632,15 +632,15 @@ static int bind_inputs(const exported *ex, const program *pr, const ct_value **l
 }
 
 /* One output leaf as a NEW value. */
-static ct_value *output_leaf(const ct_pt2_graph *g, const ct_pt2_arg *a, ct_export_value *vals) {
+static ct_value *output_leaf(const cti_pt2_graph *g, const cti_pt2_arg *a, cti_export_value *vals) {
     switch (a->kind) {
     case CT_PT2_TENSOR: {
         ct_tensor *t = vals[a->slot].t;
         return t ? ct_value_tensor(ct_alias(t)) : ct_value_none();
     }
     case CT_PT2_SYM: {
-        const ct_export_value *v = &vals[a->slot];
-        ct_pt2_slot_kind k = g->slot_kinds[a->slot];
+        const cti_export_value *v = &vals[a->slot];
+        cti_pt2_slot_kind k = g->slot_kinds[a->slot];
         return k == CT_PT2_SLOT_INT ? ct_value_int(v->i) : k == CT_PT2_SLOT_FLOAT ? ct_value_float(v->f)
                                                                                   : ct_value_bool(v->b);
     }
@@ -654,7 +654,7 @@ static ct_value *output_leaf(const ct_pt2_graph *g, const ct_pt2_arg *a, ct_expo
 }
 
 /* The user outputs leaves[*k ...] built by spec s: NEW value. */
-static ct_value *unflatten(const ct_pt2_spec *s, ct_value *const *leaves, size_t *k) {
+static ct_value *unflatten(const cti_pt2_spec *s, ct_value *const *leaves, size_t *k) {
     if (s->kind == CT_PT2_SPEC_LEAF) return ct_value_copy(leaves[(*k)++], false);
     ct_value *c = s->kind == CT_PT2_SPEC_DICT ? ct_value_dict() : s->kind == CT_PT2_SPEC_LIST ? ct_value_list()
                                                                                              : ct_value_tuple();
@@ -672,9 +672,9 @@ static ct_value *unflatten(const ct_pt2_spec *s, ct_value *const *leaves, size_t
     return c;
 }
 
-static ct_value *outputs(const exported *ex, const program *pr, ct_export_value *vals) {
-    const ct_pt2_program *p = pr->prog;
-    const ct_pt2_graph *g = &p->graph;
+static ct_value *outputs(const exported *ex, const program *pr, cti_export_value *vals) {
+    const cti_pt2_program *p = pr->prog;
+    const cti_pt2_graph *g = &p->graph;
     ct_value **leaves = calloc(g->noutputs + 1, sizeof *leaves);
     if (!leaves) {
         ct_set_error(CT_ENOMEM, "out of host memory");
@@ -683,7 +683,7 @@ static ct_value *outputs(const exported *ex, const program *pr, ct_export_value 
     size_t n = 0;
     int rc = 0;
     for (size_t i = 0; !rc && i < g->noutputs; i++) {
-        ct_pt2_out_kind k = p->out_specs[i].kind;
+        cti_pt2_out_kind k = p->out_specs[i].kind;
         if (k != CT_PT2_OUT_USER && k != CT_PT2_OUT_LOSS) continue;
         if (!(leaves[n++] = output_leaf(g, &g->outputs[i], vals))) rc = ct_last_code();
     }
@@ -710,16 +710,16 @@ static ct_value *outputs(const exported *ex, const program *pr, ct_export_value 
 
 /* Buffers, parameters and inputs the graph returns as mutated get the new
  * values (a functional graph's; the training IR mutates in place). */
-static int apply_mutations(const exported *ex, const program *pr, const ct_value **leaves, ct_export_value *vals) {
-    const ct_pt2_program *p = pr->prog;
+static int apply_mutations(const exported *ex, const program *pr, const ct_value **leaves, cti_export_value *vals) {
+    const cti_pt2_program *p = pr->prog;
     for (size_t i = 0; i < p->graph.noutputs; i++) {
-        const ct_pt2_out_spec *sp = &p->out_specs[i];
+        const cti_pt2_out_spec *sp = &p->out_specs[i];
         if (sp->kind != CT_PT2_OUT_BUFFER_MUTATION && sp->kind != CT_PT2_OUT_PARAMETER_MUTATION &&
             sp->kind != CT_PT2_OUT_USER_INPUT_MUTATION)
             continue;
         ct_tensor *dst = NULL;
         for (size_t j = 0; j < p->graph.ninputs && !dst; j++) {
-            const ct_pt2_in_spec *in = &p->in_specs[j];
+            const cti_pt2_in_spec *in = &p->in_specs[j];
             if (strcmp(in->target, sp->target)) continue;
             if (sp->kind == CT_PT2_OUT_USER_INPUT_MUTATION && in->kind == CT_PT2_IN_USER) {
                 for (size_t u = 0; u < pr->nuser; u++)
@@ -763,19 +763,19 @@ static int place_constants(program *pr, ct_device device) {
 static ct_value *forward(ct_module *self, const ct_value *args, const ct_value *kwargs) {
     exported *ex = ct_nn_user(self);
     program *pr = ct_nn_is_training(self) ? &ex->train : &ex->eval;
-    const ct_pt2_graph *g = &pr->prog->graph;
+    const cti_pt2_graph *g = &pr->prog->graph;
     const ct_value **leaves = calloc(pr->nuser + 1, sizeof *leaves);
-    ct_export_value *vals = calloc(g->nslots + 1, sizeof *vals);
+    cti_export_value *vals = calloc(g->nslots + 1, sizeof *vals);
     ct_value *r = NULL;
     int rc = leaves && vals ? 0 : ct_set_error(CT_ENOMEM, "out of host memory");
     ct_device device = module_device(pr);
     if (!rc) rc = place_constants(pr, device);
     if (!rc) rc = flatten_call(ex, pr, args, kwargs, leaves);
     if (!rc) rc = bind_inputs(ex, pr, leaves, vals);
-    if (!rc) rc = ct_export_plan_run(pr->plan, vals, device);
+    if (!rc) rc = cti_export_plan_run(pr->plan, vals, device);
     if (!rc) rc = apply_mutations(ex, pr, leaves, vals);
     if (!rc) r = outputs(ex, pr, vals);
-    if (vals) ct_export_values_clear(vals, g->nslots);
+    if (vals) cti_export_values_clear(vals, g->nslots);
     free(vals);
     free(leaves);
     return r;
@@ -798,7 +798,7 @@ static const exported *exported_of(const ct_module *m) {
 int ct_nn_exported_arity(const ct_module *m, size_t *n_inputs, size_t *n_outputs) {
     const exported *ex = exported_of(m);
     if (!ex) return CT_EINVAL;
-    const ct_pt2_program *p = ex->train.prog;
+    const cti_pt2_program *p = ex->train.prog;
     size_t n = 0;
     for (size_t i = 0; i < p->graph.noutputs; i++)
         n += p->out_specs[i].kind == CT_PT2_OUT_USER || p->out_specs[i].kind == CT_PT2_OUT_LOSS;
@@ -807,12 +807,12 @@ int ct_nn_exported_arity(const ct_module *m, size_t *n_inputs, size_t *n_outputs
     return 0;
 }
 
-static int describe(const exported *ex, const ct_pt2_arg *a, const char *name, ct_exported_tensor *out) {
-    const ct_pt2_graph *g = &ex->train.prog->graph;
-    const ct_pt2_meta *m = a->kind == CT_PT2_TENSOR ? g->slot_meta[a->slot] : NULL;
+static int describe(const exported *ex, const cti_pt2_arg *a, const char *name, ct_exported_tensor *out) {
+    const cti_pt2_graph *g = &ex->train.prog->graph;
+    const cti_pt2_meta *m = a->kind == CT_PT2_TENSOR ? g->slot_meta[a->slot] : NULL;
     if (!m) return ct_set_error(CT_ENOTSUP, "%s: '%s' is not a tensor", ex->what, name);
     if (!m->dtype_known)
-        return ct_set_error(CT_ENOTSUP, "%s: '%s' is %s", ex->what, name, ct_pt2_scalar_type_name(m->scalar_type));
+        return ct_set_error(CT_ENOTSUP, "%s: '%s' is %s", ex->what, name, cti_pt2_scalar_type_name(m->scalar_type));
     if (m->ndim > CT_EXPORT_MAX_DIMS)
         return ct_set_error(CT_ENOTSUP, "%s: '%s' has more than %d dimensions", ex->what, name, CT_EXPORT_MAX_DIMS);
     *out = (ct_exported_tensor){name, m->dtype, m->ndim, {0}};
@@ -833,11 +833,11 @@ int ct_nn_exported_output(const ct_module *m, size_t i, ct_exported_tensor *out)
     const exported *ex = exported_of(m);
     if (!ex) return CT_EINVAL;
     if (!out) return ct_set_error(CT_EINVAL, "ct_nn_exported_output: out is NULL");
-    const ct_pt2_program *p = ex->train.prog;
+    const cti_pt2_program *p = ex->train.prog;
     for (size_t k = 0, n = 0; k < p->graph.noutputs; k++) {
         if (p->out_specs[k].kind != CT_PT2_OUT_USER && p->out_specs[k].kind != CT_PT2_OUT_LOSS) continue;
         if (n++ != i) continue;
-        const ct_pt2_arg *a = &p->graph.outputs[k];
+        const cti_pt2_arg *a = &p->graph.outputs[k];
         return describe(ex, a, a->slot >= 0 ? p->graph.slot_names[a->slot] : "a constant", out);
     }
     return ct_set_error(CT_EINDEX, "%s: output %zu does not exist", ex->what, i);

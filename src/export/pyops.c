@@ -31,7 +31,7 @@ static const struct {
     {"sym_sqrt", OP_SQRT, 1},  {"_sym_sqrt", OP_SQRT, 1},
 };
 
-int ct_export_pyop_find(const char *target) {
+int cti_export_pyop_find(const char *target) {
     static const char *const modules[] = {"_operator.", "operator.", "math.", "torch."};
     const char *name = NULL;
     for (size_t m = 0; m < sizeof modules / sizeof modules[0] && !name; m++)
@@ -42,18 +42,18 @@ int ct_export_pyop_find(const char *target) {
     return -1;
 }
 
-static bool is_float(const ct_export_number *x) { return x->kind == CT_PT2_SLOT_FLOAT; }
-static double as_f(const ct_export_number *x) {
+static bool is_float(const cti_export_number *x) { return x->kind == CT_PT2_SLOT_FLOAT; }
+static double as_f(const cti_export_number *x) {
     return x->kind == CT_PT2_SLOT_FLOAT ? x->f : x->kind == CT_PT2_SLOT_BOOL ? (double)x->b : (double)x->i;
 }
-static int64_t as_i(const ct_export_number *x) { return x->kind == CT_PT2_SLOT_BOOL ? (int64_t)x->b : x->i; }
-static bool truthy(const ct_export_number *x) {
+static int64_t as_i(const cti_export_number *x) { return x->kind == CT_PT2_SLOT_BOOL ? (int64_t)x->b : x->i; }
+static bool truthy(const cti_export_number *x) {
     return x->kind == CT_PT2_SLOT_FLOAT ? x->f != 0 : x->kind == CT_PT2_SLOT_BOOL ? x->b : x->i != 0;
 }
 
-static ct_export_number num_i(int64_t i) { return (ct_export_number){CT_PT2_SLOT_INT, i, 0, false}; }
-static ct_export_number num_f(double f) { return (ct_export_number){CT_PT2_SLOT_FLOAT, 0, f, false}; }
-static ct_export_number num_b(bool b) { return (ct_export_number){CT_PT2_SLOT_BOOL, 0, 0, b}; }
+static cti_export_number num_i(int64_t i) { return (cti_export_number){CT_PT2_SLOT_INT, i, 0, false}; }
+static cti_export_number num_f(double f) { return (cti_export_number){CT_PT2_SLOT_FLOAT, 0, f, false}; }
+static cti_export_number num_b(bool b) { return (cti_export_number){CT_PT2_SLOT_BOOL, 0, 0, b}; }
 
 static int64_t floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
@@ -66,7 +66,7 @@ static int64_t ipow(int64_t base, int64_t exp) {
     return r;
 }
 
-static int compare(int op, const ct_export_number *a, const ct_export_number *b) {
+static int compare(int op, const cti_export_number *a, const cti_export_number *b) {
     if (is_float(a) || is_float(b)) {
         double x = as_f(a), y = as_f(b);
         return op == OP_EQ ? x == y : op == OP_NE ? x != y : op == OP_LT ? x < y : op == OP_LE ? x <= y
@@ -77,7 +77,7 @@ static int compare(int op, const ct_export_number *a, const ct_export_number *b)
            : op == OP_GT ? x > y : x >= y;
 }
 
-int ct_export_pyop_apply(int which, size_t n, const ct_export_number *a, ct_export_number *out) {
+int cti_export_pyop_apply(int which, size_t n, const cti_export_number *a, cti_export_number *out) {
     if (which < 0 || (size_t)which >= sizeof ops / sizeof ops[0])
         return ct_set_error(CT_EINVAL, "unknown Python operator");
     int op = ops[which].op;

@@ -1,7 +1,7 @@
 /* src/export/run.c — a graph of an exported program, compiled once into a
  * plan of steps and run node by node through the dispatcher (ops.h).
  *
- * Compiling (ct_export_plan_new) does everything that does not depend on
+ * Compiling (cti_export_plan_new) does everything that does not depend on
  * the inputs: each ATen or custom operator is found by name (an unknown
  * one fails the load, naming the node and its line of Python), each
  * node's arguments become a ct_arg array with its constants in place and
@@ -11,7 +11,7 @@
  * as Python drops it (autograd keeps what backward needs). In eval mode a
  * graph traced in train() has its flags rewritten here (ctrial/export.h).
  *
- * Running (ct_export_plan_run) is then, per node: fill the slots in, call
+ * Running (cti_export_plan_run) is then, per node: fill the slots in, call
  * (ct_op_call_n, or ct_op_call_value when the operator returns sizes),
  * store the results, free the dead. Python's operators on sizes are
  * pyops.c's; torch.no_grad() blocks (wrap_with_set_grad_enabled) run
@@ -46,7 +46,7 @@ typedef struct {
 
 typedef struct {
     step_kind kind;
-    const ct_pt2_node *node;
+    const cti_pt2_node *node;
     const ct_op *op;
     ct_arg *args;
     size_t nargs;
@@ -60,12 +60,12 @@ typedef struct {
     int32_t *dead;      /* slots whose tensors are dead after this step */
     size_t ndead;
     int pyop;
-    ct_export_plan *body; /* STEP_GRAD */
+    cti_export_plan *body; /* STEP_GRAD */
     bool grad_enabled;
 } step;
 
-struct ct_export_plan {
-    const ct_pt2_graph *g;
+struct cti_export_plan {
+    const cti_pt2_graph *g;
     char *what;
     step *steps;
     size_t nsteps;
@@ -74,18 +74,18 @@ struct ct_export_plan {
 /* ---- messages ---------------------------------------------------------------------------- */
 
 /* Prefixes the pending error with the plan and the node. Returns the code. */
-static int node_failed(const ct_export_plan *p, const ct_pt2_node *node) {
+static int node_failed(const cti_export_plan *p, const cti_pt2_node *node) {
     char where[768], msg[2048];
     snprintf(msg, sizeof msg, "%s", ct_last_error());
     return ct_set_error(ct_last_code() ? ct_last_code() : CT_ETORCH, "%s: %s: %s", p->what,
-                        ct_pt2_node_text(node, where, sizeof where), msg);
+                        cti_pt2_node_text(node, where, sizeof where), msg);
 }
 
-static int node_error(const ct_export_plan *p, const ct_pt2_node *node, int code, const char *fmt, const char *a,
+static int node_error(const cti_export_plan *p, const cti_pt2_node *node, int code, const char *fmt, const char *a,
                       const char *b) {
     char where[768], msg[2048];
     snprintf(msg, sizeof msg, fmt, a, b);
-    return ct_set_error(code, "%s: %s: %s", p->what, ct_pt2_node_text(node, where, sizeof where), msg);
+    return ct_set_error(code, "%s: %s: %s", p->what, cti_pt2_node_text(node, where, sizeof where), msg);
 }
 
 /* ---- compiling ----------------------------------------------------------------------------- */
@@ -116,7 +116,7 @@ static bool same_device(ct_device a, ct_device b) { return a.type == b.type && (
 /* A list argument: an array the step owns, its constants in place, a
  * fill for each element a slot gives (a tensor, or a size computed from a
  * dynamic one). */
-static int lay_list(step *s, const ct_pt2_arg *a, ct_arg *x, size_t at) {
+static int lay_list(step *s, const cti_pt2_arg *a, ct_arg *x, size_t at) {
     static const struct {
         size_t size;
         fill_kind fill;
@@ -144,9 +144,9 @@ static int lay_list(step *s, const ct_pt2_arg *a, ct_arg *x, size_t at) {
 }
 
 /* The ct_arg for argument a of a node, with its fills. */
-static int lay_arg(const ct_export_plan *p, step *s, const ct_pt2_node *node, const ct_pt2_arg *a, size_t at,
+static int lay_arg(const cti_export_plan *p, step *s, const cti_pt2_node *node, const cti_pt2_arg *a, size_t at,
                    ct_device traced_on) {
-    const ct_pt2_graph *g = p->g;
+    const cti_pt2_graph *g = p->g;
     ct_arg *x = &s->args[at];
     switch (a->kind) {
     case CT_PT2_NONE:
@@ -172,7 +172,7 @@ static int lay_arg(const ct_export_plan *p, step *s, const ct_pt2_node *node, co
         *x = CT_DEVICE(a->device);
         return same_device(a->device, traced_on) ? add_fill(s, F_DEVICE, at, 0, -1) : 0;
     case CT_PT2_SYM: {
-        ct_pt2_slot_kind k = g->slot_kinds[a->slot];
+        cti_pt2_slot_kind k = g->slot_kinds[a->slot];
         *x = k == CT_PT2_SLOT_INT ? CT_I(0) : k == CT_PT2_SLOT_FLOAT ? CT_F(0) : CT_B(false);
         return add_fill(s, k == CT_PT2_SLOT_INT ? F_INT : k == CT_PT2_SLOT_FLOAT ? F_FLOAT : F_BOOL, at, 0, a->slot);
     }
@@ -190,13 +190,13 @@ static int lay_arg(const ct_export_plan *p, step *s, const ct_pt2_node *node, co
 
 /* eval()'s meaning for an argument of a graph traced in train(): the value
  * to pass instead, or NULL to keep it (ctrial/export.h, docs/api/export.md). */
-static bool has_running_stats(const ct_pt2_node *node) {
+static bool has_running_stats(const cti_pt2_node *node) {
     for (size_t i = 0; i < node->nin; i++)
         if (!strcmp(node->in[i].name, "running_mean")) return node->in[i].kind == CT_PT2_TENSOR;
     return false;
 }
 
-static void rewrite_for_eval(const ct_pt2_node *node, const ct_pt2_arg *a, ct_arg *x) {
+static void rewrite_for_eval(const cti_pt2_node *node, const cti_pt2_arg *a, ct_arg *x) {
     if (!a->name) return;
     if (a->kind == CT_PT2_BOOL && (!strcmp(a->name, "train") || !strcmp(a->name, "training"))) {
         /* dropout's masks, RNN dropout, rrelu's random slopes off; BatchNorm
@@ -212,7 +212,7 @@ static void rewrite_for_eval(const ct_pt2_node *node, const ct_pt2_arg *a, ct_ar
 }
 
 /* BatchNorm's `self.num_batches_tracked.add_(1)`, which eval() never runs. */
-static bool counts_batches(const ct_pt2_node *node, const ct_export_mode *mode, const ct_pt2_graph *g) {
+static bool counts_batches(const cti_pt2_node *node, const cti_export_mode *mode, const cti_pt2_graph *g) {
     if (!mode || !mode->eval_rewrite || !mode->buffers || strcmp(node->op, "aten::add_.Tensor") || node->nin < 1 ||
         node->nout != 1 || node->in[0].kind != CT_PT2_TENSOR)
         return false;
@@ -225,11 +225,11 @@ static bool counts_batches(const ct_pt2_node *node, const ct_export_mode *mode, 
     return false;
 }
 
-static size_t flat_count(const ct_pt2_arg *out) {
+static size_t flat_count(const cti_pt2_arg *out) {
     return out->kind == CT_PT2_TENSORS || out->kind == CT_PT2_OPT_TENSORS ? out->n : 1;
 }
 
-static int lay_op(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_device traced_on, const ct_export_mode *mode) {
+static int lay_op(cti_export_plan *p, step *s, const cti_pt2_node *node, ct_device traced_on, const cti_export_mode *mode) {
     const char *name = node->op;
     /* eval mode: BatchNorm's training-only op of the functional IR */
     if (mode && mode->eval_rewrite && !strcmp(name, "aten::_batch_norm_with_update.default"))
@@ -253,7 +253,7 @@ static int lay_op(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_device
     size_t at = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < node->nin; i++) {
-            const ct_pt2_arg *a = &node->in[i];
+            const cti_pt2_arg *a = &node->in[i];
             if (a->keyword != (pass == 1)) continue;
             if (lay_arg(p, s, node, a, at, traced_on)) return ct_last_code();
             if (mode && mode->eval_rewrite) rewrite_for_eval(node, a, &s->args[at]);
@@ -268,7 +268,7 @@ static int lay_op(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_device
     if (!s->flat_slots) return ct_set_error(CT_ENOMEM, "out of host memory");
     size_t k = 0;
     for (size_t i = 0; i < node->nout; i++) {
-        const ct_pt2_arg *o = &node->out[i];
+        const cti_pt2_arg *o = &node->out[i];
         if (o->kind == CT_PT2_TENSORS || o->kind == CT_PT2_OPT_TENSORS)
             for (size_t j = 0; j < o->n; j++) s->flat_slots[k++] = o->slots[j];
         else s->flat_slots[k++] = o->kind == CT_PT2_TENSOR ? o->slot : -1;
@@ -276,10 +276,10 @@ static int lay_op(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_device
     return 0;
 }
 
-static int lay_grad(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_device traced_on) {
+static int lay_grad(cti_export_plan *p, step *s, const cti_pt2_node *node, ct_device traced_on) {
     if (node->nin < 2 || node->in[0].kind != CT_PT2_BOOL || node->in[1].kind != CT_PT2_GRAPH)
         return node_error(p, node, CT_EFORMAT, "expected (enabled, graph, *args)%s%s", "", "");
-    const ct_pt2_graph *body = node->in[1].graph;
+    const cti_pt2_graph *body = node->in[1].graph;
     if (body->ninputs != node->nin - 2 || body->noutputs != node->nout)
         return node_error(p, node, CT_EFORMAT, "its graph's inputs and outputs do not match the node's%s%s", "", "");
     for (size_t i = 2; i < node->nin; i++)
@@ -292,12 +292,12 @@ static int lay_grad(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_devi
     s->grad_enabled = node->in[0].b;
     char what[512];
     snprintf(what, sizeof what, "%s: %s", p->what, node->name ? node->name : "wrap_with_set_grad_enabled");
-    s->body = ct_export_plan_new(body, what, traced_on, NULL);
+    s->body = cti_export_plan_new(body, what, traced_on, NULL);
     return s->body ? 0 : ct_last_code();
 }
 
-static int lay_step(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_device traced_on,
-                    const ct_export_mode *mode) {
+static int lay_step(cti_export_plan *p, step *s, const cti_pt2_node *node, ct_device traced_on,
+                    const cti_export_mode *mode) {
     s->node = node;
     if (node->op) {
         if (counts_batches(node, mode, p->g)) {
@@ -309,11 +309,11 @@ static int lay_step(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_devi
     }
     if (!strcmp(node->target, "torch.ops.higher_order.wrap_with_set_grad_enabled"))
         return lay_grad(p, s, node, traced_on);
-    if ((s->pyop = ct_export_pyop_find(node->target)) >= 0) {
+    if ((s->pyop = cti_export_pyop_find(node->target)) >= 0) {
         if (node->nout != 1 || node->out[0].kind != CT_PT2_SYM)
             return node_error(p, node, CT_EFORMAT, "a Python operator must return one number%s%s", "", "");
         for (size_t i = 0; i < node->nin; i++) {
-            ct_pt2_arg_kind k = node->in[i].kind;
+            cti_pt2_arg_kind k = node->in[i].kind;
             if (k != CT_PT2_SYM && k != CT_PT2_INT && k != CT_PT2_FLOAT && k != CT_PT2_BOOL)
                 return node_error(p, node, CT_EFORMAT, "a Python operator takes numbers%s%s", "", "");
         }
@@ -330,29 +330,29 @@ static int lay_step(ct_export_plan *p, step *s, const ct_pt2_node *node, ct_devi
 }
 
 /* Each tensor's last use, and the steps after which they die. */
-static int lay_lifetimes(ct_export_plan *p) {
-    const ct_pt2_graph *g = p->g;
+static int lay_lifetimes(cti_export_plan *p) {
+    const cti_pt2_graph *g = p->g;
     size_t n = g->nslots;
     long *last = malloc((n ? n : 1) * sizeof *last);
     if (!last) return ct_set_error(CT_ENOMEM, "out of host memory");
     for (size_t i = 0; i < n; i++) last[i] = -1;
     for (size_t k = 0; k < p->nsteps; k++) {
-        const ct_pt2_node *node = p->steps[k].node;
+        const cti_pt2_node *node = p->steps[k].node;
         for (size_t i = 0; i < node->nin; i++) {
-            const ct_pt2_arg *a = &node->in[i];
+            const cti_pt2_arg *a = &node->in[i];
             if (a->slot >= 0) last[a->slot] = (long)k;
             for (size_t j = 0; a->slots && j < a->n; j++)
                 if (a->slots[j] >= 0) last[a->slots[j]] = (long)k;
         }
         for (size_t i = 0; i < node->nout; i++) {
-            const ct_pt2_arg *o = &node->out[i];
+            const cti_pt2_arg *o = &node->out[i];
             if (o->slot >= 0 && last[o->slot] < (long)k) last[o->slot] = (long)k;
             for (size_t j = 0; o->slots && j < o->n; j++)
                 if (o->slots[j] >= 0 && last[o->slots[j]] < (long)k) last[o->slots[j]] = (long)k;
         }
     }
     for (size_t i = 0; i < g->noutputs; i++) {
-        const ct_pt2_arg *a = &g->outputs[i];
+        const cti_pt2_arg *a = &g->outputs[i];
         if (a->slot >= 0) last[a->slot] = (long)p->nsteps; /* kept for the caller */
         for (size_t j = 0; a->slots && j < a->n; j++)
             if (a->slots[j] >= 0) last[a->slots[j]] = (long)p->nsteps;
@@ -372,12 +372,12 @@ static int lay_lifetimes(ct_export_plan *p) {
     return rc;
 }
 
-ct_export_plan *ct_export_plan_new(const ct_pt2_graph *g, const char *what, ct_device traced_on,
-                                   const ct_export_mode *mode) {
-    ct_export_plan *p = calloc(1, sizeof *p);
+cti_export_plan *cti_export_plan_new(const cti_pt2_graph *g, const char *what, ct_device traced_on,
+                                   const cti_export_mode *mode) {
+    cti_export_plan *p = calloc(1, sizeof *p);
     if (!p || !(p->what = malloc(strlen(what) + 1)) || !(p->steps = calloc(g->nnodes + 1, sizeof *p->steps))) {
         ct_set_error(CT_ENOMEM, "out of host memory");
-        ct_export_plan_free(p);
+        cti_export_plan_free(p);
         return NULL;
     }
     strcpy(p->what, what);
@@ -389,13 +389,13 @@ ct_export_plan *ct_export_plan_new(const ct_pt2_graph *g, const char *what, ct_d
     }
     if (!rc) rc = lay_lifetimes(p);
     if (rc) {
-        ct_export_plan_free(p);
+        cti_export_plan_free(p);
         return NULL;
     }
     return p;
 }
 
-void ct_export_plan_free(ct_export_plan *p) {
+void cti_export_plan_free(cti_export_plan *p) {
     if (!p) return;
     for (size_t k = 0; p->steps && k < p->nsteps; k++) {
         step *s = &p->steps[k];
@@ -405,7 +405,7 @@ void ct_export_plan_free(ct_export_plan *p) {
         free(s->lists);
         free(s->flat_slots);
         free(s->dead);
-        ct_export_plan_free(s->body);
+        cti_export_plan_free(s->body);
     }
     free(p->steps);
     free(p->what);
@@ -414,24 +414,24 @@ void ct_export_plan_free(ct_export_plan *p) {
 
 /* ---- running --------------------------------------------------------------------------- */
 
-void ct_export_values_clear(ct_export_value *vals, size_t n) {
+void cti_export_values_clear(cti_export_value *vals, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (vals[i].owned) ct_tensor_free(vals[i].t);
-        vals[i] = (ct_export_value){0};
+        vals[i] = (cti_export_value){0};
     }
 }
 
-static void set_tensor(ct_export_value *v, ct_tensor *t) {
+static void set_tensor(cti_export_value *v, ct_tensor *t) {
     if (v->owned) ct_tensor_free(v->t);
     v->t = t;
     v->owned = t != NULL;
 }
 
-static int fill_in(const ct_export_plan *p, step *s, const ct_export_value *vals, ct_device device) {
+static int fill_in(const cti_export_plan *p, step *s, const cti_export_value *vals, ct_device device) {
     for (size_t i = 0; i < s->nfills; i++) {
         const fill *f = &s->fills[i];
         ct_arg *x = &s->args[f->arg];
-        const ct_export_value *v = f->slot >= 0 ? &vals[f->slot] : NULL;
+        const cti_export_value *v = f->slot >= 0 ? &vals[f->slot] : NULL;
         switch (f->kind) {
         case F_TENSOR: /* an undefined tensor (an optional result) is None */
             if (v->t) *x = (ct_arg){CT_ARG_TENSOR, x->name, {.t = v->t}};
@@ -458,13 +458,13 @@ static int fill_in(const ct_export_plan *p, step *s, const ct_export_value *vals
 }
 
 /* A result of ct_op_call_value into the output o of the node. */
-static int store_value(const ct_export_plan *p, const step *s, const ct_pt2_arg *o, const ct_value *r,
-                       ct_export_value *vals) {
+static int store_value(const cti_export_plan *p, const step *s, const cti_pt2_arg *o, const ct_value *r,
+                       cti_export_value *vals) {
     ct_value_kind k = ct_value_kind_of(r);
     if (o->kind == CT_PT2_NONE) return 0;
     if (o->kind == CT_PT2_SYM) {
-        ct_export_value *v = &vals[o->slot];
-        ct_pt2_slot_kind want = p->g->slot_kinds[o->slot];
+        cti_export_value *v = &vals[o->slot];
+        cti_pt2_slot_kind want = p->g->slot_kinds[o->slot];
         int64_t i = 0;
         double f = 0;
         bool b = false;
@@ -496,8 +496,8 @@ static int store_value(const ct_export_plan *p, const step *s, const ct_pt2_arg 
     return 0;
 }
 
-static int run_op(const ct_export_plan *p, step *s, ct_export_value *vals) {
-    const ct_pt2_node *node = s->node;
+static int run_op(const cti_export_plan *p, step *s, cti_export_value *vals) {
+    const cti_pt2_node *node = s->node;
     if (s->value_call) {
         ct_value *r = ct_op_call_value(s->op, s->nargs, s->args);
         if (!r) return node_failed(p, node);
@@ -531,46 +531,46 @@ static int run_op(const ct_export_plan *p, step *s, ct_export_value *vals) {
     return rc;
 }
 
-static int run_pyop(const ct_export_plan *p, step *s, ct_export_value *vals) {
-    const ct_pt2_node *node = s->node;
-    ct_export_number args[3], r;
+static int run_pyop(const cti_export_plan *p, step *s, cti_export_value *vals) {
+    const cti_pt2_node *node = s->node;
+    cti_export_number args[3], r;
     if (node->nin > 3) return node_error(p, node, CT_EFORMAT, "too many arguments%s%s", "", "");
     for (size_t i = 0; i < node->nin; i++) {
-        const ct_pt2_arg *a = &node->in[i];
+        const cti_pt2_arg *a = &node->in[i];
         if (a->kind == CT_PT2_SYM) {
-            const ct_export_value *v = &vals[a->slot];
-            ct_pt2_slot_kind k = p->g->slot_kinds[a->slot];
-            args[i] = (ct_export_number){k, v->i, v->f, v->b};
-        } else if (a->kind == CT_PT2_INT) args[i] = (ct_export_number){CT_PT2_SLOT_INT, a->i, 0, false};
-        else if (a->kind == CT_PT2_FLOAT) args[i] = (ct_export_number){CT_PT2_SLOT_FLOAT, 0, a->f, false};
-        else args[i] = (ct_export_number){CT_PT2_SLOT_BOOL, 0, 0, a->b};
+            const cti_export_value *v = &vals[a->slot];
+            cti_pt2_slot_kind k = p->g->slot_kinds[a->slot];
+            args[i] = (cti_export_number){k, v->i, v->f, v->b};
+        } else if (a->kind == CT_PT2_INT) args[i] = (cti_export_number){CT_PT2_SLOT_INT, a->i, 0, false};
+        else if (a->kind == CT_PT2_FLOAT) args[i] = (cti_export_number){CT_PT2_SLOT_FLOAT, 0, a->f, false};
+        else args[i] = (cti_export_number){CT_PT2_SLOT_BOOL, 0, 0, a->b};
     }
-    if (ct_export_pyop_apply(s->pyop, node->nin, args, &r)) return node_failed(p, node);
-    ct_export_value *v = &vals[node->out[0].slot];
+    if (cti_export_pyop_apply(s->pyop, node->nin, args, &r)) return node_failed(p, node);
+    cti_export_value *v = &vals[node->out[0].slot];
     v->i = r.kind == CT_PT2_SLOT_FLOAT ? (int64_t)r.f : r.kind == CT_PT2_SLOT_BOOL ? r.b : r.i;
     v->f = r.kind == CT_PT2_SLOT_FLOAT ? r.f : (double)v->i;
     v->b = r.kind == CT_PT2_SLOT_BOOL ? r.b : v->i != 0 || v->f != 0;
     return 0;
 }
 
-static int run_grad(const ct_export_plan *p, step *s, ct_export_value *vals, ct_device device) {
-    const ct_pt2_node *node = s->node;
-    const ct_pt2_graph *body = s->body->g;
-    ct_export_value *inner = calloc(body->nslots + 1, sizeof *inner);
+static int run_grad(const cti_export_plan *p, step *s, cti_export_value *vals, ct_device device) {
+    const cti_pt2_node *node = s->node;
+    const cti_pt2_graph *body = s->body->g;
+    cti_export_value *inner = calloc(body->nslots + 1, sizeof *inner);
     if (!inner) return ct_set_error(CT_ENOMEM, "out of host memory");
     for (size_t i = 0; i < body->ninputs; i++) {
-        const ct_pt2_arg *a = &node->in[i + 2];
+        const cti_pt2_arg *a = &node->in[i + 2];
         if (body->inputs[i].slot < 0) continue;
         inner[body->inputs[i].slot] = vals[a->slot];
         inner[body->inputs[i].slot].owned = false; /* borrowed from the outer graph */
     }
     ct_guard *g = s->grad_enabled ? ct_enable_grad() : ct_no_grad();
-    int rc = ct_export_plan_run(s->body, inner, device);
+    int rc = cti_export_plan_run(s->body, inner, device);
     ct_guard_end(g);
     for (size_t i = 0; !rc && i < node->nout; i++) {
-        const ct_pt2_arg *o = &node->out[i], *src = &body->outputs[i];
+        const cti_pt2_arg *o = &node->out[i], *src = &body->outputs[i];
         if (o->kind == CT_PT2_NONE || src->slot < 0) continue;
-        ct_export_value *from = &inner[src->slot];
+        cti_export_value *from = &inner[src->slot];
         if (o->kind == CT_PT2_SYM) {
             vals[o->slot].i = from->i, vals[o->slot].f = from->f, vals[o->slot].b = from->b;
             continue;
@@ -580,15 +580,15 @@ static int run_grad(const ct_export_plan *p, step *s, ct_export_value *vals, ct_
             from->owned = false;
         } else set_tensor(&vals[o->slot], from->t ? ct_alias(from->t) : NULL);
     }
-    ct_export_values_clear(inner, body->nslots);
+    cti_export_values_clear(inner, body->nslots);
     free(inner);
     return rc;
 }
 
-int ct_export_plan_run(ct_export_plan *p, ct_export_value *vals, ct_device device) {
+int cti_export_plan_run(cti_export_plan *p, cti_export_value *vals, ct_device device) {
     for (size_t k = 0; k < p->nsteps; k++) {
         step *s = &p->steps[k];
-        const ct_pt2_node *node = s->node;
+        const cti_pt2_node *node = s->node;
         int rc = 0;
         switch (s->kind) {
         case STEP_OP:
@@ -609,14 +609,14 @@ int ct_export_plan_run(ct_export_plan *p, ct_export_value *vals, ct_device devic
         case STEP_PYOP: rc = run_pyop(p, s, vals); break;
         case STEP_GRAD: rc = run_grad(p, s, vals, device); break;
         case STEP_SKIP: {
-            ct_export_value *in = &vals[node->in[0].slot];
+            cti_export_value *in = &vals[node->in[0].slot];
             if (node->out[0].kind == CT_PT2_TENSOR) set_tensor(&vals[node->out[0].slot], in->t ? ct_alias(in->t) : NULL);
             break;
         }
         }
         if (rc) return rc;
         for (size_t i = 0; i < s->ndead; i++) {
-            ct_export_value *v = &vals[s->dead[i]];
+            cti_export_value *v = &vals[s->dead[i]];
             if (v->owned) {
                 ct_tensor_free(v->t);
                 v->t = NULL;

@@ -2,7 +2,7 @@
  * all of them): wrapping models, optimizers, schedulers, reducers and
  * callbacks; backward and the optimizer step with gradient aggregation,
  * clipping and closures; AMP and the profiler; hyperparameters; position
- * queries; and the context's life, from ct_context_new to ct_ctx_free. */
+ * queries; and the context's life, from cti_context_new to ct_ctx_free. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "fit/context.h"
 
@@ -20,7 +20,7 @@
 
 /* ---- lifetime -------------------------------------------------------------- */
 
-ct_context *ct_context_new(const ct_trial *trial, const ct_fit_opts *o) {
+ct_context *cti_context_new(const ct_trial *trial, const ct_fit_opts *o) {
     ct_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         ct_set_error(CT_ENOMEM, "ct_fit: out of host memory");
@@ -40,7 +40,7 @@ ct_context *ct_context_new(const ct_trial *trial, const ct_fit_opts *o) {
     return ctx;
 }
 
-int ct_context_trial_failed(const char *what) {
+int cti_context_trial_failed(const char *what) {
     if (ct_last_code() == CT_OK) return ct_set_error(CT_ETRIAL, "%s returned NULL without an error", what);
     return ct_set_error(ct_last_code(), "%s: %s", what, ct_last_error());
 }
@@ -52,28 +52,28 @@ static char g_no_state;
 
 /* Each call into the trial's code starts with the thread's error cleared
  * (error.h, "Errors and your code"). */
-int ct_context_build_trial(ct_context *ctx) {
+int cti_context_build_trial(ct_context *ctx) {
     const ct_trial *t = ctx->trial;
     ct_manual_seed(ctx->trial_seed);
     ct_clear_error();
     if (!t->build_model) {
         ctx->self = t->init(ctx);
-        return ctx->self ? CT_OK : ct_context_trial_failed("init");
+        return ctx->self ? CT_OK : cti_context_trial_failed("init");
     }
     ctx->simple_mode = true;
     ctx->self = t->init ? t->init(ctx) : &g_no_state;
-    if (!ctx->self) return ct_context_trial_failed("init");
+    if (!ctx->self) return cti_context_trial_failed("init");
     ct_clear_error();
     ct_module *model = ct_ctx_wrap_model(ctx, t->build_model(ctx->self, ctx));
-    if (!model) return ct_context_trial_failed("build_model");
+    if (!model) return cti_context_trial_failed("build_model");
     ct_clear_error();
     ct_optim *opt = ct_ctx_wrap_optimizer(ctx, t->optimizer(ctx->self, ctx, model));
-    if (!opt) return ct_context_trial_failed("optimizer");
+    if (!opt) return cti_context_trial_failed("optimizer");
     if (t->create_lr_scheduler) {
         ct_step_mode mode = CT_STEP_EVERY_EPOCH;
         ct_clear_error();
         ct_sched *s = t->create_lr_scheduler(ctx->self, ctx, opt, &mode);
-        if (!s && ct_last_code() != CT_OK) return ct_context_trial_failed("create_lr_scheduler"); /* NULL alone: none */
+        if (!s && ct_last_code() != CT_OK) return cti_context_trial_failed("create_lr_scheduler"); /* NULL alone: none */
         if (s && !ct_ctx_wrap_lr_scheduler(ctx, s, mode, 1)) return ct_last_code();
     }
     return CT_OK;
@@ -92,8 +92,8 @@ void ct_ctx_free(ct_context *ctx) {
         if (cb->free) cb->free(cb->self);
         free((char *)cb->name);
     }
-    for (size_t i = 0; i < ctx->n_reducers; i++) ct_reducer_free(ctx->reducers[i]);
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_free(ctx->syncs[i]);
+    for (size_t i = 0; i < ctx->n_reducers; i++) cti_reducer_free(ctx->reducers[i]);
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) cti_grad_sync_free(ctx->syncs[i]);
     free(ctx->syncs);
     ct_grad_scaler_free(ctx->scaler);
     for (size_t i = 0; i < ctx->n_scheds; i++) ct_sched_free(ctx->scheds[i].sched);
@@ -112,7 +112,7 @@ void ct_ctx_free(ct_context *ctx) {
     ct_value_free(ctx->saved_hparams);
     ct_value_free(ctx->saved_config);
     if (ctx->metrics_log) fclose(ctx->metrics_log);
-    ct_tb_close(ctx->tb);
+    cti_tb_close(ctx->tb);
     ct_summary_close(ctx->summary);
     free(ctx);
 }
@@ -195,7 +195,7 @@ ct_sched *ct_ctx_wrap_lr_scheduler(ct_context *ctx, ct_sched *s, ct_step_mode mo
                                 "(it steps on a metric the trial chooses)");
         return NULL;
     }
-    ct_wrapped_sched w = {s, mode, frequency};
+    cti_wrapped_sched w = {s, mode, frequency};
     if (!push((void **)&ctx->scheds, &ctx->n_scheds, sizeof w, &w)) {
         ct_sched_free(s);
         ct_set_error(CT_ENOMEM, "ct_ctx_wrap_lr_scheduler: out of host memory");
@@ -237,7 +237,7 @@ static ct_reducer *keep_reducer(ct_context *ctx, const char *api, ct_reducer *r)
     }
     if (!push((void **)&ctx->reducers, &ctx->n_reducers, sizeof r, &r)) {
         r->ops.free = NULL;
-        ct_reducer_free(r);
+        cti_reducer_free(r);
         ct_set_error(CT_ENOMEM, "%s: out of host memory", api);
         return NULL;
     }
@@ -257,7 +257,7 @@ ct_reducer *ct_ctx_wrap_reducer_ex(ct_context *ctx, const char *name, ct_reduce_
     if (!reducer_wrappable(ctx, "ct_ctx_wrap_reducer", name, fn, fn_ctx, NULL, NULL, for_training, for_validation))
         return NULL;
     return keep_reducer(ctx, "ct_ctx_wrap_reducer",
-                        ct_reducer_new(name, fn, fn_ctx, for_training, for_validation));
+                        cti_reducer_new(name, fn, fn_ctx, for_training, for_validation));
 }
 
 ct_reducer *ct_ctx_wrap_metric_reducer(ct_context *ctx, const char *name, const ct_metric_reducer_ops *ops,
@@ -268,7 +268,7 @@ ct_reducer *ct_ctx_wrap_metric_reducer(ct_context *ctx, const char *name, const 
         return NULL;
     }
     if (!reducer_wrappable(ctx, api, name, NULL, NULL, ops, self, for_training, for_validation)) return NULL;
-    return keep_reducer(ctx, api, ct_reducer_new_class(name, ops, self, for_training, for_validation));
+    return keep_reducer(ctx, api, cti_reducer_new_class(name, ops, self, for_training, for_validation));
 }
 
 int ct_ctx_add_callback(ct_context *ctx, const ct_callback *cb) {
@@ -303,26 +303,26 @@ int ct_ctx_backward_ex(ct_context *ctx, const ct_tensor *loss, const ct_tensor *
     /* Under mpirun the gradients of an optimizer-step batch are all-reduced
      * in buckets while backward runs, and are averages when it returns (as
      * with DistributedDataParallel); accumulation batches stay local. */
-    bool step = ct_context_is_step_batch(ctx, ctx->current_batch);
+    bool step = cti_context_is_step_batch(ctx, ctx->current_batch);
     /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's
      * scope). A wrapped (manual) scaler is the trial's to apply. */
     const ct_tensor *scaled = ctx->scaler && !ctx->manual_scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
     if (!scaled) return ct_last_code();
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) ct_grad_sync_arm(ctx->syncs[i], step);
+    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) cti_grad_sync_arm(ctx->syncs[i], step);
     int rc = ct_backward_ex(scaled, gradient, retain_graph, create_graph);
-    double t0 = ct_clock_monotonic();
+    double t0 = cti_clock_monotonic();
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
-        ct_grad_sync_after_backward(ctx->syncs[i]);
+        cti_grad_sync_after_backward(ctx->syncs[i]);
         /* Every rank finishes, even after a failed backward: the ranks run
          * the same collectives and agree on the failure afterwards. */
-        int frc = step ? ct_grad_sync_finish(ctx->syncs[i]) : CT_OK;
+        int frc = step ? cti_grad_sync_finish(ctx->syncs[i]) : CT_OK;
         if (rc == CT_OK) rc = frc;
     }
-    if (ctx->syncs && step) ct_time_add(ctx, CT_TIME_COMM, t0);
+    if (ctx->syncs && step) cti_time_add(ctx, CT_TIME_COMM, t0);
     return rc;
 }
 
-bool ct_context_is_step_batch(const ct_context *ctx, int64_t batch_idx) {
+bool cti_context_is_step_batch(const ct_context *ctx, int64_t batch_idx) {
     return (batch_idx + 1) % ctx->aggregation_frequency == 0;
 }
 
@@ -416,24 +416,24 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
                                         "must be true (as in Determined)", ctx->aggregation_frequency);
     int rc = d.closure ? refuse_closure(ctx, &d) : CT_OK;
     if (rc != CT_OK) return rc;
-    if (!ct_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
+    if (!cti_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
     /* Under mpirun the gradients are averages already (ct_ctx_backward),
      * unless a backward ran outside it: stepping on those would let the
      * ranks' weights drift apart. */
     for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
         char stray[256];
-        if (ct_grad_sync_stray(ctx->syncs[i], stray, sizeof stray))
+        if (cti_grad_sync_stray(ctx->syncs[i], stray, sizeof stray))
             return ct_set_error(CT_ESTATE,
                                 "ct_ctx_step_optimizer: rank %d: parameter '%s' got its gradient from a backward "
                                 "outside ct_ctx_backward, which is not averaged across ranks; call "
                                 "ct_ctx_backward or ct_ctx_backward_ex",
                                 ctx->rank, stray);
     }
-    double t0 = ct_clock_monotonic();
+    double t0 = cti_clock_monotonic();
     rc = d.closure ? ct_optim_step_closure(opt, d.closure, d.closure_user, d.closure_loss)
                    : step_on_gradients(ctx, opt, &d);
     if (rc == CT_OK && d.auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
-    ct_time_add(ctx, CT_TIME_OPTIM, t0);
+    cti_time_add(ctx, CT_TIME_OPTIM, t0);
     return rc;
 }
 
@@ -522,7 +522,7 @@ static const ct_value *hparam(ct_context *ctx, const char *name) {
  * the context, which fails the trial with it (CT_ECONFIG) as soon as the
  * trial function that read it returns. */
 static void wrong_type(ct_context *ctx, const char *name, const char *want, const ct_value *v) {
-    json_t *j = ct_json_from_value(v);
+    json_t *j = cti_json_from_value(v);
     char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
     json_decref(j);
     ct_set_error(CT_ECONFIG, "hyperparameter '%s' is %s (%s), but the trial reads it as %s", name,
@@ -597,7 +597,7 @@ int ct_ctx_hparam_int_req(ct_context *ctx, const char *name, int64_t *out) {
     return CT_OK;
 }
 
-int ct_context_hparam_failure(const ct_context *ctx) {
+int cti_context_hparam_failure(const ct_context *ctx) {
     return ctx->hparam_error[0] ? ct_set_error(CT_ECONFIG, "%s", ctx->hparam_error) : CT_OK;
 }
 
@@ -610,7 +610,7 @@ const ct_value *ct_ctx_data_config(const ct_context *ctx) { return ctx ? ctx->op
 
 /* ---- queries --------------------------------------------------------------- */
 
-int64_t ct_ctx_cuda_graph_captures(const ct_context *ctx) { return ctx ? ct_graph_step_captures(ctx->graph) : 0; }
+int64_t ct_ctx_cuda_graph_captures(const ct_context *ctx) { return ctx ? cti_graph_step_captures(ctx->graph) : 0; }
 ct_module *ct_ctx_model(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_models ? ctx->models[i] : NULL; }
 ct_optim *ct_ctx_optimizer(const ct_context *ctx, size_t i) { return ctx && i < ctx->n_optims ? ctx->optims[i] : NULL; }
 

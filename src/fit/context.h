@@ -15,10 +15,10 @@ typedef struct {
     ct_sched *sched;
     ct_step_mode mode;
     int frequency;
-} ct_wrapped_sched;
+} cti_wrapped_sched;
 
 /* Why a checkpoint is written (metadata.json's trial_state.reason). */
-typedef enum { CT_WHY_PERIOD, CT_WHY_POLICY, CT_WHY_END, CT_WHY_STOP } ct_ckpt_why;
+typedef enum { CT_WHY_PERIOD, CT_WHY_POLICY, CT_WHY_END, CT_WHY_STOP } cti_ckpt_why;
 
 /* Where the loop's time goes, measured on the host (report.c). TRAIN is
  * the whole of train_batch; COMM and OPTIM are parts of it. */
@@ -30,7 +30,7 @@ typedef enum {
     CT_TIME_VALIDATION, /* validations, metric reduction included */
     CT_TIME_CHECKPOINT, /* checkpoints, from state to commit */
     CT_TIME_KINDS
-} ct_time_kind;
+} cti_time_kind;
 
 struct ct_context {
     const ct_trial *trial;
@@ -63,10 +63,10 @@ struct ct_context {
     size_t n_models;
     ct_optim **optims;
     size_t n_optims;
-    ct_wrapped_sched *scheds;
+    cti_wrapped_sched *scheds;
     size_t n_scheds;
-    struct ct_grad_sync **syncs; /* one per model under mpirun (grad_sync.h), else NULL */
-    struct ct_graph_step *graph; /* the CUDA-graph step (graph_step.h) when opts.cuda_graphs */
+    struct cti_grad_sync **syncs; /* one per model under mpirun (grad_sync.h), else NULL */
+    struct cti_graph_step *graph; /* the CUDA-graph step (graph_step.h) when opts.cuda_graphs */
     ct_reducer **reducers;
     size_t n_reducers;
     ct_callback *callbacks;
@@ -106,7 +106,7 @@ struct ct_context {
     ct_value *saved_hparams;     /* hparams read from a checkpoint (owned) */
     ct_value *saved_config;      /* the experiment (or data) config read from a checkpoint (owned) */
     int64_t resume_position;     /* the training loader's position in it */
-    ct_ckpt_why why;             /* of the checkpoint being written */
+    cti_ckpt_why why;             /* of the checkpoint being written */
 
     ct_loader *train_loader, *val_loader;
     int64_t records_trained;     /* by all ranks, up to the last report */
@@ -117,7 +117,7 @@ struct ct_context {
 
     /* Reporting (report.c). */
     FILE *metrics_log;           /* metrics.jsonl (rank 0) */
-    struct ct_tb_writer *tb;     /* TensorBoard events in output_dir (rank 0) */
+    struct cti_tb_writer *tb;     /* TensorBoard events in output_dir (rank 0) */
     bool tensorboard;            /* TensorBoard logging on (ct_ctx_set_enable_tensorboard_logging) */
     struct ct_summary_writer *summary; /* the trial's own writer (ct_ctx_tensorboard_writer), rank 0 */
     double start_time, last_report_time;
@@ -140,20 +140,20 @@ struct ct_context {
 /* context.c */
 /* A context for `trial` with options `o` (copied; the strings and trees they
  * point to are borrowed). NEW; ct_ctx_free frees it. */
-ct_context *ct_context_new(const ct_trial *trial, const ct_fit_opts *o);
+ct_context *cti_context_new(const ct_trial *trial, const ct_fit_opts *o);
 /* Seeds every generator with the trial seed (as Determined does before
  * init), then builds the trial: init, or simple mode's model, optimizer and
  * scheduler. */
-int ct_context_build_trial(ct_context *ctx);
+int cti_context_build_trial(ct_context *ctx);
 /* Whether training batch `batch_idx` (absolute, from 0) ends an aggregation
  * window: the optimizers step on it (every aggregation_frequency-th batch),
  * gradients are averaged across ranks in its backward, schedulers move. */
-bool ct_context_is_step_batch(const ct_context *ctx, int64_t batch_idx);
+bool cti_context_is_step_batch(const ct_context *ctx, int64_t batch_idx);
 /* The first hyperparameter the trial read with the wrong type, as
  * CT_ECONFIG with its message; CT_OK when there was none. */
-int ct_context_hparam_failure(const ct_context *ctx);
+int cti_context_hparam_failure(const ct_context *ctx);
 /* A trial function returned NULL: keeps its message, or says which one
  * (`what`) returned NULL without one. Returns the code. */
-int ct_context_trial_failed(const char *what);
+int cti_context_trial_failed(const char *what);
 
 #endif

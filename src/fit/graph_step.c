@@ -10,7 +10,7 @@
 #include "ctrial/cuda.h"
 #include "fit/graph_step.h"
 
-struct ct_graph_step {
+struct cti_graph_step {
     ct_cuda_graph *graph;
     int device;
     int warmup;              /* warm-up batches to run before the capture */
@@ -356,7 +356,7 @@ static bool same_value(double a, double b) { return a == b || (isnan(a) && isnan
  * (gs->hyper holds room for them); otherwise compares them with the stored
  * list and describes the first difference in why. Returns true on a
  * difference. */
-static bool walk_hyper(ct_graph_step *gs, const ct_context *ctx, bool record, char *why, size_t len) {
+static bool walk_hyper(cti_graph_step *gs, const ct_context *ctx, bool record, char *why, size_t len) {
     size_t c = 0;
     for (size_t i = 0; i < ctx->n_optims; i++) {
         const ct_optim *o = ctx->optims[i];
@@ -393,7 +393,7 @@ static bool walk_hyper(ct_graph_step *gs, const ct_context *ctx, bool record, ch
 }
 
 /* Stores the hyperparameters the graph was captured with. */
-static int record_hyper(ct_graph_step *gs, const ct_context *ctx) {
+static int record_hyper(cti_graph_step *gs, const ct_context *ctx) {
     size_t n = 0;
     for (size_t i = 0; i < ctx->n_optims; i++) {
         const char *const *keys = hyper_keys(ctx->optims[i]);
@@ -409,7 +409,7 @@ static int record_hyper(ct_graph_step *gs, const ct_context *ctx) {
     return CT_OK;
 }
 
-static void mode_text(const ct_wrapped_sched *w, char *buf, size_t len) {
+static void mode_text(const cti_wrapped_sched *w, char *buf, size_t len) {
     static const char *const what[] = {"batch", "optimizer step", "epoch"};
     if (w->mode == CT_STEP_MANUAL || (int)w->mode < 0 || (int)w->mode > CT_STEP_MANUAL) {
         snprintf(buf, len, "stepped by the trial");
@@ -445,8 +445,8 @@ static int refuse_per_batch(const ct_context *ctx, const char *why, int64_t batc
 
 /* ---- warm-up, capture, replay ------------------------------------------------------ */
 
-static ct_value *warm_up(ct_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
-                         int64_t batch_idx, ct_step_fn step) {
+static ct_value *warm_up(cti_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                         int64_t batch_idx, cti_step_fn step) {
     if (ct_cuda_graph_side_stream_begin(gs->graph) != CT_OK) return NULL;
     ct_value *m = step(ctx, batch, epoch_idx, batch_idx);
     saved_error e;
@@ -465,8 +465,8 @@ static ct_value *warm_up(ct_graph_step *gs, ct_context *ctx, const ct_value *bat
 }
 
 /* The step is captured with this batch, then replayed once for it. */
-static ct_value *capture(ct_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
-                         int64_t batch_idx, ct_step_fn step) {
+static ct_value *capture(cti_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                         int64_t batch_idx, cti_step_fn step) {
     path_buf p = {{0}, 0};
     int rc = check_optimizers(ctx);
     if (rc == CT_OK) rc = check_param_devices(ctx);
@@ -501,8 +501,8 @@ static ct_value *capture(ct_graph_step *gs, ct_context *ctx, const ct_value *bat
     return ct_value_copy(gs->outputs, true);
 }
 
-ct_value *ct_graph_step_run(ct_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
-                            int64_t batch_idx, ct_step_fn step) {
+ct_value *cti_graph_step_run(cti_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                            int64_t batch_idx, cti_step_fn step) {
     if (gs->warmed < gs->warmup) return warm_up(gs, ctx, batch, epoch_idx, batch_idx, step);
     if (!gs->captured) return capture(gs, ctx, batch, epoch_idx, batch_idx, step);
     char why[512];
@@ -523,7 +523,7 @@ ct_value *ct_graph_step_run(ct_graph_step *gs, ct_context *ctx, const ct_value *
 
 /* ---- lifetime ------------------------------------------------------------------ */
 
-int ct_graph_step_new(ct_context *ctx, ct_graph_step **out) {
+int cti_graph_step_new(ct_context *ctx, cti_graph_step **out) {
     *out = NULL;
     const ct_fit_opts *o = &ctx->opts;
     if (o->cuda_graph_warmup < 1)
@@ -552,7 +552,7 @@ int ct_graph_step_new(ct_context *ctx, ct_graph_step **out) {
     }
     rc = check_param_devices(ctx);
     if (rc != CT_OK) return rc;
-    ct_graph_step *gs = calloc(1, sizeof *gs);
+    cti_graph_step *gs = calloc(1, sizeof *gs);
     if (!gs) return ct_set_error(CT_ENOMEM, "CUDA graphs: out of host memory");
     gs->graph = ct_cuda_graph_new(ctx->device.index);
     if (!gs->graph) {
@@ -568,7 +568,7 @@ int ct_graph_step_new(ct_context *ctx, ct_graph_step **out) {
     return CT_OK;
 }
 
-void ct_graph_step_free(ct_graph_step *gs) {
+void cti_graph_step_free(cti_graph_step *gs) {
     if (!gs) return;
     saved_error e;
     save_error(&e);
@@ -582,4 +582,4 @@ void ct_graph_step_free(ct_graph_step *gs) {
     restore_error(&e);
 }
 
-int64_t ct_graph_step_captures(const ct_graph_step *gs) { return gs ? gs->captures : 0; }
+int64_t cti_graph_step_captures(const cti_graph_step *gs) { return gs ? gs->captures : 0; }

@@ -2,11 +2,11 @@
  * (ct_fit_opts.cuda_graphs; trial.h says what users see). Internal to
  * ctrial; the loop (loop.c) drives it:
  *
- *     ct_graph_step_new(ctx, &ctx->graph);     // after setup: refuses what cannot be captured
+ *     cti_graph_step_new(ctx, &ctx->graph);     // after setup: refuses what cannot be captured
  *     ...
- *     m = ct_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step);   // per batch
+ *     m = cti_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step);   // per batch
  *     ...
- *     ct_graph_step_free(ctx->graph);
+ *     cti_graph_step_free(ctx->graph);
  *
  * PyTorch's whole-network recipe (torch.cuda.graphs, "Whole-network
  * capture"), with the loop's batches in place of its loop:
@@ -49,27 +49,27 @@
 
 #include "fit/context.h"
 
-typedef struct ct_graph_step ct_graph_step;
+typedef struct cti_graph_step cti_graph_step;
 
 /* One training step run eagerly: train_batch (with simple mode's backward
  * and step). Returns the NEW dict of metrics, tensors detached, or NULL +
  * error. Called inside the loop's per-batch scope. */
-typedef ct_value *(*ct_step_fn)(ct_context *ctx, const ct_value *batch, int64_t epoch_idx, int64_t batch_idx);
+typedef ct_value *(*cti_step_fn)(ct_context *ctx, const ct_value *batch, int64_t epoch_idx, int64_t batch_idx);
 
 /* Checks that the trial's setup can be captured (in this order:
  * cuda_graph_warmup >= 1 and aggregation_frequency 1, CT_ECONFIG; one rank
  * and capturable optimizers, CT_ENOTSUP; a CUDA device, CT_ECONFIG, with
  * every optimizer parameter on it, CT_EDEVICE) and makes the graph.
  * *out receives a NEW step, or NULL with the error. */
-int ct_graph_step_new(ct_context *ctx, ct_graph_step **out);
+int cti_graph_step_new(ct_context *ctx, cti_graph_step **out);
 /* One batch: warm-up, capture or replay, as above. NEW metrics dict, or
  * NULL + error. */
-ct_value *ct_graph_step_run(ct_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
-                            int64_t batch_idx, ct_step_fn step);
+ct_value *cti_graph_step_run(cti_graph_step *gs, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
+                            int64_t batch_idx, cti_step_fn step);
 /* How many times the step was captured so far (0 for NULL). */
-int64_t ct_graph_step_captures(const ct_graph_step *gs);
+int64_t cti_graph_step_captures(const cti_graph_step *gs);
 /* Waits for the device, then frees the graph, its pool and the static
  * tensors. Accepts NULL. */
-void ct_graph_step_free(ct_graph_step *gs);
+void cti_graph_step_free(cti_graph_step *gs);
 
 #endif

@@ -83,7 +83,7 @@ static int hook_failed(const ct_callback *cb, const char *hook) {
  *
  * Who catches them when. ct_fit catches them while it runs. ct_main
  * catches them from its first line until the process exits
- * (ct_fit_catch_stop_signals_until_exit): a signal before ct_fit (during
+ * (cti_fit_catch_stop_signals_until_exit): a signal before ct_fit (during
  * MPI's start, flag parsing) stops the run before training, and one after
  * ct_fit returned (a repeated SIGTERM while the program ends) is recorded
  * instead of killing the process with 143 after its clean stop. A bare
@@ -116,7 +116,7 @@ static void install_handler(int sig, struct sigaction *old) {
     sigaction(sig, &sa, old);
 }
 
-void ct_fit_catch_stop_signals_until_exit(void) {
+void cti_fit_catch_stop_signals_until_exit(void) {
     if (!catching(SIGTERM)) install_handler(SIGTERM, NULL);
     if (!catching(SIGINT)) install_handler(SIGINT, NULL);
 }
@@ -154,7 +154,7 @@ static void restore_signals(const saved_signals *saved) {
  * ctx->preempted and g_agreed_signal when there is one. Collective. */
 static int agree_on_preemption(ct_context *ctx) {
     int64_t sig = g_agreed_signal ? g_agreed_signal : g_stop_signal;
-    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64_as(&sig, 1, CT_DIST_MAX, "the agreement on a stop signal");
+    int rc = ctx->size == 1 ? CT_OK : cti_dist_allreduce_i64_as(&sig, 1, CT_DIST_MAX, "the agreement on a stop signal");
     if (rc == CT_OK && sig) {
         ctx->preempted = true;
         g_agreed_signal = (int)sig;
@@ -167,7 +167,7 @@ static int agree_on_preemption(ct_context *ctx) {
 /* ct_fit's periods in records become batches of the global batch size
  * (config/period.h), as the config's do. */
 static int records_to_batches(ct_context *ctx, ct_period *p, const char *what) {
-    if (ct_period_in_batches(p, ctx->global_batch_size)) return CT_OK;
+    if (cti_period_in_batches(p, ctx->global_batch_size)) return CT_OK;
     return ct_set_error(CT_ECONFIG, "%s is in records but global_batch_size is not set", what);
 }
 
@@ -245,7 +245,7 @@ static int stop_at_boundary(ct_context *ctx, bool *stop) {
     /* One all-reduce for both: the signal (agreed as agree_on_preemption
      * does) and the request. */
     int64_t flags[2] = {g_agreed_signal ? g_agreed_signal : g_stop_signal, ctx->stop_requested};
-    int rc = ctx->size == 1 ? CT_OK : ct_dist_allreduce_i64_as(flags, 2, CT_DIST_MAX, "the agreement on stopping");
+    int rc = ctx->size == 1 ? CT_OK : cti_dist_allreduce_i64_as(flags, 2, CT_DIST_MAX, "the agreement on stopping");
     if (rc == CT_OK && flags[0]) {
         ctx->preempted = true;
         g_agreed_signal = (int)flags[0];
@@ -280,7 +280,7 @@ static int start_grad_sync(ct_context *ctx) {
     if (!ctx->syncs) return ct_set_error(CT_ENOMEM, "out of host memory");
     size_t bucket = (size_t)(ctx->opts.bucket_cap_mb > 0 ? ctx->opts.bucket_cap_mb : 25) << 20;
     for (size_t m = 0; m < ctx->n_models; m++)
-        if (!(ctx->syncs[m] = ct_grad_sync_new(ctx->models[m], bucket))) return ct_last_code();
+        if (!(ctx->syncs[m] = cti_grad_sync_new(ctx->models[m], bucket))) return ct_last_code();
     return CT_OK;
 }
 
@@ -299,20 +299,20 @@ static void block_stop_signals(sigset_t *old) {
 
 /* Writes and commits one checkpoint (rank 0), then prunes old ones. */
 static int write_checkpoint(ct_context *ctx, ct_value *state) {
-    ct_ckpt_writer w;
-    int rc = ct_ckpt_begin(&w, ctx->checkpoint_dir, ctx->batches_trained);
-    if (rc == CT_OK) rc = ct_ckpt_write_pth(&w, CT_CKPT_STATE_FILE, state);
-    if (rc == CT_OK) rc = ct_ckpt_commit(&w, ct_context_metadata(ctx));
+    cti_ckpt_writer w;
+    int rc = cti_ckpt_begin(&w, ctx->checkpoint_dir, ctx->batches_trained);
+    if (rc == CT_OK) rc = cti_ckpt_write_pth(&w, CT_CKPT_STATE_FILE, state);
+    if (rc == CT_OK) rc = cti_ckpt_commit(&w, cti_context_metadata(ctx));
     if (rc != CT_OK) {
         int code = ct_last_code();
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", ct_last_error());
-        ct_ckpt_abort(&w);
+        cti_ckpt_abort(&w);
         return ct_set_error(code, "writing a checkpoint at batch %lld: %s", (long long)ctx->batches_trained, msg);
     }
     json_decref(w.files);
     snprintf(ctx->last_checkpoint, sizeof ctx->last_checkpoint, "%s", w.final);
-    return ct_ckpt_prune(ctx->checkpoint_dir, ctx->opts.save_trial_latest, ctx->opts.save_trial_best,
+    return cti_ckpt_prune(ctx->checkpoint_dir, ctx->opts.save_trial_latest, ctx->opts.save_trial_best,
                          ctx->opts.searcher_metric, ctx->opts.smaller_is_better, w.name);
 }
 
@@ -322,15 +322,15 @@ static int write_checkpoint(ct_context *ctx, ct_value *state) {
  * directory committed atomically and on_checkpoint_write_end (Determined's
  * _save runs on the chief only); then on_checkpoint_upload_end on every
  * rank with the committed directory. */
-static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
-    double t0 = ct_clock_monotonic();
+static int checkpoint(ct_context *ctx, cti_ckpt_why why) {
+    double t0 = cti_clock_monotonic();
     ctx->last_checkpoint_bt = ctx->batches_trained;
     ctx->why = why;
-    ct_value *state = ct_context_state(ctx);
+    ct_value *state = cti_context_state(ctx);
     int rc = state ? CT_OK : ct_last_code();
     if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
     /* Every rank has finished this step before rank 0 commits it. */
-    rc = ct_ranks_agree(rc);
+    rc = cti_ranks_agree(rc);
     if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;
         block_stop_signals(&old);
@@ -339,17 +339,17 @@ static int checkpoint(ct_context *ctx, ct_ckpt_why why) {
         CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
     }
     ct_value_free(state);
-    rc = ct_ranks_agree(rc);
+    rc = cti_ranks_agree(rc);
     if (rc == CT_OK && ctx->size > 1)
         rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
     CALL_HOOKS(rc, ctx, on_checkpoint_upload_end, ctx->last_checkpoint);
-    ct_time_add(ctx, CT_TIME_CHECKPOINT, t0);
-    if (rc == CT_OK) ct_report_checkpoint(ctx, ct_context_why_name(why));
+    cti_time_add(ctx, CT_TIME_CHECKPOINT, t0);
+    if (rc == CT_OK) cti_report_checkpoint(ctx, cti_context_why_name(why));
     return rc;
 }
 
 /* Checkpointing as a boundary: skipped when the latest checkpoint is current. */
-static int checkpoint_boundary(ct_context *ctx, ct_ckpt_why why) {
+static int checkpoint_boundary(ct_context *ctx, cti_ckpt_why why) {
     return ctx->last_checkpoint_bt == ctx->batches_trained ? CT_OK : checkpoint(ctx, why);
 }
 
@@ -435,7 +435,7 @@ static int evaluate_pass(ct_context *ctx, ct_value *outputs) {
         ct_scope_end(s);
         ct_value_free(batch);
         if (rc != CT_OK) return rc;
-        if (!m) return ct_context_trial_failed("evaluate_batch");
+        if (!m) return cti_context_trial_failed("evaluate_batch");
         if (ct_value_kind_of(m) != CT_VALUE_DICT) {
             ct_value_free(m);
             return ct_set_error(CT_ETRIAL, "evaluate_batch must return a dict of metrics");
@@ -459,7 +459,7 @@ static int evaluate_pass(ct_context *ctx, ct_value *outputs) {
 /* evaluate_pass on every rank; the ranks agree on its outcome before they
  * count batches, so a failure on one rank never leaves the others waiting. */
 static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
-    int rc = ct_ranks_agree(evaluate_pass(ctx, outputs));
+    int rc = cti_ranks_agree(evaluate_pass(ctx, outputs));
     /* A rank may get no validation batches (a small set over many ranks);
      * all ranks together must get some. */
     int64_t total = (int64_t)ct_value_len(outputs);
@@ -479,7 +479,7 @@ static ct_value *evaluate_full(ct_context *ctx) {
     ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
     if (rc == CT_OK) amp_exit(ctx);
     ct_scope_end(s);
-    if (rc == CT_OK) rc = mine ? CT_OK : ct_context_trial_failed("evaluate_full_dataset");
+    if (rc == CT_OK) rc = mine ? CT_OK : cti_context_trial_failed("evaluate_full_dataset");
     if (rc == CT_OK && ct_value_kind_of(mine) != CT_VALUE_DICT)
         rc = ct_set_error(CT_ETRIAL, "evaluate_full_dataset must return a dict of metrics");
     if (rc == CT_OK) return mine;
@@ -492,7 +492,7 @@ static ct_value *evaluate_full(ct_context *ctx) {
  * batches to hand them, and Determined calls them only for evaluate_batch);
  * the reduced metrics; on_validation_end. */
 static int run_validation(ct_context *ctx) {
-    ct_reducers_reset(ctx->reducers, ctx->n_reducers);
+    cti_reducers_reset(ctx->reducers, ctx->n_reducers);
     /* Every rank validates with rank 0's buffers, the ones a checkpoint
      * saves (DistributedDataParallel's broadcast_buffers, here before the
      * forwards that read running statistics): the reported metrics are the
@@ -516,7 +516,7 @@ static int run_validation(ct_context *ctx) {
             ct_clear_error();
             ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
             if (!spec && ct_last_code() != CT_OK) rc = ct_set_error(ct_last_code(), "evaluation_reducer: %s", ct_last_error());
-            metrics = rc == CT_OK ? ct_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers) : NULL;
+            metrics = rc == CT_OK ? cti_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers) : NULL;
             ct_value_free(spec);
             if (!metrics && rc == CT_OK) rc = ct_last_code();
         }
@@ -524,7 +524,7 @@ static int run_validation(ct_context *ctx) {
         /* Rank 0 evaluates the whole set; every rank gets its answer (or
          * its error). */
         ct_value *mine = ctx->rank == 0 ? evaluate_full(ctx) : NULL;
-        metrics = ct_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
+        metrics = cti_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
         ct_value_free(mine);
         rc = metrics ? CT_OK : ct_last_code();
     }
@@ -533,7 +533,7 @@ static int run_validation(ct_context *ctx) {
     ct_value_free(outputs);
     if (rc == CT_OK) {
         ctx->last_validation_bt = ctx->batches_trained;
-        rc = ct_report(ctx, "validation", metrics);
+        rc = cti_report(ctx, "validation", metrics);
     }
     CALL_HOOKS(rc, ctx, on_validation_end, metrics);
     if (rc != CT_OK) {
@@ -546,9 +546,9 @@ static int run_validation(ct_context *ctx) {
 }
 
 static int validate(ct_context *ctx) {
-    double t0 = ct_clock_monotonic();
+    double t0 = cti_clock_monotonic();
     int rc = run_validation(ctx);
-    ct_time_add(ctx, CT_TIME_VALIDATION, t0);
+    cti_time_add(ctx, CT_TIME_VALIDATION, t0);
     ctx->validations_run++;
     return rc;
 }
@@ -569,10 +569,10 @@ static int validate_boundary(ct_context *ctx, bool with_policy) {
  * - every optimizer step: when the batch count is a multiple of it;
  * - every epoch: one step per epoch end before the next steppable batch. */
 static int auto_step_schedulers(ct_context *ctx, int64_t batch_idx) {
-    if (!ct_context_is_step_batch(ctx, batch_idx)) return CT_OK;
+    if (!cti_context_is_step_batch(ctx, batch_idx)) return CT_OK;
     int agg = ctx->aggregation_frequency;
     for (size_t k = 0; k < ctx->n_scheds; k++) {
-        const ct_wrapped_sched *w = &ctx->scheds[k];
+        const cti_wrapped_sched *w = &ctx->scheds[k];
         int64_t steps = 0;
         if (w->mode == CT_STEP_EVERY_BATCH) {
             for (int64_t i = batch_idx - agg + 1; i <= batch_idx; i++) steps += (i + 1) % w->frequency == 0;
@@ -608,7 +608,7 @@ static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoc
     ct_value *m = rc == CT_OK ? ctx->trial->train_batch(ctx->self, ctx, batch, epoch, idx) : NULL;
     if (rc == CT_OK) {
         amp_exit(ctx);
-        rc = m ? CT_OK : ct_context_trial_failed("train_batch");
+        rc = m ? CT_OK : cti_context_trial_failed("train_batch");
     }
     if (rc == CT_OK) {
         m = as_metrics(m, "train_batch");
@@ -634,11 +634,11 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
     int64_t idx = ctx->batches_trained;
     int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
     ct_scope *s = ct_scope_begin();
-    double t0 = ct_clock_monotonic();
-    ct_value *m = ctx->graph ? ct_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
+    double t0 = cti_clock_monotonic();
+    ct_value *m = ctx->graph ? cti_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
                              : eager_step(ctx, batch, epoch, idx);
     int rc = m ? CT_OK : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ETRIAL, "train_batch failed");
-    ct_time_add(ctx, CT_TIME_TRAIN, t0);
+    cti_time_add(ctx, CT_TIME_TRAIN, t0);
     ct_scope_end(s);
     if (rc == CT_OK) rc = ct_value_list_append(workload, m);
     else ct_value_free(m);
@@ -646,11 +646,11 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         ct_clear_error();
         int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
                                                        : ct_batch_length(batch);
-        if (records < 0) rc = ct_context_trial_failed("get_batch_length");
+        if (records < 0) rc = cti_context_trial_failed("get_batch_length");
         else ctx->records_pending += records;
     }
     ctx->batches_trained = idx + 1;
-    if (rc == CT_OK) rc = ct_context_hparam_failure(ctx); /* read in train_batch with the wrong type */
+    if (rc == CT_OK) rc = cti_context_hparam_failure(ctx); /* read in train_batch with the wrong type */
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
     rc = auto_step_schedulers(ctx, idx);
@@ -682,7 +682,7 @@ static void warn_unread_hparams(ct_context *ctx) {
 static void warn_changed_hparams(ct_context *ctx) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     json_t *saved = json_object_get(ctx->resume_meta, "hparams");
-    json_t *now = ct_json_from_value(ctx->opts.hparams);
+    json_t *now = cti_json_from_value(ctx->opts.hparams);
     if (!json_is_object(saved)) saved = NULL;
     char line[2048] = "";
     size_t at = 0;
@@ -718,7 +718,7 @@ static int check_finite_loss(ct_context *ctx, const ct_value *workload, const ct
         const ct_value *v = ct_value_dict_get(ct_value_list_get(workload, i), "loss");
         double *x = NULL;
         bool array;
-        int64_t n = v ? ct_metric_doubles(v, &x, &array) : 0;
+        int64_t n = v ? cti_metric_doubles(v, &x, &array) : 0;
         bool bad = n == 1 && !isfinite(x[0]);
         double value = n == 1 ? x[0] : 0;
         free(x);
@@ -752,13 +752,13 @@ static int report_training(ct_context *ctx, ct_value *workload) {
     if (rc != CT_OK) return rc;
     ctx->records_trained += records;
     ctx->records_pending = 0;
-    ct_value *avg = ct_metrics_training(workload, ctx->reducers, ctx->n_reducers);
+    ct_value *avg = cti_metrics_training(workload, ctx->reducers, ctx->n_reducers);
     if (!avg) return ct_last_code();
     if (rc == CT_OK && ctx->opts.stop_on_nan) rc = check_finite_loss(ctx, workload, avg);
-    if (rc == CT_OK) rc = ct_report(ctx, "training", avg);
+    if (rc == CT_OK) rc = cti_report(ctx, "training", avg);
     if (rc == CT_OK) warn_unread_hparams(ctx);
     if (rc == CT_OK && any_workload_hook(ctx)) {
-        ct_value *per_batch = ctx->size > 1 ? ct_metrics_batches_across_ranks(workload) : NULL;
+        ct_value *per_batch = ctx->size > 1 ? cti_metrics_batches_across_ranks(workload) : NULL;
         if (ctx->size > 1 && !per_batch) rc = ct_last_code();
         CALL_HOOKS(rc, ctx, on_training_workload_end, avg, per_batch ? per_batch : workload);
         ct_value_free(per_batch);
@@ -792,14 +792,14 @@ static void step_profiler(ct_context *ctx) {
  * repeating ends its passes: the next pass begins, as Python's
  * `for epoch ...: for batch in loader` would. */
 static int next_training_batch(ct_context *ctx, ct_value **batch) {
-    double t0 = ct_clock_monotonic();
+    double t0 = cti_clock_monotonic();
     int got = ct_loader_next(ctx->train_loader, batch);
     if (got == 0) {
         int rc = ct_loader_reset(ctx->train_loader);
         got = rc == CT_OK ? ct_loader_next(ctx->train_loader, batch) : rc;
         if (got == 0) got = ct_set_error(CT_ETRIAL, "the training loader yielded an empty pass");
     }
-    ct_time_add(ctx, CT_TIME_DATA, t0);
+    cti_time_add(ctx, CT_TIME_DATA, t0);
     return got < 0 ? got : CT_OK;
 }
 
@@ -813,7 +813,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
     if (!ctx->workload && !(ctx->workload = ct_value_list())) return ct_last_code();
     ct_value *workload = ctx->workload;
     int rc = CT_OK;
-    ct_reducers_reset(ctx->reducers, ctx->n_reducers); /* Determined resets reducers at every workload's start */
+    cti_reducers_reset(ctx->reducers, ctx->n_reducers); /* Determined resets reducers at every workload's start */
     *train_done = *fired_val = *fired_ckpt = *fired_report = false;
     while (rc == CT_OK) {
         int64_t idx = ctx->batches_trained;
@@ -827,15 +827,15 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
         if (rc == CT_OK) rc = train_one(ctx, batch, workload);
         if (rc == CT_OK) step_profiler(ctx);
         ct_value_free(batch);
-        if (rc == CT_OK) ct_report_tick(ctx);
+        if (rc == CT_OK) cti_report_tick(ctx);
         if (rc != CT_OK) break;
         rc = agree_on_preemption(ctx);
         if (rc != CT_OK) break;
         int64_t n = ctx->batches_trained;
         *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
-        *fired_val = ct_period_fires(&ctx->opts.validation_period, n, ctx->epoch_len);
-        *fired_ckpt = ct_period_fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
-        *fired_report = ct_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
+        *fired_val = cti_period_fires(&ctx->opts.validation_period, n, ctx->epoch_len);
+        *fired_ckpt = cti_period_fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
+        *fired_report = cti_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
         if (*train_done || *fired_val || *fired_ckpt || *fired_report || ctx->preempted) break;
     }
     if (rc == CT_OK && (*train_done || *fired_val || *fired_ckpt || *fired_report)) {
@@ -852,7 +852,7 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
 static int exit_training(ct_context *ctx) {
     int rc = CT_OK;
     if (ctx->exit_requested != 2) rc = checkpoint_boundary(ctx, CT_WHY_STOP);
-    if (rc == CT_OK && g_agreed_signal) ct_report_preempted(ctx, g_agreed_signal);
+    if (rc == CT_OK && g_agreed_signal) cti_report_preempted(ctx, g_agreed_signal);
     return rc;
 }
 
@@ -885,7 +885,7 @@ static int train(ct_context *ctx) {
     CALL_HOOKS0(rc, ctx, on_training_start);
     if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
         rc = validate(ctx); /* never checkpoints */
-    if (rc == CT_OK) rc = ct_ranks_agree(start_profiler(ctx));
+    if (rc == CT_OK) rc = cti_ranks_agree(start_profiler(ctx));
     if (rc == CT_OK) rc = train_workloads(ctx);
     /* ct_ctx_should_exit from the trial or a hook ends training cleanly. */
     if (rc == CT_EEXIT && ctx->exit_requested) {
@@ -915,8 +915,8 @@ static int guard_earlier_run(ct_context *ctx) {
     struct stat st;
     bool has_log = stat(log, &st) == 0 && st.st_size > 0;
     size_t ckpts = 0;
-    int rc = ct_ckpt_count(ctx->checkpoint_dir, &ckpts);
-    int events = rc == CT_OK ? ct_report_event_files(o->output_dir, false) : 0;
+    int rc = cti_ckpt_count(ctx->checkpoint_dir, &ckpts);
+    int events = rc == CT_OK ? cti_report_event_files(o->output_dir, false) : 0;
     if (rc != CT_OK || events < 0) return rc != CT_OK ? rc : events;
     if (!has_log && ckpts == 0 && events == 0) return CT_OK;
     if (!o->overwrite) {
@@ -931,9 +931,9 @@ static int guard_earlier_run(ct_context *ctx) {
                             o->output_dir, what);
     }
     if (has_log && unlink(log) != 0) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", log);
-    events = ct_report_event_files(o->output_dir, true);
+    events = cti_report_event_files(o->output_dir, true);
     if (events < 0) return events;
-    return ct_ckpt_remove_all(ctx->checkpoint_dir);
+    return cti_ckpt_remove_all(ctx->checkpoint_dir);
 }
 
 static int find_resume(ct_context *ctx) {
@@ -942,7 +942,7 @@ static int find_resume(ct_context *ctx) {
         snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s", o->checkpoint_dir);
     else
         snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s/checkpoints", o->output_dir);
-    if (ctx->rank == 0) ct_ckpt_remove_leftovers(ctx->checkpoint_dir);
+    if (ctx->rank == 0) cti_ckpt_remove_leftovers(ctx->checkpoint_dir);
     if (!o->resume || !o->resume[0]) return CT_OK;
     bool latest = strcmp(o->resume, "latest") == 0;
     if (latest) {
@@ -950,8 +950,8 @@ static int find_resume(ct_context *ctx) {
          * starts from the beginning; a damaged one that may be the latest
          * is refused (CT_ECHECKPOINT naming it and the latest intact one),
          * never passed over silently. */
-        ct_ckpt_scan scan;
-        if (ct_ckpt_find_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir, &scan) != CT_OK) {
+        cti_ckpt_scan scan;
+        if (cti_ckpt_find_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir, &scan) != CT_OK) {
             ctx->resume_dir[0] = '\0';
             if (ct_last_code() != CT_ECHECKPOINT || !scan.empty) return ct_last_code();
             if (!o->quiet && ctx->rank == 0)
@@ -964,10 +964,10 @@ static int find_resume(ct_context *ctx) {
     } else if (snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", o->resume) >= (int)sizeof ctx->resume_dir) {
         return ct_set_error(CT_ECONFIG, "--resume: path too long");
     }
-    int rc = latest ? ct_ckpt_verify_latest(ctx->checkpoint_dir, ctx->resume_dir) : ct_ckpt_verify(ctx->resume_dir);
-    if (rc == CT_OK) ctx->resume_meta = ct_ckpt_read_metadata(ctx->resume_dir);
+    int rc = latest ? cti_ckpt_verify_latest(ctx->checkpoint_dir, ctx->resume_dir) : ct_ckpt_verify(ctx->resume_dir);
+    if (rc == CT_OK) ctx->resume_meta = cti_ckpt_read_metadata(ctx->resume_dir);
     if (rc == CT_OK && !ctx->resume_meta) rc = ct_last_code();
-    if (rc == CT_OK) rc = ct_context_restore_position(ctx, ctx->resume_meta, ctx->resume_dir);
+    if (rc == CT_OK) rc = cti_context_restore_position(ctx, ctx->resume_meta, ctx->resume_dir);
     if (rc != CT_OK && ct_last_code() != CT_ECHECKPOINT) rc = ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
     return rc;
 }
@@ -982,7 +982,7 @@ static int load_resume_state(ct_context *ctx, bool models_only) {
         return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", ctx->resume_dir, ct_last_error());
     int rc = CT_OK;
     if (!models_only) CALL_HOOKS(rc, ctx, on_checkpoint_load_start, state);
-    if (rc == CT_OK) rc = ct_context_restore_state(ctx, state, ctx->resume_dir, models_only);
+    if (rc == CT_OK) rc = cti_context_restore_state(ctx, state, ctx->resume_dir, models_only);
     ct_value_free(state);
     return rc;
 }
@@ -1000,12 +1000,12 @@ static int choose_threads(ct_context *ctx) {
         return CT_OK;
     } else {
         double idle = -1;
-        n = ct_cpus_default_threads(ct_dist_local_size(), ct_dist_host_cpus(), &idle);
+        n = cti_cpus_default_threads(ct_dist_local_size(), cti_dist_host_cpus(), &idle);
         if (idle >= 0)
             snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %.1f of %d CPUs idle, %d rank%s here",
-                     idle, ct_cpus_online(), ct_dist_local_size(), ct_dist_local_size() == 1 ? "" : "s");
+                     idle, cti_cpus_online(), ct_dist_local_size(), ct_dist_local_size() == 1 ? "" : "s");
         else
-            snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %d usable CPUs", ct_cpus_usable());
+            snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %d usable CPUs", cti_cpus_usable());
     }
     return ct_set_num_threads(n) < 0 ? ct_last_code() : CT_OK;
 }
@@ -1071,30 +1071,30 @@ static int setup_trial(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
     if (rc == CT_OK) rc = find_resume(ctx);
     if (rc == CT_OK) rc = guard_earlier_run(ctx);
-    if (rc == CT_OK && ctx->rank == 0) rc = ct_make_dirs(ctx->opts.output_dir, "output directory");
-    if (rc == CT_OK) rc = ct_context_build_trial(ctx);
+    if (rc == CT_OK && ctx->rank == 0) rc = cti_make_dirs(ctx->opts.output_dir, "output directory");
+    if (rc == CT_OK) rc = cti_context_build_trial(ctx);
     if (rc != CT_OK) return rc;
     ct_clear_error(); /* each call into the trial's code starts with no error pending (error.h) */
-    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return ct_context_trial_failed("build_callbacks");
-    if ((rc = ct_context_hparam_failure(ctx)) != CT_OK) return rc;
+    if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return cti_context_trial_failed("build_callbacks");
+    if ((rc = cti_context_hparam_failure(ctx)) != CT_OK) return rc;
     CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
     if (rc != CT_OK) return rc;
 
     ct_clear_error();
     ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
-    if (!ctx->train_loader) return ct_context_trial_failed("build_training_data_loader");
-    if (ctx->repro_checks && ct_loader_is_iterable(ctx->train_loader))
+    if (!ctx->train_loader) return cti_context_trial_failed("build_training_data_loader");
+    if (ctx->repro_checks && cti_loader_is_iterable(ctx->train_loader))
         return ct_set_error(CT_ETRIAL, "build_training_data_loader returned an iterable loader, whose resume is "
                                        "only as exact as its iterator is deterministic: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
-    if (ctx->repro_checks && ct_loader_has_user_sampler(ctx->train_loader))
+    if (ctx->repro_checks && cti_loader_has_user_sampler(ctx->train_loader))
         return user_sampler_refused("build_training_data_loader");
-    if (ctx->auto_to_device) rc = ct_loader_use_device(ctx->train_loader, ctx->device);
+    if (ctx->auto_to_device) rc = cti_loader_use_device(ctx->train_loader, ctx->device);
     /* At the chain's start for now: a resumed run's position is checked
      * against max_length first (setup_epochs), then the loader moves there. */
-    if (rc == CT_OK) rc = ct_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, 0);
+    if (rc == CT_OK) rc = cti_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, 0);
     if (rc == CT_OK) ctx->epoch_len = ct_loader_len(ctx->train_loader);
-    return rc == CT_OK ? ct_context_hparam_failure(ctx) : rc;
+    return rc == CT_OK ? cti_context_hparam_failure(ctx) : rc;
 }
 
 /* Every rank counts epochs by rank 0's training loader (Determined
@@ -1128,7 +1128,7 @@ static int setup_epochs(ct_context *ctx) {
     /* A resumed run: its position checked against this run, then the
      * training loader moved there (unless the checkpoint is at or past
      * max_length: nothing will be trained). */
-    rc = ct_context_check_position(ctx);
+    rc = cti_context_check_position(ctx);
     if (ctx->initial_batch >= ctx->max_length_batches) return rc;
     if (rc == CT_OK && ctx->resume_position > 0) rc = ct_loader_set_position(ctx->train_loader, ctx->resume_position);
     /* A user chain with a skip of its own starts there; anywhere but this
@@ -1147,45 +1147,45 @@ static int setup_rest(ct_context *ctx) {
     int rc = CT_OK;
     ct_clear_error();
     ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
-    if (!ctx->val_loader) return ct_context_trial_failed("build_validation_data_loader");
-    if (ctx->repro_checks && ct_loader_is_iterable(ctx->val_loader))
+    if (!ctx->val_loader) return cti_context_trial_failed("build_validation_data_loader");
+    if (ctx->repro_checks && cti_loader_is_iterable(ctx->val_loader))
         return ct_set_error(CT_ETRIAL, "build_validation_data_loader returned an iterable loader: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
-    if (ctx->repro_checks && ct_loader_has_user_sampler(ctx->val_loader))
+    if (ctx->repro_checks && cti_loader_has_user_sampler(ctx->val_loader))
         return user_sampler_refused("build_validation_data_loader");
-    if (t->evaluate_batch && ctx->auto_to_device) rc = ct_loader_use_device(ctx->val_loader, ctx->device);
-    if (rc == CT_OK && t->evaluate_batch) rc = ct_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
+    if (t->evaluate_batch && ctx->auto_to_device) rc = cti_loader_use_device(ctx->val_loader, ctx->device);
+    if (rc == CT_OK && t->evaluate_batch) rc = cti_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
     if (rc != CT_OK) return rc;
     if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
     /* A warm start is a fresh trial from another run's trained state (a
      * resume of this run's own checkpoints wins: it is the same trial). */
-    else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = ct_context_warm_start(ctx, ctx->opts.warm_start);
-    if (rc == CT_OK) rc = ct_context_hparam_failure(ctx);
+    else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = cti_context_warm_start(ctx, ctx->opts.warm_start);
+    if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
     if (rc == CT_OK && ctx->resume_dir[0]) warn_changed_hparams(ctx);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
      * only once the checkpoint has been accepted. */
-    if (rc == CT_OK && ctx->rank == 0) rc = ct_report_open(ctx);
+    if (rc == CT_OK && ctx->rank == 0) rc = cti_report_open(ctx);
     return rc;
 }
 
 static int setup(ct_context *ctx) {
-    int rc = ct_ranks_agree(setup_trial(ctx));
-    if (rc == CT_OK) rc = ct_ranks_agree(setup_epochs(ctx));
-    if (rc == CT_OK) rc = ct_ranks_agree(setup_rest(ctx));
+    int rc = cti_ranks_agree(setup_trial(ctx));
+    if (rc == CT_OK) rc = cti_ranks_agree(setup_epochs(ctx));
+    if (rc == CT_OK) rc = cti_ranks_agree(setup_rest(ctx));
     return rc;
 }
 
 /* ---- the entry point ------------------------------------------------------- */
 
-int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return ct_fit_ex(trial, o, NULL); }
+int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return cti_fit_ex(trial, o, NULL); }
 
-int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) {
-    if (out) *out = (ct_fit_outcome){.last_validation_bt = -1};
+int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out) {
+    if (out) *out = (cti_fit_outcome){.last_validation_bt = -1};
     if (!trial || !o) return ct_set_error(CT_EINVAL, "ct_fit: %s is NULL", trial ? "opts" : "trial");
     /* The caller's options as this library's struct: a program built
      * against an older ctrial gets the defaults of the options it lacks. */
     ct_fit_opts opts;
-    int rc = ct_fit_opts_take(o, &opts);
+    int rc = cti_fit_opts_take(o, &opts);
     if (rc != CT_OK) return rc;
     o = &opts;
     rc = check_trial(trial);
@@ -1193,7 +1193,7 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
     if (rc != CT_OK) return rc;
     rc = ct_dist_init();
     if (rc != CT_OK) return rc;
-    ct_context *ctx = ct_context_new(trial, o);
+    ct_context *ctx = cti_context_new(trial, o);
     if (!ctx) return ct_last_code();
     ctx->rank = ct_dist_rank();
     ctx->size = ct_dist_size();
@@ -1206,9 +1206,9 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
     if (o->dist_timeout != 0 && ct_dist_set_timeout(o->dist_timeout) != CT_OK)
         rc = ct_set_error(CT_ECONFIG, "ct_fit_opts.dist_timeout is %g: expected seconds, a number >= 0 (0: "
                           "CTRIAL_DIST_TIMEOUT or 30 minutes; infinity: none)", o->dist_timeout);
-    ct_dist_watch_progress(&ctx->batches_trained);
-    if (o->tune_malloc) ct_heap_tune_for_training(); /* src/base/heap.c says why */
-    ct_report_start(ctx);
+    cti_dist_watch_progress(&ctx->batches_trained);
+    if (o->tune_malloc) cti_heap_tune_for_training(); /* src/base/heap.c says why */
+    cti_report_start(ctx);
     /* A stop signal before training (caught by ct_main since its start, or
      * during the set-up) stops the run there: nothing to save, and a resume
      * goes on from where the run was. Agreed before the set-up and again
@@ -1218,13 +1218,13 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
     if (rc == CT_OK && !ctx->preempted) {
         set_up = true;
         rc = setup(ctx);
-        if (rc == CT_OK) rc = ct_ranks_agree(broadcast_models(ctx, false));
-        if (rc == CT_OK) rc = ct_ranks_agree(start_grad_sync(ctx));
-        if (rc == CT_OK && ctx->opts.cuda_graphs) rc = ct_ranks_agree(ct_graph_step_new(ctx, &ctx->graph));
-        if (rc == CT_OK) ct_report_setup(ctx);
+        if (rc == CT_OK) rc = cti_ranks_agree(broadcast_models(ctx, false));
+        if (rc == CT_OK) rc = cti_ranks_agree(start_grad_sync(ctx));
+        if (rc == CT_OK && ctx->opts.cuda_graphs) rc = cti_ranks_agree(cti_graph_step_new(ctx, &ctx->graph));
+        if (rc == CT_OK) cti_report_setup(ctx);
         if (rc == CT_OK) rc = agree_on_preemption(ctx);
     }
-    if (rc == CT_OK && ctx->preempted) ct_report_stopped_before_training(ctx, g_agreed_signal);
+    if (rc == CT_OK && ctx->preempted) cti_report_stopped_before_training(ctx, g_agreed_signal);
     else if (rc == CT_OK) rc = train(ctx);
     ct_profiler_free(ctx->profiler); /* writes a window still recording */
     ctx->profiler = NULL;
@@ -1241,7 +1241,7 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
     }
     if (failure[0]) ct_set_error(rc, "%s", failure);
     /* The last lines say whether training ran to its end, and if not, why. */
-    if (rc == CT_OK && set_up) ct_report_summary(ctx, g_agreed_signal);
+    if (rc == CT_OK && set_up) cti_report_summary(ctx, g_agreed_signal);
     char saved_msg[2048];
     snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
     if (out && set_up) {
@@ -1250,9 +1250,9 @@ int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out) 
         out->last_validation = ctx->last_validation; /* taken */
         ctx->last_validation = NULL;
     }
-    ct_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
+    cti_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
     ctx->graph = NULL;
-    ct_dist_watch_progress(NULL);
+    cti_dist_watch_progress(NULL);
     ct_ctx_free(ctx);
     ct_dist_set_timeout(timeout_before);
     restore_signals(&saved);
@@ -1269,14 +1269,14 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     if (!trial->init && !trial->build_model)
         return ct_set_error(CT_ETRIAL, "%s: init is required", trial->name ? trial->name : "trial");
     int rc = ct_ckpt_verify(dir);
-    json_t *meta = rc == CT_OK ? ct_ckpt_read_metadata(dir) : NULL;
+    json_t *meta = rc == CT_OK ? cti_ckpt_read_metadata(dir) : NULL;
     if (!meta) return ct_last_code();
-    ct_value *saved_hparams = ct_value_from_json(json_object_get(meta, "hparams"));
+    ct_value *saved_hparams = cti_value_from_json(json_object_get(meta, "hparams"));
     /* The experiment config, or ct_fit's own data config, it trained with. */
     json_t *config_json = json_object_get(meta, "experiment_config");
     json_t *data_json = config_json ? NULL : json_object_get(meta, "data_config");
-    ct_value *saved_config = config_json ? ct_value_from_json(config_json)
-                           : data_json   ? ct_value_from_json(data_json)
+    ct_value *saved_config = config_json ? cti_value_from_json(config_json)
+                           : data_json   ? cti_value_from_json(data_json)
                                          : NULL;
     if ((config_json || data_json) && !saved_config) rc = ct_last_code();
     ct_fit_opts o = ct_fit_defaults();
@@ -1286,7 +1286,7 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     o.device = device;
     o.quiet = true;
     o.seed = (uint64_t)json_integer_value(json_object_get(meta, "trial_seed"));
-    ct_context *ctx = rc == CT_OK ? ct_context_new(trial, &o) : NULL;
+    ct_context *ctx = rc == CT_OK ? cti_context_new(trial, &o) : NULL;
     if (!ctx && rc == CT_OK) rc = ct_last_code();
     if (rc == CT_OK) {
         ctx->saved_hparams = saved_hparams; /* o.hparams may point into it */
@@ -1297,8 +1297,8 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
         snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", dir);
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
     }
-    if (rc == CT_OK) rc = ct_context_build_trial(ctx);
-    if (rc == CT_OK) rc = ct_context_hparam_failure(ctx);
+    if (rc == CT_OK) rc = cti_context_build_trial(ctx);
+    if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
     if (rc == CT_OK) rc = load_resume_state(ctx, true);
     if (rc == CT_OK) set_train_mode(ctx, false);
     json_decref(meta);

@@ -13,11 +13,11 @@ typedef struct {
     ct_value *last_validation;  /* NEW: this run's last validation metrics, the same on every rank
                                  * (NULL: none in this run; the caller frees it) */
     int64_t last_validation_bt; /* the batches trained at that validation (-1: none) */
-} ct_fit_outcome;
+} cti_fit_outcome;
 
 /* ct_fit(trial, o), and, when out is not NULL, what it ended with, filled
  * whether or not it succeeded (a failure after some training still says
  * where it was). ct_fit_stop_signal() tells a preempted run. */
-int ct_fit_ex(const ct_trial *trial, const ct_fit_opts *o, ct_fit_outcome *out);
+int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out);
 
 #endif

@@ -10,7 +10,7 @@
 #include "formats/tbevents.h"
 #include "metrics/metrics.h"
 #include "base/value_json.h"
-#include "ckpt/ckpt.h" /* ct_ckpt_find_latest */
+#include "ckpt/ckpt.h" /* cti_ckpt_find_latest */
 #include "config/period.h"
 #include "dist/grad_sync.h"
 
@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-void ct_time_add(ct_context *ctx, ct_time_kind kind, double since) {
-    double dt = ct_clock_monotonic() - since;
+void cti_time_add(ct_context *ctx, cti_time_kind kind, double since) {
+    double dt = cti_clock_monotonic() - since;
     ctx->time_in[kind] += dt;
     ctx->time_total[kind] += dt;
 }
@@ -65,7 +65,7 @@ static void format_shares(const time_split *t, char *buf, size_t len) {
 
 /* The "timings" object of a training line (NEW), and resets the interval. */
 static json_t *take_timings(ct_context *ctx) {
-    double now = ct_clock_monotonic();
+    double now = cti_clock_monotonic();
     time_split t = split_time(ctx->time_in, now - ctx->time_since);
     format_shares(&t, ctx->latest_time, sizeof ctx->latest_time);
     memset(ctx->time_in, 0, sizeof ctx->time_in);
@@ -74,7 +74,7 @@ static json_t *take_timings(ct_context *ctx) {
                           t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
                           "checkpoint_s", t.checkpoint, "other_s", t.other);
     /* On a GPU also its memory (torch.cuda.memory_allocated and the peak
-     * since the previous training line; ct_report restarts the peak). */
+     * since the previous training line; cti_report restarts the peak). */
     int64_t mem = 0, peak = 0;
     if (j && gpu_memory(ctx, &mem, &peak)) {
         json_object_set_new(j, "gpu_memory_allocated_bytes", json_integer(mem));
@@ -83,8 +83,8 @@ static json_t *take_timings(ct_context *ctx) {
     return j;
 }
 
-void ct_report_start(ct_context *ctx) {
-    ctx->start_time = ct_clock_monotonic();
+void cti_report_start(ct_context *ctx) {
+    ctx->start_time = cti_clock_monotonic();
     ctx->time_since = ctx->start_time;
     ctx->last_report_time = ctx->start_time;
     ctx->last_report_bt = ctx->batches_trained;
@@ -93,7 +93,7 @@ void ct_report_start(ct_context *ctx) {
     /* A live line (redrawn with \r and escape codes) only for a person at a
      * terminal: plain lines into a file or pipe, and under mpirun, which
      * hands ranks a pseudo-terminal whatever its own output is. */
-    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO) && !ct_launch_by_launcher();
+    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO) && !cti_launch_by_launcher();
     ctx->last_tick = ctx->start_time;
 }
 
@@ -129,7 +129,7 @@ static int keep_log_until(const char *path, int64_t batches) {
     return CT_OK;
 }
 
-int ct_report_event_files(const char *dir, bool remove) {
+int cti_report_event_files(const char *dir, bool remove) {
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT ? 0 : ct_set_error(CT_EIO, "cannot read %s: %s", dir, strerror(errno));
     int n = 0, rc = 0;
@@ -145,13 +145,13 @@ int ct_report_event_files(const char *dir, bool remove) {
     return rc ? rc : n;
 }
 
-int ct_report_open(ct_context *ctx) {
+int cti_report_open(ct_context *ctx) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
     bool resumed = ctx->resume_dir[0] != '\0';
     /* A FIFO or a device in its place would block or never end. */
     struct stat st;
-    if (stat(path, &st) == 0 && ct_check_regular(path, NULL) != CT_OK) return ct_last_code();
+    if (stat(path, &st) == 0 && cti_check_regular(path, NULL) != CT_OK) return ct_last_code();
     if (resumed && keep_log_until(path, ctx->batches_trained) != CT_OK) return ct_last_code();
     ctx->metrics_log = fopen(path, resumed ? "a" : "w");
     if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
@@ -168,17 +168,17 @@ static int add_scalars(ct_context *ctx, const char *group, const ct_value *metri
         const char *key = NULL;
         const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
         if (!key || !strcmp(key, "batches") || !strcmp(key, "epochs")) continue;
-        json_t *j = ct_json_from_value(v);
+        json_t *j = cti_json_from_value(v);
         int rc = CT_OK;
         if (json_is_number(j)) {
             char tag[512];
             snprintf(tag, sizeof tag, "%s/%s", group, key);
-            rc = ct_tb_add_scalar(ctx->tb, tag, json_number_value(j), ctx->batches_trained, 0);
+            rc = cti_tb_add_scalar(ctx->tb, tag, json_number_value(j), ctx->batches_trained, 0);
         }
         json_decref(j);
         if (rc != CT_OK) return rc;
     }
-    return ct_tb_flush(ctx->tb);
+    return cti_tb_flush(ctx->tb);
 }
 
 /* "loss 0.1234  accuracy 0.9" from the scalar metrics (not batches/epochs). */
@@ -192,7 +192,7 @@ static void format_metrics(const ct_value *metrics, char *buf, size_t len) {
         /* Scalars only; NaN and infinities print as nan and inf. */
         double *x = NULL;
         bool array = false;
-        int64_t n = ct_metric_doubles(v, &x, &array);
+        int64_t n = cti_metric_doubles(v, &x, &array);
         if (n == 1 && !array) used += (size_t)snprintf(buf + used, len - used, "  %s %.6g", key, x[0]);
         if (n < 0) ct_clear_error();
         free(x);
@@ -215,9 +215,9 @@ static int format_duration(double secs, bool known, char *buf, size_t len) {
 static int64_t validations_left(const ct_context *ctx) {
     const ct_period *p = &ctx->opts.validation_period;
     int64_t bt = ctx->batches_trained, end = ctx->max_length_batches;
-    int64_t n = ct_period_count(p, bt, end, ctx->epoch_len);
-    if (ct_period_fires(p, bt, ctx->epoch_len) && ctx->last_validation_bt != bt) n++;
-    if (end > bt && !ct_period_fires(p, end, ctx->epoch_len)) n++;
+    int64_t n = cti_period_count(p, bt, end, ctx->epoch_len);
+    if (cti_period_fires(p, bt, ctx->epoch_len) && ctx->last_validation_bt != bt) n++;
+    if (end > bt && !cti_period_fires(p, end, ctx->epoch_len)) n++;
     return n;
 }
 
@@ -271,9 +271,9 @@ static void print_line(ct_context *ctx, const char *text) {
     fflush(stdout);
 }
 
-void ct_report_tick(ct_context *ctx) {
+void cti_report_tick(ct_context *ctx) {
     if (!ctx->live) return;
-    double now = ct_clock_monotonic();
+    double now = cti_clock_monotonic();
     if (now - ctx->last_tick < 0.25) return;
     char line[1024];
     format_progress(ctx, now, line, sizeof line);
@@ -287,11 +287,11 @@ void ct_report_tick(ct_context *ctx) {
  * plain output (a file, a pipe) it is a line of its own. Rates are over the
  * batches since the last report. */
 static void print_training(ct_context *ctx, const ct_value *metrics) {
-    double now = ct_clock_monotonic();
+    double now = cti_clock_monotonic();
     format_metrics(metrics, ctx->latest, sizeof ctx->latest);
     if (ctx->live) {
         ctx->last_tick = 0; /* redraw now */
-        ct_report_tick(ctx);
+        cti_report_tick(ctx);
     } else {
         char line[1024], full[1800];
         format_progress(ctx, now, line, sizeof line);
@@ -318,7 +318,7 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
     if (ctx->metrics_log) {
         json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f, s:o*}", "group", group, "batches",
                                  (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
-                                 ct_json_from_value(metrics), "time", ct_clock_wall(), "timings", timings);
+                                 cti_json_from_value(metrics), "time", cti_clock_wall(), "timings", timings);
         timings = NULL; /* json_pack took it, even on failure */
         char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(line);
@@ -330,13 +330,13 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
     /* TensorBoard's event file opens with the first report it gets (none
      * with TensorBoard logging off). */
     if (ctx->metrics_log && ctx->tensorboard && !ctx->tb) {
-        if (!(ctx->tb = ct_tb_open(ctx->opts.output_dir, ""))) return ct_last_code();
+        if (!(ctx->tb = cti_tb_open(ctx->opts.output_dir, ""))) return ct_last_code();
         /* A resumed run: TensorBoard drops what the interrupted run logged
          * after the checkpoint (steps above its batch), as metrics.jsonl
          * was cut back; also a --resume latest that found no checkpoint,
          * which starts the interrupted run over from batch 0. */
         bool resumed = ctx->resume_dir[0] || (ctx->opts.resume && ctx->opts.resume[0]);
-        if (resumed && ct_tb_add_session_start(ctx->tb, ctx->initial_batch + 1, 0) != CT_OK)
+        if (resumed && cti_tb_add_session_start(ctx->tb, ctx->initial_batch + 1, 0) != CT_OK)
             return ct_last_code();
     }
     if (ctx->tb && ctx->tensorboard) {
@@ -357,7 +357,7 @@ static int report(ct_context *ctx, const char *group, ct_value *metrics) {
     return CT_OK;
 }
 
-int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
+int cti_report(ct_context *ctx, const char *group, ct_value *metrics) {
     int rc = report(ctx, group, metrics);
     /* The GPU's peak restarts with each training line, once that line and
      * the progress line have both shown it (the progress line reads the
@@ -367,7 +367,7 @@ int ct_report(ct_context *ctx, const char *group, ct_value *metrics) {
     return rc;
 }
 
-void ct_report_checkpoint(ct_context *ctx, const char *reason) {
+void cti_report_checkpoint(ct_context *ctx, const char *reason) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     char line[256];
     snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)ctx->batches_trained, reason);
@@ -411,11 +411,11 @@ static void format_transport(const ct_context *ctx, char *buf, size_t len) {
     buf[0] = '\0';
     if (ctx->size == 1 || !ctx->syncs || !ctx->syncs[0]) return;
     char why[200];
-    const char *how = ct_grad_sync_transport(ctx->syncs[0], why, sizeof why);
+    const char *how = cti_grad_sync_transport(ctx->syncs[0], why, sizeof why);
     snprintf(buf, len, " (gradients: %s%s%s)", how, why[0] ? ", " : "", why);
 }
 
-void ct_report_setup(ct_context *ctx) {
+void cti_report_setup(ct_context *ctx) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     char dev[32], line[4608], transport[256];
     ct_device_format(ctx->device, dev, sizeof dev);
@@ -459,7 +459,7 @@ void ct_report_setup(ct_context *ctx) {
 
 static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
-void ct_report_preempted(ct_context *ctx, int sig) {
+void cti_report_preempted(ct_context *ctx, int sig) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     char line[4608];
     snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s", signal_name(sig),
@@ -467,7 +467,7 @@ void ct_report_preempted(ct_context *ctx, int sig) {
     print_line(ctx, line);
 }
 
-void ct_report_stopped_before_training(ct_context *ctx, int sig) {
+void cti_report_stopped_before_training(ct_context *ctx, int sig) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
     /* The checkpoint the run resumed (after the set-up), else the --resume
      * it was given, else latest: none yet starts from the beginning. */
@@ -488,8 +488,8 @@ void ct_report_stopped_before_training(ct_context *ctx, int sig) {
  * run's checkpoint directory, earlier runs' resumed checkpoints included). */
 static void print_checkpoints(ct_context *ctx) {
     char latest[4096], best[4096], line[8400];
-    ct_ckpt_scan scan;
-    if (ct_ckpt_find_latest(ctx->checkpoint_dir, latest, sizeof latest, &scan) != CT_OK) {
+    cti_ckpt_scan scan;
+    if (cti_ckpt_find_latest(ctx->checkpoint_dir, latest, sizeof latest, &scan) != CT_OK) {
         /* None yet, or a damaged one that may be the latest (named). */
         if (scan.empty) snprintf(line, sizeof line, "checkpoints: none in %s", ctx->checkpoint_dir);
         else snprintf(line, sizeof line, "checkpoints: no latest: %s", ct_last_error());
@@ -507,9 +507,9 @@ static void print_checkpoints(ct_context *ctx) {
     print_line(ctx, line);
 }
 
-void ct_report_summary(ct_context *ctx, int sig) {
+void cti_report_summary(ct_context *ctx, int sig) {
     if (ctx->rank != 0 || ctx->opts.quiet) return;
-    double secs = ct_clock_monotonic() - ctx->start_time;
+    double secs = cti_clock_monotonic() - ctx->start_time;
     char line[1024];
     bool finished = !sig && (ctx->batches_trained >= ctx->max_length_batches || ctx->opts.test_mode);
     const char *why = sig ? signal_name(sig) : ctx->exit_requested ? "ct_ctx_should_exit" : "a stop request";

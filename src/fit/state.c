@@ -113,7 +113,7 @@ static ct_value *pending_workload(ct_context *ctx, bool *failed) {
     ct_value_dict_set(mine, "batches", ct_value_copy(ctx->workload, false));
     ct_value_dict_set(mine, "records", ct_value_int(ctx->records_pending));
     ct_value *all = NULL;
-    int rc = ct_value_gather(mine, 0, &all);
+    int rc = cti_value_gather(mine, 0, &all);
     ct_value_free(mine);
     *failed = rc != CT_OK;
     if (rc != CT_OK || !all) return NULL;
@@ -123,11 +123,11 @@ static ct_value *pending_workload(ct_context *ctx, bool *failed) {
     return pending;
 }
 
-ct_value *ct_context_state(ct_context *ctx) {
+ct_value *cti_context_state(ct_context *ctx) {
     /* First: collective under mpirun. The last batch trained did not step
      * the optimizers: the window's gradients are part of the state. */
     ct_value *grads = NULL;
-    if (!ct_context_is_step_batch(ctx, ctx->batches_trained - 1)) {
+    if (!cti_context_is_step_batch(ctx, ctx->batches_trained - 1)) {
         grads = accumulated_gradients(ctx);
         if (!grads) return NULL;
     }
@@ -177,12 +177,12 @@ ct_value *ct_context_state(ct_context *ctx) {
     return NULL;
 }
 
-const char *ct_context_why_name(ct_ckpt_why why) {
+const char *cti_context_why_name(cti_ckpt_why why) {
     static const char *const names[] = {"period", "policy", "end", "stop"};
     return names[why];
 }
 
-json_t *ct_context_metadata(ct_context *ctx) {
+json_t *cti_context_metadata(ct_context *ctx) {
     char framework[64];
     snprintf(framework, sizeof framework, "torch-%s", ct_torch_version());
     int64_t bt = ctx->batches_trained;
@@ -196,27 +196,27 @@ json_t *ct_context_metadata(ct_context *ctx) {
         (json_int_t)ctx->global_batch_size, "best_metric", ctx->has_best ? json_real(ctx->best_metric) : json_null(),
         "smaller_is_better", ctx->opts.smaller_is_better, "searcher_metric", ctx->opts.searcher_metric,
         "aggregation_frequency", (json_int_t)ctx->aggregation_frequency, "world_size", ctx->size);
-    json_object_set_new(trial_state, "reason", json_string(ct_context_why_name(ctx->why)));
+    json_object_set_new(trial_state, "reason", json_string(cti_context_why_name(ctx->why)));
     json_t *meta = json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:I, s:o, s:o, s:o}", "steps_completed", (json_int_t)bt,
                      "framework", framework, "format", CT_CKPT_FORMAT, "ctrial_version", ct_version(),
                      "batches_trained", (json_int_t)bt, "epochs_trained",
                      ctx->epoch_len > 0 ? (double)bt / (double)ctx->epoch_len : 0.0, "trial_seed",
-                     (json_int_t)ctx->trial_seed, "hparams", ct_json_from_value(ctx->opts.hparams),
-                     "validation_metrics", validated_now ? ct_json_from_value(ctx->last_validation) : json_object(),
+                     (json_int_t)ctx->trial_seed, "hparams", cti_json_from_value(ctx->opts.hparams),
+                     "validation_metrics", validated_now ? cti_json_from_value(ctx->last_validation) : json_object(),
                      "trial_state", trial_state);
     /* The whole experiment config (as Determined's load_data.json keeps
      * it), for ct_load_trial_from_checkpoint: a trial's init may read its
      * data or model settings from it (ct_ctx_experiment_config,
      * ct_ctx_data_config). */
     const ct_value *config = ctx->opts.experiment_config;
-    if (meta && config && json_object_set_new(meta, "experiment_config", ct_json_from_value(config)) != 0) {
+    if (meta && config && json_object_set_new(meta, "experiment_config", cti_json_from_value(config)) != 0) {
         json_decref(meta);
         return NULL;
     }
     /* ct_fit's own data config (ct_ctx_data_config), when no experiment
      * config holds it. */
     if (meta && !config && ctx->opts.data &&
-        json_object_set_new(meta, "data_config", ct_json_from_value(ctx->opts.data)) != 0) {
+        json_object_set_new(meta, "data_config", cti_json_from_value(ctx->opts.data)) != 0) {
         json_decref(meta);
         return NULL;
     }
@@ -292,9 +292,9 @@ static bool same_shape(const ct_tensor *a, const ct_tensor *b) {
 static int restore_gradients(ct_context *ctx, const ct_value *state, const char *dir) {
     const ct_value *saved = ct_value_dict_get(state, "accumulated_gradients");
     /* A checkpoint inside an aggregation window holds the window's
-     * gradients; one at its end holds none (ct_context_state). */
+     * gradients; one at its end holds none (cti_context_state). */
     int64_t bt = ctx->batches_trained;
-    bool mid_window = !ct_context_is_step_batch(ctx, bt - 1);
+    bool mid_window = !cti_context_is_step_batch(ctx, bt - 1);
     if (mid_window && !saved)
         return mismatch(dir,
                         "state_dict.pth has no accumulated_gradients, but batches_trained %lld is inside an "
@@ -336,7 +336,7 @@ static int restore_models(ct_context *ctx, const ct_value *state, const char *di
     return CT_OK;
 }
 
-int ct_context_restore_trained(ct_context *ctx, const ct_value *state, const char *dir) {
+int cti_context_restore_trained(ct_context *ctx, const ct_value *state, const char *dir) {
     int rc = restore_models(ctx, state, dir);
     if (rc != CT_OK) return rc;
     const ct_value *optims = group(state, "optimizers_state_dict", ctx->n_optims, "optimizers", dir, &rc);
@@ -398,9 +398,9 @@ static int restore_pending(ct_context *ctx, const ct_value *state, const char *d
     return ctx->workload ? CT_OK : ct_last_code();
 }
 
-int ct_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
+int cti_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
     if (models_only) return restore_models(ctx, state, dir);
-    int rc = ct_context_restore_trained(ctx, state, dir);
+    int rc = cti_context_restore_trained(ctx, state, dir);
     if (rc == CT_OK) rc = restore_pending(ctx, state, dir);
     if (rc == CT_OK) rc = restore_gradients(ctx, state, dir);
     if (rc == CT_OK) rc = restore_callbacks(ctx, state, dir);
@@ -456,8 +456,8 @@ static void describe_metric(const char *metric, bool smaller, char *buf, size_t 
  * each field's type and range, the fields against each other, and what a
  * resume needs to be the same run (global batch size, aggregation, seed,
  * searcher metric). The ones that need the training loader (epoch length,
- * max_length) are ct_context_check_position's. */
-int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir) {
+ * max_length) are cti_context_check_position's. */
+int cti_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir) {
     const json_t *ts = json_object_get(metadata, "trial_state");
     if (!json_is_object(ts)) return bad_field(dir, "", "trial_state", ts, "an object");
     int64_t bt = 0, records = 0, epoch_len = 0, last_val = 0, last_ckpt = 0, position = 0, gbs = 0, agg = 0,
@@ -499,7 +499,7 @@ int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const c
     json_t *reason = json_object_get(ts, "reason");
     const char *why = json_string_value(reason);
     bool known_why = false;
-    for (int w = CT_WHY_PERIOD; why && w <= CT_WHY_STOP; w++) known_why |= strcmp(why, ct_context_why_name(w)) == 0;
+    for (int w = CT_WHY_PERIOD; why && w <= CT_WHY_STOP; w++) known_why |= strcmp(why, cti_context_why_name(w)) == 0;
     if (!known_why) return bad_field(dir, "trial_state.", "reason", reason, "\"period\", \"policy\", \"end\" or \"stop\"");
     /* The top-level counts are the same position. */
     static const char *const counts[] = {"steps_completed", "batches_trained"};
@@ -555,7 +555,7 @@ int ct_context_restore_position(ct_context *ctx, const json_t *metadata, const c
  * another number of ranks the shares, and so the length, may differ). A
  * position at or past this run's max_length is no error: the run has
  * nothing to train, as Determined's (test_max_batches_leq_steps_completed). */
-int ct_context_check_position(ct_context *ctx) {
+int cti_context_check_position(ct_context *ctx) {
     if (!ctx->resume_dir[0] || !ctx->resume_meta) return CT_OK;
     const char *dir = ctx->resume_dir;
     const json_t *ts = json_object_get(ctx->resume_meta, "trial_state");

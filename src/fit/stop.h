@@ -2,7 +2,7 @@
  * Internal to ctrial.
  *
  * ct_fit catches them while it runs (loop.c). ct_main, which owns its
- * process, calls ct_fit_catch_stop_signals_until_exit first thing: from
+ * process, calls cti_fit_catch_stop_signals_until_exit first thing: from
  * then on until the process exits a stop signal is recorded, never fatal.
  * One caught before ct_fit stops that run before training; one caught
  * after ct_fit returned is only recorded, so that a repeated SIGTERM while
@@ -10,6 +10,6 @@
 #ifndef CTRIAL_FIT_STOP_H
 #define CTRIAL_FIT_STOP_H
 
-void ct_fit_catch_stop_signals_until_exit(void);
+void cti_fit_catch_stop_signals_until_exit(void);
 
 #endif

@@ -6,7 +6,7 @@
  * Python's RNG states included, see src/pth/pickle_read.c), brought to
  * ctrial's layout (Determined's older singular keys, DistributedDataParallel's
  * "module." prefix), and handed to the restore code a resume uses
- * (ct_context_restore_trained, state.c) for models, optimizers, schedulers
+ * (cti_context_restore_trained, state.c) for models, optimizers, schedulers
  * and the scaler. The rest of the checkpoint is named on the console as
  * skipped, never applied. */
 #define _POSIX_C_SOURCE 200809L
@@ -97,7 +97,7 @@ static ct_value *without_ddp_prefix(ct_module *model, const ct_value *sd) {
     return out;
 }
 
-/* The checkpoint's state in ctrial's layout, for ct_context_restore_trained:
+/* The checkpoint's state in ctrial's layout, for cti_context_restore_trained:
  * a NEW dict holding the three lists (and scaler_state_dict when there is
  * one), sharing the checkpoint's tensors. Checks what only a warm start
  * meets: the older keys, missing lists, counts. */
@@ -216,8 +216,8 @@ static int verify_if_ctrial(const char *dir) {
     return fail(dir, "%s", ct_last_error());
 }
 
-int ct_context_warm_start(ct_context *ctx, const char *dir) {
-    if (!ctx || !dir || !dir[0]) return ct_set_error(CT_EINVAL, "ct_context_warm_start: no context or directory");
+int cti_context_warm_start(ct_context *ctx, const char *dir) {
+    if (!ctx || !dir || !dir[0]) return ct_set_error(CT_EINVAL, "cti_context_warm_start: no context or directory");
     if (!exists(dir, true)) return fail(dir, "no such directory");
     char path[4200] = "", where[4300];
     size_t which = 0;
@@ -236,7 +236,7 @@ int ct_context_warm_start(ct_context *ctx, const char *dir) {
     ct_value *state = NULL, *canon = NULL;
     if (ct_pth_load(path, &state) != CT_OK) return fail(where, "%s", ct_last_error());
     rc = canonical(ctx, state, where, &canon);
-    if (rc == CT_OK && ct_context_restore_trained(ctx, canon, dir) != CT_OK) rc = restated(where, dir);
+    if (rc == CT_OK && cti_context_restore_trained(ctx, canon, dir) != CT_OK) rc = restated(where, dir);
     if (rc == CT_OK && ctx->rank == 0 && !ctx->opts.quiet) report(ctx, state, where, dir);
     ct_value_free(canon);
     ct_value_free(state);

@@ -30,6 +30,6 @@
  * Returns 0, or CT_ECHECKPOINT naming the directory, the entry and the
  * problem (no file, an unreadable file, a count or a state dict that does
  * not fit); an error can leave models loaded and optimizers not. */
-int ct_context_warm_start(ct_context *ctx, const char *dir);
+int cti_context_warm_start(ct_context *ctx, const char *dir);
 
 #endif

@@ -296,9 +296,9 @@ static int check_opts(const ct_csv_opts *o, const char *name, char *delim) {
     return 0;
 }
 
-int ct_csv_table_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o,
-                       ct_csv_table *out) {
-    *out = (ct_csv_table){0};
+int cti_csv_table_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o,
+                       cti_csv_table *out) {
+    *out = (cti_csv_table){0};
     csv_parser p = {.name = name, .label_column = o->label_column, .num_classes = o->num_classes,
                     .finite_only = o->finite_only, .dtype = o->dtype,
                     .int_features = is_int_dtype(o->dtype), .ncols = -1};
@@ -316,15 +316,15 @@ int ct_csv_table_parse(const char *text, size_t len, const char *name, const ct_
         free(p.labels);
         return rc;
     }
-    *out = (ct_csv_table){.rows = p.rows, .cols = p.ncols - (p.label_column >= 0),
+    *out = (cti_csv_table){.rows = p.rows, .cols = p.ncols - (p.label_column >= 0),
                           .dtype = p.dtype, .values_dtype = p.int_features ? CT_I64 : CT_F64,
                           .values = p.vals, .labels = p.labels};
     return 0;
 }
 
-void ct_csv_table_free(ct_csv_table *t) {
+void cti_csv_table_free(cti_csv_table *t) {
     if (!t) return;
     free(t->values);
     free(t->labels);
-    *t = (ct_csv_table){0};
+    *t = (cti_csv_table){0};
 }

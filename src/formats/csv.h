@@ -2,10 +2,10 @@
  * C. Internal to ctrial: data/csv.c makes ct_csv_parse's datasets from the
  * table, and fuzz/fuzz_csv.c fuzzes it without libtorch.
  *
- *     ct_csv_table t;
- *     if (ct_csv_table_parse(text, len, "train.csv", &opts, &t)) return ct_last_code();
+ *     cti_csv_table t;
+ *     if (cti_csv_table_parse(text, len, "train.csv", &opts, &t)) return ct_last_code();
  *     ... t.rows x t.cols values, t.labels ...
- *     ct_csv_table_free(&t);
+ *     cti_csv_table_free(&t);
  *
  * The options are data.h's ct_csv_opts, and the text is what data.h says a
  * CSV file is: numbers as strtod reads them in the "C" locale ("1e-3",
@@ -42,23 +42,23 @@ typedef struct {
     ct_dtype values_dtype; /* CT_I64 for integer and bool dtypes, else CT_F64 */
     void *values;          /* rows * cols of values_dtype; NULL when cols is 0 */
     int64_t *labels;       /* rows labels, or NULL without a label column */
-} ct_csv_table;
+} cti_csv_table;
 
 /* Parses text[0, len) (NULL only when len is 0) with the options `o` (not
  * NULL; a delimiter of 0 is chosen by `name`'s extension: '\t' for .tsv and
  * .tsv.gz, else ','). `name` (not NULL) names the text in messages, with
  * the line and column of a bad value. Returns 0 with *out filled (its
- * buffers are NEW: free them with ct_csv_table_free), or an error with *out
+ * buffers are NEW: free them with cti_csv_table_free), or an error with *out
  * zeroed: CT_EINVAL (bad delimiter, label_column or num_classes, a label
  * column beyond the first row), CT_EDTYPE (o->dtype is no dtype),
  * CT_EFORMAT (a value that is no number or out of the dtype's range, a
  * non-finite feature with finite_only, a label outside [0, num_classes), an
  * empty value, a NUL byte, a row of another length, no data rows) or
  * CT_ENOMEM. Borrows text, name and o. */
-int ct_csv_table_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o,
-                       ct_csv_table *out);
+int cti_csv_table_parse(const char *text, size_t len, const char *name, const ct_csv_opts *o,
+                       cti_csv_table *out);
 
 /* Frees the table's buffers and zeroes it. Accepts NULL and a zeroed table. */
-void ct_csv_table_free(ct_csv_table *t);
+void cti_csv_table_free(cti_csv_table *t);
 
 #endif

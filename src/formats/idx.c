@@ -74,7 +74,7 @@ static int parse_magic(const unsigned char *p, size_t size, const char *name, ct
     return 0;
 }
 
-int ct_idx_parse_header(const void *data, size_t size, const char *name, ct_idx_header *out) {
+int cti_idx_parse_header(const void *data, size_t size, const char *name, cti_idx_header *out) {
     const unsigned char *p = data;
     ct_dtype dtype = CT_U8;
     int ndim = 0;
@@ -118,7 +118,7 @@ int ct_idx_parse_header(const void *data, size_t size, const char *name, ct_idx_
                             ct_dtype_name(dtype));
     }
     /* need == avail: the byte and element counts fit size_t from here on. */
-    *out = (ct_idx_header){.dtype = dtype, .ndim = ndim, .numel = (size_t)elems,
+    *out = (cti_idx_header){.dtype = dtype, .ndim = ndim, .numel = (size_t)elems,
                            .offset = header, .nbytes = (size_t)need};
     memcpy(out->dims, dims, (size_t)ndim * sizeof dims[0]);
     return 0;
@@ -126,7 +126,7 @@ int ct_idx_parse_header(const void *data, size_t size, const char *name, ct_idx_
 
 /* Assembling each value as an unsigned integer and copying its bytes works
  * whatever the host's byte order, for the floating types too. */
-void ct_idx_decode(const ct_idx_header *h, const void *data, void *dst) {
+void cti_idx_decode(const cti_idx_header *h, const void *data, void *dst) {
     if (h->numel == 0) return; /* dst may be NULL, which memcpy must not see */
     const unsigned char *src = (const unsigned char *)data + h->offset;
     unsigned char *out = dst;
@@ -156,16 +156,16 @@ void ct_idx_decode(const ct_idx_header *h, const void *data, void *dst) {
     }
 }
 
-int ct_idx_parse_values(const void *data, size_t size, const char *name, ct_idx_header *h,
+int cti_idx_parse_values(const void *data, size_t size, const char *name, cti_idx_header *h,
                         void **values) {
     *values = NULL;
-    if (ct_idx_parse_header(data, size, name, h)) return ct_last_code();
+    if (cti_idx_parse_header(data, size, name, h)) return ct_last_code();
     if (h->nbytes == 0) return 0;
     void *buf = malloc(h->nbytes);
     if (!buf)
         return ct_set_error(CT_ENOMEM, "%s: out of host memory for %zu bytes of values", name,
                             h->nbytes);
-    ct_idx_decode(h, data, buf);
+    cti_idx_decode(h, data, buf);
     *values = buf;
     return 0;
 }

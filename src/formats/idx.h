@@ -6,10 +6,10 @@
  * An IDX file is a 4-byte magic (0, 0, type code, number of dims), one
  * big-endian uint32 size per dim, then the values, big-endian, C order.
  *
- *     ct_idx_header h;
- *     if (ct_idx_parse_header(data, size, name, &h)) return ct_last_code();
+ *     cti_idx_header h;
+ *     if (cti_idx_parse_header(data, size, name, &h)) return ct_last_code();
  *     void *dst = ...;                  // h.nbytes bytes: a tensor's memory
- *     ct_idx_decode(&h, data, dst);
+ *     cti_idx_decode(&h, data, dst);
  *
  * The header is split from the decoding so that the caller can allocate the
  * destination (a tensor of h.dims) and the values are decoded straight into
@@ -18,7 +18,7 @@
  * The header is untrusted input: its sizes are multiplied with overflow
  * checks and compared with the bytes actually present before anyone
  * allocates, so a damaged or hostile header costs nothing but an error.
- * Nothing here allocates except ct_idx_parse_values; no state is shared, so
+ * Nothing here allocates except cti_idx_parse_values; no state is shared, so
  * any thread may parse any buffer.
  */
 #ifndef CTRIAL_FORMATS_IDX_H
@@ -39,7 +39,7 @@ typedef struct {
     size_t numel;                  /* product of the dims: 0 when one of them is 0 */
     size_t offset;                 /* where the values start: 4 + 4 * ndim */
     size_t nbytes;                 /* numel * element size, which is all the rest of the file */
-} ct_idx_header;
+} cti_idx_header;
 
 /* Reads and checks the header of the whole IDX file in data[0, size): magic,
  * type code, dims, and that the values fill the rest of the file exactly.
@@ -47,17 +47,17 @@ typedef struct {
  * in messages. Returns 0 and fills *out, or CT_EFORMAT saying what is wrong
  * (empty, short, wrong magic, unknown type code, bad number of dims, header
  * cut short, dims overflowing, truncated, trailing bytes). Borrows data. */
-int ct_idx_parse_header(const void *data, size_t size, const char *name, ct_idx_header *out);
+int cti_idx_parse_header(const void *data, size_t size, const char *name, cti_idx_header *out);
 
 /* Decodes the h->numel big-endian values of the file `data` (the buffer `h`
  * was parsed from) into dst, h->nbytes bytes in host order. dst is the
  * caller's and must not overlap data; it may be NULL when h->nbytes is 0. */
-void ct_idx_decode(const ct_idx_header *h, const void *data, void *dst);
+void cti_idx_decode(const cti_idx_header *h, const void *data, void *dst);
 
-/* ct_idx_parse_header, then the values decoded into a NEW malloc'd buffer
+/* cti_idx_parse_header, then the values decoded into a NEW malloc'd buffer
  * (*values, the caller frees it; NULL when the file holds no values).
  * Returns 0, or CT_EFORMAT as above or CT_ENOMEM, leaving *values NULL. */
-int ct_idx_parse_values(const void *data, size_t size, const char *name, ct_idx_header *h,
+int cti_idx_parse_values(const void *data, size_t size, const char *name, cti_idx_header *h,
                         void **values);
 
 #endif

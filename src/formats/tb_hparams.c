@@ -1,7 +1,7 @@
 /* src/formats/tb_hparams.c — the HParams plugin's summaries (see tb_hparams.h).
  *
  * The plugin data (an HParamsPluginData message) is encoded into one buffer
- * and handed to tbevents.c's ct_tb_add_plugin_value, which wraps it in the
+ * and handed to tbevents.c's cti_tb_add_plugin_value, which wraps it in the
  * Value, Summary, Event and TFRecord. A nested message's length precedes it,
  * so each message is encoded by a function that runs twice on the same
  * data: into a counting encoder (no buffer) to measure it, then into the
@@ -38,7 +38,7 @@ static void pb_bytes(pb *b, const void *src, size_t n) {
 
 static void pb_varint(pb *b, uint64_t v) {
     uint8_t tmp[10];
-    pb_bytes(b, tmp, ct_tb_put_varint(tmp, v));
+    pb_bytes(b, tmp, cti_tb_put_varint(tmp, v));
 }
 
 static void pb_key(pb *b, unsigned field, unsigned wire) {
@@ -118,12 +118,12 @@ enum {
     PLUGIN_DATA_SESSION_END = 4,
 };
 
-/* api.proto's DataType by ct_tb_hp_kind. */
+/* api.proto's DataType by cti_tb_hp_kind. */
 static const uint8_t data_type[3] = {3 /* FLOAT64 */, 1 /* STRING */, 2 /* BOOL */};
 
 /* google.protobuf.Value: the oneof member is written even when zero. */
 static void enc_value(pb *b, const void *arg) {
-    const ct_tb_hp_value *v = arg;
+    const cti_tb_hp_value *v = arg;
     switch (v->kind) {
     case CT_TB_HP_NUMBER: pb_double(b, VALUE_NUMBER, v->number); break;
     case CT_TB_HP_STRING: pb_string(b, VALUE_STRING, v->string); break;
@@ -135,18 +135,18 @@ static void enc_value(pb *b, const void *arg) {
 }
 
 static void enc_list_value(pb *b, const void *arg) {
-    const ct_tb_hp_info *h = arg;
+    const cti_tb_hp_info *h = arg;
     for (size_t i = 0; i < h->n_values; i++) pb_message(b, LIST_VALUES, enc_value, &h->values[i]);
 }
 
 static void enc_interval(pb *b, const void *arg) {
-    const ct_tb_hp_info *h = arg;
+    const cti_tb_hp_info *h = arg;
     pb_double_if_set(b, INTERVAL_MIN, h->min);
     pb_double_if_set(b, INTERVAL_MAX, h->max);
 }
 
 static void enc_hparam_info(pb *b, const void *arg) {
-    const ct_tb_hp_info *h = arg;
+    const cti_tb_hp_info *h = arg;
     pb_string(b, HPARAM_INFO_NAME, h->name);
     pb_key(b, HPARAM_INFO_TYPE, WIRE_VARINT);
     pb_varint(b, data_type[h->kind]);
@@ -163,7 +163,7 @@ static void enc_metric_info(pb *b, const void *arg) {
 }
 
 typedef struct {
-    const ct_tb_hp_info *hps;
+    const cti_tb_hp_info *hps;
     size_t n_hps;
     const char *const *tags;
     size_t n_tags;
@@ -181,14 +181,14 @@ static void enc_experiment(pb *b, const void *arg) {
 
 /* map<string, Value>'s entry: {key, value}. */
 static void enc_map_entry(pb *b, const void *arg) {
-    const ct_tb_hp_value *v = arg;
+    const cti_tb_hp_value *v = arg;
     pb_string(b, MAP_KEY, v->name);
     pb_message(b, MAP_VALUE, enc_value, v);
 }
 
 typedef struct {
     const char *group;
-    const ct_tb_hp_value *values;
+    const cti_tb_hp_value *values;
     size_t n;
     double time;
 } start_args;
@@ -201,7 +201,7 @@ static void enc_session_start(pb *b, const void *arg) {
      * and need no sorted copy. */
     const char *last = NULL;
     for (size_t k = 0; k < s->n; k++) {
-        const ct_tb_hp_value *next = NULL;
+        const cti_tb_hp_value *next = NULL;
         for (size_t i = 0; i < s->n; i++) {
             const char *name = s->values[i].name;
             if (last && strcmp(name, last) <= 0) continue;
@@ -230,18 +230,18 @@ static void enc_session_end(pb *b, const void *arg) {
 
 /* HParamsPluginData{version: 0 (left out), <field>: enc(arg)} in a buffer,
  * then the Value that carries it. */
-static int write_plugin_data(ct_tb_writer *w, const char *tag, unsigned field, pb_encoder enc,
+static int write_plugin_data(cti_tb_writer *w, const char *tag, unsigned field, pb_encoder enc,
                              const void *arg, double wall_time, const char *fn) {
     pb count = {NULL, 0};
     pb_message(&count, field, enc, arg);
     uint8_t stack[512];
     uint8_t *buf = stack;
     if (count.n > sizeof stack && !(buf = malloc(count.n)))
-        return ct_set_error(CT_ENOMEM, "%s: %s: out of memory for %zu bytes", fn, ct_tb_path(w),
+        return ct_set_error(CT_ENOMEM, "%s: %s: out of memory for %zu bytes", fn, cti_tb_path(w),
                             count.n);
     pb out = {buf, 0};
     pb_message(&out, field, enc, arg);
-    int rc = ct_tb_add_plugin_value(w, tag, "hparams", buf, out.n, 0, wall_time, fn);
+    int rc = cti_tb_add_plugin_value(w, tag, "hparams", buf, out.n, 0, wall_time, fn);
     if (buf != stack) free(buf);
     return rc;
 }
@@ -249,29 +249,29 @@ static int write_plugin_data(ct_tb_writer *w, const char *tag, unsigned field, p
 /* ---- checks ------------------------------------------------------------------ */
 
 /* CT_EINVAL with "fn: path: " before the message. */
-static int fail(ct_tb_writer *w, const char *fn, const char *fmt, ...)
+static int fail(cti_tb_writer *w, const char *fn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int fail(ct_tb_writer *w, const char *fn, const char *fmt, ...) {
+static int fail(cti_tb_writer *w, const char *fn, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ct_set_error(CT_EINVAL, "%s: %s: %s", fn, ct_tb_path(w), msg);
+    return ct_set_error(CT_EINVAL, "%s: %s: %s", fn, cti_tb_path(w), msg);
 }
 
 /* The writer and a time (<= 0: now). */
-static int check_writer_time(ct_tb_writer *w, double *t, const char *what, const char *fn) {
+static int check_writer_time(cti_tb_writer *w, double *t, const char *what, const char *fn) {
     if (!w) return ct_set_error(CT_EINVAL, "%s: writer is NULL", fn);
     if (!isfinite(*t)) return fail(w, fn, "%s %g is not finite", what, *t);
-    if (*t <= 0) *t = ct_clock_wall();
+    if (*t <= 0) *t = cti_clock_wall();
     return 0;
 }
 
 /* A string field: non-NULL, UTF-8, non-empty when `nonempty`. `what` and
  * `index` say which one (SIZE_MAX: `what` alone). */
-static int check_string(ct_tb_writer *w, const char *s, bool nonempty, const char *what,
+static int check_string(cti_tb_writer *w, const char *s, bool nonempty, const char *what,
                         size_t index, const char *fn) {
     char label[64];
     if (index == SIZE_MAX) snprintf(label, sizeof label, "%s", what);
@@ -279,12 +279,12 @@ static int check_string(ct_tb_writer *w, const char *s, bool nonempty, const cha
     if (!s) return fail(w, fn, "%s is NULL", label);
     size_t n = strlen(s);
     if (nonempty && n == 0) return fail(w, fn, "%s is empty", label);
-    size_t bad = ct_tb_utf8_error_at(s, n);
+    size_t bad = cti_tb_utf8_error_at(s, n);
     if (bad < n) return fail(w, fn, "%s \"%s\" is not valid UTF-8 (byte %zu)", label, s, bad);
     return 0;
 }
 
-static const char *kind_name(ct_tb_hp_kind k) {
+static const char *kind_name(cti_tb_hp_kind k) {
     switch (k) {
     case CT_TB_HP_NUMBER: return "number";
     case CT_TB_HP_STRING: return "string";
@@ -293,13 +293,13 @@ static const char *kind_name(ct_tb_hp_kind k) {
     return "bad kind";
 }
 
-static bool bad_kind(ct_tb_hp_kind k) {
+static bool bad_kind(cti_tb_hp_kind k) {
     return k != CT_TB_HP_NUMBER && k != CT_TB_HP_STRING && k != CT_TB_HP_BOOL;
 }
 
 /* One value of `kind`: `what` and `index` locate it, `name` is its
  * hyperparameter's. */
-static int check_value(ct_tb_writer *w, const ct_tb_hp_value *v, ct_tb_hp_kind kind,
+static int check_value(cti_tb_writer *w, const cti_tb_hp_value *v, cti_tb_hp_kind kind,
                        const char *what, size_t index, const char *name, const char *fn) {
     if (v->kind != kind)
         return fail(w, fn, "hparam \"%s\": %s %zu is a %s, not a %s", name, what, index,
@@ -310,7 +310,7 @@ static int check_value(ct_tb_writer *w, const ct_tb_hp_value *v, ct_tb_hp_kind k
     if (kind == CT_TB_HP_STRING) {
         if (!v->string)
             return fail(w, fn, "hparam \"%s\": %s %zu has a NULL string", name, what, index);
-        size_t n = strlen(v->string), bad = ct_tb_utf8_error_at(v->string, n);
+        size_t n = strlen(v->string), bad = cti_tb_utf8_error_at(v->string, n);
         if (bad < n)
             return fail(w, fn, "hparam \"%s\": %s %zu is not valid UTF-8 (byte %zu)", name, what,
                         index, bad);
@@ -319,15 +319,15 @@ static int check_value(ct_tb_writer *w, const ct_tb_hp_value *v, ct_tb_hp_kind k
 }
 
 /* hps[i]: its name (unique among hps[0..i]), kind and domain. */
-static int check_info(ct_tb_writer *w, const ct_tb_hp_info *hps, size_t i, const char *fn) {
-    const ct_tb_hp_info *h = &hps[i];
+static int check_info(cti_tb_writer *w, const cti_tb_hp_info *hps, size_t i, const char *fn) {
+    const cti_tb_hp_info *h = &hps[i];
     int rc = check_string(w, h->name, true, "hparam name", i, fn);
     if (rc != 0) return rc;
     for (size_t j = 0; j < i; j++)
         if (strcmp(hps[j].name, h->name) == 0)
             return fail(w, fn, "hparam \"%s\" is given twice (%zu and %zu)", h->name, j, i);
     if (bad_kind(h->kind))
-        return fail(w, fn, "hparam \"%s\": kind %d is not a ct_tb_hp_kind", h->name, (int)h->kind);
+        return fail(w, fn, "hparam \"%s\": kind %d is not a cti_tb_hp_kind", h->name, (int)h->kind);
     switch (h->domain) {
     case CT_TB_HP_ANY: return 0;
     case CT_TB_HP_INTERVAL:
@@ -347,16 +347,16 @@ static int check_info(ct_tb_writer *w, const ct_tb_hp_info *hps, size_t i, const
                 return rc;
         return 0;
     }
-    return fail(w, fn, "hparam \"%s\": domain %d is not a ct_tb_hp_domain", h->name,
+    return fail(w, fn, "hparam \"%s\": domain %d is not a cti_tb_hp_domain", h->name,
                 (int)h->domain);
 }
 
 /* ---- the three summaries -------------------------------------------------- */
 
-int ct_tb_add_hparams_experiment(ct_tb_writer *w, const ct_tb_hp_info *hps, size_t n_hps,
+int cti_tb_add_hparams_experiment(cti_tb_writer *w, const cti_tb_hp_info *hps, size_t n_hps,
                                  const char *const *metric_tags, size_t n_metrics,
                                  double wall_time) {
-    static const char fn[] = "ct_tb_add_hparams_experiment";
+    static const char fn[] = "cti_tb_add_hparams_experiment";
     int rc = check_writer_time(w, &wall_time, "wall_time", fn);
     if (rc != 0) return rc;
     if (!hps && n_hps > 0) return fail(w, fn, "hps is NULL (n_hps %zu)", n_hps);
@@ -376,22 +376,22 @@ int ct_tb_add_hparams_experiment(ct_tb_writer *w, const ct_tb_hp_info *hps, size
                              wall_time, fn);
 }
 
-int ct_tb_add_hparams_session_start(ct_tb_writer *w, const char *group_name,
-                                    const ct_tb_hp_value *values, size_t n, double start_time) {
-    static const char fn[] = "ct_tb_add_hparams_session_start";
+int cti_tb_add_hparams_session_start(cti_tb_writer *w, const char *group_name,
+                                    const cti_tb_hp_value *values, size_t n, double start_time) {
+    static const char fn[] = "cti_tb_add_hparams_session_start";
     int rc = check_writer_time(w, &start_time, "start_time", fn);
     if (rc != 0) return rc;
     if (!values && n > 0) return fail(w, fn, "values is NULL (n %zu)", n);
     if (group_name && (rc = check_string(w, group_name, false, "group_name", SIZE_MAX, fn)) != 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
-        const ct_tb_hp_value *v = &values[i];
+        const cti_tb_hp_value *v = &values[i];
         if ((rc = check_string(w, v->name, true, "hparam name", i, fn)) != 0) return rc;
         for (size_t j = 0; j < i; j++)
             if (strcmp(values[j].name, v->name) == 0)
                 return fail(w, fn, "hparam \"%s\" is given twice (%zu and %zu)", v->name, j, i);
         if (bad_kind(v->kind))
-            return fail(w, fn, "hparam \"%s\": kind %d is not a ct_tb_hp_kind", v->name,
+            return fail(w, fn, "hparam \"%s\": kind %d is not a cti_tb_hp_kind", v->name,
                         (int)v->kind);
         if ((rc = check_value(w, v, v->kind, "value", i, v->name, fn)) != 0) return rc;
     }
@@ -400,8 +400,8 @@ int ct_tb_add_hparams_session_start(ct_tb_writer *w, const char *group_name,
                              enc_session_start, &s, start_time, fn);
 }
 
-int ct_tb_add_hparams_session_end(ct_tb_writer *w, ct_tb_hp_status status, double end_time) {
-    static const char fn[] = "ct_tb_add_hparams_session_end";
+int cti_tb_add_hparams_session_end(cti_tb_writer *w, cti_tb_hp_status status, double end_time) {
+    static const char fn[] = "cti_tb_add_hparams_session_end";
     int rc = check_writer_time(w, &end_time, "end_time", fn);
     if (rc != 0) return rc;
     int s = (int)status;

@@ -15,26 +15,26 @@
  *     exp/trials/1/events.out.tfevents...        session start, scalars, end
  *     exp/trials/2/events.out.tfevents...        session start, scalars, end
  *
- *     static const ct_tb_hp_value lr_grid[] = {{.kind = CT_TB_HP_NUMBER, .number = 0.1},
+ *     static const cti_tb_hp_value lr_grid[] = {{.kind = CT_TB_HP_NUMBER, .number = 0.1},
  *                                              {.kind = CT_TB_HP_NUMBER, .number = 0.01}};
- *     const ct_tb_hp_info hps[] = {
+ *     const cti_tb_hp_info hps[] = {
  *         {.name = "lr", .kind = CT_TB_HP_NUMBER, .domain = CT_TB_HP_DISCRETE,
  *          .values = lr_grid, .n_values = 2},
  *         {.name = "dropout", .kind = CT_TB_HP_NUMBER, .domain = CT_TB_HP_INTERVAL,
  *          .min = 0.0, .max = 0.5},
  *     };
  *     const char *const metrics[] = {"validation/validation_accuracy"};
- *     ct_tb_writer *e = ct_tb_open("exp", ".hparams");
- *     int rc = e ? ct_tb_add_hparams_experiment(e, hps, 2, metrics, 1, 0) : ct_last_code();
- *     ct_tb_close(e);
+ *     cti_tb_writer *e = cti_tb_open("exp", ".hparams");
+ *     int rc = e ? cti_tb_add_hparams_experiment(e, hps, 2, metrics, 1, 0) : ct_last_code();
+ *     cti_tb_close(e);
  *
- *     const ct_tb_hp_value v[] = {{.name = "lr", .kind = CT_TB_HP_NUMBER, .number = 0.1},
+ *     const cti_tb_hp_value v[] = {{.name = "lr", .kind = CT_TB_HP_NUMBER, .number = 0.1},
  *                                 {.name = "dropout", .kind = CT_TB_HP_NUMBER, .number = 0.25}};
- *     ct_tb_writer *s = ct_tb_open("exp/trials/1", ".hparams");
- *     rc = ct_tb_add_hparams_session_start(s, NULL, v, 2, 0);
+ *     cti_tb_writer *s = cti_tb_open("exp/trials/1", ".hparams");
+ *     rc = cti_tb_add_hparams_session_start(s, NULL, v, 2, 0);
  *     ... the trial trains, its scalars going to exp/trials/1 ...
- *     rc = ct_tb_add_hparams_session_end(s, CT_TB_HP_STATUS_SUCCESS, 0);
- *     ct_tb_close(s);
+ *     rc = cti_tb_add_hparams_session_end(s, CT_TB_HP_STATUS_SUCCESS, 0);
+ *     cti_tb_close(s);
  *
  * Each function writes one Event{wall_time, summary: Summary{value:
  * [Value{tag, metadata: SummaryMetadata{plugin_data: {plugin_name:
@@ -74,33 +74,33 @@
 #include "formats/tbevents.h"
 
 /* A hyperparameter's type: api.proto's DataType FLOAT64, STRING, BOOL. */
-typedef enum { CT_TB_HP_NUMBER, CT_TB_HP_STRING, CT_TB_HP_BOOL } ct_tb_hp_kind;
+typedef enum { CT_TB_HP_NUMBER, CT_TB_HP_STRING, CT_TB_HP_BOOL } cti_tb_hp_kind;
 
 /* A hyperparameter's value, a google.protobuf.Value (number_value,
  * string_value or bool_value, by kind). `name` is the hyperparameter's in a
  * session start; in a domain's list of values it is not read. */
 typedef struct {
     const char *name;   /* non-empty UTF-8 */
-    ct_tb_hp_kind kind;
+    cti_tb_hp_kind kind;
     double number;      /* CT_TB_HP_NUMBER: finite (TensorBoard's JSON has no NaN, inf) */
     const char *string; /* CT_TB_HP_STRING: UTF-8, possibly "" */
     int boolean;        /* CT_TB_HP_BOOL: 0 is false, anything else true */
-} ct_tb_hp_value;
+} cti_tb_hp_value;
 
 /* A hyperparameter's domain: none, an interval (numbers only), a list. */
-typedef enum { CT_TB_HP_ANY, CT_TB_HP_INTERVAL, CT_TB_HP_DISCRETE } ct_tb_hp_domain;
+typedef enum { CT_TB_HP_ANY, CT_TB_HP_INTERVAL, CT_TB_HP_DISCRETE } cti_tb_hp_domain;
 
 /* An experiment's hyperparameter: api.proto's HParamInfo{name, type,
  * domain_discrete | domain_interval}. The dashboard shows a discrete
  * domain's values as checkboxes and an interval as min/max filters. */
 typedef struct {
     const char *name; /* non-empty UTF-8, unique in the experiment */
-    ct_tb_hp_kind kind;
-    ct_tb_hp_domain domain;
+    cti_tb_hp_kind kind;
+    cti_tb_hp_domain domain;
     double min, max;              /* CT_TB_HP_INTERVAL: finite, min <= max */
-    const ct_tb_hp_value *values; /* CT_TB_HP_DISCRETE: n_values >= 1 values of `kind` */
+    const cti_tb_hp_value *values; /* CT_TB_HP_DISCRETE: n_values >= 1 values of `kind` */
     size_t n_values;
-} ct_tb_hp_info;
+} cti_tb_hp_info;
 
 /* A session's end: api.proto's Status. */
 typedef enum {
@@ -108,7 +108,7 @@ typedef enum {
     CT_TB_HP_STATUS_SUCCESS = 1,
     CT_TB_HP_STATUS_FAILURE = 2,
     CT_TB_HP_STATUS_RUNNING = 3,
-} ct_tb_hp_status;
+} cti_tb_hp_status;
 
 /* Appends the experiment, tag "_hparams_/experiment": Experiment{
  * time_created_secs: wall_time, hparam_infos: [one HParamInfo{name, type,
@@ -127,7 +127,7 @@ typedef enum {
  * with a non-finite bound or min > max; an empty discrete list, or one with
  * a value of another kind, a NaN or infinite number, a NULL or non-UTF-8
  * string; a non-finite wall_time. Or CT_ENOMEM, CT_ESTATE, CT_EIO. */
-int ct_tb_add_hparams_experiment(ct_tb_writer *w, const ct_tb_hp_info *hps, size_t n_hps,
+int cti_tb_add_hparams_experiment(cti_tb_writer *w, const cti_tb_hp_info *hps, size_t n_hps,
                                  const char *const *metric_tags, size_t n_metrics,
                                  double wall_time);
 
@@ -145,8 +145,8 @@ int ct_tb_add_hparams_experiment(ct_tb_writer *w, const ct_tb_hp_info *hps, size
  * with n > 0, a NULL, empty, non-UTF-8 or repeated name, a bad kind, a NaN
  * or infinite number, a NULL or non-UTF-8 string value, a non-UTF-8
  * group_name, a non-finite start_time. Or CT_ENOMEM, CT_ESTATE, CT_EIO. */
-int ct_tb_add_hparams_session_start(ct_tb_writer *w, const char *group_name,
-                                    const ct_tb_hp_value *values, size_t n, double start_time);
+int cti_tb_add_hparams_session_start(cti_tb_writer *w, const char *group_name,
+                                    const cti_tb_hp_value *values, size_t n, double start_time);
 
 /* Appends a session's end, tag "_hparams_/session_end_info":
  * SessionEndInfo{status, end_time_secs: end_time}. The dashboard's status
@@ -155,6 +155,6 @@ int ct_tb_add_hparams_session_start(ct_tb_writer *w, const char *group_name,
  *
  * Returns 0, or CT_EINVAL (nothing written) for a NULL writer, a status
  * outside 0..3, a non-finite end_time. Or CT_ESTATE, CT_EIO. */
-int ct_tb_add_hparams_session_end(ct_tb_writer *w, ct_tb_hp_status status, double end_time);
+int cti_tb_add_hparams_session_end(cti_tb_writer *w, cti_tb_hp_status status, double end_time);
 
 #endif

@@ -30,7 +30,7 @@
 
 #include "ctrial/error.h"
 
-struct ct_tb_writer {
+struct cti_tb_writer {
     FILE *f;
     bool failed; /* a write failed: the file may end mid-record */
     char path[]; /* the event file's path */
@@ -86,14 +86,14 @@ static const uint32_t crc32c_table[256] = {
     0xBE2DA0A5, 0x4C4623A6, 0x5F16D052, 0xAD7D5351,
 };
 
-uint32_t ct_tb_crc32c(uint32_t crc, const void *data, size_t n) {
+uint32_t cti_tb_crc32c(uint32_t crc, const void *data, size_t n) {
     const unsigned char *p = data;
     crc = ~crc; /* undoes the final inversion of a CRC being continued */
     while (n--) crc = crc32c_table[(crc ^ *p++) & 0xFFu] ^ (crc >> 8);
     return ~crc;
 }
 
-uint32_t ct_tb_mask_crc(uint32_t crc) {
+uint32_t cti_tb_mask_crc(uint32_t crc) {
     return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
 }
 
@@ -120,7 +120,7 @@ static uint8_t field_key(unsigned field, unsigned wire) {
     return (uint8_t)(field << 3 | wire);
 }
 
-size_t ct_tb_put_varint(uint8_t *out, uint64_t v) {
+size_t cti_tb_put_varint(uint8_t *out, uint64_t v) {
     size_t n = 0;
     while (v >= 0x80) {
         out[n++] = (uint8_t)(v | 0x80);
@@ -164,7 +164,7 @@ static size_t put_float_field(uint8_t *out, unsigned field, float f) {
 /* The key and length of a length-delimited field whose bytes follow. */
 static size_t put_len_prefix(uint8_t *out, unsigned field, uint64_t len) {
     out[0] = field_key(field, WIRE_LEN);
-    return 1 + ct_tb_put_varint(out + 1, len);
+    return 1 + cti_tb_put_varint(out + 1, len);
 }
 
 /* double -> float, rounding to nearest as IEEE 754 does. ISO C leaves a
@@ -182,7 +182,7 @@ static float to_float(double v) {
 /* (tbevents.h) Protobuf's readers reject a proto3 string field that is not
  * UTF-8, and with it the whole event, so a bad tag is refused here rather
  * than in TensorBoard. */
-size_t ct_tb_utf8_error_at(const void *str, size_t n) {
+size_t cti_tb_utf8_error_at(const void *str, size_t n) {
     const unsigned char *s = str;
     size_t i = 0;
     while (i < n) {
@@ -219,23 +219,23 @@ typedef struct {
     size_t n;
 } piece;
 
-static int write_failed(ct_tb_writer *w, const char *fn) {
+static int write_failed(cti_tb_writer *w, const char *fn) {
     w->failed = true;
     return ct_set_error(CT_EIO, "%s: %s: write failed (%s)", fn, w->path, strerror(errno));
 }
 
 /* One TFRecord whose data is the concatenation of the pieces. */
-static int write_record(ct_tb_writer *w, const piece *pieces, int count, const char *fn) {
+static int write_record(cti_tb_writer *w, const piece *pieces, int count, const char *fn) {
     uint64_t len = 0;
     uint32_t crc = 0;
     for (int i = 0; i < count; i++) {
         len += pieces[i].n;
-        crc = ct_tb_crc32c(crc, pieces[i].p, pieces[i].n);
+        crc = cti_tb_crc32c(crc, pieces[i].p, pieces[i].n);
     }
     uint8_t head[12], tail[4];
     put_le(head, len, 8);
-    put_le(head + 8, ct_tb_mask_crc(ct_tb_crc32c(0, head, 8)), 4);
-    put_le(tail, ct_tb_mask_crc(crc), 4);
+    put_le(head + 8, cti_tb_mask_crc(cti_tb_crc32c(0, head, 8)), 4);
+    put_le(tail, cti_tb_mask_crc(crc), 4);
 
     bool ok = fwrite(head, 1, sizeof head, w->f) == sizeof head;
     for (int i = 0; ok && i < count; i++) ok = fwrite(pieces[i].p, 1, pieces[i].n, w->f) == pieces[i].n;
@@ -243,11 +243,11 @@ static int write_record(ct_tb_writer *w, const piece *pieces, int count, const c
     return ok ? 0 : write_failed(w, fn);
 }
 
-static int write_file_version(ct_tb_writer *w, const char *fn) {
+static int write_file_version(cti_tb_writer *w, const char *fn) {
     static const char version[] = "brain.Event:2";
     const size_t vlen = sizeof version - 1;
     uint8_t head[16];
-    size_t n = put_double_field(head, EVENT_WALL_TIME, ct_clock_wall());
+    size_t n = put_double_field(head, EVENT_WALL_TIME, cti_clock_wall());
     n += put_len_prefix(head + n, EVENT_FILE_VERSION, vlen);
     const piece pieces[2] = {{head, n}, {version, vlen}};
     return write_record(w, pieces, 2, fn);
@@ -257,24 +257,24 @@ static int write_file_version(ct_tb_writer *w, const char *fn) {
  * UTF-8) and the wall time; fills *tag_len and turns a wall_time <= 0 into
  * now. The writer's failed state is checked last, by check_state, so that
  * bad arguments are reported as such whatever the writer's state. */
-static int check_tag_time(ct_tb_writer *w, const char *tag, size_t *tag_len, double *wall_time,
+static int check_tag_time(cti_tb_writer *w, const char *tag, size_t *tag_len, double *wall_time,
                           const char *fn) {
     if (!w) return ct_set_error(CT_EINVAL, "%s: writer is NULL", fn);
     if (!tag) return ct_set_error(CT_EINVAL, "%s: %s: tag is NULL", fn, w->path);
     *tag_len = strlen(tag);
     if (*tag_len == 0) return ct_set_error(CT_EINVAL, "%s: %s: tag is empty", fn, w->path);
-    size_t bad = ct_tb_utf8_error_at(tag, *tag_len);
+    size_t bad = cti_tb_utf8_error_at(tag, *tag_len);
     if (bad < *tag_len)
         return ct_set_error(CT_EINVAL, "%s: %s: tag \"%s\" is not valid UTF-8 (byte %zu)", fn,
                             w->path, tag, bad);
     if (!isfinite(*wall_time))
         return ct_set_error(CT_EINVAL, "%s: %s: wall_time %g is not finite (tag \"%s\")", fn,
                             w->path, *wall_time, tag);
-    if (*wall_time <= 0) *wall_time = ct_clock_wall();
+    if (*wall_time <= 0) *wall_time = cti_clock_wall();
     return 0;
 }
 
-static int check_state(ct_tb_writer *w, const char *fn) {
+static int check_state(cti_tb_writer *w, const char *fn) {
     if (w->failed) return ct_set_error(CT_ESTATE, "%s: %s: an earlier write failed", fn, w->path);
     return 0;
 }
@@ -286,7 +286,7 @@ enum { MAX_PIECES = 8 };
  * after the tag (numbers 2 and up, already encoded, in number order).
  * Lengths are summed first, innermost out, so the head can be encoded
  * before the pieces it measures. */
-static int write_value(ct_tb_writer *w, const piece *tag, int ntag, const piece *body, int nbody,
+static int write_value(cti_tb_writer *w, const piece *tag, int ntag, const piece *body, int nbody,
                        int64_t step, double wall_time, const char *fn) {
     uint64_t tag_len = 0, body_len = 0;
     for (int i = 0; i < ntag; i++) tag_len += tag[i].n;
@@ -298,7 +298,7 @@ static int write_value(ct_tb_writer *w, const piece *tag, int ntag, const piece 
     size_t n = put_double_field(head, EVENT_WALL_TIME, wall_time);
     if (step != 0) { /* proto3 leaves a zero scalar out; so do we, byte for byte */
         head[n++] = field_key(EVENT_STEP, WIRE_VARINT);
-        n += ct_tb_put_varint(head + n, (uint64_t)step); /* two's complement, as int64 */
+        n += cti_tb_put_varint(head + n, (uint64_t)step); /* two's complement, as int64 */
     }
     n += put_len_prefix(head + n, EVENT_SUMMARY, summary_len);
     n += put_len_prefix(head + n, SUMMARY_VALUE, value_len);
@@ -312,11 +312,11 @@ static int write_value(ct_tb_writer *w, const piece *tag, int ntag, const piece 
     return write_record(w, pieces, count, fn);
 }
 
-int ct_tb_add_session_start(ct_tb_writer *w, int64_t step, double wall_time) {
-    static const char fn[] = "ct_tb_add_session_start";
+int cti_tb_add_session_start(cti_tb_writer *w, int64_t step, double wall_time) {
+    static const char fn[] = "cti_tb_add_session_start";
     if (!w) return ct_set_error(CT_EINVAL, "%s: writer is NULL", fn);
     if (!isfinite(wall_time)) return ct_set_error(CT_EINVAL, "%s: %s: wall_time %g is not finite", fn, w->path, wall_time);
-    if (wall_time <= 0) wall_time = ct_clock_wall();
+    if (wall_time <= 0) wall_time = cti_clock_wall();
     int rc = check_state(w, fn);
     if (rc != 0) return rc;
     /* Event{wall_time, step, session_log: SessionLog{status: START}}. */
@@ -324,7 +324,7 @@ int ct_tb_add_session_start(ct_tb_writer *w, int64_t step, double wall_time) {
     size_t n = put_double_field(rec, EVENT_WALL_TIME, wall_time);
     if (step != 0) {
         rec[n++] = field_key(EVENT_STEP, WIRE_VARINT);
-        n += ct_tb_put_varint(rec + n, (uint64_t)step);
+        n += cti_tb_put_varint(rec + n, (uint64_t)step);
     }
     n += put_len_prefix(rec + n, EVENT_SESSION_LOG, 2);
     rec[n++] = field_key(SESSION_LOG_STATUS, WIRE_VARINT);
@@ -333,9 +333,9 @@ int ct_tb_add_session_start(ct_tb_writer *w, int64_t step, double wall_time) {
     return write_record(w, &p, 1, fn);
 }
 
-int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t step,
+int cti_tb_add_scalar(cti_tb_writer *w, const char *tag, double value, int64_t step,
                      double wall_time) {
-    static const char fn[] = "ct_tb_add_scalar";
+    static const char fn[] = "cti_tb_add_scalar";
     size_t tag_len;
     int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
     if (rc == 0) rc = check_state(w, fn);
@@ -348,7 +348,7 @@ int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t ste
 
 /* ---- histograms ------------------------------------------------------------ */
 
-int ct_tb_hist_edges(double *out) {
+int cti_tb_hist_edges(double *out) {
     /* torch's SummaryWriter.__init__, float for float: v = 1e-12; while
      * v < 1e20: append v; v *= 1.1. */
     int k = 0;
@@ -423,9 +423,9 @@ enum {
     IMAGE_ENCODED = 4,
 };
 
-int ct_tb_add_histogram(ct_tb_writer *w, const char *tag, const double *values, size_t n,
+int cti_tb_add_histogram(cti_tb_writer *w, const char *tag, const double *values, size_t n,
                         int64_t step, double wall_time) {
-    static const char fn[] = "ct_tb_add_histogram";
+    static const char fn[] = "cti_tb_add_histogram";
     size_t tag_len;
     int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
     if (rc != 0) return rc;
@@ -438,7 +438,7 @@ int ct_tb_add_histogram(ct_tb_writer *w, const char *tag, const double *values, 
 
     /* The edges, ascending: -e[K-1] .. -e[0], 0, e[0] .. e[K-1]. */
     double pos[CT_TB_HIST_EDGES], edge[HIST_ALL_EDGES];
-    int k = ct_tb_hist_edges(pos);
+    int k = cti_tb_hist_edges(pos);
     for (int i = 0; i < k; i++) {
         edge[i] = -pos[k - 1 - i];
         edge[k + 1 + i] = pos[i];
@@ -592,9 +592,9 @@ static int encode_png(const uint8_t *px, int height, int width, int channels, ui
     return 0;
 }
 
-int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int height, int width,
+int cti_tb_add_image(cti_tb_writer *w, const char *tag, const uint8_t *hwc, int height, int width,
                     int channels, int64_t step, double wall_time) {
-    static const char fn[] = "ct_tb_add_image";
+    static const char fn[] = "cti_tb_add_image";
     size_t tag_len;
     int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
     if (rc != 0) return rc;
@@ -616,11 +616,11 @@ int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int he
     uint8_t img_head[64];
     size_t ih = 0;
     img_head[ih++] = field_key(IMAGE_HEIGHT, WIRE_VARINT);
-    ih += ct_tb_put_varint(img_head + ih, (uint64_t)height);
+    ih += cti_tb_put_varint(img_head + ih, (uint64_t)height);
     img_head[ih++] = field_key(IMAGE_WIDTH, WIRE_VARINT);
-    ih += ct_tb_put_varint(img_head + ih, (uint64_t)width);
+    ih += cti_tb_put_varint(img_head + ih, (uint64_t)width);
     img_head[ih++] = field_key(IMAGE_COLORSPACE, WIRE_VARINT);
-    ih += ct_tb_put_varint(img_head + ih, (uint64_t)channels);
+    ih += cti_tb_put_varint(img_head + ih, (uint64_t)channels);
     ih += put_len_prefix(img_head + ih, IMAGE_ENCODED, png_len);
     uint8_t key[11];
     size_t kn = put_len_prefix(key, VALUE_IMAGE, ih + png_len);
@@ -633,15 +633,15 @@ int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int he
 
 /* ---- text ------------------------------------------------------------------- */
 
-int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t step,
+int cti_tb_add_text(cti_tb_writer *w, const char *tag, const char *text, int64_t step,
                    double wall_time) {
-    static const char fn[] = "ct_tb_add_text";
+    static const char fn[] = "cti_tb_add_text";
     size_t tag_len;
     int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
     if (rc != 0) return rc;
     if (!text) return ct_set_error(CT_EINVAL, "%s: %s: text is NULL (tag \"%s\")", fn, w->path, tag);
     size_t text_len = strlen(text);
-    size_t bad = ct_tb_utf8_error_at(text, text_len);
+    size_t bad = cti_tb_utf8_error_at(text, text_len);
     if (bad < text_len)
         return ct_set_error(CT_EINVAL, "%s: %s: text is not valid UTF-8 (byte %zu; tag \"%s\")", fn,
                             w->path, bad, tag);
@@ -667,10 +667,10 @@ int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t s
 
 /* ---- plugin metadata only (the hparams plugin's summaries) ---------------- */
 
-int ct_tb_add_plugin_value(ct_tb_writer *w, const char *tag, const char *plugin_name,
+int cti_tb_add_plugin_value(cti_tb_writer *w, const char *tag, const char *plugin_name,
                            const void *content, size_t content_len, int64_t step,
                            double wall_time, const char *caller) {
-    const char *fn = caller ? caller : "ct_tb_add_plugin_value";
+    const char *fn = caller ? caller : "cti_tb_add_plugin_value";
     size_t tag_len;
     int rc = check_tag_time(w, tag, &tag_len, &wall_time, fn);
     if (rc != 0) return rc;
@@ -678,7 +678,7 @@ int ct_tb_add_plugin_value(ct_tb_writer *w, const char *tag, const char *plugin_
         return ct_set_error(CT_EINVAL, "%s: %s: plugin name is %s (tag \"%s\")", fn, w->path,
                             plugin_name ? "empty" : "NULL", tag);
     size_t name_len = strlen(plugin_name);
-    if (ct_tb_utf8_error_at(plugin_name, name_len) < name_len)
+    if (cti_tb_utf8_error_at(plugin_name, name_len) < name_len)
         return ct_set_error(CT_EINVAL, "%s: %s: plugin name is not valid UTF-8 (tag \"%s\")", fn,
                             w->path, tag);
     if (!content && content_len > 0)
@@ -701,14 +701,14 @@ int ct_tb_add_plugin_value(ct_tb_writer *w, const char *tag, const char *plugin_
     return write_value(w, &t, 1, body, content_len > 0 ? 4 : 2, step, wall_time, fn);
 }
 
-static int flush_writer(ct_tb_writer *w, const char *fn) {
+static int flush_writer(cti_tb_writer *w, const char *fn) {
     if (w->failed) return ct_set_error(CT_ESTATE, "%s: %s: an earlier write failed", fn, w->path);
     return fflush(w->f) == 0 ? 0 : write_failed(w, fn);
 }
 
-int ct_tb_flush(ct_tb_writer *w) {
-    if (!w) return ct_set_error(CT_EINVAL, "ct_tb_flush: writer is NULL");
-    return flush_writer(w, "ct_tb_flush");
+int cti_tb_flush(cti_tb_writer *w) {
+    if (!w) return ct_set_error(CT_EINVAL, "cti_tb_flush: writer is NULL");
+    return flush_writer(w, "cti_tb_flush");
 }
 
 /* ---- opening and closing ------------------------------------------------- */
@@ -739,8 +739,8 @@ static FILE *create_exclusive(char *path, size_t cap, int dir_len, const char *l
     }
 }
 
-ct_tb_writer *ct_tb_open(const char *logdir, const char *suffix) {
-    static const char fn[] = "ct_tb_open";
+cti_tb_writer *cti_tb_open(const char *logdir, const char *suffix) {
+    static const char fn[] = "cti_tb_open";
     if (!logdir || !*logdir) {
         ct_set_error(CT_EINVAL, "%s: logdir is %s", fn, logdir ? "empty" : "NULL");
         return NULL;
@@ -750,7 +750,7 @@ ct_tb_writer *ct_tb_open(const char *logdir, const char *suffix) {
         ct_set_error(CT_EINVAL, "%s: suffix \"%s\" contains '/'", fn, suffix);
         return NULL;
     }
-    if (ct_make_dirs(logdir, "log directory") != CT_OK) {
+    if (cti_make_dirs(logdir, "log directory") != CT_OK) {
         ct_set_error(ct_last_code(), "%s: %s", fn, ct_last_error());
         return NULL;
     }
@@ -758,7 +758,7 @@ ct_tb_writer *ct_tb_open(const char *logdir, const char *suffix) {
     size_t dir_len = strlen(logdir);
     while (dir_len > 0 && logdir[dir_len - 1] == '/') dir_len--; /* "runs/" + "/events..." */
     size_t cap = dir_len + strlen(suffix) + 256 + 96; /* hostname, digits, fixed text */
-    ct_tb_writer *w = calloc(1, sizeof *w + cap);
+    cti_tb_writer *w = calloc(1, sizeof *w + cap);
     if (!w) {
         ct_set_error(CT_ENOMEM, "%s: out of memory", fn);
         return NULL;
@@ -778,11 +778,11 @@ ct_tb_writer *ct_tb_open(const char *logdir, const char *suffix) {
     return w;
 }
 
-const char *ct_tb_path(const ct_tb_writer *w) {
+const char *cti_tb_path(const cti_tb_writer *w) {
     return w ? w->path : NULL;
 }
 
-void ct_tb_close(ct_tb_writer *w) {
+void cti_tb_close(cti_tb_writer *w) {
     if (!w) return;
     fclose(w->f); /* flushes; a failure here is documented as unreported */
     free(w);

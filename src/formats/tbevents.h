@@ -2,11 +2,11 @@
  * library. Internal to ctrial: the training loop logs its training and
  * validation scalars through it so that `tensorboard --logdir DIR` shows them.
  *
- *     ct_tb_writer *w = ct_tb_open("runs/exp1", "");
+ *     cti_tb_writer *w = cti_tb_open("runs/exp1", "");
  *     if (!w) return ct_last_code();              // message names the path
- *     int rc = ct_tb_add_scalar(w, "training/loss", loss, batches, 0);
- *     if (rc == 0) rc = ct_tb_flush(w);           // after each report
- *     ct_tb_close(w);
+ *     int rc = cti_tb_add_scalar(w, "training/loss", loss, batches, 0);
+ *     if (rc == 0) rc = cti_tb_flush(w);           // after each report
+ *     cti_tb_close(w);
  *
  * The file is a sequence of TFRecords, each holding one serialized
  * tensorboard.Event protobuf:
@@ -38,7 +38,7 @@
  * file may end in a partial record, which readers treat as its end).
  *
  * Threads: a writer has no internal locking; use it from one thread at a
- * time. Writes go through stdio's buffer; ct_tb_flush hands them to the
+ * time. Writes go through stdio's buffer; cti_tb_flush hands them to the
  * kernel (enough for a TensorBoard reading the growing file) but does not
  * fsync. No heap allocation happens per scalar.
  */
@@ -48,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ct_tb_writer ct_tb_writer;
+typedef struct cti_tb_writer cti_tb_writer;
 
 /* Creates `logdir` and its missing parents (mode 0777 less the umask) and a
  * new event file in it named as TensorBoard's and PyTorch's writers name
@@ -61,28 +61,28 @@ typedef struct ct_tb_writer ct_tb_writer;
  * ".2", ... is appended to the pid. Writes the file_version record and
  * flushes it, so TensorBoard sees the run at once.
  *
- * Returns a new writer, owned by the caller (free with ct_tb_close), or NULL
+ * Returns a new writer, owned by the caller (free with cti_tb_close), or NULL
  * with CT_EINVAL (NULL or empty logdir, bad suffix), CT_EIO (a directory or
  * the file cannot be created; the message names the path and errno's text)
  * or CT_ENOMEM. */
-ct_tb_writer *ct_tb_open(const char *logdir, const char *suffix);
+cti_tb_writer *cti_tb_open(const char *logdir, const char *suffix);
 
-/* The event file's path. Borrowed: valid until ct_tb_close(w). NULL for a
+/* The event file's path. Borrowed: valid until cti_tb_close(w). NULL for a
  * NULL writer. */
-const char *ct_tb_path(const ct_tb_writer *w);
+const char *cti_tb_path(const cti_tb_writer *w);
 
 /* Appends one scalar: `tag` (non-empty UTF-8, any length; TensorBoard groups
  * tags by the part before the first '/'), `value` rounded to float as said
  * above, `step` (any int64; negative steps are written as protobuf does,
  * in 10 bytes), `wall_time` in Unix seconds (<= 0 means now; NaN or inf is
- * an error). Buffered: call ct_tb_flush to make it visible.
+ * an error). Buffered: call cti_tb_flush to make it visible.
  * Returns 0, CT_EINVAL (NULL writer or tag, empty or non-UTF-8 tag, bad
  * wall_time), CT_ESTATE (an earlier write failed) or CT_EIO. */
-int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t step,
+int cti_tb_add_scalar(cti_tb_writer *w, const char *tag, double value, int64_t step,
                      double wall_time);
 
 /* The three functions below check tag, wall_time and the writer's state as
- * ct_tb_add_scalar does and fail with the same codes; each writes one Event
+ * cti_tb_add_scalar does and fail with the same codes; each writes one Event
  * whose Summary holds one Value, field for field what
  * torch.utils.tensorboard's SummaryWriter writes for the same data (torch
  * 2.11, tensorboard 2.21). Each allocates what its record needs on the heap
@@ -120,7 +120,7 @@ int ct_tb_add_scalar(ct_tb_writer *w, const char *tag, double value, int64_t ste
  * Returns 0, or CT_EINVAL also for NULL values, n == 0 (torch: "The input
  * has no element.") and no value inside the edges (all NaN or beyond
  * +-9.92e19; torch: "The histogram is empty"), nothing written. */
-int ct_tb_add_histogram(ct_tb_writer *w, const char *tag, const double *values, size_t n,
+int cti_tb_add_histogram(cti_tb_writer *w, const char *tag, const double *values, size_t n,
                         int64_t step, double wall_time);
 
 /* SummaryWriter.add_image(tag, img, step, dataformats="HWC") for 8-bit
@@ -140,7 +140,7 @@ int ct_tb_add_histogram(ct_tb_writer *w, const char *tag, const double *values, 
  *
  * Returns 0, or CT_EINVAL also for NULL pixels, a bad size or channel
  * count, nothing written. */
-int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int height, int width,
+int cti_tb_add_image(cti_tb_writer *w, const char *tag, const uint8_t *hwc, int height, int width,
                     int channels, int64_t step, double wall_time);
 
 /* SummaryWriter.add_text(tag, text, step): a Value{tag: tag + "/text_summary",
@@ -152,7 +152,7 @@ int ct_tb_add_image(ct_tb_writer *w, const char *tag, const uint8_t *hwc, int he
  *
  * Returns 0, or CT_EINVAL also for NULL or non-UTF-8 text (the message
  * names the byte), nothing written. */
-int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t step,
+int cti_tb_add_text(cti_tb_writer *w, const char *tag, const char *text, int64_t step,
                    double wall_time);
 
 /* Appends Event{wall_time, step, session_log: SessionLog{status: START}}:
@@ -161,42 +161,42 @@ int ct_tb_add_text(ct_tb_writer *w, const char *tag, const char *text, int64_t s
  * a resumed run replaces what the interrupted one logged after its
  * checkpoint. wall_time as for scalars. Returns 0, CT_EINVAL, CT_ESTATE or
  * CT_EIO. */
-int ct_tb_add_session_start(ct_tb_writer *w, int64_t step, double wall_time);
+int cti_tb_add_session_start(cti_tb_writer *w, int64_t step, double wall_time);
 
 /* Hands buffered records to the kernel. Returns 0, CT_EINVAL (NULL),
  * CT_ESTATE (an earlier write failed) or CT_EIO. */
-int ct_tb_flush(ct_tb_writer *w);
+int cti_tb_flush(cti_tb_writer *w);
 
 /* Flushes, closes and frees the writer. Accepts NULL. Reports nothing: call
- * ct_tb_flush first where a lost final record must be noticed. */
-void ct_tb_close(ct_tb_writer *w);
+ * cti_tb_flush first where a lost final record must be noticed. */
+void cti_tb_close(cti_tb_writer *w);
 
 /* ---- the encoding pieces, exposed for the tests ------------------------- */
 
 /* CRC32C (Castagnoli, reflected polynomial 0x82F63B78) of n bytes, continuing
  * from `crc` (0 to start), like zlib's crc32(): crc32c(0, "123456789", 9) ==
  * 0xE3069283. */
-uint32_t ct_tb_crc32c(uint32_t crc, const void *data, size_t n);
+uint32_t cti_tb_crc32c(uint32_t crc, const void *data, size_t n);
 
 /* TFRecord's masking of a CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8,
  * modulo 2^32. It keeps a CRC stored next to its data from being a valid
  * CRC of data that embeds CRCs. */
-uint32_t ct_tb_mask_crc(uint32_t crc);
+uint32_t cti_tb_mask_crc(uint32_t crc);
 
 /* The K = 774 positive edges e[0..K-1] of torch's default histogram bins
  * (above) into out, which has room for CT_TB_HIST_EDGES doubles; returns K. */
 enum { CT_TB_HIST_EDGES = 774 };
-int ct_tb_hist_edges(double *out);
+int cti_tb_hist_edges(double *out);
 
 /* Writes `v` as a protobuf base-128 varint into out (room for 10 bytes) and
  * returns the number of bytes written (1 to 10). An int64 field passes its
  * two's complement: negative values take 10 bytes. */
-size_t ct_tb_put_varint(uint8_t *out, uint64_t v);
+size_t cti_tb_put_varint(uint8_t *out, uint64_t v);
 
 /* Offset of the first byte of s[0..n) that is not valid UTF-8 (overlong
  * forms, surrogates and code points past U+10FFFF count as invalid), or n.
  * Protobuf's readers refuse a string field that is not UTF-8. */
-size_t ct_tb_utf8_error_at(const void *s, size_t n);
+size_t cti_tb_utf8_error_at(const void *s, size_t n);
 
 /* ---- for the module's other writers (tb_hparams.c) ----------------------- */
 
@@ -207,10 +207,10 @@ size_t ct_tb_utf8_error_at(const void *s, size_t n);
  * written (torch's summary.hparams()). `content` is `content_len` bytes,
  * already serialized, borrowed for the call (NULL only when content_len is
  * 0; an empty content is left out, as proto3 does). `plugin_name` is
- * non-empty UTF-8; tag, step and wall_time as in ct_tb_add_scalar.
+ * non-empty UTF-8; tag, step and wall_time as in cti_tb_add_scalar.
  * `caller` names the function in error messages (NULL: this one).
  * Returns 0, CT_EINVAL (nothing written), CT_ESTATE or CT_EIO. */
-int ct_tb_add_plugin_value(ct_tb_writer *w, const char *tag, const char *plugin_name,
+int cti_tb_add_plugin_value(cti_tb_writer *w, const char *tag, const char *plugin_name,
                            const void *content, size_t content_len, int64_t step,
                            double wall_time, const char *caller);
 

@@ -18,7 +18,7 @@ const char *ct_reducer_kind_name(ct_reducer_kind k) {
     }
 }
 
-int64_t ct_metric_doubles(const ct_value *v, double **out, bool *is_array) {
+int64_t cti_metric_doubles(const ct_value *v, double **out, bool *is_array) {
     ct_value_kind k = ct_value_kind_of(v);
     *is_array = false;
     if (k == CT_VALUE_INT || k == CT_VALUE_FLOAT || k == CT_VALUE_BOOL) {
@@ -33,7 +33,7 @@ int64_t ct_metric_doubles(const ct_value *v, double **out, bool *is_array) {
         }
         return 1;
     }
-    if (k == CT_VALUE_TENSOR) return ct_value_tensor_doubles(v, out, is_array);
+    if (k == CT_VALUE_TENSOR) return cti_value_tensor_doubles(v, out, is_array);
     if (k == CT_VALUE_LIST || k == CT_VALUE_TUPLE) {
         size_t n = ct_value_len(v);
         *is_array = true;
@@ -117,7 +117,7 @@ static ct_value *reduce_one(const ct_value *batches, const char *name, ct_reduce
         }
         double *x = NULL;
         bool is_array;
-        int64_t m = ct_metric_doubles(v, &x, &is_array);
+        int64_t m = cti_metric_doubles(v, &x, &is_array);
         if (m < 0) {
             free(acc);
             ct_set_error(ct_last_code(), "%s metric '%s' of batch %zu: %s", group, name, b, ct_last_error());
@@ -154,7 +154,7 @@ finish:
     return out;
 }
 
-int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kind *out) {
+int cti_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kind *out) {
     int64_t k = CT_REDUCER_AVG;
     if (spec && ct_value_kind_of(spec) == CT_VALUE_DICT) {
         const ct_value *v = ct_value_dict_get(spec, name);
@@ -170,7 +170,7 @@ int ct_reducer_for_metric(const ct_value *spec, const char *name, ct_reducer_kin
     return CT_OK;
 }
 
-ct_value *ct_metrics_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group) {
+ct_value *cti_metrics_reduce_batches(const ct_value *batches, const ct_value *spec, const char *group) {
     ct_value *out = ct_value_dict();
     if (!out || ct_value_len(batches) == 0) return out;
     const ct_value *first = ct_value_list_get(batches, 0);
@@ -195,7 +195,7 @@ ct_value *ct_metrics_reduce_batches(const ct_value *batches, const ct_value *spe
         ct_value *r = NULL;
         if (!name) {
             ct_set_error(CT_ETRIAL, "%s metrics must have string names", group);
-        } else if (ct_reducer_for_metric(spec, name, &kind) == CT_OK) {
+        } else if (cti_reducer_for_metric(spec, name, &kind) == CT_OK) {
             r = reduce_one(batches, name, kind, group);
         }
         if (!r || ct_value_dict_set(out, name, r) != 0) {

@@ -20,7 +20,7 @@ static ct_value *with_reducers(ct_value *metrics, ct_reducer *const *reducers, s
     int rc = metrics ? CT_OK : ct_last_code();
     char *why = metrics ? NULL : strdup(ct_last_error());
     ct_value *scratch = metrics ? NULL : ct_value_dict();
-    int rrc = ct_reducers_report(reducers, n, training, metrics ? metrics : scratch);
+    int rrc = cti_reducers_report(reducers, n, training, metrics ? metrics : scratch);
     ct_value_free(scratch);
     if (rc != CT_OK) ct_set_error(rc, "%s", why ? why : "out of host memory");
     free(why);
@@ -32,28 +32,28 @@ static ct_value *with_reducers(ct_value *metrics, ct_reducer *const *reducers, s
     return metrics;
 }
 
-ct_value *ct_metrics_training(const ct_value *batches, ct_reducer *const *reducers, size_t n_reducers) {
+ct_value *cti_metrics_training(const ct_value *batches, ct_reducer *const *reducers, size_t n_reducers) {
     /* Every rank's batches report numbers under the same names, so a failure
      * here is a trial's bug every rank meets alike; a rank that meets it
      * alone leaves the collectives below, and ct_main ends the job. */
-    ct_value *avg = ct_metrics_reduce_batches(batches, NULL, "training");
+    ct_value *avg = cti_metrics_reduce_batches(batches, NULL, "training");
     if (!avg) return NULL;
-    if (ct_metrics_average_ranks(avg) != CT_OK) {
+    if (cti_metrics_average_ranks(avg) != CT_OK) {
         ct_value_free(avg);
         return NULL;
     }
     return with_reducers(avg, reducers, n_reducers, true);
 }
 
-ct_value *ct_metrics_validation(const ct_value *batches, const ct_value *spec, ct_reducer *const *reducers,
+ct_value *cti_metrics_validation(const ct_value *batches, const ct_value *spec, ct_reducer *const *reducers,
                                 size_t n_reducers) {
     /* Each rank reduces its batches, then the ranks' results combine. */
-    ct_value *local = ct_metrics_reduce_batches(batches, spec, "validation");
-    ct_value *all = ct_metrics_combine_ranks(local, local ? (int64_t)ct_value_len(batches) : -1, spec);
+    ct_value *local = cti_metrics_reduce_batches(batches, spec, "validation");
+    ct_value *all = cti_metrics_combine_ranks(local, local ? (int64_t)ct_value_len(batches) : -1, spec);
     ct_value_free(local);
     return with_reducers(all, reducers, n_reducers, false);
 }
 
-ct_value *ct_metrics_full_dataset(const ct_value *rank0, ct_reducer *const *reducers, size_t n_reducers) {
-    return with_reducers(ct_value_broadcast(rank0, 0), reducers, n_reducers, false);
+ct_value *cti_metrics_full_dataset(const ct_value *rank0, ct_reducer *const *reducers, size_t n_reducers) {
+    return with_reducers(cti_value_broadcast(rank0, 0), reducers, n_reducers, false);
 }

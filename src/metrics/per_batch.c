@@ -18,7 +18,7 @@ static ct_value *mean_over_ranks(const ct_value *all, size_t b, const char *name
         if (!v || ct_value_kind_of(v) == CT_VALUE_NONE) continue; /* left out, as numpy's `!= None` */
         double *x = NULL;
         bool is_array = false;
-        int64_t m = ct_metric_doubles(v, &x, &is_array);
+        int64_t m = cti_metric_doubles(v, &x, &is_array);
         if (m < 0 || (width >= 0 && m != width)) {
             if (m >= 0) ct_set_error(CT_ETRIAL, "training metric '%s' of batch %zu has %lld values on rank %zu but "
                                                 "%lld on a lower rank", name, b, (long long)m, r, (long long)width);
@@ -86,13 +86,13 @@ static ct_value *average(const ct_value *all) {
     return out;
 }
 
-ct_value *ct_metrics_batches_across_ranks(const ct_value *batches) {
+ct_value *cti_metrics_batches_across_ranks(const ct_value *batches) {
     ct_value *all = NULL;
-    if (ct_value_gather(batches, 0, &all) != CT_OK) return NULL;
+    if (cti_value_gather(batches, 0, &all) != CT_OK) return NULL;
     ct_value *avg = all ? average(all) : NULL; /* rank 0 only */
     ct_value_free(all);
     /* Rank 0's answer, or its error, on every rank. */
-    ct_value *out = ct_value_broadcast(avg, 0);
+    ct_value *out = cti_value_broadcast(avg, 0);
     ct_value_free(avg);
     return out;
 }

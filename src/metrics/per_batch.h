@@ -14,6 +14,6 @@
 /* `batches`: this rank's list of per-batch dicts. Returns a NEW list of
  * dicts, the same on every rank (a float per scalar metric, a list of
  * floats per array metric), or NULL + error on every rank. Collective. */
-ct_value *ct_metrics_batches_across_ranks(const ct_value *batches);
+ct_value *cti_metrics_batches_across_ranks(const ct_value *batches);
 
 #endif

@@ -13,7 +13,7 @@
 
 /* ---- training: the mean over ranks ----------------------------------------------- */
 
-int ct_metrics_average_ranks(ct_value *metrics) {
+int cti_metrics_average_ranks(ct_value *metrics) {
     if (ct_dist_size() == 1) return CT_OK;
     size_t n = ct_value_len(metrics), total = 0;
     int64_t *widths = calloc(n ? n : 1, sizeof *widths);
@@ -24,7 +24,7 @@ int ct_metrics_average_ranks(ct_value *metrics) {
     for (size_t i = 0; rc == CT_OK && i < n; i++) {
         double *x = NULL;
         bool is_array;
-        int64_t m = ct_metric_doubles(ct_value_dict_at(metrics, i, NULL, NULL), &x, &is_array);
+        int64_t m = cti_metric_doubles(ct_value_dict_at(metrics, i, NULL, NULL), &x, &is_array);
         if (m < 0) {
             ct_clear_error();
             widths[i] = -1; /* not a number: left as it is */
@@ -77,7 +77,7 @@ static ct_value *combine_metric(ct_reducer_kind kind, const ct_value *const *val
     for (int r = 0; r < size && !first; r++) first = vals[r];
     double *x = NULL;
     bool is_array = false;
-    int64_t width = first ? ct_metric_doubles(first, &x, &is_array) : -1;
+    int64_t width = first ? cti_metric_doubles(first, &x, &is_array) : -1;
     free(x);
     if (width < 0) {
         ct_clear_error();
@@ -89,7 +89,7 @@ static ct_value *combine_metric(ct_reducer_kind kind, const ct_value *const *val
     for (int r = 0; rc == CT_OK && r < size; r++) {
         if (!vals[r]) continue;
         bool arr;
-        int64_t m = ct_metric_doubles(vals[r], &x, &arr);
+        int64_t m = cti_metric_doubles(vals[r], &x, &arr);
         if (m != width) {
             free(x);
             rc = m < 0 ? ct_last_code()
@@ -144,7 +144,7 @@ static ct_value *combine_on_root(const ct_value *answers, const ct_value *spec) 
         ct_value_dict_at(names, i, &key, NULL);
         ct_reducer_kind kind = CT_REDUCER_AVG;
         ct_value *v = NULL;
-        if (key && ct_reducer_for_metric(spec, key, &kind) == CT_OK) {
+        if (key && cti_reducer_for_metric(spec, key, &kind) == CT_OK) {
             for (int r = 0; r < size; r++)
                 vals[r] = n[r] > 0 ? ct_value_dict_get(ct_value_dict_get(ct_value_list_get(answers, r), "metrics"), key)
                                    : NULL;
@@ -161,7 +161,7 @@ static ct_value *combine_on_root(const ct_value *answers, const ct_value *spec) 
     return out;
 }
 
-ct_value *ct_metrics_combine_ranks(const ct_value *local, int64_t n_batches, const ct_value *spec) {
+ct_value *cti_metrics_combine_ranks(const ct_value *local, int64_t n_batches, const ct_value *spec) {
     if (!local) {
         if (ct_dist_size() == 1) return NULL;
     } else if (ct_dist_size() == 1) {
@@ -176,12 +176,12 @@ ct_value *ct_metrics_combine_ranks(const ct_value *local, int64_t n_batches, con
         mine = NULL;
     }
     ct_value *answers = NULL;
-    int rc = ct_value_gather(mine, 0, &answers); /* a NULL `mine` fails every rank */
+    int rc = cti_value_gather(mine, 0, &answers); /* a NULL `mine` fails every rank */
     ct_value_free(mine);
     ct_value *combined = rc == CT_OK && answers ? combine_on_root(answers, spec) : NULL;
     ct_value_free(answers);
     /* Rank 0's answer, or its failure, on every rank. */
-    ct_value *out = rc == CT_OK ? ct_value_broadcast(combined, 0) : NULL;
+    ct_value *out = rc == CT_OK ? cti_value_broadcast(combined, 0) : NULL;
     ct_value_free(combined);
     if (!out && local) ct_set_error(ct_last_code(), "validation metrics across ranks: %s", ct_last_error());
     return out;

@@ -37,7 +37,7 @@ static ct_reducer *reducer_alloc(const char *name, bool for_training, bool for_v
     return r;
 }
 
-ct_reducer *ct_reducer_new(const char *name, ct_reduce_fn fn, void *fn_ctx, bool for_training, bool for_validation) {
+ct_reducer *cti_reducer_new(const char *name, ct_reduce_fn fn, void *fn_ctx, bool for_training, bool for_validation) {
     if (!fn) {
         ct_set_error(CT_EINVAL, "a function reducer needs a function");
         return NULL;
@@ -48,14 +48,14 @@ ct_reducer *ct_reducer_new(const char *name, ct_reduce_fn fn, void *fn_ctx, bool
     r->fn_ctx = fn_ctx;
     r->values = ct_value_list();
     if (!r->values) {
-        ct_reducer_free(r);
+        cti_reducer_free(r);
         ct_set_error(CT_ENOMEM, "out of host memory");
         return NULL;
     }
     return r;
 }
 
-ct_reducer *ct_reducer_new_class(const char *name, const ct_metric_reducer_ops *ops, void *self, bool for_training,
+ct_reducer *cti_reducer_new_class(const char *name, const ct_metric_reducer_ops *ops, void *self, bool for_training,
                                  bool for_validation) {
     const char *missing = !ops                     ? "ops"
                           : !ops->reset            ? "ops->reset"
@@ -74,7 +74,7 @@ ct_reducer *ct_reducer_new_class(const char *name, const ct_metric_reducer_ops *
     return r;
 }
 
-void ct_reducer_free(ct_reducer *r) {
+void cti_reducer_free(ct_reducer *r) {
     if (!r) return;
     if (r->is_class && r->ops.free) r->ops.free(r->self);
     free(r->name);
@@ -96,7 +96,7 @@ int ct_reducer_update(ct_reducer *r, ct_value *v) {
     return ct_value_list_append(r->values, v);
 }
 
-void ct_reducers_reset(ct_reducer *const *reducers, size_t n) {
+void cti_reducers_reset(ct_reducer *const *reducers, size_t n) {
     /* Determined's reset_reducers: every wrapped reducer, whatever workloads
      * it is for. */
     for (size_t i = 0; i < n; i++) {
@@ -215,7 +215,7 @@ static int merge(ct_value *to, const ct_value *from) {
     return rc;
 }
 
-int ct_reducers_report(ct_reducer *const *reducers, size_t n, bool training, ct_value *metrics) {
+int cti_reducers_report(ct_reducer *const *reducers, size_t n, bool training, ct_value *metrics) {
     /* reduce_metrics: only the reducers marked for this kind of workload.
      * Every rank wrapped the same ones, so every rank agrees on the list. */
     ct_reducer **mine = malloc((n ? n : 1) * sizeof *mine);
@@ -243,7 +243,7 @@ int ct_reducers_report(ct_reducer *const *reducers, size_t n, bool training, ct_
     int size = ct_dist_size();
     ct_value *gathered = NULL; /* rank 0: a list of `size` lists of m values */
     if (size > 1) {
-        int grc = ct_value_gather(slots, 0, &gathered);
+        int grc = cti_value_gather(slots, 0, &gathered);
         if (rc == CT_OK) rc = grc;
         if (rc != CT_OK) { /* every rank knows: the gather fails everywhere alike */
             ct_value_free(slots);
@@ -278,7 +278,7 @@ int ct_reducers_report(ct_reducer *const *reducers, size_t n, bool training, ct_
         return rc;
     }
     /* Rank 0's results, or its failure, on every rank. */
-    ct_value *everyone = ct_value_broadcast(results, 0);
+    ct_value *everyone = cti_value_broadcast(results, 0);
     ct_value_free(results);
     if (!everyone) return ct_last_code();
     rc = merge(metrics, everyone);

@@ -71,15 +71,15 @@ static bool same_tensor(const ct_tensor *a, const ct_tensor *b) {
 static int bind_call(const ct_value *args, const ct_value *kwargs, MhaCall *c) {
     static const char *const names[] = {
         "query", "key", "value", "key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal"};
-    ct_layer_args a = ct_layer_bind(kType, args, kwargs, 8, names);
-    c->query = ct_layer_tensor_at(&a, 0, true);
-    c->key = ct_layer_tensor_at(&a, 1, true);
-    c->value = ct_layer_tensor_at(&a, 2, true);
-    c->key_padding_mask = ct_layer_tensor_at(&a, 3, false);
-    c->need_weights = ct_layer_flag_at(&a, 4, 1) == 1; /* None is false, as in Python's `if need_weights:` */
-    c->attn_mask = ct_layer_tensor_at(&a, 5, false);
-    c->average_attn_weights = ct_layer_flag_at(&a, 6, 1) == 1;
-    c->is_causal = ct_layer_flag_at(&a, 7, 0) == 1;
+    cti_layer_args a = cti_layer_bind(kType, args, kwargs, 8, names);
+    c->query = cti_layer_tensor_at(&a, 0, true);
+    c->key = cti_layer_tensor_at(&a, 1, true);
+    c->value = cti_layer_tensor_at(&a, 2, true);
+    c->key_padding_mask = cti_layer_tensor_at(&a, 3, false);
+    c->need_weights = cti_layer_flag_at(&a, 4, 1) == 1; /* None is false, as in Python's `if need_weights:` */
+    c->attn_mask = cti_layer_tensor_at(&a, 5, false);
+    c->average_attn_weights = cti_layer_flag_at(&a, 6, 1) == 1;
+    c->is_causal = cti_layer_flag_at(&a, 7, 0) == 1;
     if (a.rc != CT_OK) return a.rc;
     c->q_is_k = same_tensor(c->query, c->key);
     c->k_is_v = same_tensor(c->key, c->value);
@@ -335,18 +335,18 @@ static ct_tensor *mha_forward(ct_module *self, const MhaCall *c, ct_tensor **wei
  * (attn_output, attn_weights or None). */
 static ct_value *mha_call(ct_module *self, const ct_value *args, const ct_value *kwargs) {
     MhaCall c;
-    if (bind_call(args, kwargs, &c) != CT_OK) return ct_layer_failed(kType);
+    if (bind_call(args, kwargs, &c) != CT_OK) return cti_layer_failed(kType);
     ct_scope *scope = ct_scope_begin();
     ct_tensor *weights = NULL;
     ct_tensor *out = mha_forward(self, &c, &weights);
     ct_value *r = NULL;
     if (out && (!c.need_weights || weights)) {
         r = ct_value_tuple();
-        ct_value_list_append(r, ct_layer_value(out));
-        ct_value_list_append(r, weights ? ct_layer_value(weights) : ct_value_none());
+        ct_value_list_append(r, cti_layer_value(out));
+        ct_value_list_append(r, weights ? cti_layer_value(weights) : ct_value_none());
     }
     ct_scope_end(scope);
-    return r ? r : ct_layer_failed(kType);
+    return r ? r : cti_layer_failed(kType);
 }
 
 /* ---- construction ---------------------------------------------------------------------- */
@@ -381,23 +381,23 @@ static int make_parameters(ct_module *m, Mha *a, bool bias) {
     a->out_bias = bias ? ct_nn_get(out_proj, "bias") : NULL;
     if (a->same_embed_dim) {
         a->in_proj_weight =
-            ct_layer_param(m, "in_proj_weight", CT_SHAPE(3 * e, e), ct_layer_init_xavier_uniform, 1.0, 0);
+            cti_layer_param(m, "in_proj_weight", CT_SHAPE(3 * e, e), cti_layer_init_xavier_uniform, 1.0, 0);
         if (!a->in_proj_weight) return ct_last_code();
     } else {
-        a->q_proj_weight = ct_layer_param(m, "q_proj_weight", CT_SHAPE(e, e), ct_layer_init_xavier_uniform, 1.0, 0);
-        a->k_proj_weight = a->q_proj_weight ? ct_layer_param(m, "k_proj_weight", CT_SHAPE(e, a->kdim),
-                                                             ct_layer_init_xavier_uniform, 1.0, 0)
+        a->q_proj_weight = cti_layer_param(m, "q_proj_weight", CT_SHAPE(e, e), cti_layer_init_xavier_uniform, 1.0, 0);
+        a->k_proj_weight = a->q_proj_weight ? cti_layer_param(m, "k_proj_weight", CT_SHAPE(e, a->kdim),
+                                                             cti_layer_init_xavier_uniform, 1.0, 0)
                                             : NULL;
-        a->v_proj_weight = a->k_proj_weight ? ct_layer_param(m, "v_proj_weight", CT_SHAPE(e, a->vdim),
-                                                             ct_layer_init_xavier_uniform, 1.0, 0)
+        a->v_proj_weight = a->k_proj_weight ? cti_layer_param(m, "v_proj_weight", CT_SHAPE(e, a->vdim),
+                                                             cti_layer_init_xavier_uniform, 1.0, 0)
                                             : NULL;
         if (!a->v_proj_weight) return ct_last_code();
     }
     if (!bias) return CT_OK;
-    a->in_proj_bias = ct_layer_param(m, "in_proj_bias", CT_SHAPE(3 * e), ct_layer_init_constant, 0.0, 0);
+    a->in_proj_bias = cti_layer_param(m, "in_proj_bias", CT_SHAPE(3 * e), cti_layer_init_constant, 0.0, 0);
     if (!a->in_proj_bias) return ct_last_code();
     ct_guard *g = ct_no_grad();
-    int rc = ct_layer_init_constant(a->out_bias, 0.0, 0);
+    int rc = cti_layer_init_constant(a->out_bias, 0.0, 0);
     ct_guard_end(g);
     return rc;
 }
@@ -424,7 +424,7 @@ ct_module *ct_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, const
         return NULL;
     }
     if (make_parameters(m, a, o.bias) != CT_OK) {
-        ct_layer_failed(kType);
+        cti_layer_failed(kType);
         ct_nn_free(m);
         return NULL;
     }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-ct_tensor *ct_layer_param(ct_module *m, const char *name, int ndim, const int64_t *shape, ct_layer_init_fn init,
+ct_tensor *cti_layer_param(ct_module *m, const char *name, int ndim, const int64_t *shape, cti_layer_init_fn init,
                           double a, double b) {
     ct_tensor *t = ct_keep(ct_empty(ndim, shape, NULL));
     if (!t) return NULL;
@@ -17,14 +17,14 @@ ct_tensor *ct_layer_param(ct_module *m, const char *name, int ndim, const int64_
     return ct_nn_add_parameter(m, name, t); /* steals t, also on failure */
 }
 
-int ct_layer_init_uniform(ct_tensor *t, double low, double high) {
+int cti_layer_init_uniform(ct_tensor *t, double low, double high) {
     ct_tensor *r = CT_CALL("aten::uniform_", CT_T(t), CT_F(low), CT_F(high));
     int rc = r ? CT_OK : ct_last_code();
     ct_tensor_free(r);
     return rc;
 }
 
-int ct_layer_init_constant(ct_tensor *t, double value, double unused) {
+int cti_layer_init_constant(ct_tensor *t, double value, double unused) {
     ct_tensor *r = CT_CALL("aten::fill_.Scalar", CT_T(t), CT_F(value));
     int rc = r ? CT_OK : ct_last_code();
     ct_tensor_free(r);
@@ -40,14 +40,14 @@ static void fans(const ct_tensor *t, int64_t *fan_in, int64_t *fan_out) {
     *fan_out = nd >= 2 ? ct_size(t, 0) * receptive : ct_size(t, 0);
 }
 
-int ct_layer_init_xavier_uniform(ct_tensor *t, double gain, double unused) {
+int cti_layer_init_xavier_uniform(ct_tensor *t, double gain, double unused) {
     int64_t fan_in, fan_out;
     fans(t, &fan_in, &fan_out);
     double std = gain * sqrt(2.0 / (double)(fan_in + fan_out));
-    return ct_layer_init_uniform(t, -sqrt(3.0) * std, sqrt(3.0) * std);
+    return cti_layer_init_uniform(t, -sqrt(3.0) * std, sqrt(3.0) * std);
 }
 
-const ct_value *ct_layer_arg(const ct_value *args, const ct_value *kwargs, size_t pos, const char *name) {
+const ct_value *cti_layer_arg(const ct_value *args, const ct_value *kwargs, size_t pos, const char *name) {
     if (args && pos < ct_value_len(args)) return ct_value_list_get(args, pos);
     return kwargs && name ? ct_value_dict_get(kwargs, name) : NULL;
 }
@@ -78,14 +78,14 @@ static int bind_args(const char *type, const ct_value *args, const ct_value *kwa
     return CT_OK;
 }
 
-ct_layer_args ct_layer_bind(const char *type, const ct_value *args, const ct_value *kwargs, size_t n,
+cti_layer_args cti_layer_bind(const char *type, const ct_value *args, const ct_value *kwargs, size_t n,
                             const char *const *names) {
-    ct_layer_args a = {.type = type, .names = names};
+    cti_layer_args a = {.type = type, .names = names};
     a.rc = bind_args(type, args, kwargs, n, names, a.got);
     return a;
 }
 
-const ct_tensor *ct_layer_tensor_at(ct_layer_args *a, size_t i, bool required) {
+const ct_tensor *cti_layer_tensor_at(cti_layer_args *a, size_t i, bool required) {
     const ct_value *v = a->got[i];
     if (a->rc != CT_OK) return NULL;
     if (v && ct_value_kind_of(v) == CT_VALUE_TENSOR) return ct_value_get_tensor(v);
@@ -97,7 +97,7 @@ const ct_tensor *ct_layer_tensor_at(ct_layer_args *a, size_t i, bool required) {
     return NULL;
 }
 
-int ct_layer_flag_at(ct_layer_args *a, size_t i, int dflt) {
+int cti_layer_flag_at(cti_layer_args *a, size_t i, int dflt) {
     const ct_value *v = a->got[i];
     bool b = false;
     if (a->rc != CT_OK || !v) return dflt;
@@ -108,7 +108,7 @@ int ct_layer_flag_at(ct_layer_args *a, size_t i, int dflt) {
     return b;
 }
 
-void *ct_layer_failed(const char *type) {
+void *cti_layer_failed(const char *type) {
     const char *msg = ct_last_error();
     size_t n = strlen(type);
     if (strncmp(msg, type, n) == 0 && msg[n] == ':') return NULL;
@@ -120,4 +120,4 @@ void *ct_layer_failed(const char *type) {
     return NULL;
 }
 
-ct_value *ct_layer_value(const ct_tensor *t) { return t ? ct_value_tensor(ct_alias(t)) : NULL; }
+ct_value *cti_layer_value(const ct_tensor *t) { return t ? ct_value_tensor(ct_alias(t)) : NULL; }

@@ -62,8 +62,8 @@ static int bind_args(const rnn_cfg *c, const ct_value *args, const ct_value *kwa
         if (k < npos)
             return ct_set_error(CT_EINVAL, "%s: forward() got multiple values for argument '%s'", c->type, key);
     }
-    *input = ct_layer_arg(args, kwargs, 0, "input");
-    *hx = ct_layer_arg(args, kwargs, 1, "hx");
+    *input = cti_layer_arg(args, kwargs, 0, "input");
+    *hx = cti_layer_arg(args, kwargs, 1, "hx");
     if (*hx && ct_value_kind_of(*hx) == CT_VALUE_NONE) *hx = NULL;
     if (!*input)
         return ct_set_error(CT_EINVAL, "%s: forward() missing 1 required positional argument: 'input'", c->type);
@@ -222,9 +222,9 @@ static ct_value *results(const rnn_cfg *c, bool batched, ct_tensor *out[3]) {
     }
     for (int i = 0; i < n; i++)
         if (!out[i]) return NULL;
-    ct_value *hidden = c->mode == RNN_LSTM ? pair(ct_layer_value(out[1]), ct_layer_value(out[2]))
-                                           : ct_layer_value(out[1]);
-    return pair(ct_layer_value(out[0]), hidden);
+    ct_value *hidden = c->mode == RNN_LSTM ? pair(cti_layer_value(out[1]), cti_layer_value(out[2]))
+                                           : cti_layer_value(out[1]);
+    return pair(cti_layer_value(out[0]), hidden);
 }
 
 /* forward(input, hx=None); the tensors it makes belong to the current scope. */
@@ -293,7 +293,7 @@ static int add_layer_params(ct_module *m, const rnn_cfg *c, int64_t layer, int d
     for (int i = 0; i < (c->bias ? 4 : 2); i++) {
         char name[64];
         snprintf(name, sizeof name, "%s_l%lld%s", names[i], (long long)layer, dir ? "_reverse" : "");
-        if (!ct_layer_param(m, name, i < 2 ? 2 : 1, shapes[i], ct_layer_init_uniform, -bound, bound))
+        if (!cti_layer_param(m, name, i < 2 ? 2 : 1, shapes[i], cti_layer_init_uniform, -bound, bound))
             return ct_last_code();
     }
     return CT_OK;

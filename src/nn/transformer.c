@@ -72,9 +72,9 @@ static int check_input(const char *type, const char *name, const ct_tensor *t, i
 /* A forward's result: a value holding t (made in `scope`, which ends), or
  * NULL with the error prefixed by the type. */
 static ct_value *result(const char *type, ct_scope *scope, const ct_tensor *t) {
-    ct_value *r = ct_layer_value(t);
+    ct_value *r = cti_layer_value(t);
     ct_scope_end(scope);
-    return r ? r : ct_layer_failed(type);
+    return r ? r : cti_layer_failed(type);
 }
 
 /* ---- the blocks of a layer ------------------------------------------------------------ */
@@ -85,12 +85,12 @@ static ct_tensor *attend(ct_module *mha, const ct_tensor *x, const ct_tensor *me
                          const ct_tensor *key_padding_mask, bool is_causal) {
     if (!x || !mem) return NULL;
     ct_value *args = ct_value_tuple(), *kwargs = ct_value_dict();
-    ct_value_list_append(args, ct_layer_value(x));
-    ct_value_list_append(args, ct_layer_value(mem));
-    ct_value_list_append(args, ct_layer_value(mem));
-    ct_value_dict_set(kwargs, "attn_mask", attn_mask ? ct_layer_value(attn_mask) : ct_value_none());
+    ct_value_list_append(args, cti_layer_value(x));
+    ct_value_list_append(args, cti_layer_value(mem));
+    ct_value_list_append(args, cti_layer_value(mem));
+    ct_value_dict_set(kwargs, "attn_mask", attn_mask ? cti_layer_value(attn_mask) : ct_value_none());
     ct_value_dict_set(kwargs, "key_padding_mask",
-                      key_padding_mask ? ct_layer_value(key_padding_mask) : ct_value_none());
+                      key_padding_mask ? cti_layer_value(key_padding_mask) : ct_value_none());
     ct_value_dict_set(kwargs, "is_causal", ct_value_bool(is_causal));
     ct_value_dict_set(kwargs, "need_weights", ct_value_bool(false));
     ct_value *r = ct_nn_call(mha, args, kwargs);
@@ -222,10 +222,10 @@ static ct_tensor *decoder_apply(const Stack *s, const ct_tensor *tgt, const ct_t
 /* forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False) */
 static ct_value *encoder_layer_call(ct_module *self, const ct_value *args, const ct_value *kwargs) {
     static const char *const names[] = {"src", "src_mask", "src_key_padding_mask", "is_causal"};
-    ct_layer_args a = ct_layer_bind(kEncoderLayer, args, kwargs, 4, names);
-    const ct_tensor *src = ct_layer_tensor_at(&a, 0, true), *mask = ct_layer_tensor_at(&a, 1, false), *kpm = ct_layer_tensor_at(&a, 2, false);
-    bool is_causal = ct_layer_flag_at(&a, 3, 0) == 1;
-    if (a.rc != CT_OK) return ct_layer_failed(kEncoderLayer);
+    cti_layer_args a = cti_layer_bind(kEncoderLayer, args, kwargs, 4, names);
+    const ct_tensor *src = cti_layer_tensor_at(&a, 0, true), *mask = cti_layer_tensor_at(&a, 1, false), *kpm = cti_layer_tensor_at(&a, 2, false);
+    bool is_causal = cti_layer_flag_at(&a, 3, 0) == 1;
+    if (a.rc != CT_OK) return cti_layer_failed(kEncoderLayer);
     ct_scope *scope = ct_scope_begin();
     return result(kEncoderLayer, scope, encoder_layer_apply(ct_nn_user(self), src, mask, kpm, is_causal));
 }
@@ -236,14 +236,14 @@ static const char *const kDecoderNames[] = {
 
 /* The masks of a decoder's (or decoder layer's) call, bound to
  * kDecoderNames; tgt_is_causal is left to the caller. */
-static DecoderMasks decoder_masks(ct_layer_args *a) {
+static DecoderMasks decoder_masks(cti_layer_args *a) {
     DecoderMasks m;
-    m.tgt_mask = ct_layer_tensor_at(a, 2, false);
-    m.memory_mask = ct_layer_tensor_at(a, 3, false);
-    m.tgt_key_padding_mask = ct_layer_tensor_at(a, 4, false);
-    m.memory_key_padding_mask = ct_layer_tensor_at(a, 5, false);
+    m.tgt_mask = cti_layer_tensor_at(a, 2, false);
+    m.memory_mask = cti_layer_tensor_at(a, 3, false);
+    m.tgt_key_padding_mask = cti_layer_tensor_at(a, 4, false);
+    m.memory_key_padding_mask = cti_layer_tensor_at(a, 5, false);
     m.tgt_is_causal = false;
-    m.memory_is_causal = ct_layer_flag_at(a, 7, 0) == 1;
+    m.memory_is_causal = cti_layer_flag_at(a, 7, 0) == 1;
     return m;
 }
 
@@ -251,11 +251,11 @@ static DecoderMasks decoder_masks(ct_layer_args *a) {
  * tgt_key_padding_mask=None, memory_key_padding_mask=None,
  * tgt_is_causal=False, memory_is_causal=False) */
 static ct_value *decoder_layer_call(ct_module *self, const ct_value *args, const ct_value *kwargs) {
-    ct_layer_args a = ct_layer_bind(kDecoderLayer, args, kwargs, 8, kDecoderNames);
-    const ct_tensor *tgt = ct_layer_tensor_at(&a, 0, true), *memory = ct_layer_tensor_at(&a, 1, true);
+    cti_layer_args a = cti_layer_bind(kDecoderLayer, args, kwargs, 8, kDecoderNames);
+    const ct_tensor *tgt = cti_layer_tensor_at(&a, 0, true), *memory = cti_layer_tensor_at(&a, 1, true);
     DecoderMasks m = decoder_masks(&a);
-    m.tgt_is_causal = ct_layer_flag_at(&a, 6, 0) == 1;
-    if (a.rc != CT_OK) return ct_layer_failed(kDecoderLayer);
+    m.tgt_is_causal = cti_layer_flag_at(&a, 6, 0) == 1;
+    if (a.rc != CT_OK) return cti_layer_failed(kDecoderLayer);
     ct_scope *scope = ct_scope_begin();
     return result(kDecoderLayer, scope, decoder_layer_apply(ct_nn_user(self), tgt, memory, &m));
 }
@@ -263,10 +263,10 @@ static ct_value *decoder_layer_call(ct_module *self, const ct_value *args, const
 /* forward(src, mask=None, src_key_padding_mask=None, is_causal=None) */
 static ct_value *encoder_call(ct_module *self, const ct_value *args, const ct_value *kwargs) {
     static const char *const names[] = {"src", "mask", "src_key_padding_mask", "is_causal"};
-    ct_layer_args a = ct_layer_bind(kEncoder, args, kwargs, 4, names);
-    const ct_tensor *src = ct_layer_tensor_at(&a, 0, true), *mask = ct_layer_tensor_at(&a, 1, false), *kpm = ct_layer_tensor_at(&a, 2, false);
-    int is_causal = ct_layer_flag_at(&a, 3, -1);
-    if (a.rc != CT_OK) return ct_layer_failed(kEncoder);
+    cti_layer_args a = cti_layer_bind(kEncoder, args, kwargs, 4, names);
+    const ct_tensor *src = cti_layer_tensor_at(&a, 0, true), *mask = cti_layer_tensor_at(&a, 1, false), *kpm = cti_layer_tensor_at(&a, 2, false);
+    int is_causal = cti_layer_flag_at(&a, 3, -1);
+    if (a.rc != CT_OK) return cti_layer_failed(kEncoder);
     ct_scope *scope = ct_scope_begin();
     return result(kEncoder, scope, encoder_apply(ct_nn_user(self), src, mask, kpm, is_causal));
 }
@@ -275,11 +275,11 @@ static ct_value *encoder_call(ct_module *self, const ct_value *args, const ct_va
  * tgt_key_padding_mask=None, memory_key_padding_mask=None,
  * tgt_is_causal=None, memory_is_causal=False) */
 static ct_value *decoder_call(ct_module *self, const ct_value *args, const ct_value *kwargs) {
-    ct_layer_args a = ct_layer_bind(kDecoder, args, kwargs, 8, kDecoderNames);
-    const ct_tensor *tgt = ct_layer_tensor_at(&a, 0, true), *memory = ct_layer_tensor_at(&a, 1, true);
+    cti_layer_args a = cti_layer_bind(kDecoder, args, kwargs, 8, kDecoderNames);
+    const ct_tensor *tgt = cti_layer_tensor_at(&a, 0, true), *memory = cti_layer_tensor_at(&a, 1, true);
     DecoderMasks m = decoder_masks(&a);
-    int tgt_is_causal = ct_layer_flag_at(&a, 6, -1);
-    if (a.rc != CT_OK) return ct_layer_failed(kDecoder);
+    int tgt_is_causal = cti_layer_flag_at(&a, 6, -1);
+    if (a.rc != CT_OK) return cti_layer_failed(kDecoder);
     ct_scope *scope = ct_scope_begin();
     return result(kDecoder, scope, decoder_apply(ct_nn_user(self), tgt, memory, &m, tgt_is_causal));
 }
@@ -313,18 +313,18 @@ static ct_value *transformer_call(ct_module *self, const ct_value *args, const c
                                         "tgt_is_causal",
                                         "memory_is_causal"};
     const Model *t = ct_nn_user(self);
-    ct_layer_args a = ct_layer_bind(kTransformer, args, kwargs, 11, names);
-    const ct_tensor *src = ct_layer_tensor_at(&a, 0, true), *tgt = ct_layer_tensor_at(&a, 1, true);
-    const ct_tensor *src_mask = ct_layer_tensor_at(&a, 2, false), *src_kpm = ct_layer_tensor_at(&a, 5, false);
+    cti_layer_args a = cti_layer_bind(kTransformer, args, kwargs, 11, names);
+    const ct_tensor *src = cti_layer_tensor_at(&a, 0, true), *tgt = cti_layer_tensor_at(&a, 1, true);
+    const ct_tensor *src_mask = cti_layer_tensor_at(&a, 2, false), *src_kpm = cti_layer_tensor_at(&a, 5, false);
     DecoderMasks m;
-    m.tgt_mask = ct_layer_tensor_at(&a, 3, false);
-    m.memory_mask = ct_layer_tensor_at(&a, 4, false);
-    m.tgt_key_padding_mask = ct_layer_tensor_at(&a, 6, false);
-    m.memory_key_padding_mask = ct_layer_tensor_at(&a, 7, false);
-    int src_is_causal = ct_layer_flag_at(&a, 8, -1), tgt_is_causal = ct_layer_flag_at(&a, 9, -1);
-    m.memory_is_causal = ct_layer_flag_at(&a, 10, 0) == 1;
+    m.tgt_mask = cti_layer_tensor_at(&a, 3, false);
+    m.memory_mask = cti_layer_tensor_at(&a, 4, false);
+    m.tgt_key_padding_mask = cti_layer_tensor_at(&a, 6, false);
+    m.memory_key_padding_mask = cti_layer_tensor_at(&a, 7, false);
+    int src_is_causal = cti_layer_flag_at(&a, 8, -1), tgt_is_causal = cti_layer_flag_at(&a, 9, -1);
+    m.memory_is_causal = cti_layer_flag_at(&a, 10, 0) == 1;
     m.tgt_is_causal = false;
-    if (a.rc != CT_OK || check_src_tgt(t, src, tgt) != CT_OK) return ct_layer_failed(kTransformer);
+    if (a.rc != CT_OK || check_src_tgt(t, src, tgt) != CT_OK) return cti_layer_failed(kTransformer);
     ct_scope *scope = ct_scope_begin();
     ct_tensor *memory = encoder_apply(ct_nn_user(t->encoder), src, src_mask, src_kpm, src_is_causal);
     ct_tensor *out = memory ? decoder_apply(ct_nn_user(t->decoder), tgt, memory, &m, tgt_is_causal) : NULL;
@@ -364,7 +364,7 @@ static ct_module *layer_norm(int64_t d, double eps, bool bias) {
         free(n);
         return NULL;
     }
-    if (!ct_layer_param(m, "weight", CT_SHAPE(d), ct_layer_init_constant, 1.0, 0)) {
+    if (!cti_layer_param(m, "weight", CT_SHAPE(d), cti_layer_init_constant, 1.0, 0)) {
         ct_nn_free(m);
         return NULL;
     }
@@ -427,7 +427,7 @@ static ct_module *make_layer(bool decoder, int64_t d_model, int64_t nhead, const
         return NULL;
     }
     if (!make_children(m, l, decoder, nhead, &o)) {
-        ct_layer_failed(type);
+        cti_layer_failed(type);
         ct_nn_free(m);
         return NULL;
     }
@@ -496,7 +496,7 @@ static ct_module *make_stack(bool decoder, int64_t d_model, int64_t nhead, int64
               make_layers(s, decoder, d_model, nhead, &o) &&
               (!norm || add(m, "norm", layer_norm(d_model, o.layer_norm_eps, o.bias), &s->norm));
     if (!ok) {
-        ct_layer_failed(type);
+        cti_layer_failed(type);
         ct_nn_free(m);
         return NULL;
     }
@@ -520,7 +520,7 @@ static int redraw_matrices(ct_module *m) {
     int rc = CT_OK;
     for (size_t i = 0; rc == CT_OK && i < ct_nn_num_params(m); i++) {
         ct_tensor *p = ct_nn_param_at(m, i, NULL);
-        if (ct_ndim(p) > 1) rc = ct_layer_init_xavier_uniform(p, 1.0, 0);
+        if (ct_ndim(p) > 1) rc = cti_layer_init_xavier_uniform(p, 1.0, 0);
     }
     ct_guard_end(g);
     return rc;
@@ -544,7 +544,7 @@ ct_module *ct_nn_transformer(int64_t d_model, int64_t nhead, int64_t num_encoder
               add(m, "decoder", make_stack(true, d_model, nhead, num_decoder_layers, true, opts), &t->decoder) &&
               redraw_matrices(m) == CT_OK;
     if (!ok) {
-        ct_layer_failed(kTransformer);
+        cti_layer_failed(kTransformer);
         ct_nn_free(m);
         return NULL;
     }

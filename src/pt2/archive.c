@@ -37,8 +37,8 @@ static char *str_dup(const char *s) {
 }
 
 /* A whole entry, CRC checked, NUL-terminated: NEW buffer or NULL + error. */
-static char *read_record(const ct_pt2_archive *a, const char *record, size_t max, size_t *len) {
-    const ct_pth_entry *e = ct_pth_zip_find(&a->zip, record);
+static char *read_record(const cti_pt2_archive *a, const char *record, size_t max, size_t *len) {
+    const cti_pth_entry *e = cti_pth_zip_find(&a->zip, record);
     if (!e) {
         ct_set_error(CT_EFORMAT, "%s: no entry %s/%s", a->path, a->zip.prefix, record);
         return NULL;
@@ -53,7 +53,7 @@ static char *read_record(const ct_pt2_archive *a, const char *record, size_t max
         ct_set_error(CT_ENOMEM, "%s: out of host memory for entry %s", a->path, e->name);
         return NULL;
     }
-    if (ct_pth_zip_read(&a->src, e, buf)) {
+    if (cti_pth_zip_read(&a->src, e, buf)) {
         free(buf);
         return NULL;
     }
@@ -63,7 +63,7 @@ static char *read_record(const ct_pt2_archive *a, const char *record, size_t max
 }
 
 /* A small text entry equal to `want` (trailing newline ignored). */
-static int check_text(const ct_pt2_archive *a, const char *record, const char *want, const char *what) {
+static int check_text(const cti_pt2_archive *a, const char *record, const char *want, const char *what) {
     size_t n = 0;
     char *text = read_record(a, record, MAX_SMALL, &n);
     if (!text) return ct_last_code();
@@ -78,7 +78,7 @@ static int check_text(const ct_pt2_archive *a, const char *record, const char *w
 
 static int by_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
-static int list_models(ct_pt2_archive *a) {
+static int list_models(cti_pt2_archive *a) {
     const char *dir = "models/";
     size_t plen = strlen(a->zip.prefix), dlen = strlen(dir), ext = strlen(".json");
     a->models = calloc(a->zip.n + 1, sizeof *a->models);
@@ -102,14 +102,14 @@ static int list_models(ct_pt2_archive *a) {
     return 0;
 }
 
-static int open_src(ct_pt2_archive *a) {
-    int rc = ct_pth_zip_open(&a->src, &a->zip);
+static int open_src(cti_pt2_archive *a) {
+    int rc = cti_pth_zip_open(&a->src, &a->zip);
     if (rc) return rc;
-    if (!ct_pth_zip_find(&a->zip, "archive_format")) {
-        if (ct_pth_zip_find(&a->zip, "data.pkl"))
+    if (!cti_pth_zip_find(&a->zip, "archive_format")) {
+        if (cti_pth_zip_find(&a->zip, "data.pkl"))
             return ct_set_error(CT_EFORMAT, "%s: a torch.save file (data.pkl), not torch.export.save's .pt2 "
                                 "archive: save the program with torch.export.save (tools/export_model.py)", a->path);
-        if (ct_pth_zip_find(&a->zip, "serialized_exported_program.json"))
+        if (cti_pth_zip_find(&a->zip, "serialized_exported_program.json"))
             return ct_set_error(CT_ENOTSUP, "%s: the .pt2 layout of torch before 2.6: export the model again with "
                                 "torch 2.11", a->path);
         return ct_set_error(CT_EFORMAT, "%s: a zip archive without %s/archive_format: not a .pt2 archive", a->path,
@@ -117,45 +117,45 @@ static int open_src(ct_pt2_archive *a) {
     }
     if ((rc = check_text(a, "archive_format", "pt2", "archive format"))) return rc;
     if ((rc = check_text(a, "archive_version", "0", "archive version"))) return rc;
-    if (ct_pth_zip_find(&a->zip, "byteorder") && (rc = check_text(a, "byteorder", "little", "byte order")))
+    if (cti_pth_zip_find(&a->zip, "byteorder") && (rc = check_text(a, "byteorder", "little", "byte order")))
         return rc;
     return list_models(a);
 }
 
-int ct_pt2_open(const char *path, ct_pt2_archive *a) {
+int cti_pt2_open(const char *path, cti_pt2_archive *a) {
     memset(a, 0, sizeof *a);
     a->src.fd = -1;
     if (!(a->path = str_dup(path))) return ct_set_error(CT_ENOMEM, "out of host memory");
-    int fd = ct_open_regular(path, "exported program");
+    int fd = cti_open_regular(path, "exported program");
     if (fd < 0) {
-        ct_pt2_close(a);
+        cti_pt2_close(a);
         return ct_last_code();
     }
     struct stat st;
     if (fstat(fd, &st)) {
         int e = errno;
         close(fd);
-        ct_pt2_close(a);
+        cti_pt2_close(a);
         return ct_set_error(CT_EIO, "%s: %s", path, strerror(e));
     }
-    a->src = (ct_pth_src){a->path, fd, NULL, (uint64_t)st.st_size};
+    a->src = (cti_pth_src){a->path, fd, NULL, (uint64_t)st.st_size};
     int rc = open_src(a);
-    if (rc) ct_pt2_close(a);
+    if (rc) cti_pt2_close(a);
     return rc;
 }
 
-int ct_pt2_open_buffer(const void *data, size_t size, const char *name, ct_pt2_archive *a) {
+int cti_pt2_open_buffer(const void *data, size_t size, const char *name, cti_pt2_archive *a) {
     memset(a, 0, sizeof *a);
     if (!(a->path = str_dup(name))) return ct_set_error(CT_ENOMEM, "out of host memory");
-    a->src = (ct_pth_src){a->path, -1, data, size};
+    a->src = (cti_pth_src){a->path, -1, data, size};
     int rc = open_src(a);
-    if (rc) ct_pt2_close(a);
+    if (rc) cti_pt2_close(a);
     return rc;
 }
 
-void ct_pt2_close(ct_pt2_archive *a) {
+void cti_pt2_close(cti_pt2_archive *a) {
     if (a->src.fd >= 0) close(a->src.fd);
-    ct_pth_zip_free(&a->zip);
+    cti_pth_zip_free(&a->zip);
     for (size_t i = 0; a->models && i < a->nmodels; i++) free(a->models[i]);
     free(a->models);
     free(a->path);
@@ -163,20 +163,20 @@ void ct_pt2_close(ct_pt2_archive *a) {
     a->src.fd = -1;
 }
 
-bool ct_pt2_has_model(const ct_pt2_archive *a, const char *model) {
+bool cti_pt2_has_model(const cti_pt2_archive *a, const char *model) {
     for (size_t i = 0; i < a->nmodels; i++)
         if (!strcmp(a->models[i], model)) return true;
     return false;
 }
 
-ct_pt2_program *ct_pt2_read_program(const ct_pt2_archive *a, const char *model) {
+cti_pt2_program *cti_pt2_read_program(const cti_pt2_archive *a, const char *model) {
     char record[512], what[1024];
     snprintf(record, sizeof record, "models/%s.json", model);
     size_t n = 0;
     char *json = read_record(a, record, MAX_JSON, &n);
     if (!json) return NULL;
     snprintf(what, sizeof what, "%s: %s", a->path, record);
-    ct_pt2_program *p = ct_pt2_program_parse(json, n, model, what);
+    cti_pt2_program *p = cti_pt2_program_parse(json, n, model, what);
     free(json);
     return p;
 }
@@ -199,8 +199,8 @@ typedef struct {
 } file_storage;
 
 typedef struct {
-    const ct_pt2_archive *a;
-    const ct_pth_tensors *tensors;
+    const cti_pt2_archive *a;
+    const cti_pth_tensors *tensors;
     const char *dir, *config_name;
     file_storage *files;
     size_t nfiles;
@@ -221,7 +221,7 @@ static file_storage *storage_of(tensor_reader *t, const char *name, const char *
         return NULL;
     }
     snprintf(record, sizeof record, "%s%s", t->dir, path_name);
-    const ct_pth_entry *e = ct_pth_zip_find(&t->a->zip, record);
+    const cti_pth_entry *e = cti_pth_zip_find(&t->a->zip, record);
     if (!e) {
         ct_set_error(CT_EFORMAT, "%s: %s names %s for '%s', which the archive lacks (truncated or damaged?)",
                      t->a->path, t->config_name, record, name);
@@ -232,7 +232,7 @@ static file_storage *storage_of(tensor_reader *t, const char *name, const char *
     f->nbytes = e->size;
     if (!(f->storage = t->tensors->storage_new(e->size, &f->data))) return NULL;
     t->nfiles++;
-    if (e->size && ct_pth_zip_read(&t->a->src, e, f->data)) return NULL;
+    if (e->size && cti_pth_zip_read(&t->a->src, e, f->data)) return NULL;
     return f;
 }
 
@@ -244,9 +244,9 @@ static int read_meta(tensor_reader *t, const char *name, const json_t *m, view_k
         json_array_size(sizes) != json_array_size(strides) || json_array_size(sizes) > CT_PTH_MAX_DIMS)
         return config_bad(t, name, "tensor_meta lacks dtype, or sizes and strides of one length");
     int64_t st = json_integer_value(dtype);
-    if (!ct_pt2_dtype(st, &k->dtype)) {
+    if (!cti_pt2_dtype(st, &k->dtype)) {
         return ct_set_error(CT_ENOTSUP, "%s: '%s' is %s, a dtype ctrial's tensors do not have", t->a->path, name,
-                            ct_pt2_scalar_type_name(st));
+                            cti_pt2_scalar_type_name(st));
     }
     const json_t *layout = json_object_get(m, "layout");
     if (json_is_integer(layout) && json_integer_value(layout) != 7)
@@ -290,8 +290,8 @@ static bool same_view(const view_key *x, const view_key *y) {
     return true;
 }
 
-static int read_one(tensor_reader *t, size_t i, const char *name, const json_t *meta, ct_pt2_tensors *out) {
-    ct_pt2_tensor *item = &out->items[i];
+static int read_one(tensor_reader *t, size_t i, const char *name, const json_t *meta, cti_pt2_tensors *out) {
+    cti_pt2_tensor *item = &out->items[i];
     view_key *k = &t->keys[i];
     item->alias_of = -1;
     if (!(item->name = str_dup(name))) return ct_set_error(CT_ENOMEM, "out of host memory");
@@ -326,14 +326,14 @@ static int read_one(tensor_reader *t, size_t i, const char *name, const json_t *
     return item->leaf ? 0 : ct_last_code();
 }
 
-int ct_pt2_read_tensors(const ct_pt2_archive *a, const char *model, bool constants, const ct_pth_tensors *tensors,
-                        ct_pt2_tensors *out) {
+int cti_pt2_read_tensors(const cti_pt2_archive *a, const char *model, bool constants, const cti_pth_tensors *tensors,
+                        cti_pt2_tensors *out) {
     memset(out, 0, sizeof *out);
     char record[512];
     snprintf(record, sizeof record, constants ? "data/constants/%s_constants_config.json"
                                               : "data/weights/%s_weights_config.json", model);
     tensor_reader t = {a, tensors, constants ? "data/constants/" : "data/weights/", record, NULL, 0, NULL};
-    if (!ct_pth_zip_find(&a->zip, record)) {
+    if (!cti_pth_zip_find(&a->zip, record)) {
         if (constants) return 0; /* a program without constants may lack the file */
         return ct_set_error(CT_EFORMAT, "%s: no %s: the archive holds no weights for program '%s' (truncated?)",
                             a->path, record, model);
@@ -371,11 +371,11 @@ out:
     free(t.files);
     free(t.keys);
     json_decref(top);
-    if (rc) ct_pt2_tensors_free(out);
+    if (rc) cti_pt2_tensors_free(out);
     return rc;
 }
 
-void ct_pt2_tensors_free(ct_pt2_tensors *t) {
+void cti_pt2_tensors_free(cti_pt2_tensors *t) {
     for (size_t i = 0; t->items && i < t->n; i++) {
         free(t->items[i].name);
         ct_value_free(t->items[i].leaf);

@@ -1,5 +1,5 @@
 /* src/pt2/graph.c — an ExportedProgram's JSON (torch/_export/serde/
- * schema.py, schema 8) into a ct_pt2_program (pt2.h), with jansson.
+ * schema.py, schema 8) into a cti_pt2_program (pt2.h), with jansson.
  *
  * A graph is read in order: its inputs define slots, each node's inputs
  * must name slots already defined and its outputs define new ones, and the
@@ -122,7 +122,7 @@ static const struct {
     {30, "float8_e5m2", -1},      {31, "float8_e4m3fnuz", -1}, {32, "float8_e5m2fnuz", -1},
 };
 
-bool ct_pt2_dtype(int64_t scalar_type, ct_dtype *out) {
+bool cti_pt2_dtype(int64_t scalar_type, ct_dtype *out) {
     for (size_t i = 0; i < sizeof scalar_types / sizeof scalar_types[0]; i++)
         if (scalar_types[i].code == scalar_type && scalar_types[i].dtype >= 0) {
             *out = (ct_dtype)scalar_types[i].dtype;
@@ -131,7 +131,7 @@ bool ct_pt2_dtype(int64_t scalar_type, ct_dtype *out) {
     return false;
 }
 
-const char *ct_pt2_scalar_type_name(int64_t scalar_type) {
+const char *cti_pt2_scalar_type_name(int64_t scalar_type) {
     for (size_t i = 0; i < sizeof scalar_types / sizeof scalar_types[0]; i++)
         if (scalar_types[i].code == scalar_type) return scalar_types[i].name;
     return "an unknown ScalarType";
@@ -140,26 +140,26 @@ const char *ct_pt2_scalar_type_name(int64_t scalar_type) {
 /* ---- slots ----------------------------------------------------------------------------- */
 
 typedef struct {
-    ct_pt2_graph *g;
+    cti_pt2_graph *g;
     json_t *index;          /* name -> slot number */
     const json_t *tensor_values; /* the graph's tensor_values, for the metas */
     size_t cap;
 } slots;
 
-static int parse_meta(reader *r, const json_t *v, ct_pt2_meta **out);
+static int parse_meta(reader *r, const json_t *v, cti_pt2_meta **out);
 
 /* Defines `name` as a new slot of kind k. */
-static int define(reader *r, slots *s, const char *name, ct_pt2_slot_kind k, int32_t *slot) {
+static int define(reader *r, slots *s, const char *name, cti_pt2_slot_kind k, int32_t *slot) {
     if (!name[0]) return bad(r, "a value has an empty name");
     if (json_object_get(s->index, name)) return bad(r, "name '%s' is defined twice", name);
-    ct_pt2_graph *g = s->g;
+    cti_pt2_graph *g = s->g;
     if (g->nslots == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
         char **names = realloc(g->slot_names, cap * sizeof *names);
         if (names) g->slot_names = names;
-        ct_pt2_slot_kind *kinds = realloc(g->slot_kinds, cap * sizeof *kinds);
+        cti_pt2_slot_kind *kinds = realloc(g->slot_kinds, cap * sizeof *kinds);
         if (kinds) g->slot_kinds = kinds;
-        ct_pt2_meta **metas = realloc(g->slot_meta, cap * sizeof *metas);
+        cti_pt2_meta **metas = realloc(g->slot_meta, cap * sizeof *metas);
         if (metas) g->slot_meta = metas;
         if (!names || !kinds || !metas) return oom(r);
         s->cap = cap;
@@ -184,7 +184,7 @@ static int define(reader *r, slots *s, const char *name, ct_pt2_slot_kind k, int
     return 0;
 }
 
-static const char *kind_name(ct_pt2_slot_kind k) {
+static const char *kind_name(cti_pt2_slot_kind k) {
     static const char *const names[] = {"a tensor", "a SymInt", "a SymFloat", "a SymBool"};
     return names[k];
 }
@@ -195,11 +195,11 @@ static int use(reader *r, slots *s, const char *name, int want, int32_t *slot) {
     const json_t *i = json_object_get(s->index, name);
     if (!i) return bad(r, "name '%s' is used before any node defines it", name);
     int32_t n = (int32_t)json_integer_value(i);
-    ct_pt2_slot_kind k = s->g->slot_kinds[n];
+    cti_pt2_slot_kind k = s->g->slot_kinds[n];
     bool ok = want < 0 ? k != CT_PT2_SLOT_TENSOR : (int)k == want;
     if (!ok)
         return bad(r, "'%s' is %s where %s is expected", name, kind_name(k),
-                   want < 0 ? "a symbolic scalar" : kind_name((ct_pt2_slot_kind)want));
+                   want < 0 ? "a symbolic scalar" : kind_name((cti_pt2_slot_kind)want));
     *slot = n;
     return 0;
 }
@@ -207,7 +207,7 @@ static int use(reader *r, slots *s, const char *name, int want, int32_t *slot) {
 /* ---- tensor metas ------------------------------------------------------------------------ */
 
 /* A SymInt: {"as_int": n} or {"as_expr": {"expr_str": "Symbol('s77', ...)"}}. */
-static int parse_dim(reader *r, const json_t *v, ct_pt2_dim *d) {
+static int parse_dim(reader *r, const json_t *v, cti_pt2_dim *d) {
     const char *key;
     json_t *val;
     if (union_of(r, v, &key, &val)) return ct_last_code();
@@ -255,21 +255,21 @@ static int parse_device(reader *r, const json_t *v, ct_device *out, bool *known)
     return 0;
 }
 
-static void meta_free(ct_pt2_meta *m) {
+static void meta_free(cti_pt2_meta *m) {
     if (!m) return;
     for (int i = 0; m->dims && i < m->ndim; i++) free(m->dims[i].symbol);
     free(m->dims);
     free(m);
 }
 
-static int parse_meta(reader *r, const json_t *v, ct_pt2_meta **out) {
+static int parse_meta(reader *r, const json_t *v, cti_pt2_meta **out) {
     if (!json_is_object(v)) return bad(r, "expected a TensorMeta object");
-    ct_pt2_meta *m = calloc(1, sizeof *m);
+    cti_pt2_meta *m = calloc(1, sizeof *m);
     if (!m) return oom(r);
     int rc = 0;
     size_t at = push(r, ".dtype");
     if ((rc = get_int(r, json_object_get(v, "dtype"), &m->scalar_type))) goto out;
-    m->dtype_known = ct_pt2_dtype(m->scalar_type, &m->dtype);
+    m->dtype_known = cti_pt2_dtype(m->scalar_type, &m->dtype);
     pop(r, at);
     at = push(r, ".sizes");
     const json_t *sizes = json_object_get(v, "sizes");
@@ -303,10 +303,10 @@ out:
 
 /* ---- arguments ----------------------------------------------------------------------------- */
 
-static int parse_graph(reader *r, const json_t *v, ct_pt2_graph *g);
-static void graph_free(ct_pt2_graph *g);
+static int parse_graph(reader *r, const json_t *v, cti_pt2_graph *g);
+static void graph_free(cti_pt2_graph *g);
 
-static int alloc_list(reader *r, ct_pt2_arg *a, size_t n) {
+static int alloc_list(reader *r, cti_pt2_arg *a, size_t n) {
     a->n = n;
     a->slots = malloc((n ? n : 1) * sizeof *a->slots);
     if (!a->slots) return oom(r);
@@ -316,7 +316,7 @@ static int alloc_list(reader *r, ct_pt2_arg *a, size_t n) {
 
 /* A list of {"name": ...} (TensorArgument) or, optional, of {"as_tensor":
  * {...}} | {"as_none": true}. */
-static int tensor_list(reader *r, slots *s, const json_t *v, ct_pt2_arg *a, bool optional, bool defining) {
+static int tensor_list(reader *r, slots *s, const json_t *v, cti_pt2_arg *a, bool optional, bool defining) {
     if (!json_is_array(v)) return bad(r, "expected a list");
     if (alloc_list(r, a, json_array_size(v))) return ct_last_code();
     for (size_t i = 0; i < a->n; i++) {
@@ -345,7 +345,7 @@ static int tensor_list(reader *r, slots *s, const json_t *v, ct_pt2_arg *a, bool
 
 /* A list of constants of `kind` (INTS, FLOATS, BOOLS), each plain or, with
  * `sym`, a {"as_name": slot} | {"as_int"/"as_float"/"as_bool": constant}. */
-static int scalar_list(reader *r, slots *s, const json_t *v, ct_pt2_arg *a, ct_pt2_arg_kind kind, bool sym) {
+static int scalar_list(reader *r, slots *s, const json_t *v, cti_pt2_arg *a, cti_pt2_arg_kind kind, bool sym) {
     if (!json_is_array(v)) return bad(r, "expected a list");
     a->kind = kind;
     size_t n = json_array_size(v);
@@ -385,7 +385,7 @@ static int scalar_list(reader *r, slots *s, const json_t *v, ct_pt2_arg *a, ct_p
 
 /* {"as_name": n} or {"as_int": 3} (as_float, as_bool) for one SymInt
  * (SymFloat, SymBool) argument. */
-static int sym_scalar(reader *r, slots *s, const json_t *v, ct_pt2_arg *a, ct_pt2_slot_kind k) {
+static int sym_scalar(reader *r, slots *s, const json_t *v, cti_pt2_arg *a, cti_pt2_slot_kind k) {
     const char *key;
     json_t *val;
     if (union_of(r, v, &key, &val)) return ct_last_code();
@@ -405,7 +405,7 @@ static const char *const memory_formats[] = {NULL, "contiguous_format", "channel
 
 /* One Argument (schema.py's union). Kinds the interpreter cannot pass are
  * kept as CT_PT2_NONE with s = the union's key, refused where used. */
-static int parse_arg(reader *r, slots *s, const json_t *v, ct_pt2_arg *a) {
+static int parse_arg(reader *r, slots *s, const json_t *v, cti_pt2_arg *a) {
     const char *key;
     json_t *val;
     a->slot = -1;
@@ -452,9 +452,9 @@ static int parse_arg(reader *r, slots *s, const json_t *v, ct_pt2_arg *a) {
     else if (!strcmp(key, "as_sym_bool")) rc = sym_scalar(r, s, val, a, CT_PT2_SLOT_BOOL);
     else if (!strcmp(key, "as_scalar_type")) {
         a->kind = CT_PT2_DTYPE;
-        if (!(rc = get_int(r, val, &a->i)) && !ct_pt2_dtype(a->i, &a->dtype)) {
+        if (!(rc = get_int(r, val, &a->i)) && !cti_pt2_dtype(a->i, &a->dtype)) {
             a->kind = CT_PT2_NONE; /* refused where used, naming the dtype */
-            a->s = str_dup(ct_pt2_scalar_type_name(a->i));
+            a->s = str_dup(cti_pt2_scalar_type_name(a->i));
             if (!a->s) rc = oom(r);
         }
     } else if (!strcmp(key, "as_memory_format")) {
@@ -495,7 +495,7 @@ static int parse_arg(reader *r, slots *s, const json_t *v, ct_pt2_arg *a) {
 }
 
 /* A node's output (or a graph input): defines the names it holds. */
-static int parse_out(reader *r, slots *s, const json_t *v, ct_pt2_arg *a) {
+static int parse_out(reader *r, slots *s, const json_t *v, cti_pt2_arg *a) {
     const char *key;
     json_t *val;
     a->slot = -1;
@@ -513,7 +513,7 @@ static int parse_out(reader *r, slots *s, const json_t *v, ct_pt2_arg *a) {
         a->kind = CT_PT2_OPT_TENSORS;
         rc = tensor_list(r, s, val, a, true, true);
     } else if (!strcmp(key, "as_sym_int") || !strcmp(key, "as_sym_float") || !strcmp(key, "as_sym_bool")) {
-        ct_pt2_slot_kind k = key[7] == 'i' ? CT_PT2_SLOT_INT : key[7] == 'f' ? CT_PT2_SLOT_FLOAT : CT_PT2_SLOT_BOOL;
+        cti_pt2_slot_kind k = key[7] == 'i' ? CT_PT2_SLOT_INT : key[7] == 'f' ? CT_PT2_SLOT_FLOAT : CT_PT2_SLOT_BOOL;
         const char *k2;
         json_t *v2;
         if (!(rc = union_of(r, val, &k2, &v2))) {
@@ -575,7 +575,7 @@ static char *source_of(const json_t *metadata) {
     return out;
 }
 
-static int parse_node(reader *r, slots *s, const json_t *v, ct_pt2_node *node) {
+static int parse_node(reader *r, slots *s, const json_t *v, cti_pt2_node *node) {
     if (!json_is_object(v)) return bad(r, "expected a node object");
     const char *target = field_str(r, v, "target");
     if (!target) return ct_last_code();
@@ -609,7 +609,7 @@ static int parse_node(reader *r, slots *s, const json_t *v, ct_pt2_node *node) {
     for (size_t i = 0; i < node->nout; i++) {
         size_t at = push(r, ".outputs[%zu]", i);
         if (parse_out(r, s, json_array_get(out, i), &node->out[i])) return ct_last_code();
-        ct_pt2_arg_kind k = node->out[i].kind;
+        cti_pt2_arg_kind k = node->out[i].kind;
         if (k != CT_PT2_TENSOR && k != CT_PT2_TENSORS && k != CT_PT2_OPT_TENSORS && k != CT_PT2_SYM &&
             k != CT_PT2_NONE)
             return bad(r, "a node's output must be a value, not a constant");
@@ -618,7 +618,7 @@ static int parse_node(reader *r, slots *s, const json_t *v, ct_pt2_node *node) {
     return 0;
 }
 
-static int parse_graph(reader *r, const json_t *v, ct_pt2_graph *g) {
+static int parse_graph(reader *r, const json_t *v, cti_pt2_graph *g) {
     if (!json_is_object(v)) return bad(r, "expected a graph object");
     slots s = {g, json_object(), json_object_get(v, "tensor_values"), 0};
     if (!s.index) return oom(r);
@@ -657,7 +657,7 @@ out:
     return rc;
 }
 
-static void arg_free(ct_pt2_arg *a) {
+static void arg_free(cti_pt2_arg *a) {
     free(a->name);
     free(a->s);
     free(a->slots);
@@ -670,7 +670,7 @@ static void arg_free(ct_pt2_arg *a) {
     }
 }
 
-static void graph_free(ct_pt2_graph *g) {
+static void graph_free(cti_pt2_graph *g) {
     for (size_t i = 0; g->slot_names && i < g->nslots; i++) {
         free(g->slot_names[i]);
         meta_free(g->slot_meta[i]);
@@ -681,7 +681,7 @@ static void graph_free(ct_pt2_graph *g) {
     for (size_t i = 0; g->inputs && i < g->ninputs; i++) arg_free(&g->inputs[i]);
     for (size_t i = 0; g->outputs && i < g->noutputs; i++) arg_free(&g->outputs[i]);
     for (size_t i = 0; g->nodes && i < g->nnodes; i++) {
-        ct_pt2_node *n = &g->nodes[i];
+        cti_pt2_node *n = &g->nodes[i];
         free(n->name);
         free(n->target);
         free(n->op);
@@ -700,19 +700,19 @@ static void graph_free(ct_pt2_graph *g) {
 /* ---- the signature ------------------------------------------------------------------------- */
 
 /* The graph input's name (tensor or symbol), or NULL for a constant input. */
-static const char *input_name(const ct_pt2_graph *g, size_t i) {
-    const ct_pt2_arg *a = &g->inputs[i];
+static const char *input_name(const cti_pt2_graph *g, size_t i) {
+    const cti_pt2_arg *a = &g->inputs[i];
     return a->slot >= 0 ? g->slot_names[a->slot] : NULL;
 }
 
-static int parse_in_spec(reader *r, const ct_pt2_graph *g, size_t i, const json_t *v, ct_pt2_in_spec *sp) {
+static int parse_in_spec(reader *r, const cti_pt2_graph *g, size_t i, const json_t *v, cti_pt2_in_spec *sp) {
     const char *key;
     json_t *val;
     if (union_of(r, v, &key, &val)) return ct_last_code();
     size_t at = push(r, ".%s", key);
     static const struct {
         const char *key, *target;
-        ct_pt2_in_kind kind;
+        cti_pt2_in_kind kind;
     } kinds[] = {{"parameter", "parameter_name", CT_PT2_IN_PARAMETER},
                  {"buffer", "buffer_name", CT_PT2_IN_BUFFER},
                  {"tensor_constant", "tensor_constant_name", CT_PT2_IN_CONSTANT_TENSOR},
@@ -759,13 +759,13 @@ static int parse_in_spec(reader *r, const ct_pt2_graph *g, size_t i, const json_
     return bad(r, "unknown input kind '%s'", key);
 }
 
-static int parse_out_spec(reader *r, const json_t *v, ct_pt2_out_spec *sp) {
+static int parse_out_spec(reader *r, const json_t *v, cti_pt2_out_spec *sp) {
     const char *key;
     json_t *val;
     if (union_of(r, v, &key, &val)) return ct_last_code();
     static const struct {
         const char *key, *target;
-        ct_pt2_out_kind kind;
+        cti_pt2_out_kind kind;
     } kinds[] = {{"user_output", NULL, CT_PT2_OUT_USER},
                  {"loss_output", NULL, CT_PT2_OUT_LOSS},
                  {"buffer_mutation", "buffer_name", CT_PT2_OUT_BUFFER_MUTATION},
@@ -787,12 +787,12 @@ static int parse_out_spec(reader *r, const json_t *v, ct_pt2_out_spec *sp) {
     return bad(r, "unknown output kind '%s'", key);
 }
 
-static int parse_signature(reader *r, const json_t *gm, ct_pt2_program *p) {
+static int parse_signature(reader *r, const json_t *gm, cti_pt2_program *p) {
     size_t at = push(r, ".signature");
     const json_t *sig = json_object_get(gm, "signature");
     const json_t *ins = json_object_get(sig, "input_specs"), *outs = json_object_get(sig, "output_specs");
     if (!json_is_array(ins) || !json_is_array(outs)) return bad(r, "expected lists input_specs and output_specs");
-    const ct_pt2_graph *g = &p->graph;
+    const cti_pt2_graph *g = &p->graph;
     if (json_array_size(ins) != g->ninputs || json_array_size(outs) != g->noutputs)
         return bad(r, "%zu input specs and %zu output specs for a graph of %zu inputs and %zu outputs",
                    json_array_size(ins), json_array_size(outs), g->ninputs, g->noutputs);
@@ -807,7 +807,7 @@ static int parse_signature(reader *r, const json_t *gm, ct_pt2_program *p) {
     for (size_t i = 0; i < g->noutputs; i++) {
         size_t at2 = push(r, ".output_specs[%zu]", i);
         if (parse_out_spec(r, json_array_get(outs, i), &p->out_specs[i])) return ct_last_code();
-        ct_pt2_out_kind k = p->out_specs[i].kind;
+        cti_pt2_out_kind k = p->out_specs[i].kind;
         if (k != CT_PT2_OUT_USER && k != CT_PT2_OUT_LOSS && g->outputs[i].kind != CT_PT2_TENSOR)
             return bad(r, "a mutation's output must be a tensor");
         pop(r, at2);
@@ -818,9 +818,9 @@ static int parse_signature(reader *r, const json_t *gm, ct_pt2_program *p) {
 
 /* module_call_graph: the submodules' names in order, and the root's
  * signature: the pytree specs and argument names. */
-static int parse_call_signature(reader *r, ct_pt2_program *p, const json_t *sig, size_t i);
+static int parse_call_signature(reader *r, cti_pt2_program *p, const json_t *sig, size_t i);
 
-static int parse_call_graph(reader *r, const json_t *gm, ct_pt2_program *p) {
+static int parse_call_graph(reader *r, const json_t *gm, cti_pt2_program *p) {
     const json_t *mcg = json_object_get(gm, "module_call_graph");
     if (!json_is_array(mcg)) return 0;
     p->modules = calloc(json_array_size(mcg) + 1, sizeof *p->modules);
@@ -840,15 +840,15 @@ static int parse_call_graph(reader *r, const json_t *gm, ct_pt2_program *p) {
     return 0;
 }
 
-static int parse_call_signature(reader *r, ct_pt2_program *p, const json_t *sig, size_t i) {
+static int parse_call_signature(reader *r, cti_pt2_program *p, const json_t *sig, size_t i) {
     size_t at = push(r, ".module_call_graph[%zu].signature", i);
     const char *in = json_string_value(json_object_get(sig, "in_spec"));
     const char *out = json_string_value(json_object_get(sig, "out_spec"));
     char what[1200];
     snprintf(what, sizeof what, "%s: %s", r->what, r->path);
     if (p->in_spec || p->out_spec) return bad(r, "a second signature of the root module");
-    if (in && !(p->in_spec = ct_pt2_spec_parse(in, what))) return ct_last_code();
-    if (out && !(p->out_spec = ct_pt2_spec_parse(out, what))) return ct_last_code();
+    if (in && !(p->in_spec = cti_pt2_spec_parse(in, what))) return ct_last_code();
+    if (out && !(p->out_spec = cti_pt2_spec_parse(out, what))) return ct_last_code();
     const json_t *names = json_object_get(sig, "forward_arg_names");
     if (json_is_array(names)) {
         p->arg_names = calloc(json_array_size(names) + 1, sizeof *p->arg_names);
@@ -864,7 +864,7 @@ static int parse_call_signature(reader *r, ct_pt2_program *p, const json_t *sig,
     return 0;
 }
 
-static int parse_ranges(reader *r, const json_t *top, ct_pt2_program *p) {
+static int parse_ranges(reader *r, const json_t *top, cti_pt2_program *p) {
     const json_t *rc = json_object_get(top, "range_constraints");
     if (!json_is_object(rc)) return 0;
     p->ranges = calloc(json_object_size(rc) + 1, sizeof *p->ranges);
@@ -873,7 +873,7 @@ static int parse_ranges(reader *r, const json_t *top, ct_pt2_program *p) {
     json_t *v;
     json_object_foreach((json_t *)rc, sym, v) {
         size_t at = push(r, ".range_constraints['%.100s']", sym);
-        ct_pt2_range *x = &p->ranges[p->nranges];
+        cti_pt2_range *x = &p->ranges[p->nranges];
         x->min = 0;
         x->max = INT64_MAX;
         const json_t *lo = json_object_get(v, "min_val"), *hi = json_object_get(v, "max_val");
@@ -886,7 +886,7 @@ static int parse_ranges(reader *r, const json_t *top, ct_pt2_program *p) {
     return 0;
 }
 
-ct_pt2_program *ct_pt2_program_parse(const char *json, size_t n, const char *name, const char *what) {
+cti_pt2_program *cti_pt2_program_parse(const char *json, size_t n, const char *name, const char *what) {
     reader r = {what, "", 0};
     json_error_t err;
     json_t *top = json_loadb(json, n, JSON_REJECT_DUPLICATES, &err);
@@ -894,7 +894,7 @@ ct_pt2_program *ct_pt2_program_parse(const char *json, size_t n, const char *nam
         ct_set_error(CT_EFORMAT, "%s: not valid JSON (line %d, column %d: %s)", what, err.line, err.column, err.text);
         return NULL;
     }
-    ct_pt2_program *p = calloc(1, sizeof *p);
+    cti_pt2_program *p = calloc(1, sizeof *p);
     int rc = p ? 0 : oom(&r);
     if (!rc && !(p->name = str_dup(name))) rc = oom(&r);
     if (!rc && !json_is_object(top)) rc = bad(&r, "expected an ExportedProgram object");
@@ -935,21 +935,21 @@ ct_pt2_program *ct_pt2_program_parse(const char *json, size_t n, const char *nam
     if (!rc) rc = parse_ranges(&r, top, p);
     json_decref(top);
     if (rc) {
-        ct_pt2_program_free(p);
+        cti_pt2_program_free(p);
         return NULL;
     }
     return p;
 }
 
-void ct_pt2_program_free(ct_pt2_program *p) {
+void cti_pt2_program_free(cti_pt2_program *p) {
     if (!p) return;
     for (size_t i = 0; p->in_specs && i < p->graph.ninputs; i++) free(p->in_specs[i].target);
     free(p->in_specs);
     for (size_t i = 0; p->out_specs && i < p->graph.noutputs; i++) free(p->out_specs[i].target);
     free(p->out_specs);
     graph_free(&p->graph);
-    ct_pt2_spec_free(p->in_spec);
-    ct_pt2_spec_free(p->out_spec);
+    cti_pt2_spec_free(p->in_spec);
+    cti_pt2_spec_free(p->out_spec);
     for (size_t i = 0; i < p->narg_names; i++) free(p->arg_names[i]);
     free(p->arg_names);
     for (size_t i = 0; i < p->nmodules; i++) free(p->modules[i]);
@@ -962,16 +962,16 @@ void ct_pt2_program_free(ct_pt2_program *p) {
 
 /* ---- text for messages --------------------------------------------------------------------- */
 
-const char *ct_pt2_node_text(const ct_pt2_node *node, char *buf, size_t len) {
+const char *cti_pt2_node_text(const cti_pt2_node *node, char *buf, size_t len) {
     snprintf(buf, len, "node '%s' (%s)%s%s", node->name ? node->name : "?", node->op ? node->op : node->target,
              node->source ? " from " : "", node->source ? node->source : "");
     return buf;
 }
 
-const char *ct_pt2_meta_text(const ct_pt2_meta *m, char *buf, size_t len) {
-    size_t at = (size_t)snprintf(buf, len, "%s[", ct_pt2_scalar_type_name(m->scalar_type));
+const char *cti_pt2_meta_text(const cti_pt2_meta *m, char *buf, size_t len) {
+    size_t at = (size_t)snprintf(buf, len, "%s[", cti_pt2_scalar_type_name(m->scalar_type));
     for (int i = 0; i < m->ndim && at < len; i++) {
-        const ct_pt2_dim *d = &m->dims[i];
+        const cti_pt2_dim *d = &m->dims[i];
         if (d->size >= 0) at += (size_t)snprintf(buf + at, len - at, "%s%" PRId64, i ? ", " : "", d->size);
         else at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", d->symbol ? d->symbol : "?");
     }

@@ -1,6 +1,6 @@
 /* src/pt2/pt2.h — torch.export's .pt2 archive in pure C: its programs as
  * plain C data, its weights and constants made through the caller's
- * ct_pth_tensors table (pth/pth.h). Internal to ctrial.
+ * cti_pth_tensors table (pth/pth.h). Internal to ctrial.
  *
  * torch.export.save (torch 2.11) and torch.export.pt2_archive's
  * package_pt2 write an uncompressed zip (read by pth/zip_read.c) whose
@@ -24,7 +24,7 @@
  * a constant or the user's; and the pytree specs of the user's inputs and
  * outputs.
  *
- * graph.c turns the JSON into a ct_pt2_program whose every name is a slot
+ * graph.c turns the JSON into a cti_pt2_program whose every name is a slot
  * index checked to be defined before it is used, so the interpreter above
  * the shim (src/export/) indexes arrays and never looks a name up;
  * treespec.c reads the pytree specs; archive.c finds the programs and
@@ -51,7 +51,7 @@ typedef enum {
     CT_PT2_SLOT_INT,   /* a SymInt */
     CT_PT2_SLOT_FLOAT, /* a SymFloat */
     CT_PT2_SLOT_BOOL,  /* a SymBool */
-} ct_pt2_slot_kind;
+} cti_pt2_slot_kind;
 
 /* One argument (or output) of a node, of the graph or of the signature. */
 typedef enum {
@@ -72,12 +72,12 @@ typedef enum {
     CT_PT2_LAYOUT,      /* i: 7 strided (the only one accepted) */
     CT_PT2_DEVICE,      /* device */
     CT_PT2_GRAPH,       /* graph: a higher-order operator's body */
-} ct_pt2_arg_kind;
+} cti_pt2_arg_kind;
 
-typedef struct ct_pt2_graph ct_pt2_graph;
+typedef struct cti_pt2_graph cti_pt2_graph;
 
 typedef struct {
-    ct_pt2_arg_kind kind;
+    cti_pt2_arg_kind kind;
     char *name;       /* the schema's name of the argument ("" for Python and higher-order operators) */
     bool keyword;     /* passed by keyword (ArgumentKind KEYWORD) */
     int32_t slot;     /* TENSOR, SYM; -1 otherwise */
@@ -92,8 +92,8 @@ typedef struct {
     int64_t *ints;
     double *floats;
     bool *bools;
-    ct_pt2_graph *graph;
-} ct_pt2_arg;
+    cti_pt2_graph *graph;
+} cti_pt2_arg;
 
 /* One call. */
 typedef struct {
@@ -101,17 +101,17 @@ typedef struct {
     char *target;  /* as serialized: "torch.ops.aten.conv2d.default", "_operator.mul" */
     char *op;      /* the dispatcher's name of an ATen or custom operator ("aten::conv2d.default"); NULL for others */
     char *source;  /* the user's line that made it ("File "m.py", line 10, in forward: x = self.conv(x)"), or NULL */
-    ct_pt2_arg *in;
+    cti_pt2_arg *in;
     size_t nin;
-    ct_pt2_arg *out; /* TENSOR, TENSORS, SYM or NONE each */
+    cti_pt2_arg *out; /* TENSOR, TENSORS, SYM or NONE each */
     size_t nout;
-} ct_pt2_node;
+} cti_pt2_node;
 
 /* A dimension of a tensor the graph takes. */
 typedef struct {
     int64_t size;  /* >= 0 when static; -1 when symbolic */
     char *symbol;  /* symbolic: the one symbol it is ("s77"), or NULL for an expression */
-} ct_pt2_dim;
+} cti_pt2_dim;
 
 /* What the graph was traced with for one of its tensors. */
 typedef struct {
@@ -119,21 +119,21 @@ typedef struct {
     bool dtype_known;    /* scalar_type is one of ct_dtype's */
     ct_dtype dtype;
     int ndim;
-    ct_pt2_dim *dims;
+    cti_pt2_dim *dims;
     ct_device device;
     bool requires_grad;
-} ct_pt2_meta;
+} cti_pt2_meta;
 
-struct ct_pt2_graph {
+struct cti_pt2_graph {
     size_t nslots;
     char **slot_names;
-    ct_pt2_slot_kind *slot_kinds;
-    ct_pt2_meta **slot_meta; /* per slot: what the tracer saw of a tensor, or NULL */
-    ct_pt2_arg *inputs;      /* placeholders: TENSOR or SYM, or a constant (a constant input) */
+    cti_pt2_slot_kind *slot_kinds;
+    cti_pt2_meta **slot_meta; /* per slot: what the tracer saw of a tensor, or NULL */
+    cti_pt2_arg *inputs;      /* placeholders: TENSOR or SYM, or a constant (a constant input) */
     size_t ninputs;
-    ct_pt2_arg *outputs;
+    cti_pt2_arg *outputs;
     size_t noutputs;
-    ct_pt2_node *nodes;
+    cti_pt2_node *nodes;
     size_t nnodes;
 };
 
@@ -144,22 +144,22 @@ typedef enum {
     CT_PT2_SPEC_TUPLE, /* tuple, namedtuple (whose fields become a tuple's items) */
     CT_PT2_SPEC_LIST,
     CT_PT2_SPEC_DICT,  /* dict, OrderedDict, defaultdict: keys in context */
-} ct_pt2_spec_kind;
+} cti_pt2_spec_kind;
 
-typedef struct ct_pt2_spec {
-    ct_pt2_spec_kind kind;
+typedef struct cti_pt2_spec {
+    cti_pt2_spec_kind kind;
     char *type;        /* as written ("builtins.tuple"), for messages; NULL for a leaf */
     size_t n;
-    struct ct_pt2_spec *children;
+    struct cti_pt2_spec *children;
     char **keys;       /* DICT: each key as text */
     bool *int_keys;    /* DICT: whether key i is an int (its text is decimal) */
     size_t nleaves;    /* leaves under this node */
-} ct_pt2_spec;
+} cti_pt2_spec;
 
 /* Parses a treespec_dumps string (format 1). NEW spec or NULL + CT_EFORMAT
  * naming `what`. */
-ct_pt2_spec *ct_pt2_spec_parse(const char *text, const char *what);
-void ct_pt2_spec_free(ct_pt2_spec *s); /* accepts NULL */
+cti_pt2_spec *cti_pt2_spec_parse(const char *text, const char *what);
+void cti_pt2_spec_free(cti_pt2_spec *s); /* accepts NULL */
 
 /* ---- programs (graph.c) ----------------------------------------------------------------- */
 
@@ -171,13 +171,13 @@ typedef enum {
     CT_PT2_IN_CONSTANT_TENSOR, /* a tensor the forward made, lifted out: data/constants */
     CT_PT2_IN_TOKEN,
     CT_PT2_IN_CUSTOM_OBJ,
-} ct_pt2_in_kind;
+} cti_pt2_in_kind;
 
 typedef struct {
-    ct_pt2_in_kind kind;
+    cti_pt2_in_kind kind;
     char *target;    /* the state-dict or constant name; the user input's name */
     bool persistent; /* BUFFER */
-} ct_pt2_in_spec;
+} cti_pt2_in_spec;
 
 typedef enum {
     CT_PT2_OUT_USER,
@@ -187,35 +187,35 @@ typedef enum {
     CT_PT2_OUT_USER_INPUT_MUTATION,
     CT_PT2_OUT_GRADIENT, /* to a parameter or a user input: joint graphs, refused */
     CT_PT2_OUT_TOKEN,
-} ct_pt2_out_kind;
+} cti_pt2_out_kind;
 
 typedef struct {
-    ct_pt2_out_kind kind;
+    cti_pt2_out_kind kind;
     char *target; /* the mutated buffer, parameter or user input */
-} ct_pt2_out_spec;
+} cti_pt2_out_spec;
 
 /* A symbol's range (range_constraints). */
 typedef struct {
     char *symbol;
     int64_t min, max; /* max INT64_MAX when unbounded */
-} ct_pt2_range;
+} cti_pt2_range;
 
 typedef struct {
     char *name;               /* the model's name in the archive ("model") */
     int schema_major, schema_minor;
     bool training_ir;         /* verifiers name "TRAINING" (torch.export.export's IR) */
-    ct_pt2_graph graph;
-    ct_pt2_in_spec *in_specs; /* one per graph input, in order */
-    ct_pt2_out_spec *out_specs; /* one per graph output */
-    ct_pt2_spec *in_spec;     /* (args, kwargs), or NULL when the program has none */
-    ct_pt2_spec *out_spec;
+    cti_pt2_graph graph;
+    cti_pt2_in_spec *in_specs; /* one per graph input, in order */
+    cti_pt2_out_spec *out_specs; /* one per graph output */
+    cti_pt2_spec *in_spec;     /* (args, kwargs), or NULL when the program has none */
+    cti_pt2_spec *out_spec;
     char **arg_names;         /* forward_arg_names, or NULL */
     size_t narg_names;
     char **modules;           /* the submodules' names in named_modules() order (module_call_graph) */
     size_t nmodules;
-    ct_pt2_range *ranges;
+    cti_pt2_range *ranges;
     size_t nranges;
-} ct_pt2_program;
+} cti_pt2_program;
 
 /* The highest schema major version this reader knows (torch 2.11 writes 8). */
 enum { CT_PT2_SCHEMA_MAJOR = 8 };
@@ -223,41 +223,41 @@ enum { CT_PT2_SCHEMA_MAJOR = 8 };
 /* Parses models/<name>.json, json[0, n). `what` names it in messages
  * ("model.pt2: models/model.json"). NEW program or NULL + CT_EFORMAT
  * naming the path of what is wrong (CT_ENOTSUP for a newer schema). */
-ct_pt2_program *ct_pt2_program_parse(const char *json, size_t n, const char *name, const char *what);
-void ct_pt2_program_free(ct_pt2_program *p); /* accepts NULL */
+cti_pt2_program *cti_pt2_program_parse(const char *json, size_t n, const char *name, const char *what);
+void cti_pt2_program_free(cti_pt2_program *p); /* accepts NULL */
 
 /* The dtype of a serialized ScalarType; false when ctrial has none. */
-bool ct_pt2_dtype(int64_t scalar_type, ct_dtype *out);
+bool cti_pt2_dtype(int64_t scalar_type, ct_dtype *out);
 /* "float32" or "complex64" or "ScalarType 99": a serialized ScalarType's name. */
-const char *ct_pt2_scalar_type_name(int64_t scalar_type);
+const char *cti_pt2_scalar_type_name(int64_t scalar_type);
 /* "node 'conv2d' (aten::conv2d.default)" and the source line when known,
  * into buf; returns buf. */
-const char *ct_pt2_node_text(const ct_pt2_node *node, char *buf, size_t len);
+const char *cti_pt2_node_text(const cti_pt2_node *node, char *buf, size_t len);
 /* "f32[s77, 3, 32, 32]" into buf; returns buf. */
-const char *ct_pt2_meta_text(const ct_pt2_meta *m, char *buf, size_t len);
+const char *cti_pt2_meta_text(const cti_pt2_meta *m, char *buf, size_t len);
 
 /* ---- archives (archive.c) ----------------------------------------------------------------- */
 
 typedef struct {
-    ct_pth_src src;
-    ct_pth_zip zip;
+    cti_pth_src src;
+    cti_pth_zip zip;
     char *path;
     char **models;  /* the names of models/<name>.json, sorted */
     size_t nmodels;
-} ct_pt2_archive;
+} cti_pt2_archive;
 
-/* Opens path (or, with ct_pt2_open_buffer, an archive in memory, which
+/* Opens path (or, with cti_pt2_open_buffer, an archive in memory, which
  * must outlive the archive) and checks that it is a .pt2 archive of a
  * format this reader knows; lists its models. Returns a status; on
  * failure *a holds nothing to close. */
-int ct_pt2_open(const char *path, ct_pt2_archive *a);
-int ct_pt2_open_buffer(const void *data, size_t size, const char *name, ct_pt2_archive *a);
-void ct_pt2_close(ct_pt2_archive *a);
+int cti_pt2_open(const char *path, cti_pt2_archive *a);
+int cti_pt2_open_buffer(const void *data, size_t size, const char *name, cti_pt2_archive *a);
+void cti_pt2_close(cti_pt2_archive *a);
 
 /* Whether the archive has a model of that name. */
-bool ct_pt2_has_model(const ct_pt2_archive *a, const char *model);
+bool cti_pt2_has_model(const cti_pt2_archive *a, const char *model);
 /* Reads and parses models/<model>.json: NEW program or NULL + error. */
-ct_pt2_program *ct_pt2_read_program(const ct_pt2_archive *a, const char *model);
+cti_pt2_program *cti_pt2_read_program(const cti_pt2_archive *a, const char *model);
 
 /* One entry of a weights or constants config. */
 typedef struct {
@@ -266,12 +266,12 @@ typedef struct {
     ct_value *leaf; /* NEW tensor leaf of tensors->view on its storage; NULL when alias_of >= 0 */
     long alias_of;  /* the index of an earlier entry that is the same tensor (the same
                        storage, offset, sizes, strides and dtype: tied weights), else -1 */
-} ct_pt2_tensor;
+} cti_pt2_tensor;
 
 typedef struct {
-    ct_pt2_tensor *items; /* in the config's order */
+    cti_pt2_tensor *items; /* in the config's order */
     size_t n;
-} ct_pt2_tensors;
+} cti_pt2_tensors;
 
 /* Reads data/weights/<model>_weights_config.json (constants: data/
  * constants/<model>_constants_config.json) and every storage it names,
@@ -279,8 +279,8 @@ typedef struct {
  * storage_release, view). Tensors pickled by torch.save (tensor
  * subclasses) and custom objects are refused (CT_ENOTSUP, naming them).
  * Returns a status; on failure *out holds nothing to free. */
-int ct_pt2_read_tensors(const ct_pt2_archive *a, const char *model, bool constants, const ct_pth_tensors *tensors,
-                        ct_pt2_tensors *out);
-void ct_pt2_tensors_free(ct_pt2_tensors *t);
+int cti_pt2_read_tensors(const cti_pt2_archive *a, const char *model, bool constants, const cti_pth_tensors *tensors,
+                        cti_pt2_tensors *out);
+void cti_pt2_tensors_free(cti_pt2_tensors *t);
 
 #endif

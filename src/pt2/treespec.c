@@ -31,7 +31,7 @@ static char *str_dup(const char *s) {
     return d;
 }
 
-static void spec_clear(ct_pt2_spec *s) {
+static void spec_clear(cti_pt2_spec *s) {
     for (size_t i = 0; s->children && i < s->n; i++) spec_clear(&s->children[i]);
     for (size_t i = 0; s->keys && i < s->n; i++) free(s->keys[i]);
     free(s->children);
@@ -41,7 +41,7 @@ static void spec_clear(ct_pt2_spec *s) {
 }
 
 /* The keys of a dict node from its context. */
-static int dict_keys(const char *what, const json_t *context, bool wrapped, ct_pt2_spec *s) {
+static int dict_keys(const char *what, const json_t *context, bool wrapped, cti_pt2_spec *s) {
     const char *text = json_string_value(context);
     if (!text) return bad(what, "a dict's context is not a string", NULL);
     json_t *keys = json_loads(text, 0, NULL);
@@ -76,7 +76,7 @@ static int dict_keys(const char *what, const json_t *context, bool wrapped, ct_p
     return rc;
 }
 
-static int parse_node(const char *what, const json_t *v, ct_pt2_spec *s, int depth) {
+static int parse_node(const char *what, const json_t *v, cti_pt2_spec *s, int depth) {
     if (depth > MAX_DEPTH) return bad(what, "nested too deep", NULL);
     if (!json_is_object(v)) return bad(what, "a node is not an object", NULL);
     const json_t *type = json_object_get(v, "type"), *children = json_object_get(v, "children_spec");
@@ -113,14 +113,14 @@ static int parse_node(const char *what, const json_t *v, ct_pt2_spec *s, int dep
     return 0;
 }
 
-ct_pt2_spec *ct_pt2_spec_parse(const char *text, const char *what) {
+cti_pt2_spec *cti_pt2_spec_parse(const char *text, const char *what) {
     json_error_t err;
     json_t *top = json_loads(text, 0, &err);
     if (!top) {
         ct_set_error(CT_EFORMAT, "%s: pytree spec: not valid JSON (%s)", what, err.text);
         return NULL;
     }
-    ct_pt2_spec *s = calloc(1, sizeof *s);
+    cti_pt2_spec *s = calloc(1, sizeof *s);
     int rc = s ? 0 : ct_set_error(CT_ENOMEM, "%s: out of host memory", what);
     if (!rc && (!json_is_array(top) || json_array_size(top) != 2 || !json_is_integer(json_array_get(top, 0))))
         rc = bad(what, "expected [version, node]", NULL);
@@ -130,13 +130,13 @@ ct_pt2_spec *ct_pt2_spec_parse(const char *text, const char *what) {
     if (!rc) rc = parse_node(what, json_array_get(top, 1), s, 0);
     json_decref(top);
     if (rc) {
-        ct_pt2_spec_free(s);
+        cti_pt2_spec_free(s);
         return NULL;
     }
     return s;
 }
 
-void ct_pt2_spec_free(ct_pt2_spec *s) {
+void cti_pt2_spec_free(cti_pt2_spec *s) {
     if (!s) return;
     spec_clear(s);
     free(s);

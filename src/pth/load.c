@@ -1,6 +1,6 @@
 /* src/pth/load.c — the engine of ct_pth_load (ckpt.h): torch.load(path,
  * weights_only=True, map_location="cpu") into a ct_value tree, with the
- * storages and tensors made by the caller's ct_pth_tensors (pth.h).
+ * storages and tensors made by the caller's cti_pth_tensors (pth.h).
  *
  * 1. The zip directory is read (zip_read.c) and data.pkl, whose CRC is
  *    checked before a single opcode runs.
@@ -14,7 +14,7 @@
  *    right after it arrives (still in cache) and combined per entry with
  *    crc32_combine. Any mismatch fails the load naming the entry.
  *
- * The same code reads an archive held in memory (ct_pth_load_buffer_with),
+ * The same code reads an archive held in memory (cti_pth_load_buffer_with),
  * which is what the fuzzer feeds.
  */
 #define _DEFAULT_SOURCE /* pread, posix_fadvise, madvise(MADV_HUGEPAGE) */
@@ -43,22 +43,22 @@ enum {
 };
 
 typedef struct {
-    const ct_pth_entry *entry;
+    const cti_pth_entry *entry;
     void *handle;        /* the caller's storage of entry->size bytes: a reference owned by the load */
     unsigned char *data; /* its memory */
 } storage;
 
 typedef struct {
-    const ct_pth_src *src;
-    const ct_pth_tensors *tensors;
-    ct_pth_zip zip;
+    const cti_pth_src *src;
+    const cti_pth_tensors *tensors;
+    cti_pth_zip zip;
     storage *st;
     size_t nst, cap;
     size_t *slot;  /* per entry: index in st + 1, or 0 */
     bool *checked; /* per entry: its CRC was checked already */
 } loader;
 
-static int crc_mismatch(const ct_pth_src *src, const ct_pth_entry *e, uint32_t got) {
+static int crc_mismatch(const cti_pth_src *src, const cti_pth_entry *e, uint32_t got) {
     return ct_set_error(CT_EFORMAT,
                         "%s: entry %s: its bytes have CRC-32 0x%08" PRIx32 " but the central directory says 0x%08"
                         PRIx32 ": the file is damaged",
@@ -66,13 +66,13 @@ static int crc_mismatch(const ct_pth_src *src, const ct_pth_entry *e, uint32_t g
 }
 
 /* A whole small entry into a new buffer, CRC checked. */
-static int read_entry(loader *l, const ct_pth_entry *e, unsigned char **out) {
+static int read_entry(loader *l, const cti_pth_entry *e, unsigned char **out) {
     unsigned char *b = malloc(e->size ? (size_t)e->size : 1);
     if (!b) return ct_set_error(CT_ENOMEM, "%s: out of host memory for entry %s", l->src->name, e->name);
     char what[96];
     snprintf(what, sizeof what, "entry %.80s", e->name);
-    int rc = ct_pth_src_read(l->src, e->offset, b, (size_t)e->size, what);
-    uint32_t crc = rc ? 0 : ct_crc32(0, b, (size_t)e->size);
+    int rc = cti_pth_src_read(l->src, e->offset, b, (size_t)e->size, what);
+    uint32_t crc = rc ? 0 : cti_crc32(0, b, (size_t)e->size);
     if (!rc && crc != e->crc) rc = crc_mismatch(l->src, e, crc);
     if (rc) {
         free(b);
@@ -85,7 +85,7 @@ static int read_entry(loader *l, const ct_pth_entry *e, unsigned char **out) {
 
 /* byteorder, when present, must be this machine's. */
 static int check_byteorder(loader *l) {
-    const ct_pth_entry *e = ct_pth_zip_find(&l->zip, "byteorder");
+    const cti_pth_entry *e = cti_pth_zip_find(&l->zip, "byteorder");
     if (!e) return 0; /* files from before PyTorch 1.10 have none: native order */
     if (e->size > 16)
         return ct_set_error(CT_EFORMAT, "%s: entry %s holds %" PRIu64 " bytes, not \"little\" or \"big\"",
@@ -129,7 +129,7 @@ static void *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) 
     }
     char record[MAX_KEY + 8];
     snprintf(record, sizeof record, "data/%s", key);
-    const ct_pth_entry *e = ct_pth_zip_find(&l->zip, record);
+    const cti_pth_entry *e = cti_pth_zip_find(&l->zip, record);
     if (!e) {
         ct_set_error(CT_EFORMAT, "storage '%s' has no entry %s/%s", key, l->zip.prefix, record);
         return NULL;
@@ -167,7 +167,7 @@ static void *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) 
 /* ---- reading every entry, in parallel ------------------------------------------------------- */
 
 typedef struct {
-    const ct_pth_entry *entry;
+    const cti_pth_entry *entry;
     unsigned char *dst; /* the entry's first byte in memory; NULL: check the CRC only */
     uint64_t pos, len;  /* the range within the entry */
     uint32_t crc;
@@ -175,7 +175,7 @@ typedef struct {
 } job;
 
 typedef struct {
-    const ct_pth_src *src;
+    const cti_pth_src *src;
     job *jobs;
     size_t n;
     atomic_size_t next;
@@ -184,7 +184,7 @@ typedef struct {
 
 /* n bytes at off into dst, without touching the (thread-local) ct error:
  * 0, an errno, or -1 at an early end. */
-static int raw_read(const ct_pth_src *src, uint64_t off, unsigned char *dst, size_t n) {
+static int raw_read(const cti_pth_src *src, uint64_t off, unsigned char *dst, size_t n) {
     if (src->fd < 0) {
         memcpy(dst, src->mem + off, n);
         return 0;
@@ -201,11 +201,11 @@ static int raw_read(const ct_pth_src *src, uint64_t off, unsigned char *dst, siz
     return 0;
 }
 
-static int run_job(const ct_pth_src *src, job *j, unsigned char **scratch) {
+static int run_job(const cti_pth_src *src, job *j, unsigned char **scratch) {
     uint64_t off = j->entry->offset + j->pos;
     if (j->dst) {
         j->error = raw_read(src, off, j->dst + j->pos, (size_t)j->len);
-        if (!j->error) j->crc = ct_crc32(0, j->dst + j->pos, (size_t)j->len);
+        if (!j->error) j->crc = cti_crc32(0, j->dst + j->pos, (size_t)j->len);
         return j->error;
     }
     if (!*scratch && !(*scratch = malloc(SCRATCH))) return j->error = ENOMEM;
@@ -213,7 +213,7 @@ static int run_job(const ct_pth_src *src, job *j, unsigned char **scratch) {
     for (uint64_t at = 0; at < j->len && !j->error; at += SCRATCH) {
         size_t k = j->len - at < SCRATCH ? (size_t)(j->len - at) : SCRATCH;
         j->error = raw_read(src, off + at, *scratch, k);
-        if (!j->error) crc = ct_crc32(crc, *scratch, k);
+        if (!j->error) crc = cti_crc32(crc, *scratch, k);
     }
     j->crc = crc;
     return j->error;
@@ -250,7 +250,7 @@ static int read_all(loader *l) {
     size_t njobs = 0;
     uint64_t total = 0;
     for (size_t i = 0; i < l->zip.n; i++) {
-        const ct_pth_entry *e = &l->zip.entries[i];
+        const cti_pth_entry *e = &l->zip.entries[i];
         if (l->checked[i]) continue;
         if (e->size == 0 && e->crc != 0) return crc_mismatch(l->src, e, 0);
         njobs += (size_t)((e->size + CHUNK - 1) / CHUNK);
@@ -260,7 +260,7 @@ static int read_all(loader *l) {
     if (!jobs) return ct_set_error(CT_ENOMEM, "%s: out of host memory", l->src->name);
     size_t n = 0;
     for (size_t i = 0; i < l->zip.n; i++) {
-        const ct_pth_entry *e = &l->zip.entries[i];
+        const cti_pth_entry *e = &l->zip.entries[i];
         if (l->checked[i]) continue;
         unsigned char *dst = l->slot[i] ? l->st[l->slot[i] - 1].data : NULL;
         for (uint64_t pos = 0; pos < e->size; pos += CHUNK)
@@ -282,9 +282,9 @@ static int read_all(loader *l) {
                               l->src->name, j->entry->name, strerror(j->error));
     }
     for (size_t k = 0; !rc && k < n;) {
-        const ct_pth_entry *e = jobs[k].entry;
+        const cti_pth_entry *e = jobs[k].entry;
         uint32_t crc = 0;
-        for (; k < n && jobs[k].entry == e; k++) crc = ct_crc32_combine(crc, jobs[k].crc, jobs[k].len);
+        for (; k < n && jobs[k].entry == e; k++) crc = cti_crc32_combine(crc, jobs[k].crc, jobs[k].len);
         if (crc != e->crc) rc = crc_mismatch(l->src, e, crc);
     }
     free(jobs);
@@ -293,13 +293,13 @@ static int read_all(loader *l) {
 
 /* ---- the whole load ------------------------------------------------------------------------- */
 
-static int load(const ct_pth_src *src, const ct_pth_tensors *tensors, ct_value **out) {
+static int load(const cti_pth_src *src, const cti_pth_tensors *tensors, ct_value **out) {
     loader l = {.src = src, .tensors = tensors};
-    if (ct_pth_zip_open(src, &l.zip)) return ct_last_code();
+    if (cti_pth_zip_open(src, &l.zip)) return ct_last_code();
     l.slot = calloc(l.zip.n, sizeof *l.slot);
     l.checked = calloc(l.zip.n, sizeof *l.checked);
     int rc = l.slot && l.checked ? 0 : ct_set_error(CT_ENOMEM, "%s: out of host memory", src->name);
-    const ct_pth_entry *pe = rc ? NULL : ct_pth_zip_find(&l.zip, "data.pkl");
+    const cti_pth_entry *pe = rc ? NULL : cti_pth_zip_find(&l.zip, "data.pkl");
     if (!rc && !pe)
         rc = ct_set_error(CT_EFORMAT, "%s: no entry %s/data.pkl: not a file written by torch.save", src->name,
                           l.zip.prefix);
@@ -308,9 +308,9 @@ static int load(const ct_pth_src *src, const ct_pth_tensors *tensors, ct_value *
     if (!rc) rc = check_byteorder(&l);
     ct_value *v = NULL;
     if (!rc) {
-        ct_pth_unpickle_env env = {
+        cti_pth_unpickle_env env = {
             .storage = resolve, .ctx = &l, .tensors = tensors, .file = src->name, .entry = pe->name};
-        rc = ct_pth_unpickle(pkl, (size_t)pe->size, &env, &v);
+        rc = cti_pth_unpickle(pkl, (size_t)pe->size, &env, &v);
     }
     free(pkl);
     if (!rc) rc = read_all(&l);
@@ -318,7 +318,7 @@ static int load(const ct_pth_src *src, const ct_pth_tensors *tensors, ct_value *
     free(l.st);
     free(l.slot);
     free(l.checked);
-    ct_pth_zip_free(&l.zip);
+    cti_pth_zip_free(&l.zip);
     if (rc) {
         ct_value_free(v);
         return rc;
@@ -327,31 +327,31 @@ static int load(const ct_pth_src *src, const ct_pth_tensors *tensors, ct_value *
     return 0;
 }
 
-int ct_pth_load_with(const char *path, const ct_pth_tensors *tensors, ct_value **out) {
+int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value **out) {
     if (!out) return ct_set_error(CT_EINVAL, "ct_pth_load: out is NULL");
     *out = NULL;
     if (!path) return ct_set_error(CT_EINVAL, "ct_pth_load: path is NULL");
     /* A regular file only, refused before it is opened for reading: a FIFO
      * would block open(2) and a device never ends. */
-    int fd = ct_open_regular(path, "ct_pth_load");
+    int fd = cti_open_regular(path, "ct_pth_load");
     if (fd < 0) return fd;
     struct stat sb;
     int rc = 0;
     if (fstat(fd, &sb) != 0) rc = ct_set_error(CT_EIO, "ct_pth_load: %s: cannot stat (%s)", path, strerror(errno));
     if (!rc) {
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        ct_pth_src src = {.name = path, .fd = fd, .size = (uint64_t)sb.st_size};
+        cti_pth_src src = {.name = path, .fd = fd, .size = (uint64_t)sb.st_size};
         rc = load(&src, tensors, out);
     }
     close(fd);
     return rc;
 }
 
-int ct_pth_load_buffer_with(const void *data, size_t size, const char *name, const ct_pth_tensors *tensors,
+int cti_pth_load_buffer_with(const void *data, size_t size, const char *name, const cti_pth_tensors *tensors,
                             ct_value **out) {
-    if (!out) return ct_set_error(CT_EINVAL, "ct_pth_load_buffer: out is NULL");
+    if (!out) return ct_set_error(CT_EINVAL, "cti_pth_load_buffer: out is NULL");
     *out = NULL;
-    if (!data && size) return ct_set_error(CT_EINVAL, "ct_pth_load_buffer: data is NULL");
-    ct_pth_src src = {.name = name ? name : "<buffer>", .fd = -1, .mem = data, .size = size};
+    if (!data && size) return ct_set_error(CT_EINVAL, "cti_pth_load_buffer: data is NULL");
+    cti_pth_src src = {.name = name ? name : "<buffer>", .fd = -1, .mem = data, .size = size};
     return load(&src, tensors, out);
 }

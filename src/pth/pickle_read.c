@@ -118,7 +118,7 @@ typedef struct {
     size_t n, pos;
     size_t op_at;  /* offset of the opcode being run */
     unsigned char op;
-    const ct_pth_unpickle_env *env;
+    const cti_pth_unpickle_env *env;
     obj **stack;
     size_t sp, scap;
     size_t *marks;
@@ -204,7 +204,7 @@ static int oom(vm *m) { return fail_code(m, CT_ENOMEM, "out of host memory"); }
 
 /* ---- objects ---------------------------------------------------------------------- */
 
-/* A new node, owned by the machine until ct_pth_unpickle returns. */
+/* A new node, owned by the machine until cti_pth_unpickle returns. */
 static obj *new_obj(vm *m, okind kind) {
     obj *o = calloc(1, sizeof *o);
     if (!o) {
@@ -422,7 +422,7 @@ static int push_str(vm *m, size_t len_bytes) {
     size_t n;
     const unsigned char *s = counted(m, len_bytes, "string", &n);
     if (!s) return ct_last_code();
-    if (!ct_pth_utf8_valid(s, n)) return fail(m, "a string is not valid UTF-8");
+    if (!cti_pth_utf8_valid(s, n)) return fail(m, "a string is not valid UTF-8");
     return push_text(m, O_STR, s, n);
 }
 
@@ -458,7 +458,7 @@ static int push_global(vm *m, const char *mod, size_t mlen, const char *name, si
     else if (is(mod, mlen, "torch._utils") && is(name, nlen, "_rebuild_parameter_with_state"))
         kind = G_REBUILD_PARAMETER_STATE;
     else if (is(mod, mlen, "torch") && nlen <= NAME_MAX_LEN &&
-             (memcpy(cls, name, nlen), cls[nlen] = '\0', ct_pth_storage_dtype(cls, &dtype)))
+             (memcpy(cls, name, nlen), cls[nlen] = '\0', cti_pth_storage_dtype(cls, &dtype)))
         kind = G_STORAGE;
     /* numpy's arrays and scalars, and the two ways protocol 2 spells bytes */
     else if (is(mod, mlen, "_codecs") && is(name, nlen, "encode")) kind = G_CODECS_ENCODE;
@@ -1125,7 +1125,7 @@ static ct_value *to_value(vm *m, const obj *o, int depth) {
     return NULL;
 }
 
-int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env *env, ct_value **out) {
+int cti_pth_unpickle(const unsigned char *p, size_t n, const cti_pth_unpickle_env *env, ct_value **out) {
     *out = NULL;
     vm m = {.p = p, .n = n, .env = env};
     m.budget = 16 * n + 4096;

@@ -26,7 +26,7 @@
 
 /* ---- byte buffers ------------------------------------------------------------ */
 
-void ct_pth_buf_put(ct_pth_buf *b, const void *data, size_t n) {
+void cti_pth_buf_put(cti_pth_buf *b, const void *data, size_t n) {
     if (b->oom || n == 0) return;
     if (n > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -49,7 +49,7 @@ void ct_pth_buf_put(ct_pth_buf *b, const void *data, size_t n) {
     b->len += n;
 }
 
-void ct_pth_buf_free(ct_pth_buf *b) {
+void cti_pth_buf_free(cti_pth_buf *b) {
     free(b->data);
     memset(b, 0, sizeof *b);
 }
@@ -67,13 +67,13 @@ static const struct {
 };
 enum { NCLASSES = sizeof storage_classes / sizeof storage_classes[0] };
 
-const char *ct_pth_storage_class(ct_dtype dtype) {
+const char *cti_pth_storage_class(ct_dtype dtype) {
     for (size_t i = 0; i < NCLASSES; i++)
         if (storage_classes[i].dtype == dtype) return storage_classes[i].cls;
     return NULL;
 }
 
-bool ct_pth_storage_dtype(const char *name, ct_dtype *out) {
+bool cti_pth_storage_dtype(const char *name, ct_dtype *out) {
     for (size_t i = 0; i < NCLASSES; i++) {
         if (strcmp(storage_classes[i].cls, name) == 0) {
             *out = storage_classes[i].dtype;
@@ -85,7 +85,7 @@ bool ct_pth_storage_dtype(const char *name, ct_dtype *out) {
 
 /* UTF-8 as Python's pickle writes it ('surrogatepass': encoded surrogates
  * are accepted, overlong forms and code points past U+10FFFF are not). */
-bool ct_pth_utf8_valid(const unsigned char *s, size_t n) {
+bool cti_pth_utf8_valid(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         unsigned char c = s[i];
@@ -115,9 +115,9 @@ typedef struct {
 } location_memo;
 
 typedef struct {
-    ct_pth_buf *out;
-    ct_pth_pickled *res;
-    const ct_pth_tensors *tensors;
+    cti_pth_buf *out;
+    cti_pth_pickled *res;
+    const cti_pth_tensors *tensors;
     const char *what;
     size_t cap;        /* of res->storages */
     size_t *slots;     /* open addressing by storage id: index + 1, 0 = empty */
@@ -133,7 +133,7 @@ typedef struct {
     size_t plen;
 } pickler;
 
-static void emit(pickler *pk, const void *p, size_t n) { ct_pth_buf_put(pk->out, p, n); }
+static void emit(pickler *pk, const void *p, size_t n) { cti_pth_buf_put(pk->out, p, n); }
 
 static void op(pickler *pk, unsigned char code) { emit(pk, &code, 1); }
 
@@ -227,7 +227,7 @@ static void put_float(pickler *pk, double d) {
 
 static int put_str(pickler *pk, const char *s) {
     size_t n = strlen(s);
-    if (!ct_pth_utf8_valid((const unsigned char *)s, n))
+    if (!cti_pth_utf8_valid((const unsigned char *)s, n))
         return fail(pk, CT_EINVAL, "string \"%.40s\" is not valid UTF-8 (Python strings are)", s);
     if (n > UINT32_MAX) return fail(pk, CT_EINVAL, "a string of %zu bytes is too long for pickle protocol 2", n);
     op_u32(pk, CT_PKL_BINUNICODE, (uint32_t)n);
@@ -284,12 +284,12 @@ static int grow_slots(pickler *pk) {
 
 /* The storage of the tensor leaf described by ti, added at first use.
  * Sets *index. */
-static int storage_of(pickler *pk, const ct_value *leaf, const ct_pth_tensor_info *ti, size_t *index) {
+static int storage_of(pickler *pk, const ct_value *leaf, const cti_pth_tensor_info *ti, size_t *index) {
     ct_dtype dtype = ti->dtype;
     if ((pk->res->nstorages + 1) * 2 > pk->nslots && grow_slots(pk)) return ct_last_code();
     size_t s = slot_of(ti->storage_id, pk->nslots);
     for (; pk->slots[s]; s = (s + 1) & (pk->nslots - 1)) {
-        ct_pth_storage *st = &pk->res->storages[pk->slots[s] - 1];
+        cti_pth_storage *st = &pk->res->storages[pk->slots[s] - 1];
         if (st->id != ti->storage_id) continue;
         if (st->dtype != dtype)
             return fail(pk, CT_EDTYPE,
@@ -305,13 +305,13 @@ static int storage_of(pickler *pk, const ct_value *leaf, const ct_pth_tensor_inf
                     ct_dtype_name(dtype));
     if (pk->res->nstorages == pk->cap) {
         size_t cap = pk->cap ? pk->cap * 2 : 16;
-        ct_pth_storage *p = realloc(pk->res->storages, cap * sizeof *p);
+        cti_pth_storage *p = realloc(pk->res->storages, cap * sizeof *p);
         if (!p) return fail(pk, CT_ENOMEM, "out of host memory");
         pk->res->storages = p;
         pk->cap = cap;
     }
     *index = pk->res->nstorages++;
-    pk->res->storages[*index] = (ct_pth_storage){
+    pk->res->storages[*index] = (cti_pth_storage){
         .id = ti->storage_id, .leaf = leaf, .dtype = dtype, .nbytes = ti->storage_nbytes, .device = ti->device};
     pk->slots[s] = *index + 1;
     return 0;
@@ -335,7 +335,7 @@ static void put_location(pickler *pk, ct_device d) {
 /* ---- values ------------------------------------------------------------------------ */
 
 static int save_tensor(pickler *pk, const ct_value *leaf) {
-    ct_pth_tensor_info ti;
+    cti_pth_tensor_info ti;
     if (pk->tensors->describe(leaf, &ti)) return fail(pk, ct_last_code(), "%s", ct_last_error());
     ct_dtype dtype = ti.dtype;
     size_t cls = NCLASSES;
@@ -347,7 +347,7 @@ static int save_tensor(pickler *pk, const ct_value *leaf) {
         return fail(pk, CT_ESHAPE, "%d dimensions (at most %d)", ndim, CT_PTH_MAX_DIMS);
     size_t index = 0;
     if (storage_of(pk, leaf, &ti, &index)) return ct_last_code();
-    ct_pth_storage *st = &pk->res->storages[index];
+    cti_pth_storage *st = &pk->res->storages[index];
 
     put_global(pk, "torch._utils", "_rebuild_tensor_v2", &pk->memo_rebuild);
     op(pk, CT_PKL_MARK);
@@ -478,7 +478,7 @@ static int save(pickler *pk, const ct_value *v) {
     return fail(pk, CT_EINVAL, "unknown value kind %d", (int)ct_value_kind_of(v));
 }
 
-int ct_pth_pickle(const ct_value *v, const ct_pth_tensors *tensors, const char *what, ct_pth_pickled *out) {
+int cti_pth_pickle(const ct_value *v, const cti_pth_tensors *tensors, const char *what, cti_pth_pickled *out) {
     memset(out, 0, sizeof *out);
     pickler pk = {.out = &out->pkl, .res = out, .tensors = tensors, .what = what};
     unsigned char proto[2] = {CT_PKL_PROTO, 2};
@@ -487,12 +487,12 @@ int ct_pth_pickle(const ct_value *v, const ct_pth_tensors *tensors, const char *
     op(&pk, CT_PKL_STOP);
     if (rc == 0 && out->pkl.oom) rc = fail(&pk, CT_ENOMEM, "out of host memory for the pickle");
     free(pk.slots);
-    if (rc) ct_pth_pickled_free(out);
+    if (rc) cti_pth_pickled_free(out);
     return rc;
 }
 
-void ct_pth_pickled_free(ct_pth_pickled *p) {
-    ct_pth_buf_free(&p->pkl);
+void cti_pth_pickled_free(cti_pth_pickled *p) {
+    cti_pth_buf_free(&p->pkl);
     free(p->storages);
     p->storages = NULL;
     p->nstorages = 0;

@@ -21,7 +21,7 @@
  * storage into memory, checking each entry's CRC-32 (base/crc32.h).
  *
  * This module calls no shim function: it reaches tensors only through a
- * ct_pth_tensors table that its caller passes in (below). ctrial's own
+ * cti_pth_tensors table that its caller passes in (below). ctrial's own
  * table, over libtorch, is in src/ckpt/pth_tensors.c, which also defines
  * the public ct_pth_save and ct_pth_load with it; a program that links pth
  * and base alone (the fuzzers) passes a table of its own and runs the same
@@ -51,7 +51,7 @@ typedef struct {
     int ndim;               /* the pickler refuses more than CT_PTH_MAX_DIMS */
     int64_t size[CT_PTH_MAX_DIMS], stride[CT_PTH_MAX_DIMS]; /* the first min(ndim, CT_PTH_MAX_DIMS) */
     bool requires_grad;
-} ct_pth_tensor_info;
+} cti_pth_tensor_info;
 
 /* The functions through which the engine makes and reads tensors. A tensor
  * is a tensor leaf of a value tree (base/value_tensor.h: whoever makes the
@@ -80,14 +80,14 @@ typedef struct {
     ct_value *(*parameter)(const ct_value *leaf, bool requires_grad);
 
     /* Fills *out for a tensor leaf (borrowed). Returns a status. */
-    int (*describe)(const ct_value *leaf, ct_pth_tensor_info *out);
+    int (*describe)(const ct_value *leaf, cti_pth_tensor_info *out);
     /* The first byte of the host storage of `leaf`: borrowed, valid while
      * the leaf lives; NULL + error when it cannot be had. */
     const void *(*storage_bytes)(const ct_value *leaf);
     /* Copies n bytes of the storage of `leaf` from byte `pos` into host
      * memory dst (for storages that are not on the CPU). Returns a status. */
     int (*storage_read)(const ct_value *leaf, size_t pos, void *dst, size_t n);
-} ct_pth_tensors;
+} cti_pth_tensors;
 
 /* ---- pickle opcodes (the subset ctrial writes or reads) ----------------------------- */
 
@@ -111,11 +111,11 @@ enum {
 
 /* "FloatStorage" for CT_F32 ...: the class torch pickles for a storage of
  * that dtype; NULL for a value that is no dtype. */
-const char *ct_pth_storage_class(ct_dtype dtype);
+const char *cti_pth_storage_class(ct_dtype dtype);
 /* The dtype of a storage class name ("FloatStorage"); false when unknown. */
-bool ct_pth_storage_dtype(const char *name, ct_dtype *out);
+bool cti_pth_storage_dtype(const char *name, ct_dtype *out);
 /* Whether s[0, n) is well-formed UTF-8 (Python's pickle strings are). */
-bool ct_pth_utf8_valid(const unsigned char *s, size_t n);
+bool cti_pth_utf8_valid(const unsigned char *s, size_t n);
 
 /* ---- pickling (pickle_write.c) ------------------------------------------------------ */
 
@@ -125,57 +125,57 @@ typedef struct {
     unsigned char *data;
     size_t len, cap;
     bool oom;
-} ct_pth_buf;
+} cti_pth_buf;
 
-void ct_pth_buf_put(ct_pth_buf *b, const void *data, size_t n);
-void ct_pth_buf_free(ct_pth_buf *b);
+void cti_pth_buf_put(cti_pth_buf *b, const void *data, size_t n);
+void cti_pth_buf_free(cti_pth_buf *b);
 
 /* One storage the pickle refers to; its key is its index as a decimal
  * string ("0", "1", ...), in order of first use, as torch.save numbers them. */
 typedef struct {
-    const void *id;          /* ct_pth_tensor_info.storage_id */
+    const void *id;          /* cti_pth_tensor_info.storage_id */
     const ct_value *leaf;    /* borrowed from the tree: the first tensor seen on it */
     ct_dtype dtype;
     size_t nbytes;
     ct_device device;
     uint32_t key_memo;       /* memo slot of the key string, 0 until written */
-} ct_pth_storage;
+} cti_pth_storage;
 
 typedef struct {
-    ct_pth_buf pkl;            /* the whole of data.pkl */
-    ct_pth_storage *storages;  /* what data/<key> entries hold, by key */
+    cti_pth_buf pkl;            /* the whole of data.pkl */
+    cti_pth_storage *storages;  /* what data/<key> entries hold, by key */
     size_t nstorages;
-} ct_pth_pickled;
+} cti_pth_pickled;
 
 /* Pickles v as torch.save does (protocol 2, tensors as persistent ids plus
  * torch._utils._rebuild_tensor_v2), describing its tensors with
  * tensors->describe. `what` names the file in messages. Returns a status;
  * on failure *out holds nothing to free. */
-int ct_pth_pickle(const ct_value *v, const ct_pth_tensors *tensors, const char *what, ct_pth_pickled *out);
-void ct_pth_pickled_free(ct_pth_pickled *p);
+int cti_pth_pickle(const ct_value *v, const cti_pth_tensors *tensors, const char *what, cti_pth_pickled *out);
+void cti_pth_pickled_free(cti_pth_pickled *p);
 
 /* ---- zip writing (zip_write.c) ------------------------------------------------------ */
 
-typedef struct ct_pth_zw ct_pth_zw;
+typedef struct cti_pth_zw cti_pth_zw;
 
 /* Creates (truncates) path and starts an archive whose entries live in
  * <archive>/. force_zip64 writes every entry's sizes and offsets, and the
  * end records, in their zip64 form (as entries past 4 GiB are): the tests
  * use it to check that readers accept them. New writer or NULL + error. */
-ct_pth_zw *ct_pth_zw_open(const char *path, const char *archive, bool force_zip64);
+cti_pth_zw *cti_pth_zw_open(const char *path, const char *archive, bool force_zip64);
 /* A whole small entry <archive>/<name> from memory. */
-int ct_pth_zw_entry(ct_pth_zw *w, const char *name, const void *data, size_t n);
-/* An entry of `size` bytes whose data follows in ct_pth_zw_data calls and
- * whose CRC-32 ct_pth_zw_end receives. */
-int ct_pth_zw_begin(ct_pth_zw *w, const char *name, uint64_t size);
+int cti_pth_zw_entry(cti_pth_zw *w, const char *name, const void *data, size_t n);
+/* An entry of `size` bytes whose data follows in cti_pth_zw_data calls and
+ * whose CRC-32 cti_pth_zw_end receives. */
+int cti_pth_zw_begin(cti_pth_zw *w, const char *name, uint64_t size);
 /* Writes data bytes straight to the file (no copy). */
-int ct_pth_zw_data(ct_pth_zw *w, const void *data, size_t n);
-int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc);
+int cti_pth_zw_data(cti_pth_zw *w, const void *data, size_t n);
+int cti_pth_zw_end(cti_pth_zw *w, uint32_t crc);
 /* Writes the central directory and the end records, fsyncs when asked,
  * closes, fills *sum (may be NULL) and frees w, whatever the outcome. */
-int ct_pth_zw_finish(ct_pth_zw *w, bool fsync_file, ct_file_sum *sum);
+int cti_pth_zw_finish(cti_pth_zw *w, bool fsync_file, ct_file_sum *sum);
 /* Closes and frees after a failure (the partial file stays). Accepts NULL. */
-void ct_pth_zw_abort(ct_pth_zw *w);
+void cti_pth_zw_abort(cti_pth_zw *w);
 
 /* ---- zip reading (zip_read.c) ------------------------------------------------------- */
 
@@ -186,36 +186,36 @@ typedef struct {
     int fd;
     const unsigned char *mem;
     uint64_t size;
-} ct_pth_src;
+} cti_pth_src;
 
 /* Reads exactly n bytes at off into dst. CT_EIO for a failed read,
  * CT_EFORMAT (naming `what`) when the source ends first. */
-int ct_pth_src_read(const ct_pth_src *src, uint64_t off, void *dst, size_t n, const char *what);
+int cti_pth_src_read(const cti_pth_src *src, uint64_t off, void *dst, size_t n, const char *what);
 
 typedef struct {
     char *name;        /* the full name: "m/data/0" */
     uint64_t offset;   /* the first data byte in the archive */
     uint64_t size;
     uint32_t crc;
-} ct_pth_entry;
+} cti_pth_entry;
 
 typedef struct {
-    ct_pth_entry *entries; /* central directory order */
+    cti_pth_entry *entries; /* central directory order */
     size_t n;
-    ct_pth_entry **by_name; /* the same entries sorted by name */
+    cti_pth_entry **by_name; /* the same entries sorted by name */
     char *prefix;          /* "m" of "m/data.pkl": the folder of the first entry */
-} ct_pth_zip;
+} cti_pth_zip;
 
 /* Reads the end records and the central directory and checks every entry
  * (stored, its local header present and its data inside the archive).
  * Returns a status; on failure z holds nothing to free. */
-int ct_pth_zip_open(const ct_pth_src *src, ct_pth_zip *z);
+int cti_pth_zip_open(const cti_pth_src *src, cti_pth_zip *z);
 /* The entry <prefix>/<record>, or NULL. Borrowed. */
-const ct_pth_entry *ct_pth_zip_find(const ct_pth_zip *z, const char *record);
+const cti_pth_entry *cti_pth_zip_find(const cti_pth_zip *z, const char *record);
 /* Reads the whole of entry e into dst (e->size bytes) and checks its CRC-32:
  * CT_EFORMAT naming the entry when it differs (a damaged file). */
-int ct_pth_zip_read(const ct_pth_src *src, const ct_pth_entry *e, void *dst);
-void ct_pth_zip_free(ct_pth_zip *z);
+int cti_pth_zip_read(const cti_pth_src *src, const cti_pth_entry *e, void *dst);
+void cti_pth_zip_free(cti_pth_zip *z);
 
 /* ---- unpickling (pickle_read.c) ----------------------------------------------------- */
 
@@ -228,32 +228,32 @@ void ct_pth_zip_free(ct_pth_zip *z);
 typedef struct {
     void *(*storage)(void *ctx, const char *key, ct_dtype dtype, int64_t numel);
     void *ctx;
-    const ct_pth_tensors *tensors; /* view and parameter */
+    const cti_pth_tensors *tensors; /* view and parameter */
     const char *file;              /* names in messages */
     const char *entry;
-} ct_pth_unpickle_env;
+} cti_pth_unpickle_env;
 
 /* Runs the pickle p[0, n) with the opcodes and globals torch.save and
  * Python's pickling of state dicts use (numpy arrays and scalars included:
  * arrays become tensors made with env->tensors, scalars numbers); *out
  * receives a NEW tree whose tensors are env->tensors' leaves. Anything else
  * is CT_EFORMAT naming the opcode, global or value and its offset. */
-int ct_pth_unpickle(const unsigned char *p, size_t n, const ct_pth_unpickle_env *env, ct_value **out);
+int cti_pth_unpickle(const unsigned char *p, size_t n, const cti_pth_unpickle_env *env, ct_value **out);
 
 /* ---- whole files (save.c, load.c) --------------------------------------------------- */
 
 /* ct_pth_save (ckpt.h) with `tensors` describing and reading the tree's
- * tensors, and the zip64 switch of ct_pth_zw_open. */
+ * tensors, and the zip64 switch of cti_pth_zw_open. */
 /* ckpt.h's ct_pth_save_default_params (module ckpt): fsync off, the
  * archive named after the file. */
-ct_pth_save_params ct_pth_save_defaults(void);
+ct_pth_save_params cti_pth_save_defaults(void);
 
-int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
-                     bool force_zip64, const ct_pth_tensors *tensors);
+int cti_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                     bool force_zip64, const cti_pth_tensors *tensors);
 /* ct_pth_load (ckpt.h) with `tensors` making the storages and the tensors. */
-int ct_pth_load_with(const char *path, const ct_pth_tensors *tensors, ct_value **out);
+int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value **out);
 /* The same of an archive in memory; `name` names it in messages. */
-int ct_pth_load_buffer_with(const void *data, size_t size, const char *name, const ct_pth_tensors *tensors,
+int cti_pth_load_buffer_with(const void *data, size_t size, const char *name, const cti_pth_tensors *tensors,
                             ct_value **out);
 
 #endif

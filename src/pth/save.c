@@ -1,6 +1,6 @@
 /* src/pth/save.c — the engine of ct_pth_save (ckpt.h): torch.save of a
  * ct_value tree, its tensors described and read by the caller's
- * ct_pth_tensors (pth.h).
+ * cti_pth_tensors (pth.h).
  *
  * The tree is pickled first (small: ~100 bytes per tensor), which also lists
  * the storages it refers to. Then the entries go out in torch.save's order:
@@ -43,7 +43,7 @@ typedef struct {
 static void *crc_worker(void *arg) {
     crc_ahead *c = arg;
     for (size_t i = 0; i < c->n; i++) {
-        uint32_t crc = c->data[i] ? ct_crc32(0, c->data[i], c->nbytes[i]) : 0;
+        uint32_t crc = c->data[i] ? cti_crc32(0, c->data[i], c->nbytes[i]) : 0;
         pthread_mutex_lock(&c->mu);
         c->crc[i] = crc;
         c->done = i + 1;
@@ -64,7 +64,7 @@ static uint32_t crc_wait(crc_ahead *c, size_t i) {
     return crc;
 }
 
-ct_pth_save_params ct_pth_save_defaults(void) {
+ct_pth_save_params cti_pth_save_defaults(void) {
     ct_pth_save_params p = {.fsync = false, .archive_name = NULL};
     return p;
 }
@@ -95,7 +95,7 @@ static void default_archive(const char *path, char *out, size_t len) {
 static int check_archive(const char *path, const char *name) {
     size_t n = strlen(name);
     if (n == 0 || n > 1024 || strchr(name, '/') || strchr(name, '\\') ||
-        !ct_pth_utf8_valid((const unsigned char *)name, n))
+        !cti_pth_utf8_valid((const unsigned char *)name, n))
         return ct_set_error(CT_EINVAL,
                             "ct_pth_save: %s: archive_name \"%.64s\" must be 1 to 1024 bytes of UTF-8 "
                             "without '/' or '\\' (every entry lives in <archive_name>/)",
@@ -104,17 +104,17 @@ static int check_archive(const char *path, const char *name) {
 }
 
 /* A CPU storage, straight from its memory; its CRC too unless crc is NULL. */
-static int write_host(ct_pth_zw *w, const unsigned char *data, size_t n, uint32_t *crc) {
+static int write_host(cti_pth_zw *w, const unsigned char *data, size_t n, uint32_t *crc) {
     for (size_t at = 0; at < n; at += PIECE) {
         size_t k = n - at < PIECE ? n - at : PIECE;
-        if (crc) *crc = ct_crc32(*crc, data + at, k);
-        if (ct_pth_zw_data(w, data + at, k)) return ct_last_code();
+        if (crc) *crc = cti_crc32(*crc, data + at, k);
+        if (cti_pth_zw_data(w, data + at, k)) return ct_last_code();
     }
     return 0;
 }
 
 /* A device storage, through a host buffer of at most DEVICE_CHUNK bytes. */
-static int write_device(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_value *leaf, size_t n, uint32_t *crc,
+static int write_device(cti_pth_zw *w, const cti_pth_tensors *tensors, const ct_value *leaf, size_t n, uint32_t *crc,
                         const char *path, const char *record) {
     size_t cap = n < DEVICE_CHUNK ? n : DEVICE_CHUNK;
     unsigned char *buf = malloc(cap ? cap : 1);
@@ -127,30 +127,30 @@ static int write_device(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_va
                               ct_last_error());
             break;
         }
-        *crc = ct_crc32(*crc, buf, k);
-        rc = ct_pth_zw_data(w, buf, k);
+        *crc = cti_crc32(*crc, buf, k);
+        rc = cti_pth_zw_data(w, buf, k);
     }
     free(buf);
     return rc;
 }
 
 /* Entry data/<key>: its CRC comes from `ahead` when that computes it. */
-static int write_storage(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_pth_storage *st, size_t key,
+static int write_storage(cti_pth_zw *w, const cti_pth_tensors *tensors, const cti_pth_storage *st, size_t key,
                          const unsigned char *data, crc_ahead *ahead, const char *path) {
     char record[32];
     snprintf(record, sizeof record, "data/%zu", key);
-    if (ct_pth_zw_begin(w, record, st->nbytes)) return ct_last_code();
+    if (cti_pth_zw_begin(w, record, st->nbytes)) return ct_last_code();
     uint32_t crc = 0;
     bool helped = ahead && ahead->data[key];
     int rc = st->device.type == CT_CPU ? write_host(w, data, st->nbytes, helped ? NULL : &crc)
                                        : write_device(w, tensors, st->leaf, st->nbytes, &crc, path, record);
     if (!rc && helped) crc = crc_wait(ahead, key);
-    return rc ? rc : ct_pth_zw_end(w, crc);
+    return rc ? rc : cti_pth_zw_end(w, crc);
 }
 
 /* The storages' entries; a helper thread computes the CRCs of the large
  * CPU ones when it can be started. */
-static int write_storages(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_pth_pickled *pk, const char *path) {
+static int write_storages(cti_pth_zw *w, const cti_pth_tensors *tensors, const cti_pth_pickled *pk, const char *path) {
     size_t n = pk->nstorages;
     const unsigned char **data = calloc(n ? n : 1, sizeof *data);
     size_t *nbytes = calloc(n ? n : 1, sizeof *nbytes);
@@ -158,7 +158,7 @@ static int write_storages(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_
     int rc = data && nbytes && crc ? 0 : ct_set_error(CT_ENOMEM, "ct_pth_save: %s: out of host memory", path);
     size_t large = 0;
     for (size_t i = 0; !rc && i < n; i++) {
-        const ct_pth_storage *st = &pk->storages[i];
+        const cti_pth_storage *st = &pk->storages[i];
         nbytes[i] = st->nbytes;
         if (st->device.type != CT_CPU || st->nbytes == 0) continue;
         if (!(data[i] = tensors->storage_bytes(st->leaf)))
@@ -196,10 +196,10 @@ static int write_storages(ct_pth_zw *w, const ct_pth_tensors *tensors, const ct_
     return rc;
 }
 
-int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
-                     bool force_zip64, const ct_pth_tensors *tensors) {
+int cti_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_params *p, ct_file_sum *sum,
+                     bool force_zip64, const cti_pth_tensors *tensors) {
     if (!path || !v) return ct_set_error(CT_EINVAL, "ct_pth_save: %s is NULL", !path ? "path" : "v");
-    ct_pth_save_params params = p ? *p : ct_pth_save_defaults();
+    ct_pth_save_params params = p ? *p : cti_pth_save_defaults();
     char archive[1100];
     if (params.archive_name) {
         if (check_archive(path, params.archive_name)) return CT_EINVAL;
@@ -207,22 +207,22 @@ int ct_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_para
     } else {
         default_archive(path, archive, sizeof archive);
     }
-    ct_pth_pickled pk;
-    if (ct_pth_pickle(v, tensors, path, &pk)) return ct_last_code();
-    ct_pth_zw *w = ct_pth_zw_open(path, archive, force_zip64);
+    cti_pth_pickled pk;
+    if (cti_pth_pickle(v, tensors, path, &pk)) return ct_last_code();
+    cti_pth_zw *w = cti_pth_zw_open(path, archive, force_zip64);
     int rc = w ? 0 : ct_last_code();
     const uint16_t probe = 1;
     const char *byteorder = *(const unsigned char *)&probe ? "little" : "big";
-    if (!rc) rc = ct_pth_zw_entry(w, "data.pkl", pk.pkl.data, pk.pkl.len);
-    if (!rc) rc = ct_pth_zw_entry(w, ".format_version", "1", 1);
-    if (!rc) rc = ct_pth_zw_entry(w, ".storage_alignment", "64", 2);
-    if (!rc) rc = ct_pth_zw_entry(w, "byteorder", byteorder, strlen(byteorder));
+    if (!rc) rc = cti_pth_zw_entry(w, "data.pkl", pk.pkl.data, pk.pkl.len);
+    if (!rc) rc = cti_pth_zw_entry(w, ".format_version", "1", 1);
+    if (!rc) rc = cti_pth_zw_entry(w, ".storage_alignment", "64", 2);
+    if (!rc) rc = cti_pth_zw_entry(w, "byteorder", byteorder, strlen(byteorder));
     if (!rc) rc = write_storages(w, tensors, &pk, path);
     if (!rc) {
-        rc = ct_pth_zw_finish(w, params.fsync, sum);
+        rc = cti_pth_zw_finish(w, params.fsync, sum);
         w = NULL;
     }
-    ct_pth_zw_abort(w);
-    ct_pth_pickled_free(&pk);
+    cti_pth_zw_abort(w);
+    cti_pth_pickled_free(&pk);
     return rc;
 }

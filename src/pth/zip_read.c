@@ -32,7 +32,7 @@ enum {
 
 /* ---- sources ------------------------------------------------------------------- */
 
-int ct_pth_src_read(const ct_pth_src *src, uint64_t off, void *dst, size_t n, const char *what) {
+int cti_pth_src_read(const cti_pth_src *src, uint64_t off, void *dst, size_t n, const char *what) {
     if (off > src->size || n > src->size - off)
         return ct_set_error(CT_EFORMAT,
                             "%s: %s needs bytes %" PRIu64 " to %" PRIu64 " but the file has %" PRIu64
@@ -72,12 +72,12 @@ typedef struct {
     uint64_t limit; /* where the end records start: the directory lies before */
 } directory;
 
-static int check_magic(const ct_pth_src *src) {
+static int check_magic(const cti_pth_src *src) {
     unsigned char head[4];
     if (src->size < EOCD_SIZE)
         return ct_set_error(CT_EFORMAT, "%s: only %" PRIu64 " bytes: not a zip archive (torch.save writes zip files)",
                             src->name, src->size);
-    if (ct_pth_src_read(src, 0, head, 4, "the zip magic")) return ct_last_code();
+    if (cti_pth_src_read(src, 0, head, 4, "the zip magic")) return ct_last_code();
     if (memcmp(head, "PK\3\4", 4) == 0) return 0;
     if (head[0] == 0x80)
         return ct_set_error(CT_EFORMAT,
@@ -91,15 +91,15 @@ static int check_magic(const ct_pth_src *src) {
 }
 
 /* The zip64 end record named by the locator at `at`. */
-static int read_zip64(const ct_pth_src *src, uint64_t at, directory *d) {
+static int read_zip64(const cti_pth_src *src, uint64_t at, directory *d) {
     unsigned char loc[LOCATOR_SIZE], rec[ZIP64_EOCD_SIZE];
-    if (ct_pth_src_read(src, at, loc, sizeof loc, "the zip64 end locator")) return ct_last_code();
+    if (cti_pth_src_read(src, at, loc, sizeof loc, "the zip64 end locator")) return ct_last_code();
     uint64_t z64 = rd64(loc + 8);
     if (z64 > at || at - z64 < ZIP64_EOCD_SIZE)
         return ct_set_error(CT_EFORMAT, "%s: the zip64 locator points at byte %" PRIu64
                             ", where no zip64 end record fits (it would overlap byte %" PRIu64 ")",
                             src->name, z64, at);
-    if (ct_pth_src_read(src, z64, rec, sizeof rec, "the zip64 end record")) return ct_last_code();
+    if (cti_pth_src_read(src, z64, rec, sizeof rec, "the zip64 end record")) return ct_last_code();
     if (rd32(rec) != 0x06064b50)
         return ct_set_error(CT_EFORMAT, "%s: no zip64 end record at byte %" PRIu64 " (signature 0x%08" PRIx64 ")",
                             src->name, z64, rd32(rec));
@@ -112,13 +112,13 @@ static int read_zip64(const ct_pth_src *src, uint64_t at, directory *d) {
     return 0;
 }
 
-static int find_directory(const ct_pth_src *src, directory *d) {
+static int find_directory(const cti_pth_src *src, directory *d) {
     if (check_magic(src)) return ct_last_code();
     size_t tlen = src->size < EOCD_SIZE + MAX_COMMENT ? (size_t)src->size : EOCD_SIZE + MAX_COMMENT;
     uint64_t tail_at = src->size - tlen;
     unsigned char *tail = malloc(tlen);
     if (!tail) return ct_set_error(CT_ENOMEM, "%s: out of host memory", src->name);
-    if (ct_pth_src_read(src, tail_at, tail, tlen, "the end of central directory record")) {
+    if (cti_pth_src_read(src, tail_at, tail, tlen, "the end of central directory record")) {
         free(tail);
         return ct_last_code();
     }
@@ -148,7 +148,7 @@ static int find_directory(const ct_pth_src *src, directory *d) {
     bool has64 = false;
     if (eocd >= LOCATOR_SIZE) {
         unsigned char sig[4];
-        if (ct_pth_src_read(src, eocd - LOCATOR_SIZE, sig, 4, "the zip64 end locator")) {
+        if (cti_pth_src_read(src, eocd - LOCATOR_SIZE, sig, 4, "the zip64 end locator")) {
             free(tail);
             return ct_last_code();
         }
@@ -168,7 +168,7 @@ static int find_directory(const ct_pth_src *src, directory *d) {
 
 /* Fills the 64-bit values a zip64 extra field holds for the fields saturated
  * at 0xFFFFFFFF, in the order the format lists them. */
-static int zip64_fields(const ct_pth_src *src, const char *name, const unsigned char *x, size_t xlen,
+static int zip64_fields(const cti_pth_src *src, const char *name, const unsigned char *x, size_t xlen,
                         uint64_t *size, uint64_t *csize, uint64_t *header) {
     uint64_t *want[3] = {*size == 0xFFFFFFFF ? size : NULL, *csize == 0xFFFFFFFF ? csize : NULL,
                          *header == 0xFFFFFFFF ? header : NULL};
@@ -197,8 +197,8 @@ static int zip64_fields(const ct_pth_src *src, const char *name, const unsigned 
 }
 
 /* Parses one directory record at cd[*at]; advances *at. */
-static int parse_record(const ct_pth_src *src, const unsigned char *cd, size_t cd_size, size_t *at,
-                        size_t index, ct_pth_entry *e, uint64_t *header) {
+static int parse_record(const cti_pth_src *src, const unsigned char *cd, size_t cd_size, size_t *at,
+                        size_t index, cti_pth_entry *e, uint64_t *header) {
     const unsigned char *r = cd + *at;
     if (cd_size - *at < CD_HEADER_SIZE || rd32(r) != 0x02014b50)
         return ct_set_error(CT_EFORMAT, "%s: central directory record %zu (byte %zu of the directory) is %s",
@@ -235,13 +235,13 @@ static int parse_record(const ct_pth_src *src, const unsigned char *cd, size_t c
 }
 
 /* Reads the local header of e at `header` and sets e->offset. */
-static int locate(const ct_pth_src *src, ct_pth_entry *e, uint64_t header, uint64_t data_end) {
+static int locate(const cti_pth_src *src, cti_pth_entry *e, uint64_t header, uint64_t data_end) {
     size_t nlen = strlen(e->name);
     unsigned char *h = malloc(LOCAL_HEADER_SIZE + nlen);
     if (!h) return ct_set_error(CT_ENOMEM, "%s: out of host memory", src->name);
     char what[96];
     snprintf(what, sizeof what, "the local header of entry %.64s", e->name);
-    int rc = ct_pth_src_read(src, header, h, LOCAL_HEADER_SIZE + nlen, what);
+    int rc = cti_pth_src_read(src, header, h, LOCAL_HEADER_SIZE + nlen, what);
     if (!rc && (rd32(h) != 0x04034b50 || rd16(h + 26) != nlen || memcmp(h + LOCAL_HEADER_SIZE, e->name, nlen)))
         rc = ct_set_error(CT_EFORMAT, "%s: entry %s: no matching local header at byte %" PRIu64
                           " (the directory and the data disagree)",
@@ -258,10 +258,10 @@ static int locate(const ct_pth_src *src, ct_pth_entry *e, uint64_t header, uint6
 }
 
 static int by_name(const void *a, const void *b) {
-    return strcmp((*(ct_pth_entry *const *)a)->name, (*(ct_pth_entry *const *)b)->name);
+    return strcmp((*(cti_pth_entry *const *)a)->name, (*(cti_pth_entry *const *)b)->name);
 }
 
-static int read_directory(const ct_pth_src *src, const directory *d, ct_pth_zip *z) {
+static int read_directory(const cti_pth_src *src, const directory *d, cti_pth_zip *z) {
     if (d->cd_offset > d->limit || d->cd_size > d->limit - d->cd_offset)
         return ct_set_error(CT_EFORMAT, "%s: the central directory (%" PRIu64 " bytes at byte %" PRIu64
                             ") does not lie before the end records at byte %" PRIu64,
@@ -279,11 +279,11 @@ static int read_directory(const ct_pth_src *src, const directory *d, ct_pth_zip 
     uint64_t *headers = malloc((size_t)d->count * sizeof *headers);
     int rc = cd && z->entries && z->by_name && headers ? 0 : ct_set_error(CT_ENOMEM, "%s: out of host memory",
                                                                           src->name);
-    if (!rc) rc = ct_pth_src_read(src, d->cd_offset, cd, (size_t)d->cd_size, "the central directory");
+    if (!rc) rc = cti_pth_src_read(src, d->cd_offset, cd, (size_t)d->cd_size, "the central directory");
     size_t at = 0;
     for (size_t i = 0; !rc && i < d->count; i++) {
         rc = parse_record(src, cd, (size_t)d->cd_size, &at, i, &z->entries[i], &headers[i]);
-        z->n = i + 1; /* so that ct_pth_zip_free frees the name */
+        z->n = i + 1; /* so that cti_pth_zip_free frees the name */
     }
     for (size_t i = 0; !rc && i < z->n; i++) rc = locate(src, &z->entries[i], headers[i], d->cd_offset);
     free(headers);
@@ -291,7 +291,7 @@ static int read_directory(const ct_pth_src *src, const directory *d, ct_pth_zip 
     return rc;
 }
 
-int ct_pth_zip_open(const ct_pth_src *src, ct_pth_zip *z) {
+int cti_pth_zip_open(const cti_pth_src *src, cti_pth_zip *z) {
     memset(z, 0, sizeof *z);
     directory d = {0, 0, 0, 0};
     int rc = find_directory(src, &d);
@@ -315,29 +315,29 @@ int ct_pth_zip_open(const ct_pth_src *src, ct_pth_zip *z) {
             if (strcmp(z->by_name[i - 1]->name, z->by_name[i]->name) == 0)
                 rc = ct_set_error(CT_EFORMAT, "%s: entry %s appears twice", src->name, z->by_name[i]->name);
     }
-    if (rc) ct_pth_zip_free(z);
+    if (rc) cti_pth_zip_free(z);
     return rc;
 }
 
-const ct_pth_entry *ct_pth_zip_find(const ct_pth_zip *z, const char *record) {
+const cti_pth_entry *cti_pth_zip_find(const cti_pth_zip *z, const char *record) {
     size_t plen = strlen(z->prefix), rlen = strlen(record);
     char stack[256], *name = plen + rlen + 2 <= sizeof stack ? stack : malloc(plen + rlen + 2);
     if (!name) return NULL;
     memcpy(name, z->prefix, plen);
     name[plen] = '/';
     memcpy(name + plen + 1, record, rlen + 1);
-    ct_pth_entry key = {.name = name}, *pkey = &key;
-    ct_pth_entry **hit = bsearch(&pkey, z->by_name, z->n, sizeof *z->by_name, by_name);
+    cti_pth_entry key = {.name = name}, *pkey = &key;
+    cti_pth_entry **hit = bsearch(&pkey, z->by_name, z->n, sizeof *z->by_name, by_name);
     if (name != stack) free(name);
     return hit ? *hit : NULL;
 }
 
-int ct_pth_zip_read(const ct_pth_src *src, const ct_pth_entry *e, void *dst) {
+int cti_pth_zip_read(const cti_pth_src *src, const cti_pth_entry *e, void *dst) {
     char what[96];
     snprintf(what, sizeof what, "entry %.80s", e->name);
     if (e->size > SIZE_MAX) return ct_set_error(CT_ENOMEM, "%s: %s is too large for this machine", src->name, what);
-    if (ct_pth_src_read(src, e->offset, dst, (size_t)e->size, what)) return ct_last_code();
-    uint32_t crc = ct_crc32(0, dst, (size_t)e->size);
+    if (cti_pth_src_read(src, e->offset, dst, (size_t)e->size, what)) return ct_last_code();
+    uint32_t crc = cti_crc32(0, dst, (size_t)e->size);
     if (crc != e->crc)
         return ct_set_error(CT_EFORMAT,
                             "%s: entry %s: its bytes have CRC-32 0x%08" PRIx32 " but the central directory says 0x%08"
@@ -346,7 +346,7 @@ int ct_pth_zip_read(const ct_pth_src *src, const ct_pth_entry *e, void *dst) {
     return 0;
 }
 
-void ct_pth_zip_free(ct_pth_zip *z) {
+void cti_pth_zip_free(cti_pth_zip *z) {
     for (size_t i = 0; z->entries && i < z->n; i++) free(z->entries[i].name);
     free(z->entries);
     free(z->by_name);

@@ -49,7 +49,7 @@ typedef struct {
     bool big_size, big_offset; /* which fields need zip64 */
 } zentry;
 
-struct ct_pth_zw {
+struct cti_pth_zw {
     int fd;
     char *path;
     char *archive;
@@ -70,7 +70,7 @@ struct ct_pth_zw {
 
 /* ---- output --------------------------------------------------------------------- */
 
-static int write_all(ct_pth_zw *w, const unsigned char *p, size_t n) {
+static int write_all(cti_pth_zw *w, const unsigned char *p, size_t n) {
     while (n > 0) {
         ssize_t put = write(w->fd, p, n > MAX_WRITE ? MAX_WRITE : n);
         if (put < 0 && errno == EINTR) continue;
@@ -84,16 +84,16 @@ static int write_all(ct_pth_zw *w, const unsigned char *p, size_t n) {
     return 0;
 }
 
-static int flush(ct_pth_zw *w) {
+static int flush(cti_pth_zw *w) {
     if (w->blen == 0) return 0;
-    w->file_crc = ct_crc32(w->file_crc, w->buf, w->blen);
+    w->file_crc = cti_crc32(w->file_crc, w->buf, w->blen);
     int rc = write_all(w, w->buf, w->blen);
     w->blen = 0;
     return rc;
 }
 
 /* Appends to the buffer (flushing first when it is full). */
-static int put(ct_pth_zw *w, const void *data, size_t n) {
+static int put(cti_pth_zw *w, const void *data, size_t n) {
     const unsigned char *p = data;
     while (n > 0) {
         if (w->blen == BUF_SIZE && flush(w)) return ct_last_code();
@@ -131,8 +131,8 @@ static char *copy_str(const char *s) {
     return c;
 }
 
-ct_pth_zw *ct_pth_zw_open(const char *path, const char *archive, bool force_zip64) {
-    ct_pth_zw *w = calloc(1, sizeof *w);
+cti_pth_zw *cti_pth_zw_open(const char *path, const char *archive, bool force_zip64) {
+    cti_pth_zw *w = calloc(1, sizeof *w);
     if (w) {
         w->fd = -1;
         w->path = copy_str(path);
@@ -143,19 +143,19 @@ ct_pth_zw *ct_pth_zw_open(const char *path, const char *archive, bool force_zip6
     }
     if (!w || !w->path || !w->archive || !w->buf) {
         ct_set_error(CT_ENOMEM, "ct_pth_save: %s: out of host memory", path);
-        ct_pth_zw_abort(w);
+        cti_pth_zw_abort(w);
         return NULL;
     }
     w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (w->fd < 0) {
         ct_set_error(CT_EIO, "ct_pth_save: %s: cannot create (%s)", path, strerror(errno));
-        ct_pth_zw_abort(w);
+        cti_pth_zw_abort(w);
         return NULL;
     }
     return w;
 }
 
-void ct_pth_zw_abort(ct_pth_zw *w) {
+void cti_pth_zw_abort(cti_pth_zw *w) {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
     for (size_t i = 0; i < w->n; i++) free(w->entries[i].name);
@@ -173,7 +173,7 @@ static uint64_t hash_combine(uint64_t seed, uint64_t v) {
     return seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
 }
 
-int ct_pth_zw_begin(ct_pth_zw *w, const char *record, uint64_t size) {
+int cti_pth_zw_begin(cti_pth_zw *w, const char *record, uint64_t size) {
     if (w->in_entry) return ct_set_error(CT_ESTATE, "ct_pth_save: %s: entry %s begun inside another", w->path, record);
     size_t alen = strlen(w->archive), rlen = strlen(record), nlen = alen + 1 + rlen;
     if (nlen > 0xFFFF)
@@ -239,7 +239,7 @@ int ct_pth_zw_begin(ct_pth_zw *w, const char *record, uint64_t size) {
     return 0;
 }
 
-int ct_pth_zw_data(ct_pth_zw *w, const void *data, size_t n) {
+int cti_pth_zw_data(cti_pth_zw *w, const void *data, size_t n) {
     if (!w->in_entry || n > w->expect - w->got)
         return ct_set_error(CT_ESTATE, "ct_pth_save: %s: %zu bytes of data beyond the entry's %" PRIu64, w->path,
                             n, w->expect);
@@ -250,7 +250,7 @@ int ct_pth_zw_data(ct_pth_zw *w, const void *data, size_t n) {
     return write_all(w, data, n);
 }
 
-int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc) {
+int cti_pth_zw_end(cti_pth_zw *w, uint32_t crc) {
     zentry *e = &w->entries[w->n - 1];
     if (!w->in_entry || w->got != w->expect)
         return ct_set_error(CT_ESTATE, "ct_pth_save: %s: entry %s ended after %" PRIu64 " of %" PRIu64 " bytes",
@@ -260,7 +260,7 @@ int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc) {
     w->crc_hash = hash_combine(w->crc_hash, crc);
     /* Unbuffered data went out unseen by flush: account for it now. */
     if (!w->buffered) {
-        w->file_crc = ct_crc32_combine(w->file_crc, crc, e->size);
+        w->file_crc = cti_crc32_combine(w->file_crc, crc, e->size);
     }
     unsigned char d[24], *p = d;
     p = le32(p, 0x08074b50);
@@ -270,16 +270,16 @@ int ct_pth_zw_end(ct_pth_zw *w, uint32_t crc) {
     return put(w, d, (size_t)(p - d));
 }
 
-int ct_pth_zw_entry(ct_pth_zw *w, const char *record, const void *data, size_t n) {
-    int rc = ct_pth_zw_begin(w, record, n);
-    if (!rc) rc = ct_pth_zw_data(w, data, n);
-    if (!rc) rc = ct_pth_zw_end(w, ct_crc32(0, data, n));
+int cti_pth_zw_entry(cti_pth_zw *w, const char *record, const void *data, size_t n) {
+    int rc = cti_pth_zw_begin(w, record, n);
+    if (!rc) rc = cti_pth_zw_data(w, data, n);
+    if (!rc) rc = cti_pth_zw_end(w, cti_crc32(0, data, n));
     return rc;
 }
 
 /* ---- the end ---------------------------------------------------------------------- */
 
-static int put_central_directory(ct_pth_zw *w) {
+static int put_central_directory(cti_pth_zw *w) {
     for (size_t i = 0; i < w->n; i++) {
         const zentry *e = &w->entries[i];
         size_t nlen = strlen(e->name);
@@ -314,7 +314,7 @@ static int put_central_directory(ct_pth_zw *w) {
     return 0;
 }
 
-static int put_end_records(ct_pth_zw *w, uint64_t cd_offset, uint64_t cd_size) {
+static int put_end_records(cti_pth_zw *w, uint64_t cd_offset, uint64_t cd_size) {
     uint64_t z64_offset = w->pos;
     unsigned char h[56 + 20 + 22], *p = h;
     /* zip64 end of central directory record */
@@ -346,13 +346,13 @@ static int put_end_records(ct_pth_zw *w, uint64_t cd_offset, uint64_t cd_size) {
     return put(w, h, (size_t)(p - h));
 }
 
-int ct_pth_zw_finish(ct_pth_zw *w, bool fsync_file, ct_file_sum *sum) {
+int cti_pth_zw_finish(cti_pth_zw *w, bool fsync_file, ct_file_sum *sum) {
     int rc = w->in_entry ? ct_set_error(CT_ESTATE, "ct_pth_save: %s: finished inside an entry", w->path) : 0;
-    if (!rc) rc = ct_pth_zw_entry(w, "version", "3\n", 2);
+    if (!rc) rc = cti_pth_zw_entry(w, "version", "3\n", 2);
     if (!rc) {
         char id[48];
         snprintf(id, sizeof id, "%020" PRIu64 "%020" PRIu64, w->name_hash, w->crc_hash);
-        rc = ct_pth_zw_entry(w, ".data/serialization_id", id, 40);
+        rc = cti_pth_zw_entry(w, ".data/serialization_id", id, 40);
     }
     uint64_t cd_offset = w->pos;
     if (!rc) rc = put_central_directory(w);
@@ -369,6 +369,6 @@ int ct_pth_zw_finish(ct_pth_zw *w, bool fsync_file, ct_file_sum *sum) {
         sum->nbytes = w->file_written;
         sum->crc32 = w->file_crc;
     }
-    ct_pth_zw_abort(w);
+    cti_pth_zw_abort(w);
     return rc;
 }

@@ -19,7 +19,7 @@ static const char *const kGroupKey[K_COUNT] = {"initial_lr", "max_lr", "min_lr",
 static const char *const kPhaseField[4] = {"start_lr", "end_lr", "start_momentum", "end_momentum"};
 
 typedef struct {
-    ct_pynum end_step; /* a float, except the last phase's int total_steps - 1 */
+    cti_pynum end_step; /* a float, except the last phase's int total_steps - 1 */
     int key[4];        /* start_lr, end_lr, start_momentum, end_momentum */
 } Phase;
 
@@ -60,7 +60,7 @@ static int onecycle_get_lr(ct_sched *s, double *out) {
             double end_step = p->end_step.v;
             if ((double)step_num <= end_step || i == k->nphases - 1) {
                 double pct, v[4];
-                int rc = ct_py_div((double)step_num - start_step, end_step - start_step, &pct, "ct_sched_step");
+                int rc = cti_py_div((double)step_num - start_step, end_step - start_step, &pct, "ct_sched_step");
                 for (int j = 0; j < 4 && !rc; j++)
                     if (j < 2 || k->cycle_momentum) rc = group_key(s, g, p->key[j], &v[j]);
                 if (rc) return rc;
@@ -86,26 +86,26 @@ static int onecycle_get_lr(ct_sched *s, double *out) {
 
 /* ---- state dict -------------------------------------------------------------- */
 
-static void onecycle_save(const ct_sched *s, ct_sdict *d) {
+static void onecycle_save(const ct_sched *s, cti_sdict *d) {
     const OneCycle *k = (const OneCycle *)s;
-    ct_sdict_int(d, "total_steps", k->total_steps);
+    cti_sdict_int(d, "total_steps", k->total_steps);
     ct_value *phases = ct_value_list();
     for (int i = 0; phases && i < k->nphases; i++) {
-        ct_sdict p = {ct_value_dict(), false};
+        cti_sdict p = {ct_value_dict(), false};
         p.bad = !p.d;
-        ct_sdict_num(&p, "end_step", k->phase[i].end_step);
-        for (int j = 0; j < 4; j++) ct_sdict_str(&p, kPhaseField[j], kGroupKey[k->phase[i].key[j]]);
+        cti_sdict_num(&p, "end_step", k->phase[i].end_step);
+        for (int j = 0; j < 4; j++) cti_sdict_str(&p, kPhaseField[j], kGroupKey[k->phase[i].key[j]]);
         if (p.bad || ct_value_list_append(phases, p.d) != 0) {
             if (p.bad) ct_value_free(p.d);
             ct_value_free(phases);
             phases = NULL;
         }
     }
-    ct_sdict_put(d, "_schedule_phases", phases);
-    ct_sdict_str(d, "_anneal_func_type", k->linear ? "linear" : "cos");
-    ct_sdict_bool(d, "cycle_momentum", k->cycle_momentum);
-    if (k->cycle_momentum) ct_sdict_bool(d, "use_beta1", k->use_beta1);
-    ct_sched_save_base(s, d);
+    cti_sdict_put(d, "_schedule_phases", phases);
+    cti_sdict_str(d, "_anneal_func_type", k->linear ? "linear" : "cos");
+    cti_sdict_bool(d, "cycle_momentum", k->cycle_momentum);
+    if (k->cycle_momentum) cti_sdict_bool(d, "use_beta1", k->use_beta1);
+    cti_sched_save_base(s, d);
 }
 
 static int key_index(const char *name) {
@@ -115,11 +115,11 @@ static int key_index(const char *name) {
 }
 
 /* _schedule_phases: a list of 1 to 3 dicts, each naming group keys. */
-static void load_phases(ct_sreader *r, Phase *out, int *n) {
-    const ct_value *list = ct_sread(r, "_schedule_phases");
+static void load_phases(cti_sreader *r, Phase *out, int *n) {
+    const ct_value *list = cti_sread(r, "_schedule_phases");
     if (!list) return;
     if (ct_value_kind_of(list) != CT_VALUE_LIST || ct_value_len(list) < 1 || ct_value_len(list) > 3) {
-        ct_sreader_fail(r, "has '_schedule_phases' that is not a list of 1 to 3 phases");
+        cti_sreader_fail(r, "has '_schedule_phases' that is not a list of 1 to 3 phases");
         return;
     }
     *n = (int)ct_value_len(list);
@@ -128,7 +128,7 @@ static void load_phases(ct_sreader *r, Phase *out, int *n) {
         const ct_value *end = ct_value_dict_get(p, "end_step");
         if (ct_value_kind_of(p) != CT_VALUE_DICT || ct_value_len(p) != 5 || !end ||
             ct_value_get_float(end, &out[i].end_step.v) != 0) {
-            ct_sreader_fail(r, "has _schedule_phases[%d] that is not a phase dict", i);
+            cti_sreader_fail(r, "has _schedule_phases[%d] that is not a phase dict", i);
             return;
         }
         out[i].end_step.is_int = ct_value_kind_of(end) == CT_VALUE_INT;
@@ -136,7 +136,7 @@ static void load_phases(ct_sreader *r, Phase *out, int *n) {
             const char *name = ct_value_get_str(ct_value_dict_get(p, kPhaseField[j]));
             out[i].key[j] = name ? key_index(name) : -1;
             if (out[i].key[j] < 0) {
-                ct_sreader_fail(r, "has _schedule_phases[%d]['%s'] that names no OneCycleLR group key", i,
+                cti_sreader_fail(r, "has _schedule_phases[%d]['%s'] that names no OneCycleLR group key", i,
                                 kPhaseField[j]);
                 return;
             }
@@ -153,18 +153,18 @@ static int onecycle_load(ct_sched *s, const ct_value *sd, bool apply) {
     /* use_beta1 exists only when cycle_momentum is on. */
     bool cycle = false;
     ct_value_get_bool(ct_value_dict_get(sd, "cycle_momentum"), &cycle);
-    ct_sreader r;
-    ct_sreader_start(&r, s, sd, cycle ? with_beta : without_beta);
-    int64_t total_steps = ct_sread_int(&r, "total_steps");
+    cti_sreader r;
+    cti_sreader_start(&r, s, sd, cycle ? with_beta : without_beta);
+    int64_t total_steps = cti_sread_int(&r, "total_steps");
     Phase phase[3];
     int nphases = 0;
     load_phases(&r, phase, &nphases);
-    const char *anneal = ct_sread_str(&r, "_anneal_func_type");
+    const char *anneal = cti_sread_str(&r, "_anneal_func_type");
     if (!r.code && strcmp(anneal, "cos") != 0 && strcmp(anneal, "linear") != 0)
-        ct_sreader_fail(&r, "has Unknown _anneal_func_type: %s", anneal);
-    ct_sread_bool(&r, "cycle_momentum");
-    bool use_beta1 = cycle && ct_sread_bool(&r, "use_beta1");
-    ct_sched_load_base(s, &r, apply);
+        cti_sreader_fail(&r, "has Unknown _anneal_func_type: %s", anneal);
+    cti_sread_bool(&r, "cycle_momentum");
+    bool use_beta1 = cycle && cti_sread_bool(&r, "use_beta1");
+    cti_sched_load_base(s, &r, apply);
     if (apply && !r.code) {
         k->total_steps = total_steps;
         k->nphases = nphases;
@@ -173,10 +173,10 @@ static int onecycle_load(ct_sched *s, const ct_value *sd, bool apply) {
         k->cycle_momentum = cycle;
         k->use_beta1 = use_beta1;
     }
-    return ct_sreader_end(&r);
+    return cti_sreader_end(&r);
 }
 
-static const ct_sched_ops kOneCycle = {"OneCycleLR", onecycle_get_lr, NULL, NULL,
+static const cti_sched_ops kOneCycle = {"OneCycleLR", onecycle_get_lr, NULL, NULL,
                                        onecycle_save, onecycle_load, NULL};
 
 /* ---- construction ----------------------------------------------------------------- */
@@ -195,7 +195,7 @@ ct_onecycle_opts ct_onecycle_defaults(void) {
 
 static void make_phases(OneCycle *k, double pct_start, bool three_phase) {
     const double T = (double)k->total_steps;
-    const ct_pynum last = {(double)(k->total_steps - 1), true};
+    const cti_pynum last = {(double)(k->total_steps - 1), true};
     if (three_phase) {
         k->nphases = 3;
         k->phase[0] = (Phase){{pct_start * T - 1, false}, {K_INITIAL_LR, K_MAX_LR, K_MAX_MOMENTUM, K_BASE_MOMENTUM}};
@@ -239,7 +239,7 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
     }
     if (o->pct_start < 0 || o->pct_start > 1) {
         ct_set_error(CT_EINVAL, "%s: Expected float between 0 and 1 pct_start, but got %s", fn,
-                     ct_py_repr(o->pct_start, buf));
+                     cti_py_repr(o->pct_start, buf));
         return NULL;
     }
     if (o->anneal_strategy != CT_ANNEAL_COS && o->anneal_strategy != CT_ANNEAL_LINEAR) {
@@ -248,7 +248,7 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
         return NULL;
     }
     if (!(o->max_lr > 0)) {
-        ct_set_error(CT_EINVAL, "%s: max_lr must be positive, but got %s", fn, ct_py_repr(o->max_lr, buf));
+        ct_set_error(CT_EINVAL, "%s: max_lr must be positive, but got %s", fn, cti_py_repr(o->max_lr, buf));
         return NULL;
     }
     /* Python: "momentum" or "betas" in optimizer.defaults. */
@@ -262,11 +262,11 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
         return NULL;
     }
     double vals[K_COUNT] = {0, o->max_lr, 0, o->max_momentum, o->base_momentum};
-    if (ct_py_div(o->max_lr, o->div_factor, &vals[K_INITIAL_LR], fn) ||
-        ct_py_div(vals[K_INITIAL_LR], o->final_div_factor, &vals[K_MIN_LR], fn))
+    if (cti_py_div(o->max_lr, o->div_factor, &vals[K_INITIAL_LR], fn) ||
+        cti_py_div(vals[K_INITIAL_LR], o->final_div_factor, &vals[K_MIN_LR], fn))
         return NULL;
 
-    OneCycle *k = (OneCycle *)ct_sched_alloc(sizeof *k, &kOneCycle, opt, true, fn);
+    OneCycle *k = (OneCycle *)cti_sched_alloc(sizeof *k, &kOneCycle, opt, true, fn);
     if (!k) return NULL;
     k->total_steps = o->total_steps;
     make_phases(k, o->pct_start, o->three_phase);
@@ -280,5 +280,5 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
         ct_sched_free(&k->base);
         return NULL;
     }
-    return ct_sched_init(&k->base, fn);
+    return cti_sched_init(&k->base, fn);
 }

@@ -14,8 +14,8 @@ typedef struct {
     ct_sched base; /* base_lrs unused; last_epoch starts at 0 */
     double factor;
     bool default_none;      /* default_min_lr is None (a per-group list was given) */
-    ct_pynum default_min_lr;
-    ct_pynum *min_lrs;      /* n_min: one per group when made */
+    cti_pynum default_min_lr;
+    cti_pynum *min_lrs;      /* n_min: one per group when made */
     size_t n_min;
     int64_t patience, cooldown;
     double eps;
@@ -61,7 +61,7 @@ static int reduce_lr(Plateau *k) {
                                 "new param group being added to the optimizer. Please modify the `min_lrs` "
                                 "field to match the length of the `optimizer` param groups.",
                                 n, k->n_min);
-        ct_pynum *m = realloc(k->min_lrs, (n ? n : 1) * sizeof *m);
+        cti_pynum *m = realloc(k->min_lrs, (n ? n : 1) * sizeof *m);
         if (!m) return ct_set_error(CT_ENOMEM, "ct_sched_step_metric: out of memory");
         for (size_t g = 0; g < n; g++) m[g] = k->default_min_lr;
         k->min_lrs = m;
@@ -79,7 +79,7 @@ static int reduce_lr(Plateau *k) {
     return CT_OK;
 }
 
-static const ct_sched_ops kPlateau;
+static const cti_sched_ops kPlateau;
 
 int ct_sched_step_metric(ct_sched *s, double metric) {
     if (!s) return ct_set_error(CT_EINVAL, "ct_sched_step_metric: scheduler is NULL");
@@ -105,7 +105,7 @@ int ct_sched_step_metric(ct_sched *s, double metric) {
         k->num_bad_epochs = 0;
     }
     int rc = sync_groups(k);
-    return rc ? rc : ct_sched_read_lrs(s, s->last_lr, "ct_sched_step_metric");
+    return rc ? rc : cti_sched_read_lrs(s, s->last_lr, "ct_sched_step_metric");
 }
 
 static int plateau_step(ct_sched *s) {
@@ -115,47 +115,47 @@ static int plateau_step(ct_sched *s) {
 
 /* ---- state dict ------------------------------------------------------------------ */
 
-static void plateau_save(const ct_sched *s, ct_sdict *d) {
+static void plateau_save(const ct_sched *s, cti_sdict *d) {
     const Plateau *k = (const Plateau *)s;
-    ct_sdict_float(d, "factor", k->factor);
-    ct_sdict_put(d, "default_min_lr", k->default_none ? ct_value_none() : ct_pynum_value(k->default_min_lr));
+    cti_sdict_float(d, "factor", k->factor);
+    cti_sdict_put(d, "default_min_lr", k->default_none ? ct_value_none() : cti_pynum_value(k->default_min_lr));
     ct_value *m = ct_value_list();
     for (size_t g = 0; m && g < k->n_min; g++)
-        if (ct_value_list_append(m, ct_pynum_value(k->min_lrs[g])) != 0) {
+        if (ct_value_list_append(m, cti_pynum_value(k->min_lrs[g])) != 0) {
             ct_value_free(m);
             m = NULL;
         }
-    ct_sdict_put(d, "min_lrs", m);
-    ct_sdict_int(d, "patience", k->patience);
-    ct_sdict_int(d, "cooldown", k->cooldown);
-    ct_sdict_float(d, "eps", k->eps);
-    ct_sdict_int(d, "last_epoch", s->last_epoch);
-    ct_sdict_floats(d, "_last_lr", s->last_lr, s->ngroups);
-    ct_sdict_float(d, "mode_worse", mode_worse(k));
-    ct_sdict_str(d, "mode", k->maximize ? "max" : "min");
-    ct_sdict_float(d, "threshold", k->threshold);
-    ct_sdict_str(d, "threshold_mode", k->threshold_abs ? "abs" : "rel");
-    ct_sdict_float(d, "best", k->best);
-    ct_sdict_int(d, "cooldown_counter", k->cooldown_counter);
-    ct_sdict_int(d, "num_bad_epochs", k->num_bad_epochs);
+    cti_sdict_put(d, "min_lrs", m);
+    cti_sdict_int(d, "patience", k->patience);
+    cti_sdict_int(d, "cooldown", k->cooldown);
+    cti_sdict_float(d, "eps", k->eps);
+    cti_sdict_int(d, "last_epoch", s->last_epoch);
+    cti_sdict_floats(d, "_last_lr", s->last_lr, s->ngroups);
+    cti_sdict_float(d, "mode_worse", mode_worse(k));
+    cti_sdict_str(d, "mode", k->maximize ? "max" : "min");
+    cti_sdict_float(d, "threshold", k->threshold);
+    cti_sdict_str(d, "threshold_mode", k->threshold_abs ? "abs" : "rel");
+    cti_sdict_float(d, "best", k->best);
+    cti_sdict_int(d, "cooldown_counter", k->cooldown_counter);
+    cti_sdict_int(d, "num_bad_epochs", k->num_bad_epochs);
 }
 
 /* min_lrs: a list of numbers, one per group unless a scalar default_min_lr
  * stands in for groups added since (out may be NULL: check only). */
-static size_t load_min_lrs(ct_sreader *r, size_t ngroups, bool default_none, ct_pynum *out) {
-    const ct_value *m = ct_sread(r, "min_lrs");
+static size_t load_min_lrs(cti_sreader *r, size_t ngroups, bool default_none, cti_pynum *out) {
+    const ct_value *m = cti_sread(r, "min_lrs");
     if (!m) return 0;
     size_t n = ct_value_len(m);
     if (ct_value_kind_of(m) != CT_VALUE_LIST || (default_none && n != ngroups)) {
-        ct_sreader_fail(r, "has 'min_lrs' that is not a list of %zu numbers (one per param group)", ngroups);
+        cti_sreader_fail(r, "has 'min_lrs' that is not a list of %zu numbers (one per param group)", ngroups);
         r->code = CT_EINVAL;
         return 0;
     }
     for (size_t g = 0; g < n; g++) {
         const ct_value *v = ct_value_list_get(m, g);
-        ct_pynum x = {0, ct_value_kind_of(v) == CT_VALUE_INT};
+        cti_pynum x = {0, ct_value_kind_of(v) == CT_VALUE_INT};
         if (ct_value_get_float(v, &x.v) != 0) {
-            ct_sreader_fail(r, "has min_lrs[%zu] that is not a number", g);
+            cti_sreader_fail(r, "has min_lrs[%zu] that is not a number", g);
             return 0;
         }
         if (out) out[g] = x;
@@ -169,35 +169,35 @@ static int plateau_load(ct_sched *s, const ct_value *sd, bool apply) {
                                        "threshold", "threshold_mode", "best", "cooldown_counter",
                                        "num_bad_epochs", NULL};
     Plateau *k = (Plateau *)s;
-    ct_sreader r;
-    ct_sreader_start(&r, s, sd, keys);
+    cti_sreader r;
+    cti_sreader_start(&r, s, sd, keys);
     Plateau v = *k;
-    v.factor = ct_sread_float(&r, "factor");
-    const ct_value *dflt = ct_sread(&r, "default_min_lr");
+    v.factor = cti_sread_float(&r, "factor");
+    const ct_value *dflt = cti_sread(&r, "default_min_lr");
     v.default_none = dflt && ct_value_kind_of(dflt) == CT_VALUE_NONE;
-    if (!v.default_none) v.default_min_lr = ct_sread_num(&r, "default_min_lr");
+    if (!v.default_none) v.default_min_lr = cti_sread_num(&r, "default_min_lr");
     v.n_min = load_min_lrs(&r, s->ngroups, v.default_none, NULL);
-    v.patience = ct_sread_int(&r, "patience");
-    v.cooldown = ct_sread_int(&r, "cooldown");
-    v.eps = ct_sread_float(&r, "eps");
-    v.base.last_epoch = ct_sread_int(&r, "last_epoch");
-    ct_sread_floats(&r, "_last_lr", s->ngroups, NULL);
-    ct_sread_float(&r, "mode_worse"); /* recomputed from mode, as Python's _init_is_better does */
-    const char *mode = ct_sread_str(&r, "mode");
-    v.threshold = ct_sread_float(&r, "threshold");
-    const char *tmode = ct_sread_str(&r, "threshold_mode");
-    v.best = ct_sread_float(&r, "best");
-    v.cooldown_counter = ct_sread_int(&r, "cooldown_counter");
-    v.num_bad_epochs = ct_sread_int(&r, "num_bad_epochs");
+    v.patience = cti_sread_int(&r, "patience");
+    v.cooldown = cti_sread_int(&r, "cooldown");
+    v.eps = cti_sread_float(&r, "eps");
+    v.base.last_epoch = cti_sread_int(&r, "last_epoch");
+    cti_sread_floats(&r, "_last_lr", s->ngroups, NULL);
+    cti_sread_float(&r, "mode_worse"); /* recomputed from mode, as Python's _init_is_better does */
+    const char *mode = cti_sread_str(&r, "mode");
+    v.threshold = cti_sread_float(&r, "threshold");
+    const char *tmode = cti_sread_str(&r, "threshold_mode");
+    v.best = cti_sread_float(&r, "best");
+    v.cooldown_counter = cti_sread_int(&r, "cooldown_counter");
+    v.num_bad_epochs = cti_sread_int(&r, "num_bad_epochs");
     if (!r.code && strcmp(mode, "min") != 0 && strcmp(mode, "max") != 0)
-        ct_sreader_fail(&r, "has mode %s, which is unknown!", mode);
+        cti_sreader_fail(&r, "has mode %s, which is unknown!", mode);
     if (!r.code && strcmp(tmode, "rel") != 0 && strcmp(tmode, "abs") != 0)
-        ct_sreader_fail(&r, "has threshold mode %s, which is unknown!", tmode);
-    if (r.code || !apply) return ct_sreader_end(&r);
+        cti_sreader_fail(&r, "has threshold mode %s, which is unknown!", tmode);
+    if (r.code || !apply) return cti_sreader_end(&r);
     v.min_lrs = malloc((v.n_min ? v.n_min : 1) * sizeof *v.min_lrs);
     if (!v.min_lrs) return ct_set_error(CT_ENOMEM, "ct_sched_load_state_dict: out of memory");
     load_min_lrs(&r, s->ngroups, v.default_none, v.min_lrs);
-    ct_sread_floats(&r, "_last_lr", s->ngroups, s->last_lr);
+    cti_sread_floats(&r, "_last_lr", s->ngroups, s->last_lr);
     v.maximize = strcmp(mode, "max") == 0;
     v.threshold_abs = strcmp(tmode, "abs") == 0;
     free(k->min_lrs);
@@ -207,7 +207,7 @@ static int plateau_load(ct_sched *s, const ct_value *sd, bool apply) {
 
 static void plateau_destroy(ct_sched *s) { free(((Plateau *)s)->min_lrs); }
 
-static const ct_sched_ops kPlateau = {"ReduceLROnPlateau", NULL, NULL, plateau_step,
+static const cti_sched_ops kPlateau = {"ReduceLROnPlateau", NULL, NULL, plateau_step,
                                       plateau_save, plateau_load, plateau_destroy};
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -231,7 +231,7 @@ ct_sched *ct_sched_reduce_on_plateau(ct_optim *opt, const ct_plateau_opts *o) {
         ct_set_error(CT_EINVAL, "%s: Factor should be < 1.0.", fn);
         return NULL;
     }
-    Plateau *k = (Plateau *)ct_sched_alloc(sizeof *k, &kPlateau, opt, false, fn);
+    Plateau *k = (Plateau *)cti_sched_alloc(sizeof *k, &kPlateau, opt, false, fn);
     if (!k) return NULL;
     ct_sched *s = &k->base;
     k->min_lrs = malloc((s->ngroups ? s->ngroups : 1) * sizeof *k->min_lrs);
@@ -242,14 +242,14 @@ ct_sched *ct_sched_reduce_on_plateau(ct_optim *opt, const ct_plateau_opts *o) {
     }
     k->factor = o->factor;
     /* Python's default min_lr is the int 0: keep that type in state dicts. */
-    k->default_min_lr = (ct_pynum){o->min_lr, o->min_lr == 0 && !signbit(o->min_lr)};
+    k->default_min_lr = (cti_pynum){o->min_lr, o->min_lr == 0 && !signbit(o->min_lr)};
     for (size_t g = 0; g < s->ngroups; g++) k->min_lrs[g] = k->default_min_lr;
     k->n_min = s->ngroups;
     k->patience = o->patience;
     k->cooldown = o->cooldown;
     k->eps = o->eps;
     s->last_epoch = 0;
-    if (ct_sched_read_lrs(s, s->last_lr, fn) != 0) {
+    if (cti_sched_read_lrs(s, s->last_lr, fn) != 0) {
         ct_sched_free(s);
         return NULL;
     }

@@ -18,13 +18,13 @@
 
 /* ---- Python's arithmetic and repr -------------------------------------- */
 
-int64_t ct_py_floordiv(int64_t a, int64_t b) {
+int64_t cti_py_floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
     return q;
 }
 
-int ct_py_div(double a, double b, double *out, const char *fn) {
+int cti_py_div(double a, double b, double *out, const char *fn) {
     if (b == 0) return ct_set_error(CT_EINVAL, "%s: float division by zero", fn);
     *out = a / b;
     return CT_OK;
@@ -32,7 +32,7 @@ int ct_py_div(double a, double b, double *out, const char *fn) {
 
 /* repr(float): the shortest digits that read back as x, in fixed notation
  * for 1e-4 <= |x| < 1e16 and in exponent notation otherwise. */
-const char *ct_py_repr(double x, char buf[32]) {
+const char *cti_py_repr(double x, char buf[32]) {
     if (isnan(x)) return strcpy(buf, "nan");
     if (isinf(x)) return strcpy(buf, x > 0 ? "inf" : "-inf");
     if (x == 0) return strcpy(buf, signbit(x) ? "-0.0" : "0.0");
@@ -73,7 +73,7 @@ const char *ct_py_repr(double x, char buf[32]) {
 
 /* ---- construction ---------------------------------------------------------- */
 
-ct_sched *ct_sched_alloc(size_t size, const ct_sched_ops *ops, ct_optim *opt, bool with_base,
+ct_sched *cti_sched_alloc(size_t size, const cti_sched_ops *ops, ct_optim *opt, bool with_base,
                          const char *fn) {
     if (!opt) {
         ct_set_error(CT_EINVAL, "%s: optimizer is NULL", fn);
@@ -104,7 +104,7 @@ ct_sched *ct_sched_alloc(size_t size, const ct_sched_ops *ops, ct_optim *opt, bo
     return s;
 }
 
-bool ct_sched_has_option(const ct_optim *o, size_t g, const char *key, double *out) {
+bool cti_sched_has_option(const ct_optim *o, size_t g, const char *key, double *out) {
     /* A missing key is an answer here, not a failure: keep the caller's
      * last error as it was. */
     int code = ct_last_code();
@@ -125,25 +125,25 @@ bool ct_sched_has_option(const ct_optim *o, size_t g, const char *key, double *o
     return has;
 }
 
-ct_sched *ct_sched_init(ct_sched *s, const char *fn) {
+ct_sched *cti_sched_init(ct_sched *s, const char *fn) {
     for (size_t g = 0; g < s->ngroups; g++) {
         /* group.setdefault("initial_lr", group["lr"]): a scheduler made
          * after another one keeps the first one's initial_lr. */
         double init;
-        if (!ct_sched_has_option(s->opt, g, "initial_lr", &init)) {
+        if (!cti_sched_has_option(s->opt, g, "initial_lr", &init)) {
             init = ct_optim_get_lr(s->opt, g);
             if (ct_optim_set_option(s->opt, g, "initial_lr", init) != 0) goto fail;
         }
         s->base_lrs[g] = init;
     }
     s->last_epoch = -1;
-    if (ct_sched_initial_step(s) == 0) return s;
+    if (cti_sched_initial_step(s) == 0) return s;
 fail:
     ct_sched_free(s);
     return NULL;
 }
 
-int ct_sched_initial_step(ct_sched *s) {
+int cti_sched_initial_step(ct_sched *s) {
     s->step_count = 0;
     s->is_initial = true;
     int rc = ct_sched_step(s);
@@ -153,7 +153,7 @@ int ct_sched_initial_step(ct_sched *s) {
 
 /* ---- stepping ---------------------------------------------------------------- */
 
-int ct_sched_check_groups(const ct_sched *s, const char *fn) {
+int cti_sched_check_groups(const ct_sched *s, const char *fn) {
     size_t n = ct_optim_num_groups(s->opt);
     if (n == s->ngroups) return CT_OK;
     return ct_set_error(CT_ESTATE,
@@ -162,7 +162,7 @@ int ct_sched_check_groups(const ct_sched *s, const char *fn) {
                         fn, n, s->ops->name, s->ngroups);
 }
 
-int ct_sched_read_lrs(const ct_sched *s, double *out, const char *fn) {
+int cti_sched_read_lrs(const ct_sched *s, double *out, const char *fn) {
     for (size_t g = 0; g < s->ngroups; g++) {
         out[g] = ct_optim_get_lr(s->opt, g);
         if (isnan(out[g]) && ct_last_code() != CT_OK) return ct_last_code();
@@ -170,15 +170,15 @@ int ct_sched_read_lrs(const ct_sched *s, double *out, const char *fn) {
     return CT_OK;
 }
 
-int ct_sched_apply_lrs(ct_sched *s, const double *lrs, const char *fn) {
+int cti_sched_apply_lrs(ct_sched *s, const double *lrs, const char *fn) {
     for (size_t g = 0; g < s->ngroups; g++) {
         int rc = ct_optim_set_lr(s->opt, g, lrs[g]);
         if (rc) return rc;
     }
-    return ct_sched_read_lrs(s, s->last_lr, fn);
+    return cti_sched_read_lrs(s, s->last_lr, fn);
 }
 
-int ct_sched_update_lr(ct_sched *s, bool has_epoch, int64_t epoch) {
+int cti_sched_update_lr(ct_sched *s, bool has_epoch, int64_t epoch) {
     int rc;
     if (!has_epoch) {
         s->last_epoch++;
@@ -188,21 +188,21 @@ int ct_sched_update_lr(ct_sched *s, bool has_epoch, int64_t epoch) {
         rc = s->ops->closed_form ? s->ops->closed_form(s, s->next_lr) : s->ops->get_lr(s, s->next_lr);
     }
     if (rc) return rc;
-    return ct_sched_apply_lrs(s, s->next_lr, "ct_sched_step");
+    return cti_sched_apply_lrs(s, s->next_lr, "ct_sched_step");
 }
 
-int ct_sched_base_step(ct_sched *s) {
-    int rc = ct_sched_check_groups(s, "ct_sched_step");
+int cti_sched_base_step(ct_sched *s) {
+    int rc = cti_sched_check_groups(s, "ct_sched_step");
     if (rc) return rc;
     s->step_count++;
-    return ct_sched_update_lr(s, false, 0);
+    return cti_sched_update_lr(s, false, 0);
 }
 
 /* ---- the public calls ---------------------------------------------------------- */
 
 int ct_sched_step(ct_sched *s) {
     if (!s) return ct_set_error(CT_EINVAL, "ct_sched_step: scheduler is NULL");
-    return s->ops->step ? s->ops->step(s) : ct_sched_base_step(s);
+    return s->ops->step ? s->ops->step(s) : cti_sched_base_step(s);
 }
 
 const char *ct_sched_type(const ct_sched *s) {
@@ -239,7 +239,7 @@ ct_value *ct_sched_state_dict(const ct_sched *s) {
         ct_set_error(CT_EINVAL, "ct_sched_state_dict: scheduler is NULL");
         return NULL;
     }
-    ct_sdict b = {ct_value_dict(), false};
+    cti_sdict b = {ct_value_dict(), false};
     b.bad = b.d == NULL;
     s->ops->save(s, &b);
     if (b.bad) {

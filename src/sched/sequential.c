@@ -18,7 +18,7 @@ typedef struct {
     int64_t *milestones; /* n - 1 */
 } Sequential;
 
-static const ct_sched_ops kSequential;
+static const cti_sched_ops kSequential;
 
 /* bisect.bisect_right (Python does not require sorted milestones). */
 static int bisect_right(const int64_t *a, int n, int64_t x) {
@@ -40,8 +40,8 @@ static int sequential_step(ct_sched *s) {
     ct_sched *next = k->scheds[idx];
     int rc;
     if (idx > 0 && k->milestones[idx - 1] == s->last_epoch) {
-        rc = ct_sched_check_groups(next, "ct_sched_step");
-        if (!rc) rc = ct_sched_update_lr(next, true, 0);
+        rc = cti_sched_check_groups(next, "ct_sched_step");
+        if (!rc) rc = cti_sched_update_lr(next, true, 0);
     } else {
         rc = ct_sched_step(next);
     }
@@ -52,7 +52,7 @@ static int sequential_step(ct_sched *s) {
 
 /* ---- state dict ------------------------------------------------------------------ */
 
-static void sequential_save(const ct_sched *s, ct_sdict *d) {
+static void sequential_save(const ct_sched *s, cti_sdict *d) {
     const Sequential *k = (const Sequential *)s;
     ct_value *m = ct_value_list();
     for (int i = 0; m && i < k->n - 1; i++)
@@ -60,12 +60,12 @@ static void sequential_save(const ct_sched *s, ct_sdict *d) {
             ct_value_free(m);
             m = NULL;
         }
-    ct_sdict_put(d, "_milestones", m);
-    ct_sdict_int(d, "last_epoch", s->last_epoch);
-    ct_sdict_floats(d, "_last_lr", s->last_lr, s->ngroups);
+    cti_sdict_put(d, "_milestones", m);
+    cti_sdict_int(d, "last_epoch", s->last_epoch);
+    cti_sdict_floats(d, "_last_lr", s->last_lr, s->ngroups);
     ct_value *list = ct_value_list();
     for (int i = 0; list && i < k->n; i++) {
-        ct_sdict sub = {ct_value_dict(), false};
+        cti_sdict sub = {ct_value_dict(), false};
         sub.bad = !sub.d;
         if (!sub.bad) k->scheds[i]->ops->save(k->scheds[i], &sub);
         if (sub.bad || ct_value_list_append(list, sub.d) != 0) {
@@ -74,30 +74,30 @@ static void sequential_save(const ct_sched *s, ct_sdict *d) {
             list = NULL;
         }
     }
-    ct_sdict_put(d, "_schedulers", list);
+    cti_sdict_put(d, "_schedulers", list);
 }
 
 static int sequential_load(ct_sched *s, const ct_value *sd, bool apply) {
     static const char *const keys[] = {"_milestones", "last_epoch", "_last_lr", "_schedulers", NULL};
     Sequential *k = (Sequential *)s;
-    ct_sreader r;
-    ct_sreader_start(&r, s, sd, keys);
-    const ct_value *m = ct_sread(&r, "_milestones");
+    cti_sreader r;
+    cti_sreader_start(&r, s, sd, keys);
+    const ct_value *m = cti_sread(&r, "_milestones");
     if (m && (ct_value_kind_of(m) != CT_VALUE_LIST || ct_value_len(m) != (size_t)(k->n - 1))) {
-        ct_sreader_fail(&r, "has '_milestones' that is not a list of %d milestones", k->n - 1);
+        cti_sreader_fail(&r, "has '_milestones' that is not a list of %d milestones", k->n - 1);
         r.code = CT_EINVAL;
     }
     for (int i = 0; !r.code && i < k->n - 1; i++)
         if (ct_value_get_int(ct_value_list_get(m, (size_t)i), NULL) != 0)
-            ct_sreader_fail(&r, "has _milestones[%d] that is not an int", i);
-    int64_t last_epoch = ct_sread_int(&r, "last_epoch");
-    ct_sread_floats(&r, "_last_lr", s->ngroups, apply ? s->last_lr : NULL);
-    const ct_value *subs = ct_sread(&r, "_schedulers");
+            cti_sreader_fail(&r, "has _milestones[%d] that is not an int", i);
+    int64_t last_epoch = cti_sread_int(&r, "last_epoch");
+    cti_sread_floats(&r, "_last_lr", s->ngroups, apply ? s->last_lr : NULL);
+    const ct_value *subs = cti_sread(&r, "_schedulers");
     if (subs && (ct_value_kind_of(subs) != CT_VALUE_LIST || ct_value_len(subs) != (size_t)k->n)) {
-        ct_sreader_fail(&r, "has '_schedulers' that is not a list of %d state dicts", k->n);
+        cti_sreader_fail(&r, "has '_schedulers' that is not a list of %d state dicts", k->n);
         r.code = CT_EINVAL;
     }
-    int rc = ct_sreader_end(&r);
+    int rc = cti_sreader_end(&r);
     for (int i = 0; !rc && i < k->n; i++)
         rc = k->scheds[i]->ops->load(k->scheds[i], ct_value_list_get(subs, (size_t)i), apply);
     if (rc || !apply) return rc;
@@ -113,7 +113,7 @@ static void sequential_destroy(ct_sched *s) {
     free(k->milestones);
 }
 
-static const ct_sched_ops kSequential = {"SequentialLR", NULL, NULL, sequential_step,
+static const cti_sched_ops kSequential = {"SequentialLR", NULL, NULL, sequential_step,
                                          sequential_save, sequential_load, sequential_destroy};
 
 /* ---- construction ----------------------------------------------------------------- */
@@ -167,7 +167,7 @@ ct_sched *ct_sched_sequential(ct_optim *opt, int n, ct_sched *const *scheds, con
         }
         return NULL;
     }
-    Sequential *k = (Sequential *)ct_sched_alloc(sizeof *k, &kSequential, opt, false, fn);
+    Sequential *k = (Sequential *)cti_sched_alloc(sizeof *k, &kSequential, opt, false, fn);
     if (k) {
         k->scheds = malloc((size_t)n * sizeof *k->scheds);
         k->milestones = malloc((size_t)(n > 1 ? n - 1 : 1) * sizeof *k->milestones);
@@ -197,7 +197,7 @@ ct_sched *ct_sched_sequential(ct_optim *opt, int n, ct_sched *const *scheds, con
         if (!rc) rc = ct_optim_set_lr(opt, g, init);
     }
     for (int i = 0; i < n; i++) k->scheds[i]->last_epoch -= 1;
-    if (!rc) rc = ct_sched_initial_step(k->scheds[0]);
+    if (!rc) rc = cti_sched_initial_step(k->scheds[0]);
     if (rc) {
         ct_sched_free(s);
         return NULL;

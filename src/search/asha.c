@@ -7,7 +7,7 @@
 
 #include "ctrial/error.h"
 
-double ct_go_log(double x) {
+double cti_go_log(double x) {
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
     const double l1 = 6.666666666666735130e-01, l2 = 3.999999999940941908e-01, l3 = 2.857142874366239149e-01,
                  l4 = 2.222219843214978396e-01, l5 = 1.818357216161805012e-01, l6 = 1.531383769920937332e-01,
@@ -29,11 +29,11 @@ double ct_go_log(double x) {
     return k * ln2_hi - ((hfsq - (s * (hfsq + r) + k * ln2_lo)) - f);
 }
 
-ct_asha_opts ct_asha_defaults(void) {
-    return (ct_asha_opts){.max_concurrent_trials = 16, .divisor = 4, .max_rungs = 5, .mode = CT_ASHA_STANDARD};
+cti_asha_opts cti_asha_defaults(void) {
+    return (cti_asha_opts){.max_concurrent_trials = 16, .divisor = 4, .max_rungs = 5, .mode = CT_ASHA_STANDARD};
 }
 
-static int check(const ct_asha_opts *o) {
+static int check(const cti_asha_opts *o) {
     if (o->max_trials < 1) return ct_set_error(CT_ECONFIG, "searcher.max_trials: must be >= 1, got %lld", (long long)o->max_trials);
     if (o->max_length < 1)
         return ct_set_error(CT_ECONFIG, "searcher.max_length: must be >= 1, got %lld", (long long)o->max_length);
@@ -53,9 +53,9 @@ static int check(const ct_asha_opts *o) {
     return 0;
 }
 
-static int by_rungs_desc(const ct_asha_bracket *a, const ct_asha_bracket *b) { return b->rungs - a->rungs; }
+static int by_rungs_desc(const cti_asha_bracket *a, const cti_asha_bracket *b) { return b->rungs - a->rungs; }
 
-int ct_asha_plan_make(const ct_asha_opts *o, ct_asha_plan *out) {
+int cti_asha_plan_make(const cti_asha_opts *o, cti_asha_plan *out) {
     memset(out, 0, sizeof *out);
     int rc = check(o);
     if (rc) return rc;
@@ -66,8 +66,8 @@ int ct_asha_plan_make(const ct_asha_opts *o, ct_asha_plan *out) {
     } else {
         /* the top rung holds at least one trial and one unit */
         int64_t m = o->max_rungs;
-        int64_t by_length = (int64_t)(ct_go_log((double)o->max_length) / ct_go_log(d)) + 1;
-        int64_t by_trials = (int64_t)(ct_go_log((double)o->max_trials) / ct_go_log(d)) + 1;
+        int64_t by_length = (int64_t)(cti_go_log((double)o->max_length) / cti_go_log(d)) + 1;
+        int64_t by_trials = (int64_t)(cti_go_log((double)o->max_trials) / cti_go_log(d)) + 1;
         if (by_length < m) m = by_length;
         if (by_trials < m) m = by_trials;
         if (m > CT_ASHA_MAX_RUNGS) m = CT_ASHA_MAX_RUNGS;
@@ -77,7 +77,7 @@ int ct_asha_plan_make(const ct_asha_opts *o, ct_asha_plan *out) {
     /* most rungs first (a stable insertion sort keeps equal ones in order) */
     for (int i = 1; i < out->n; i++)
         for (int j = i; j > 0 && by_rungs_desc(&out->b[j - 1], &out->b[j]) > 0; j--) {
-            ct_asha_bracket t = out->b[j];
+            cti_asha_bracket t = out->b[j];
             out->b[j] = out->b[j - 1];
             out->b[j - 1] = t;
         }

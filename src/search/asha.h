@@ -15,7 +15,7 @@
  *   rung k of r:  max(int(L / d^(r-1-k)), 1) units, absolute
  *
  * for T = max_trials, L = max_length in its units, d = divisor. log is Go's
- * math.Log (ct_go_log), not libm's: they disagree exactly at some powers
+ * math.Log (cti_go_log), not libm's: they disagree exactly at some powers
  * of d (d = 3: L or T = 243, 59049), where the rung count turns. */
 #ifndef CTRIAL_SEARCH_ASHA_H
 #define CTRIAL_SEARCH_ASHA_H
@@ -25,7 +25,7 @@
 #define CT_ASHA_MAX_RUNGS 32    /* d >= 2 and L < 2^63: at most 64; the config is refused past 32 */
 #define CT_ASHA_MAX_BRACKETS 32
 
-typedef enum { CT_ASHA_AGGRESSIVE, CT_ASHA_STANDARD, CT_ASHA_CONSERVATIVE } ct_asha_mode;
+typedef enum { CT_ASHA_AGGRESSIVE, CT_ASHA_STANDARD, CT_ASHA_CONSERVATIVE } cti_asha_mode;
 
 /* searcher: adaptive_asha's keys (Determined's defaults in brackets). */
 typedef struct {
@@ -34,29 +34,29 @@ typedef struct {
     int64_t max_concurrent_trials; /* (16); 0: each bracket max(t_last, int(d)) */
     double divisor;                /* (4), > 1 */
     int max_rungs;                 /* (5), >= 1 */
-    ct_asha_mode mode;             /* (standard) */
+    cti_asha_mode mode;             /* (standard) */
     const int *bracket_rungs;      /* NULL: from mode; else each >= 1 */
     int n_bracket_rungs;
-} ct_asha_opts;
+} cti_asha_opts;
 
 typedef struct {
     int rungs;
     int64_t max_trials, max_concurrent;
     int64_t initial;                   /* trials started at once: min(max_concurrent, max_trials) */
     int64_t units[CT_ASHA_MAX_RUNGS];  /* each rung's length, absolute */
-} ct_asha_bracket;
+} cti_asha_bracket;
 
 typedef struct {
     int n;
-    ct_asha_bracket b[CT_ASHA_MAX_BRACKETS];
-} ct_asha_plan;
+    cti_asha_bracket b[CT_ASHA_MAX_BRACKETS];
+} cti_asha_plan;
 
-ct_asha_opts ct_asha_defaults(void);
+cti_asha_opts cti_asha_defaults(void);
 /* The plan of o: 0, or CT_ECONFIG naming the key ("searcher.divisor: must
  * be > 1, got 1"). Stricter than Determined where Determined crashes or
  * divides by zero (max_length 0, a bracket of 0 rungs). */
-int ct_asha_plan_make(const ct_asha_opts *o, ct_asha_plan *out);
+int cti_asha_plan_make(const cti_asha_opts *o, cti_asha_plan *out);
 /* Go's math.Log (FreeBSD's algorithm), bit for bit. */
-double ct_go_log(double x);
+double cti_go_log(double x);
 
 #endif

@@ -29,7 +29,7 @@ typedef struct {
     bool mine, exited, closed;
 } trial_state;
 
-struct ct_rungs {
+struct cti_rungs {
     int n_rungs;
     rung rungs[CT_ASHA_MAX_RUNGS];
     int64_t max_trials, initial;
@@ -43,19 +43,19 @@ struct ct_rungs {
 
 static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); }
 
-int ct_search_ops_push(ct_search_ops *out, ct_search_op_kind kind, int64_t trial, int64_t length) {
+int cti_search_ops_push(cti_search_ops *out, cti_search_op_kind kind, int64_t trial, int64_t length) {
     if (out->n == out->cap) {
         size_t cap = out->cap ? 2 * out->cap : 16;
-        ct_search_op *v = realloc(out->v, cap * sizeof *v);
+        cti_search_op *v = realloc(out->v, cap * sizeof *v);
         if (!v) return oom();
         out->v = v;
         out->cap = cap;
     }
-    out->v[out->n++] = (ct_search_op){kind, trial, length};
+    out->v[out->n++] = (cti_search_op){kind, trial, length};
     return 0;
 }
 
-static trial_state *state_of(ct_rungs *r, int64_t trial) {
+static trial_state *state_of(cti_rungs *r, int64_t trial) {
     if (trial < 1) return NULL;
     if (trial >= r->cap_trials) {
         int64_t cap = r->cap_trials ? 2 * r->cap_trials : 64;
@@ -69,9 +69,9 @@ static trial_state *state_of(ct_rungs *r, int64_t trial) {
     return &r->trials[trial];
 }
 
-ct_rungs *ct_rungs_new(const ct_asha_bracket *b, double divisor, bool stop_once, bool smaller_is_better,
+cti_rungs *cti_rungs_new(const cti_asha_bracket *b, double divisor, bool stop_once, bool smaller_is_better,
                        int64_t *next_id) {
-    ct_rungs *r = calloc(1, sizeof *r);
+    cti_rungs *r = calloc(1, sizeof *r);
     if (!r) {
         oom();
         return NULL;
@@ -87,7 +87,7 @@ ct_rungs *ct_rungs_new(const ct_asha_bracket *b, double divisor, bool stop_once,
     return r;
 }
 
-void ct_rungs_free(ct_rungs *r) {
+void cti_rungs_free(cti_rungs *r) {
     if (!r) return;
     for (int k = 0; k < r->n_rungs; k++) free(r->rungs[k].results);
     free(r->trials);
@@ -95,17 +95,17 @@ void ct_rungs_free(ct_rungs *r) {
 }
 
 /* CREATE + TRAIN to the first rung, the trial registered as this bracket's. */
-static int create(ct_rungs *r, ct_search_ops *out) {
+static int create(cti_rungs *r, cti_search_ops *out) {
     int64_t id = (*r->next_id)++;
     trial_state *t = state_of(r, id);
     if (!t) return oom();
     *t = (trial_state){.mine = true};
     r->created++;
-    int rc = ct_search_ops_push(out, CT_SEARCH_CREATE, id, 0);
-    return rc ? rc : ct_search_ops_push(out, CT_SEARCH_TRAIN, id, r->rungs[0].units);
+    int rc = cti_search_ops_push(out, CT_SEARCH_CREATE, id, 0);
+    return rc ? rc : cti_search_ops_push(out, CT_SEARCH_TRAIN, id, r->rungs[0].units);
 }
 
-int ct_rungs_start(ct_rungs *r, ct_search_ops *out) {
+int cti_rungs_start(cti_rungs *r, cti_search_ops *out) {
     for (int64_t i = 0; i < r->initial; i++) {
         int rc = create(r, out);
         if (rc) return rc;
@@ -113,7 +113,7 @@ int ct_rungs_start(ct_rungs *r, ct_search_ops *out) {
     return 0;
 }
 
-static trial_state *mine(ct_rungs *r, int64_t trial) {
+static trial_state *mine(cti_rungs *r, int64_t trial) {
     trial_state *t = trial >= 1 && trial < r->cap_trials ? &r->trials[trial] : NULL;
     if (!t || !t->mine) {
         ct_set_error(CT_EINVAL, "search: trial %lld is not one of this bracket's", (long long)trial);
@@ -122,7 +122,7 @@ static trial_state *mine(ct_rungs *r, int64_t trial) {
     return t;
 }
 
-int ct_rungs_created(ct_rungs *r, int64_t trial) {
+int cti_rungs_created(cti_rungs *r, int64_t trial) {
     trial_state *t = mine(r, trial);
     if (!t) return CT_EINVAL;
     r->rungs[0].outstanding++;
@@ -151,7 +151,7 @@ static ptrdiff_t insert(rung *g, double metric, int64_t trial, bool after_equal,
 
 /* rung.promotionsAsync: the trials that this result promotes (at most
  * one: the newcomer, or the one that moves into the top part). */
-static int promotions(ct_rungs *r, rung *g, int64_t trial, double metric, int64_t *promoted) {
+static int promotions(cti_rungs *r, rung *g, int64_t trial, double metric, int64_t *promoted) {
     size_t old_num = (size_t)((double)g->n / r->divisor), num = (size_t)((double)(g->n + 1) / r->divisor);
     size_t idx = 0;
     while (idx < g->n && g->results[idx].metric <= metric) idx++;
@@ -168,21 +168,21 @@ static int promotions(ct_rungs *r, rung *g, int64_t trial, double metric, int64_
 
 /* closeOutRungs: from the bottom rung up to the first with a trial still
  * due, every result not promoted is closed. */
-static int close_out(ct_rungs *r, ct_search_ops *out) {
+static int close_out(cti_rungs *r, cti_search_ops *out) {
     for (int k = 0; k < r->n_rungs && r->rungs[k].outstanding == 0; k++)
         for (size_t i = 0; i < r->rungs[k].n; i++) {
             const result *x = &r->rungs[k].results[i];
             trial_state *t = &r->trials[x->trial];
             if (x->promoted || t->closed) continue;
             t->closed = true; /* an early exit is already closed */
-            int rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, x->trial, 0);
+            int rc = cti_search_ops_push(out, CT_SEARCH_CLOSE, x->trial, 0);
             if (rc) return rc;
         }
     return 0;
 }
 
 /* promoteAsync */
-static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out) {
+static int report(cti_rungs *r, int64_t trial, double metric, cti_search_ops *out) {
     trial_state *t = &r->trials[trial];
     int k = t->rung;
     rung *g = &r->rungs[k];
@@ -193,7 +193,7 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
         if (insert(g, metric, trial, true, false) < 0) return oom();
         if (!t->exited) {
             t->closed = true;
-            rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, trial, 0);
+            rc = cti_search_ops_push(out, CT_SEARCH_CLOSE, trial, 0);
         }
     } else if (!r->stop_once) {
         int64_t p = 0;
@@ -203,7 +203,7 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
             pt->rung = k + 1;
             r->rungs[k + 1].outstanding++;
             if (pt->exited) return report(r, p, EXITED, out); /* as if it ran and got the worst */
-            rc = ct_search_ops_push(out, CT_SEARCH_TRAIN, p, r->rungs[k + 1].units);
+            rc = cti_search_ops_push(out, CT_SEARCH_TRAIN, p, r->rungs[k + 1].units);
             trained = true;
         }
     } else { /* continueTraining */
@@ -217,11 +217,11 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
             if (go_on) {
                 t->rung = k + 1;
                 r->rungs[k + 1].outstanding++;
-                rc = ct_search_ops_push(out, CT_SEARCH_TRAIN, trial, r->rungs[k + 1].units);
+                rc = cti_search_ops_push(out, CT_SEARCH_TRAIN, trial, r->rungs[k + 1].units);
                 trained = true;
             } else {
                 t->closed = true;
-                rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, trial, 0);
+                rc = cti_search_ops_push(out, CT_SEARCH_CLOSE, trial, 0);
             }
         }
     }
@@ -230,13 +230,13 @@ static int report(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out)
     return rc;
 }
 
-int ct_rungs_validated(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out) {
+int cti_rungs_validated(cti_rungs *r, int64_t trial, double metric, cti_search_ops *out) {
     trial_state *t = mine(r, trial);
     if (!t) return CT_EINVAL;
     return report(r, trial, r->smaller_is_better ? metric : -metric, out);
 }
 
-int ct_rungs_exited(ct_rungs *r, int64_t trial, ct_search_ops *out) {
+int cti_rungs_exited(cti_rungs *r, int64_t trial, cti_search_ops *out) {
     trial_state *t = mine(r, trial);
     if (!t) return CT_EINVAL;
     if (t->exited) return 0; /* reported once */
@@ -246,12 +246,12 @@ int ct_rungs_exited(ct_rungs *r, int64_t trial, ct_search_ops *out) {
     return report(r, trial, EXITED, out);
 }
 
-int ct_rungs_closed(ct_rungs *r, int64_t trial) {
+int cti_rungs_closed(cti_rungs *r, int64_t trial) {
     trial_state *t = mine(r, trial);
     if (!t) return CT_EINVAL;
     if (!t->exited) r->closed++;
     return 0;
 }
 
-int64_t ct_rungs_created_count(const ct_rungs *r) { return r->created; }
-int64_t ct_rungs_closed_count(const ct_rungs *r) { return r->closed; }
+int64_t cti_rungs_created_count(const cti_rungs *r) { return r->created; }
+int64_t cti_rungs_closed_count(const cti_rungs *r) { return r->closed; }

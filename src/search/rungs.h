@@ -30,44 +30,44 @@ typedef enum {
     CT_SEARCH_CREATE, /* create trial `trial` (its id, from the shared counter) */
     CT_SEARCH_TRAIN,  /* train `trial` until `length` units in all, then validate and report */
     CT_SEARCH_CLOSE,  /* `trial` is done: it trains no more */
-} ct_search_op_kind;
+} cti_search_op_kind;
 
 typedef struct {
-    ct_search_op_kind kind;
+    cti_search_op_kind kind;
     int64_t trial;
     int64_t length;
-} ct_search_op;
+} cti_search_op;
 
 /* A growing list of operations; the caller frees v. */
 typedef struct {
-    ct_search_op *v;
+    cti_search_op *v;
     size_t n, cap;
-} ct_search_ops;
+} cti_search_ops;
 
 /* Appends {kind, trial, length} to out: 0 or CT_ENOMEM. */
-int ct_search_ops_push(ct_search_ops *out, ct_search_op_kind kind, int64_t trial, int64_t length);
+int cti_search_ops_push(cti_search_ops *out, cti_search_op_kind kind, int64_t trial, int64_t length);
 
-typedef struct ct_rungs ct_rungs;
+typedef struct cti_rungs cti_rungs;
 
 /* The search of bracket b. Trial ids come from *next_id (shared by the
  * brackets of one search; it starts at 1). New search or NULL + CT_ENOMEM. */
-ct_rungs *ct_rungs_new(const ct_asha_bracket *b, double divisor, bool stop_once, bool smaller_is_better,
+cti_rungs *cti_rungs_new(const cti_asha_bracket *b, double divisor, bool stop_once, bool smaller_is_better,
                        int64_t *next_id);
-void ct_rungs_free(ct_rungs *r);
+void cti_rungs_free(cti_rungs *r);
 
 /* The first operations: CREATE + TRAIN to the first rung for each of the
  * bracket's initial trials. 0 or CT_ENOMEM (every call below likewise). */
-int ct_rungs_start(ct_rungs *r, ct_search_ops *out);
+int cti_rungs_start(cti_rungs *r, cti_search_ops *out);
 /* The trial of a CREATE exists (Determined's trialCreated). */
-int ct_rungs_created(ct_rungs *r, int64_t trial);
+int cti_rungs_created(cti_rungs *r, int64_t trial);
 /* The trial finished a TRAIN and reports the searcher metric. */
-int ct_rungs_validated(ct_rungs *r, int64_t trial, double metric, ct_search_ops *out);
+int cti_rungs_validated(cti_rungs *r, int64_t trial, double metric, cti_search_ops *out);
 /* The trial failed (after its retries) or was stopped by the user. */
-int ct_rungs_exited(ct_rungs *r, int64_t trial, ct_search_ops *out);
+int cti_rungs_exited(cti_rungs *r, int64_t trial, cti_search_ops *out);
 /* The trial of a CLOSE has finished. */
-int ct_rungs_closed(ct_rungs *r, int64_t trial);
+int cti_rungs_closed(cti_rungs *r, int64_t trial);
 /* Trials created, and closed or exited, so far. */
-int64_t ct_rungs_created_count(const ct_rungs *r);
-int64_t ct_rungs_closed_count(const ct_rungs *r);
+int64_t cti_rungs_created_count(const cti_rungs *r);
+int64_t cti_rungs_closed_count(const cti_rungs *r);
 
 #endif

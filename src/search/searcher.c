@@ -18,16 +18,16 @@ typedef struct {
     int bracket;
 } trial_info;
 
-struct ct_searcher {
-    ct_searcher_opts o;
-    const ct_hp_space *space;
-    ct_mt19937 mt;
+struct cti_searcher {
+    cti_searcher_opts o;
+    const cti_hp_space *space;
+    cti_mt19937 mt;
     int64_t next_id; /* ids from 1, shared by the brackets */
     int64_t total, created, closed;
     int64_t grid_len;
     /* adaptive_asha */
-    ct_asha_plan plan;
-    ct_rungs *brackets[CT_ASHA_MAX_BRACKETS];
+    cti_asha_plan plan;
+    cti_rungs *brackets[CT_ASHA_MAX_BRACKETS];
     /* by id */
     trial_info *trials;
     int64_t cap_trials;
@@ -35,8 +35,8 @@ struct ct_searcher {
 
 static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); }
 
-ct_searcher_opts ct_searcher_defaults(void) {
-    ct_searcher_opts o;
+cti_searcher_opts cti_searcher_defaults(void) {
+    cti_searcher_opts o;
     memset(&o, 0, sizeof o);
     o.kind = CT_SEARCHER_SINGLE;
     o.max_trials = 1;
@@ -48,7 +48,7 @@ ct_searcher_opts ct_searcher_defaults(void) {
     return o;
 }
 
-const char *ct_searcher_kind_name(ct_searcher_kind k) {
+const char *cti_searcher_kind_name(cti_searcher_kind k) {
     switch (k) {
     case CT_SEARCHER_SINGLE: return "single";
     case CT_SEARCHER_RANDOM: return "random";
@@ -58,12 +58,12 @@ const char *ct_searcher_kind_name(ct_searcher_kind k) {
     return "?";
 }
 
-static trial_info *info(const ct_searcher *s, int64_t trial) {
+static trial_info *info(const cti_searcher *s, int64_t trial) {
     return trial >= 1 && trial < s->cap_trials && s->trials[trial].hparams ? &s->trials[trial] : NULL;
 }
 
-ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space) {
-    ct_searcher *s = calloc(1, sizeof *s);
+cti_searcher *cti_searcher_new(const cti_searcher_opts *o, const cti_hp_space *space) {
+    cti_searcher *s = calloc(1, sizeof *s);
     if (!s) {
         oom();
         return NULL;
@@ -71,7 +71,7 @@ ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space
     s->o = *o;
     s->space = space;
     s->next_id = 1;
-    ct_mt19937_seed(&s->mt, o->seed);
+    cti_mt19937_seed(&s->mt, o->seed);
     int rc = 0;
     switch (o->kind) {
     case CT_SEARCHER_SINGLE:
@@ -81,13 +81,13 @@ ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space
         break;
     case CT_SEARCHER_RANDOM: s->total = o->max_trials; break;
     case CT_SEARCHER_GRID:
-        s->grid_len = s->total = ct_hp_space_grid_len(space);
+        s->grid_len = s->total = cti_hp_space_grid_len(space);
         if (s->total < 1)
             rc = ct_set_error(CT_ECONFIG, "searcher 'grid': the hyperparameters have no point to try (no "
                                           "hyperparameter at all)");
         break;
     case CT_SEARCHER_ADAPTIVE_ASHA: {
-        ct_asha_opts a = ct_asha_defaults();
+        cti_asha_opts a = cti_asha_defaults();
         a.max_trials = o->max_trials;
         a.max_length = o->max_length;
         a.max_concurrent_trials = o->max_concurrent_trials;
@@ -96,10 +96,10 @@ ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space
         a.mode = o->mode;
         a.bracket_rungs = o->n_bracket_rungs ? o->bracket_rungs : NULL;
         a.n_bracket_rungs = o->n_bracket_rungs;
-        rc = ct_asha_plan_make(&a, &s->plan);
+        rc = cti_asha_plan_make(&a, &s->plan);
         for (int b = 0; rc == 0 && b < s->plan.n; b++) {
             s->total += s->plan.b[b].max_trials;
-            s->brackets[b] = ct_rungs_new(&s->plan.b[b], o->divisor, o->stop_once, o->smaller_is_better,
+            s->brackets[b] = cti_rungs_new(&s->plan.b[b], o->divisor, o->stop_once, o->smaller_is_better,
                                           &s->next_id);
             if (!s->brackets[b]) rc = CT_ENOMEM;
         }
@@ -124,19 +124,19 @@ ct_searcher *ct_searcher_new(const ct_searcher_opts *o, const ct_hp_space *space
                           "of %lld), more than the %d ctrial creates at once: set searcher.max_concurrent_trials "
                           "to the trials to run side by side (Determined's default is 16); the others are created "
                           "as trials finish",
-                          ct_searcher_kind_name(o->kind), (long long)at_once, (long long)o->max_concurrent_trials,
+                          cti_searcher_kind_name(o->kind), (long long)at_once, (long long)o->max_concurrent_trials,
                           o->max_concurrent_trials == 0 ? ": no limit, all" : "", (long long)s->total,
                           CT_SEARCH_MAX_AT_ONCE);
     if (rc) {
-        ct_searcher_free(s);
+        cti_searcher_free(s);
         return NULL;
     }
     return s;
 }
 
-void ct_searcher_free(ct_searcher *s) {
+void cti_searcher_free(cti_searcher *s) {
     if (!s) return;
-    for (int b = 0; b < s->plan.n; b++) ct_rungs_free(s->brackets[b]);
+    for (int b = 0; b < s->plan.n; b++) cti_rungs_free(s->brackets[b]);
     for (int64_t i = 0; i < s->cap_trials; i++) json_decref(s->trials[i].hparams);
     free(s->trials);
     free(s);
@@ -147,10 +147,10 @@ void ct_searcher_free(ct_searcher *s) {
 /* Determined's NewCreate after sampling: a request id (16 bytes from 4
  * draws, little-endian, made a UUIDv4) and the trial seed (one draw,
  * Int64n(1 << 31)). */
-static void identity(ct_searcher *s, trial_info *t) {
+static void identity(cti_searcher *s, trial_info *t) {
     uint8_t u[16];
     for (int i = 0; i < 4; i++) {
-        uint32_t w = ct_mt19937_next32(&s->mt);
+        uint32_t w = cti_mt19937_next32(&s->mt);
         for (int j = 0; j < 4; j++) u[4 * i + j] = (uint8_t)(w >> (8 * j));
     }
     u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
@@ -160,12 +160,12 @@ static void identity(ct_searcher *s, trial_info *t) {
         if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
         p += sprintf(p, "%02x", u[i]);
     }
-    t->seed = ct_mt19937_next32(&s->mt) & 0x7fffffffu;
+    t->seed = cti_mt19937_next32(&s->mt) & 0x7fffffffu;
 }
 
 /* A CREATE's trial: its hyperparameters (sampled, or the grid's next point
  * from the end) and identity, in the order the CREATEs come out. */
-static int register_trial(ct_searcher *s, int64_t id, int bracket) {
+static int register_trial(cti_searcher *s, int64_t id, int bracket) {
     if (id >= s->cap_trials) {
         int64_t cap = s->cap_trials ? 2 * s->cap_trials : 64;
         while (cap <= id) cap *= 2;
@@ -176,8 +176,8 @@ static int register_trial(ct_searcher *s, int64_t id, int bracket) {
         s->cap_trials = cap;
     }
     trial_info *t = &s->trials[id];
-    t->hparams = s->o.kind == CT_SEARCHER_GRID ? ct_hp_space_grid_point(s->space, s->grid_len - id)
-                                               : ct_hp_space_sample(s->space, &s->mt);
+    t->hparams = s->o.kind == CT_SEARCHER_GRID ? cti_hp_space_grid_point(s->space, s->grid_len - id)
+                                               : cti_hp_space_sample(s->space, &s->mt);
     if (!t->hparams) return ct_last_code() ? ct_last_code() : oom();
     t->bracket = bracket;
     identity(s, t);
@@ -186,33 +186,33 @@ static int register_trial(ct_searcher *s, int64_t id, int bracket) {
 }
 
 /* Registers the CREATEs among out->v[from..] (bracket b's operations). */
-static int register_creates(ct_searcher *s, const ct_search_ops *out, size_t from, int bracket) {
+static int register_creates(cti_searcher *s, const cti_search_ops *out, size_t from, int bracket) {
     for (size_t i = from; i < out->n; i++) {
         if (out->v[i].kind != CT_SEARCH_CREATE) continue;
         int rc = register_trial(s, out->v[i].trial, bracket);
-        if (!rc && s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA) rc = ct_rungs_created(s->brackets[bracket], out->v[i].trial);
+        if (!rc && s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA) rc = cti_rungs_created(s->brackets[bracket], out->v[i].trial);
         if (rc) return rc;
     }
     return 0;
 }
 
 /* random / grid / single: CREATE, TRAIN to max_length, CLOSE. */
-static int create_whole(ct_searcher *s, ct_search_ops *out) {
+static int create_whole(cti_searcher *s, cti_search_ops *out) {
     size_t from = out->n;
     int64_t id = s->next_id++;
-    int rc = ct_search_ops_push(out, CT_SEARCH_CREATE, id, 0);
-    if (!rc) rc = ct_search_ops_push(out, CT_SEARCH_TRAIN, id, s->o.max_length);
-    if (!rc) rc = ct_search_ops_push(out, CT_SEARCH_CLOSE, id, 0);
+    int rc = cti_search_ops_push(out, CT_SEARCH_CREATE, id, 0);
+    if (!rc) rc = cti_search_ops_push(out, CT_SEARCH_TRAIN, id, s->o.max_length);
+    if (!rc) rc = cti_search_ops_push(out, CT_SEARCH_CLOSE, id, 0);
     return rc ? rc : register_creates(s, out, from, 0);
 }
 
 /* ---- operations -------------------------------------------------------------- */
 
-int ct_searcher_start(ct_searcher *s, ct_search_ops *out) {
+int cti_searcher_start(cti_searcher *s, cti_search_ops *out) {
     if (s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA) {
         for (int b = 0; b < s->plan.n; b++) {
             size_t from = out->n;
-            int rc = ct_rungs_start(s->brackets[b], out);
+            int rc = cti_rungs_start(s->brackets[b], out);
             if (!rc) rc = register_creates(s, out, from, b);
             if (rc) return rc;
         }
@@ -227,69 +227,69 @@ int ct_searcher_start(ct_searcher *s, ct_search_ops *out) {
     return 0;
 }
 
-static trial_info *known(const ct_searcher *s, int64_t trial) {
+static trial_info *known(const cti_searcher *s, int64_t trial) {
     trial_info *t = info(s, trial);
     if (!t) ct_set_error(CT_EINVAL, "search: trial %lld was not created", (long long)trial);
     return t;
 }
 
-int ct_searcher_validated(ct_searcher *s, int64_t trial, double metric, ct_search_ops *out) {
+int cti_searcher_validated(cti_searcher *s, int64_t trial, double metric, cti_search_ops *out) {
     trial_info *t = known(s, trial);
     if (!t) return CT_EINVAL;
     if (s->o.kind != CT_SEARCHER_ADAPTIVE_ASHA) return 0; /* its CLOSE is already out */
     if (isnan(metric)) metric = s->o.smaller_is_better ? INFINITY : -INFINITY;
     size_t from = out->n;
-    int rc = ct_rungs_validated(s->brackets[t->bracket], trial, metric, out);
+    int rc = cti_rungs_validated(s->brackets[t->bracket], trial, metric, out);
     return rc ? rc : register_creates(s, out, from, t->bracket);
 }
 
 /* random, grid: one more trial when one leaves, until all are created. */
-static int replace(ct_searcher *s, ct_search_ops *out) {
+static int replace(cti_searcher *s, cti_search_ops *out) {
     return s->created < s->total ? create_whole(s, out) : 0;
 }
 
-int ct_searcher_exited(ct_searcher *s, int64_t trial, ct_search_ops *out) {
+int cti_searcher_exited(cti_searcher *s, int64_t trial, cti_search_ops *out) {
     trial_info *t = known(s, trial);
     if (!t) return CT_EINVAL;
     s->closed++;
     if (s->o.kind != CT_SEARCHER_ADAPTIVE_ASHA) return replace(s, out);
     size_t from = out->n;
-    int rc = ct_rungs_exited(s->brackets[t->bracket], trial, out);
+    int rc = cti_rungs_exited(s->brackets[t->bracket], trial, out);
     return rc ? rc : register_creates(s, out, from, t->bracket);
 }
 
-int ct_searcher_closed(ct_searcher *s, int64_t trial, ct_search_ops *out) {
+int cti_searcher_closed(cti_searcher *s, int64_t trial, cti_search_ops *out) {
     trial_info *t = known(s, trial);
     if (!t) return CT_EINVAL;
     s->closed++;
     if (s->o.kind != CT_SEARCHER_ADAPTIVE_ASHA) return replace(s, out);
-    return ct_rungs_closed(s->brackets[t->bracket], trial);
+    return cti_rungs_closed(s->brackets[t->bracket], trial);
 }
 
-bool ct_searcher_done(const ct_searcher *s) { return s->created == s->total && s->closed == s->created; }
-int64_t ct_searcher_created(const ct_searcher *s) { return s->created; }
-int64_t ct_searcher_total(const ct_searcher *s) { return s->total; }
+bool cti_searcher_done(const cti_searcher *s) { return s->created == s->total && s->closed == s->created; }
+int64_t cti_searcher_created(const cti_searcher *s) { return s->created; }
+int64_t cti_searcher_total(const cti_searcher *s) { return s->total; }
 
-const json_t *ct_searcher_hparams(const ct_searcher *s, int64_t trial) {
+const json_t *cti_searcher_hparams(const cti_searcher *s, int64_t trial) {
     const trial_info *t = info(s, trial);
     return t ? t->hparams : NULL;
 }
 
-uint32_t ct_searcher_trial_seed(const ct_searcher *s, int64_t trial) {
+uint32_t cti_searcher_trial_seed(const cti_searcher *s, int64_t trial) {
     const trial_info *t = info(s, trial);
     return t ? t->seed : 0;
 }
 
-const char *ct_searcher_request_id(const ct_searcher *s, int64_t trial) {
+const char *cti_searcher_request_id(const cti_searcher *s, int64_t trial) {
     const trial_info *t = info(s, trial);
     return t ? t->request_id : NULL;
 }
 
-int ct_searcher_bracket(const ct_searcher *s, int64_t trial) {
+int cti_searcher_bracket(const cti_searcher *s, int64_t trial) {
     const trial_info *t = info(s, trial);
     return t ? t->bracket : -1;
 }
 
-const ct_asha_plan *ct_searcher_plan(const ct_searcher *s) {
+const cti_asha_plan *cti_searcher_plan(const cti_searcher *s) {
     return s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA ? &s->plan : NULL;
 }

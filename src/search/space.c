@@ -28,7 +28,7 @@ typedef struct hp_node {
     size_t n_kids;
 } hp_node;
 
-struct ct_hp_space {
+struct cti_hp_space {
     hp_node root;         /* a group */
     const hp_node **axes; /* the grid's axes: the leaves, depth first */
     size_t n_axes;
@@ -218,13 +218,13 @@ static size_t collect(const hp_node *n, bool top, const hp_node **out, size_t at
     return at;
 }
 
-ct_hp_space *ct_hp_space_new(const json_t *hps, const char *path, bool grid) {
+cti_hp_space *cti_hp_space_new(const json_t *hps, const char *path, bool grid) {
     if (!path) path = "hyperparameters";
     if (!json_is_object(hps)) {
         ct_set_error(CT_ECONFIG, "%s: must be an object of hyperparameters", path);
         return NULL;
     }
-    ct_hp_space *s = calloc(1, sizeof *s);
+    cti_hp_space *s = calloc(1, sizeof *s);
     if (!s) {
         ct_set_error(CT_ENOMEM, "%s: out of memory", path);
         return NULL;
@@ -237,13 +237,13 @@ ct_hp_space *ct_hp_space_new(const json_t *hps, const char *path, bool grid) {
         else collect(&s->root, true, s->axes, 0);
     }
     if (rc) {
-        ct_hp_space_free(s);
+        cti_hp_space_free(s);
         return NULL;
     }
     return s;
 }
 
-void ct_hp_space_free(ct_hp_space *s) {
+void cti_hp_space_free(cti_hp_space *s) {
     if (!s) return;
     node_free(&s->root);
     free(s->axes);
@@ -252,20 +252,20 @@ void ct_hp_space_free(ct_hp_space *s) {
 
 /* ---- sampling ------------------------------------------------------------------- */
 
-double ct_hp_unit(ct_mt19937 *mt) {
-    uint32_t a = ct_mt19937_next32(mt) >> 5, b = ct_mt19937_next32(mt) >> 6;
+double cti_hp_unit(cti_mt19937 *mt) {
+    uint32_t a = cti_mt19937_next32(mt) >> 5, b = cti_mt19937_next32(mt) >> 6;
     return ((double)a * 67108864.0 + (double)b) / 9007199254740992.0;
 }
 
-static json_t *sample(const hp_node *n, ct_mt19937 *mt) {
+static json_t *sample(const hp_node *n, cti_mt19937 *mt) {
     switch (n->kind) {
     case HP_CONST: return json_deep_copy(n->val);
     case HP_INT: /* minval + Intn(maxval - minval + 1) */
-        return json_integer((json_int_t)((uint64_t)n->ilo + ct_mt19937_interval(mt, (uint64_t)n->ihi - (uint64_t)n->ilo)));
-    case HP_DOUBLE: return json_real(n->lo + (n->hi - n->lo) * ct_hp_unit(mt));
-    case HP_LOG: return json_real(pow(n->base, n->lo + (n->hi - n->lo) * ct_hp_unit(mt)));
+        return json_integer((json_int_t)((uint64_t)n->ilo + cti_mt19937_interval(mt, (uint64_t)n->ihi - (uint64_t)n->ilo)));
+    case HP_DOUBLE: return json_real(n->lo + (n->hi - n->lo) * cti_hp_unit(mt));
+    case HP_LOG: return json_real(pow(n->base, n->lo + (n->hi - n->lo) * cti_hp_unit(mt)));
     case HP_CATEGORICAL:
-        return json_deep_copy(json_array_get(n->val, (size_t)ct_mt19937_interval(mt, json_array_size(n->val) - 1)));
+        return json_deep_copy(json_array_get(n->val, (size_t)cti_mt19937_interval(mt, json_array_size(n->val) - 1)));
     case HP_GROUP: {
         json_t *o = json_object();
         for (size_t i = 0; o && i < n->n_kids; i++)
@@ -279,7 +279,7 @@ static json_t *sample(const hp_node *n, ct_mt19937 *mt) {
     return NULL;
 }
 
-json_t *ct_hp_space_sample(const ct_hp_space *s, ct_mt19937 *mt) {
+json_t *cti_hp_space_sample(const cti_hp_space *s, cti_mt19937 *mt) {
     json_t *o = sample(&s->root, mt);
     if (!o) ct_set_error(CT_ENOMEM, "sampling hyperparameters: out of memory");
     return o;
@@ -343,7 +343,7 @@ static json_t *axis_point(const hp_node *n, int64_t i) {
     return NULL;
 }
 
-int64_t ct_hp_space_grid_len(const ct_hp_space *s) {
+int64_t cti_hp_space_grid_len(const cti_hp_space *s) {
     if (s->n_axes == 0) return 0;
     int64_t total = 1;
     for (size_t a = 0; a < s->n_axes; a++) {
@@ -366,8 +366,8 @@ static json_t *fill(const hp_node *n, bool top, const int64_t *pick, size_t *axi
     return o;
 }
 
-json_t *ct_hp_space_grid_point(const ct_hp_space *s, int64_t k) {
-    int64_t len = ct_hp_space_grid_len(s);
+json_t *cti_hp_space_grid_point(const cti_hp_space *s, int64_t k) {
+    int64_t len = cti_hp_space_grid_len(s);
     if (k < 0 || k >= len) {
         ct_set_error(CT_EINDEX, "grid point %" PRId64 " is out of range [0, %" PRId64 ")", k, len);
         return NULL;

@@ -30,21 +30,21 @@
 
 #include "base/mt19937.h"
 
-typedef struct ct_hp_space ct_hp_space;
+typedef struct cti_hp_space cti_hp_space;
 
 /* The space of `hps` (borrowed; an object), checked for a grid search when
  * `grid`. `path` names it in messages ("hyperparameters"). New space, or
  * NULL + CT_ECONFIG naming the key ("hyperparameters.lr: minval (0.5) must
  * be less than maxval (0.1)"). */
-ct_hp_space *ct_hp_space_new(const json_t *hps, const char *path, bool grid);
-void ct_hp_space_free(ct_hp_space *s);
+cti_hp_space *cti_hp_space_new(const json_t *hps, const char *path, bool grid);
+void cti_hp_space_free(cti_hp_space *s);
 
 /* One draw, Determined's sampleAll: each hyperparameter in order, an int
  * uniform over [minval, maxval] (masked rejection), a double uniform on
  * [minval, maxval), a log base^uniform, a categorical a uniform pick, a
  * const nothing drawn. NEW JSON object (nested groups as objects), or NULL
  * + CT_ENOMEM. */
-json_t *ct_hp_space_sample(const ct_hp_space *s, ct_mt19937 *mt);
+json_t *cti_hp_space_sample(const cti_hp_space *s, cti_mt19937 *mt);
 
 /* Determined's grid: one axis per leaf, the first axis varying slowest.
  * Points per axis: int min(count, maxval - minval + 1) values
@@ -52,13 +52,13 @@ json_t *ct_hp_space_sample(const ct_hp_space *s, ct_mt19937 *mt);
  * half away from zero, when count is 1); double and log the same without
  * rounding (log: base to that power); const its value; categorical its
  * values in order. An empty space has no point (Determined: no trial). */
-int64_t ct_hp_space_grid_len(const ct_hp_space *s);
+int64_t cti_hp_space_grid_len(const cti_hp_space *s);
 /* Point k of the grid, in that order: NEW JSON object, or NULL + error
  * (CT_EINDEX when k is out of range). Determined creates the grid's trials
  * from its last point back to its first. */
-json_t *ct_hp_space_grid_point(const ct_hp_space *s, int64_t k);
+json_t *cti_hp_space_grid_point(const cti_hp_space *s, int64_t k);
 
 /* Determined's draws on mt: numpy's random_sample, [0, 1) with 53 bits. */
-double ct_hp_unit(ct_mt19937 *mt);
+double cti_hp_unit(cti_mt19937 *mt);
 
 #endif

@@ -22,14 +22,14 @@
 #include "formats/tbevents.h"
 
 struct ct_summary_writer {
-    ct_tb_writer *tb;
+    cti_tb_writer *tb;
 };
 
 /* The event file's suffix: apart from the loop's own file ("" suffix) in the
  * same directory. */
 static const char summary_suffix[] = ".summary";
 
-/* A failure of ct_tb_<x> reported under the public name: "ct_tb_add_image:
+/* A failure of ct_tb_<x> reported under the public name: "cti_tb_add_image:
  * ..." becomes "ct_summary_add_image: ...". Returns the code. */
 static int rename_error(int code, const char *tb_fn, const char *fn) {
     const char *msg = ct_last_error();
@@ -49,9 +49,9 @@ ct_summary_writer *ct_summary_open(const char *logdir) {
         ct_set_error(CT_ENOMEM, "%s: out of memory", fn);
         return NULL;
     }
-    w->tb = ct_tb_open(logdir, summary_suffix);
+    w->tb = cti_tb_open(logdir, summary_suffix);
     if (!w->tb) {
-        rename_error(ct_last_code(), "ct_tb_open", fn);
+        rename_error(ct_last_code(), "cti_tb_open", fn);
         free(w);
         return NULL;
     }
@@ -59,13 +59,13 @@ ct_summary_writer *ct_summary_open(const char *logdir) {
 }
 
 const char *ct_summary_path(const ct_summary_writer *w) {
-    return w ? ct_tb_path(w->tb) : NULL;
+    return w ? cti_tb_path(w->tb) : NULL;
 }
 
 int ct_summary_add_scalar(ct_summary_writer *w, const char *tag, double value, int64_t step) {
     if (!w) return 0;
-    int rc = ct_tb_add_scalar(w->tb, tag, value, step, 0);
-    return rc ? rename_error(rc, "ct_tb_add_scalar", "ct_summary_add_scalar") : 0;
+    int rc = cti_tb_add_scalar(w->tb, tag, value, step, 0);
+    return rc ? rename_error(rc, "cti_tb_add_scalar", "ct_summary_add_scalar") : 0;
 }
 
 /* The tensor's elements as a NEW host array of `dtype` (C order of the
@@ -113,9 +113,9 @@ int ct_summary_add_histogram(ct_summary_writer *w, const char *tag, const ct_ten
     size_t n;
     int rc = read_as(values, CT_F64, NULL, &data, &n, fn, name);
     if (rc) return rc;
-    rc = ct_tb_add_histogram(w->tb, tag, data, n, step, 0);
+    rc = cti_tb_add_histogram(w->tb, tag, data, n, step, 0);
     free(data);
-    return rc ? rename_error(rc, "ct_tb_add_histogram", fn) : 0;
+    return rc ? rename_error(rc, "cti_tb_add_histogram", fn) : 0;
 }
 
 /* torch's image(): numpy's (x.astype(float32) * 255).clip(0, 255)
@@ -174,27 +174,27 @@ int ct_summary_add_image(ct_summary_writer *w, const char *tag, const ct_tensor 
         else px[i] = v;
     }
     free(data);
-    rc = ct_tb_add_image(w->tb, tag, px, (int)h, (int)wd, (int)out_c, step, 0);
+    rc = cti_tb_add_image(w->tb, tag, px, (int)h, (int)wd, (int)out_c, step, 0);
     free(px);
-    return rc ? rename_error(rc, "ct_tb_add_image", fn) : 0;
+    return rc ? rename_error(rc, "cti_tb_add_image", fn) : 0;
 }
 
 int ct_summary_add_text(ct_summary_writer *w, const char *tag, const char *text, int64_t step) {
     if (!w) return 0;
-    int rc = ct_tb_add_text(w->tb, tag, text, step, 0);
-    return rc ? rename_error(rc, "ct_tb_add_text", "ct_summary_add_text") : 0;
+    int rc = cti_tb_add_text(w->tb, tag, text, step, 0);
+    return rc ? rename_error(rc, "cti_tb_add_text", "ct_summary_add_text") : 0;
 }
 
 int ct_summary_flush(ct_summary_writer *w) {
     if (!w) return 0;
-    int rc = ct_tb_flush(w->tb);
-    return rc ? rename_error(rc, "ct_tb_flush", "ct_summary_flush") : 0;
+    int rc = cti_tb_flush(w->tb);
+    return rc ? rename_error(rc, "cti_tb_flush", "ct_summary_flush") : 0;
 }
 
 int ct_summary_close(ct_summary_writer *w) {
     if (!w) return 0;
     int rc = ct_summary_flush(w);
-    ct_tb_close(w->tb);
+    cti_tb_close(w->tb);
     free(w);
     return rc;
 }

@@ -80,7 +80,7 @@ static int check_labels(const cifar_ds *ds, const cifar_file *cf, const char *pa
     int rc = 0;
     for (int64_t r0 = 0; !rc && r0 < cf->count; r0 += CHUNK) {
         int64_t n = cf->count - r0 < CHUNK ? cf->count - r0 : CHUNK;
-        rc = ct_read_at(cf->fd, buf, (size_t)n * rec, (uint64_t)r0 * rec, cf->size, FN, path);
+        rc = cti_read_at(cf->fd, buf, (size_t)n * rec, (uint64_t)r0 * rec, cf->size, FN, path);
         const unsigned char *p = buf;
         for (int64_t r = r0; !rc && r < r0 + n; r++, p += rec) rc = check_label(ds, p, r, path);
     }
@@ -94,7 +94,7 @@ static int add_file(cifar_ds *ds, const char *dir, const char *name, const char 
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
         return ct_set_error(CT_EINVAL, FN ": the directory name is too long (%zu bytes)", strlen(dir));
-    int fd = ct_open_regular(path, FN);
+    int fd = cti_open_regular(path, FN);
     if (fd < 0) { /* say which files the split needs */
         char msg[4608];
         snprintf(msg, sizeof msg, "%s", ct_last_error());
@@ -151,7 +151,7 @@ static ct_value *samples(const cifar_ds *ds, const int64_t *indices, int64_t n, 
     int rc = pl ? 0 : -1;
     for (int64_t b = 0; !rc && b < n; b++) {
         const cifar_file *cf = file_of(ds, indices[b]);
-        rc = ct_read_at(cf->fd, r, rec, (uint64_t)(indices[b] - cf->first) * rec, cf->size, FN, cf->path);
+        rc = cti_read_at(cf->fd, r, rec, (uint64_t)(indices[b] - cf->first) * rec, cf->size, FN, cf->path);
         if (rc) break;
         pl[b] = r[ds->label_bytes - 1]; /* CIFAR-100: the fine label, after the coarse one */
         memcpy(pi + (size_t)b * IMAGE_BYTES, r + ds->label_bytes, IMAGE_BYTES);
@@ -161,7 +161,7 @@ static ct_value *samples(const cifar_ds *ds, const int64_t *indices, int64_t n, 
         ct_tensor_free(lab);
         return NULL;
     }
-    return ct_ds_pack(2, (ct_tensor *[]){img, lab});
+    return cti_ds_pack(2, (ct_tensor *[]){img, lab});
 }
 
 static ct_value *cifar_get(void *self, int64_t index) { return samples(self, &index, 1, false); }

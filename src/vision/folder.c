@@ -224,12 +224,12 @@ static int64_t folder_len(void *self) { return ((folder_ds *)self)->paths.n; }
 static ct_value *sample_of(const folder_ds *ds, int64_t index, ct_tensor *img) {
     if (!img) return NULL;
     ct_tensor *label = ct_scalar_tensor((double)ds->labels[index], &(ct_topts){.dtype = CT_I64});
-    return ct_ds_pack(2, (ct_tensor *[]){img, label});
+    return cti_ds_pack(2, (ct_tensor *[]){img, label});
 }
 
 static ct_value *folder_get(void *self, int64_t index) {
     const folder_ds *ds = self;
-    return sample_of(ds, index, ct_image_read_as_pil(ds->paths.items[index], ds->mode, NULL, NULL));
+    return sample_of(ds, index, cti_image_read_as_pil(ds->paths.items[index], ds->mode, NULL, NULL));
 }
 
 /* Does this file count? CT_ENOTSUP for one that counts and that ctrial
@@ -366,7 +366,7 @@ ct_dataset *ct_dataset_image_folder(const char *root, const ct_image_folder_opts
 
 /* d's folder, or NULL + CT_EINVAL naming `fn`. */
 static const folder_ds *folder_of(const ct_dataset *d, const char *fn) {
-    const folder_ds *ds = d ? ct_ds_self_if(d, folder_get) : NULL;
+    const folder_ds *ds = d ? cti_ds_self_if(d, folder_get) : NULL;
     if (!ds)
         ct_set_error(CT_EINVAL, "%s: %s", fn,
                      d ? "not an image-folder dataset (ask the folder itself, not a subset or a transform of it)"
@@ -399,7 +399,7 @@ const char *ct_image_folder_path(const ct_dataset *d, int64_t i) {
     return ds ? ds->paths.items[i] : NULL;
 }
 
-bool ct_image_folder_is(const ct_dataset *d) { return d && ct_ds_self_if(d, folder_get); }
+bool cti_image_folder_is(const ct_dataset *d) { return d && cti_ds_self_if(d, folder_get); }
 
 /* ==== transformed as decoded (ct_dataset_transform of a folder) =========== */
 
@@ -414,7 +414,7 @@ static int64_t folder_tf_len(void *self) { return ((folder_tf *)self)->ds->paths
 static ct_value *folder_tf_get(void *self, int64_t index, uint64_t seed) {
     const folder_tf *f = self;
     ct_rng *rng = ct_rng_new(seed);
-    ct_tensor *img = rng ? ct_image_read_as_pil(f->ds->paths.items[index], f->ds->mode, f->t, rng) : NULL;
+    ct_tensor *img = rng ? cti_image_read_as_pil(f->ds->paths.items[index], f->ds->mode, f->t, rng) : NULL;
     ct_rng_free(rng);
     return sample_of(f->ds, index, img);
 }
@@ -426,17 +426,17 @@ static void folder_tf_free(void *self) {
     free(f);
 }
 
-ct_dataset *ct_image_folder_transformed(ct_dataset *d, ct_transform *t) {
+ct_dataset *cti_image_folder_transformed(ct_dataset *d, ct_transform *t) {
     folder_tf *f = malloc(sizeof *f);
     if (!f) {
         ct_transform_free(t);
         ct_set_error(CT_ENOMEM, "ct_dataset_transform: out of host memory");
         return NULL;
     }
-    *f = (folder_tf){ct_dataset_ref(d), ct_ds_self_if(d, folder_get), t};
+    *f = (folder_tf){ct_dataset_ref(d), cti_ds_self_if(d, folder_get), t};
     static const ct_dataset_vtable vt = {folder_tf_len, NULL, NULL, folder_tf_free};
-    static const ct_ds_seeded sv = {folder_tf_get, NULL};
-    ct_dataset *out = ct_ds_new_seeded(&vt, &sv, f);
+    static const cti_ds_seeded sv = {folder_tf_get, NULL};
+    ct_dataset *out = cti_ds_new_seeded(&vt, &sv, f);
     if (!out) folder_tf_free(f);
     return out;
 }

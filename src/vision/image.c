@@ -123,7 +123,7 @@ static int check_size(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype,
 /* An [h, w, c] tensor of `dtype` to decode into. */
 static int new_hwc(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype, ct_tensor **out) {
     /* in a loader, memory from its pool (data/pool.h) */
-    *out = ct_buf_empty(3, (const int64_t[]){(int64_t)h, (int64_t)w, c}, dtype);
+    *out = cti_buf_empty(3, (const int64_t[]){(int64_t)h, (int64_t)w, c}, dtype);
     return *out ? 0 : fail_ct(f);
 }
 
@@ -131,7 +131,7 @@ static int new_hwc(failure *f, uint64_t h, uint64_t w, int c, ct_dtype dtype, ct
  * image's size: {top, left, height, width}, the whole image when there is
  * no pick. A pick's failure, or a box outside the image, fails the decode. */
 typedef struct {
-    ct_image_box_fn pick;
+    cti_image_box_fn pick;
     void *ctx;
     int64_t box[4];
 } box_job;
@@ -496,8 +496,8 @@ static bool starts_as(const unsigned char *data, size_t size, const unsigned cha
     return memcmp(data, sig, size < n ? size : n) == 0;
 }
 
-ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode, const char *name, const char *fn,
-                               const ct_image_decode_how *how) {
+ct_tensor *cti_image_decode_box(const void *data, size_t size, ct_image_mode mode, const char *name, const char *fn,
+                               const cti_image_decode_how *how) {
     if (!name) name = "<memory>";
     if (!data && size) {
         ct_set_error(CT_EINVAL, "%s: %s: data is NULL", fn, name);
@@ -521,18 +521,18 @@ ct_tensor *ct_image_decode_box(const void *data, size_t size, ct_image_mode mode
     return chw;
 }
 
-ct_tensor *ct_image_decode_limited(const void *data, size_t size, ct_image_mode mode, const char *name,
+ct_tensor *cti_image_decode_limited(const void *data, size_t size, ct_image_mode mode, const char *name,
                                    const char *fn, uint64_t max_bytes) {
-    return ct_image_decode_box(data, size, mode, name, fn, &(ct_image_decode_how){.max_bytes = max_bytes});
+    return cti_image_decode_box(data, size, mode, name, fn, &(cti_image_decode_how){.max_bytes = max_bytes});
 }
 
 ct_tensor *ct_image_decode(const void *data, size_t size, ct_image_mode mode, const char *name) {
-    return ct_image_decode_limited(data, size, mode, name, "ct_image_decode", CT_IMAGE_MAX_BYTES);
+    return cti_image_decode_limited(data, size, mode, name, "ct_image_decode", CT_IMAGE_MAX_BYTES);
 }
 
-int ct_image_read_bytes(const char *path, const char *fn, char **data, size_t *size) {
+int cti_image_read_bytes(const char *path, const char *fn, char **data, size_t *size) {
     if (!path) return ct_set_error(CT_EINVAL, "%s: path is NULL", fn);
-    int rc = ct_read_file_raw(path, (size_t)CT_IMAGE_MAX_BYTES, data, size);
+    int rc = cti_read_file_raw(path, (size_t)CT_IMAGE_MAX_BYTES, data, size);
     if (rc) { /* "PATH: why", named by fn */
         char why[512];
         snprintf(why, sizeof why, "%s", ct_last_error());
@@ -544,8 +544,8 @@ int ct_image_read_bytes(const char *path, const char *fn, char **data, size_t *s
 ct_tensor *ct_image_read(const char *path, ct_image_mode mode) {
     char *data = NULL;
     size_t size = 0;
-    if (ct_image_read_bytes(path, "ct_image_read", &data, &size)) return NULL;
-    ct_tensor *t = ct_image_decode_limited(data, size, mode, path, "ct_image_read", CT_IMAGE_MAX_BYTES);
+    if (cti_image_read_bytes(path, "ct_image_read", &data, &size)) return NULL;
+    ct_tensor *t = cti_image_decode_limited(data, size, mode, path, "ct_image_read", CT_IMAGE_MAX_BYTES);
     free(data);
     return t;
 }

@@ -620,8 +620,8 @@ static ct_tensor *apply_to_tensor(const ct_tensor *img) {
     int64_t shape[8];
     int nd = ct_shape(img, shape, 8);
     ct_tensor *f;
-    if (ct_buf_pool_current() && nd <= 8) {
-        f = ct_buf_empty(nd, shape, CT_F32);
+    if (cti_buf_pool_current() && nd <= 8) {
+        f = cti_buf_empty(nd, shape, CT_F32);
         f = f ? CT_CALL("aten::copy_", CT_T(f), CT_T(img)) : NULL;
     } else {
         f = ct_to_dtype(img, CT_F32);
@@ -783,8 +783,8 @@ static ct_tensor *decode_transform(const void *data, size_t size, ct_image_mode 
     }
     ct_scope *scope = ct_scope_begin();
     decode_plan plan = {t, rng, false};
-    ct_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .eight_bit = eight_bit, .pick = plan_box, .ctx = &plan};
-    ct_tensor *img = ct_image_decode_box(data, size, mode, name, fn, &how);
+    cti_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .eight_bit = eight_bit, .pick = plan_box, .ctx = &plan};
+    ct_tensor *img = cti_image_decode_box(data, size, mode, name, fn, &how);
     ct_tensor *out = !img ? NULL : plan.cropped ? apply_after_crop(t, img, rng) : apply(t, img, rng);
     if (out) out = ct_scope_return(out);
     if (!out && img) { /* a transform failed: name the file */
@@ -808,10 +808,10 @@ static ct_tensor *read_transform(const char *path, ct_image_mode mode, bool eigh
     const char *fn = transform ? "ct_image_read_transform" : "ct_image_read";
     char *data = NULL;
     size_t size = 0;
-    if (ct_image_read_bytes(path, fn, &data, &size)) return NULL;
-    ct_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .eight_bit = eight_bit};
+    if (cti_image_read_bytes(path, fn, &data, &size)) return NULL;
+    cti_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .eight_bit = eight_bit};
     ct_tensor *out = transform ? decode_transform(data, size, mode, eight_bit, path, t, rng, fn)
-                               : ct_image_decode_box(data, size, mode, path, fn, &how);
+                               : cti_image_decode_box(data, size, mode, path, fn, &how);
     free(data);
     return out;
 }
@@ -820,7 +820,7 @@ ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, const c
     return read_transform(path, mode, false, true, t, rng);
 }
 
-ct_tensor *ct_image_read_as_pil(const char *path, ct_image_mode mode, const ct_transform *t, ct_rng *rng) {
+ct_tensor *cti_image_read_as_pil(const char *path, ct_image_mode mode, const ct_transform *t, ct_rng *rng) {
     return read_transform(path, mode, mode != CT_IMAGE_UNCHANGED, t != NULL, t, rng);
 }
 
@@ -875,7 +875,7 @@ ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t) {
     }
     /* an image folder's images: transformed as they are decoded, a first
      * crop cut by the decoder */
-    if (field == 0 && ct_image_folder_is(d)) return ct_image_folder_transformed(d, t);
+    if (field == 0 && cti_image_folder_is(d)) return cti_image_folder_transformed(d, t);
     transform_ctx *c = malloc(sizeof *c);
     if (!c) {
         ct_transform_free(t);

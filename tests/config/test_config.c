@@ -159,7 +159,7 @@ static ct_value *expected_data(void) {
     return d;
 }
 
-static void check_full(const ct_config *c) {
+static void check_full(const cti_config *c) {
     const ct_fit_opts *o = &c->fit;
     CHECK(strcmp(c->name, "mnist-mlp") == 0);
     CHECK(o->max_length.unit == CT_EPOCHS && o->max_length.n == 3 && o->max_length.num_points == 0);
@@ -193,12 +193,12 @@ static void check_full(const ct_config *c) {
 }
 
 static void test_full_config(void) {
-    ct_config c;
-    CHECK_OK(ct_config_init(&c));
-    CHECK_OK(ct_config_load_string(&c, full_config, "exp.json"));
-    CHECK_OK(ct_config_finish(&c, 2));
+    cti_config c;
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(&c, full_config, "exp.json"));
+    CHECK_OK(cti_config_finish(&c, 2));
     check_full(&c);
-    ct_config_free(&c);
+    cti_config_free(&c);
 
     /* The same from a file. */
     char path[] = "/tmp/ct_config_XXXXXX";
@@ -207,20 +207,20 @@ static void test_full_config(void) {
     FILE *f = fdopen(fd, "w");
     fputs(full_config, f);
     fclose(f);
-    CHECK_OK(ct_config_init(&c));
-    CHECK_OK(ct_config_load_file(&c, path));
-    CHECK_OK(ct_config_finish(&c, 1));
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_file(&c, path));
+    CHECK_OK(cti_config_finish(&c, 1));
     check_full(&c);
     /* A second config is refused. */
-    CHECK(ct_config_load_file(&c, path) == CT_ECONFIG);
+    CHECK(cti_config_load_file(&c, path) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "only one experiment config");
-    ct_config_free(&c);
+    cti_config_free(&c);
     unlink(path);
 
-    CHECK_OK(ct_config_init(&c));
-    CHECK(ct_config_load_file(&c, "/nonexistent/ct.json") == CT_ECONFIG);
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_file(&c, "/nonexistent/ct.json") == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "/nonexistent/ct.json: cannot open (No such file");
-    ct_config_free(&c);
+    cti_config_free(&c);
 
     /* What is not a regular file is refused before it is read: a FIFO would
      * block until a writer came, /dev/zero never end. */
@@ -228,25 +228,25 @@ static void test_full_config(void) {
     snprintf(fifo, sizeof fifo, "/tmp/ct_config_fifo_%d.json", (int)getpid());
     unlink(fifo);
     CHECK(mkfifo(fifo, 0600) == 0);
-    CHECK_OK(ct_config_init(&c));
-    CHECK(ct_config_load_file(&c, fifo) == CT_ECONFIG);
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_file(&c, fifo) == CT_ECONFIG);
     CHECK(strstr(ct_last_error(), fifo) != NULL);
     CHECK_ERR(CT_ECONFIG, "not a regular file (a FIFO)");
-    ct_config_free(&c);
+    cti_config_free(&c);
     unlink(fifo);
-    CHECK_OK(ct_config_init(&c));
-    CHECK(ct_config_load_file(&c, "/dev/zero") == CT_ECONFIG);
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_file(&c, "/dev/zero") == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "/dev/zero: not a regular file");
-    ct_config_free(&c);
+    cti_config_free(&c);
 }
 
 /* A minimal config: what is absent keeps ct_fit_defaults(). */
 static void test_minimal_config(void) {
-    ct_config c;
-    CHECK_OK(ct_config_init(&c));
-    CHECK_OK(ct_config_load_string(
+    cti_config c;
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
         &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 7}}}", NULL));
-    CHECK_OK(ct_config_finish(&c, 1));
+    CHECK_OK(cti_config_finish(&c, 1));
     ct_fit_opts d = ct_fit_defaults();
     CHECK(c.name == NULL);
     CHECK(c.fit.max_length.unit == CT_BATCHES && c.fit.max_length.n == 7);
@@ -257,34 +257,34 @@ static void test_minimal_config(void) {
     CHECK(c.fit.global_batch_size == 0 && c.fit.aggregation_frequency == 1 && c.fit.seed == 0);
     CHECK(c.fit.checkpoint_dir == NULL && c.fit.data == NULL);
     CHECK(ct_value_kind_of(c.fit.hparams) == CT_VALUE_DICT && ct_value_len(c.fit.hparams) == 0);
-    ct_config_free(&c);
+    cti_config_free(&c);
 
     /* Records round down, but never below one batch. */
-    CHECK_OK(ct_config_init(&c));
-    CHECK_OK(ct_config_load_string(
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
         &c, "{\"hyperparameters\": {\"global_batch_size\": 64},"
             " \"searcher\": {\"name\": \"single\", \"max_length\": {\"records\": 10}},"
             " \"min_validation_period\": {\"records\": 200},"
             " \"min_checkpoint_period\": {\"epochs\": 2},"
             " \"checkpoint_policy\": \"none\","
             " \"checkpoint_storage\": {\"host_path\": \"ckpts\"}}", NULL));
-    CHECK_OK(ct_config_finish(&c, 64));
+    CHECK_OK(cti_config_finish(&c, 64));
     CHECK(c.fit.max_length.unit == CT_BATCHES && c.fit.max_length.n == 1);
     CHECK(c.fit.validation_period.unit == CT_BATCHES && c.fit.validation_period.n == 3);
     CHECK(c.fit.checkpoint_period.unit == CT_EPOCHS && c.fit.checkpoint_period.n == 2);
     CHECK(c.fit.checkpoint_policy == CT_CKPT_NONE);
     CHECK(strcmp(c.fit.checkpoint_dir, "ckpts") == 0);
-    ct_config_free(&c);
+    cti_config_free(&c);
 
     /* The largest seed (Determined's 2^31 - 1) and global batch size (2^40). */
-    CHECK_OK(ct_config_init(&c));
-    CHECK_OK(ct_config_load_string(
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
         &c, "{\"hyperparameters\": {\"global_batch_size\": 1099511627776},"
             " \"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
             " \"reproducibility\": {\"experiment_seed\": 2147483647}}", NULL));
-    CHECK_OK(ct_config_finish(&c, 1));
+    CHECK_OK(cti_config_finish(&c, 1));
     CHECK(c.fit.seed == 2147483647 && c.fit.global_batch_size == (int64_t)1 << 40);
-    ct_config_free(&c);
+    cti_config_free(&c);
 }
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -292,10 +292,10 @@ static void test_minimal_config(void) {
 /* Loads `json` (label exp.json) and finishes for `world` ranks; expects
  * CT_ECONFIG with `needle` in the message. */
 static void expect_fail(int line, const char *json, int world, const char *needle) {
-    ct_config c;
-    ct_config_init(&c);
-    int rc = ct_config_load_string(&c, json, "exp.json");
-    if (rc == 0) rc = ct_config_finish(&c, world);
+    cti_config c;
+    cti_config_init(&c);
+    int rc = cti_config_load_string(&c, json, "exp.json");
+    if (rc == 0) rc = cti_config_finish(&c, world);
     ct_test_checks++;
     if (rc != CT_ECONFIG || ct_last_code() != CT_ECONFIG || !strstr(ct_last_error(), needle)) {
         ct_test_failures++;
@@ -303,7 +303,7 @@ static void expect_fail(int line, const char *json, int world, const char *needl
                 __FILE__, line, json, needle, ct_strerror(ct_last_code()), rc, ct_last_error());
     }
     ct_clear_error();
-    ct_config_free(&c);
+    cti_config_free(&c);
 }
 #define FAIL(json, needle) expect_fail(__LINE__, json, 1, needle)
 #define ML "\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 10}}"
@@ -460,14 +460,14 @@ static void test_errors(void) {
 /* A key that fails leaves no leak and the earlier keys' effects do not matter:
  * the whole config is refused. Also checks NULL arguments. */
 static void test_misuse(void) {
-    ct_config c;
-    CHECK_OK(ct_config_init(&c));
-    CHECK(ct_config_load_string(&c, NULL, "x") == CT_EINVAL);
+    cti_config c;
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_string(&c, NULL, "x") == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "NULL argument");
-    CHECK(ct_config_finish(&c, 0) == CT_EINVAL);
+    CHECK(cti_config_finish(&c, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "world_size 0");
-    ct_config_free(&c);
-    ct_config_free(NULL);
+    cti_config_free(&c);
+    cti_config_free(NULL);
 }
 
 /* resources.dist_timeout: seconds; 0 and "never" wait forever (INFINITY,
@@ -478,11 +478,11 @@ static void test_dist_timeout(void) {
     for (int i = 0; i < 3; i++) {
         char json[256];
         snprintf(json, sizeof json, "{" ML ", \"resources\": {\"dist_timeout\": %s}}", cases[i]);
-        ct_config c;
-        CHECK_OK(ct_config_init(&c));
-        CHECK_OK(ct_config_load_string(&c, json, "exp.json"));
+        cti_config c;
+        CHECK_OK(cti_config_init(&c));
+        CHECK_OK(cti_config_load_string(&c, json, "exp.json"));
         CHECK(c.fit.dist_timeout == want[i]);
-        ct_config_free(&c);
+        cti_config_free(&c);
     }
 }
 
@@ -500,10 +500,10 @@ static void test_many_hparams(void) {
     n += (size_t)snprintf(json + n, cap - n, "{" ML ", \"hyperparameters\": {\"global_batch_size\": 8");
     for (int i = 0; i < N; i++) n += (size_t)snprintf(json + n, cap - n, ", \"h%d\": %d", i, 3 * i);
     snprintf(json + n, cap - n, "}}");
-    ct_config c;
-    CHECK_OK(ct_config_init(&c));
-    CHECK_OK(ct_config_load_string(&c, json, "many.json"));
-    CHECK_OK(ct_config_finish(&c, 1));
+    cti_config c;
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(&c, json, "many.json"));
+    CHECK_OK(cti_config_finish(&c, 1));
     bool all = ct_value_len(c.hparams) == N + 1;
     for (int i = 0; all && i < N; i++) {
         char key[16];
@@ -518,7 +518,7 @@ static void test_many_hparams(void) {
     int64_t v = 0;
     CHECK(ct_value_get_int(ct_value_dict_get(c.hparams, "h77777"), &v) == 0 && v == -5);
     CHECK(ct_value_len(c.hparams) == N + 1 && ct_value_dict_get(c.hparams, "h100000") == NULL);
-    ct_config_free(&c);
+    cti_config_free(&c);
     free(json);
 
     /* integer and string keys side by side past the index's threshold: an

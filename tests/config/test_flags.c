@@ -60,16 +60,16 @@ static void write_config(void) {
 
 /* Parses argv (NULL-terminated list after the program name) for `world`
  * ranks; returns the status, *a filled (free it). */
-static int parse(ct_main_args *a, int world, const char **args) {
+static int parse(cti_main_args *a, int world, const char **args) {
     char *argv[64] = {"prog"};
     int argc = 1;
     for (; args[argc - 1]; argc++) argv[argc] = (char *)args[argc - 1];
-    return ct_main_parse(argc, argv, world, a);
+    return cti_main_parse(argc, argv, world, a);
 }
 
 /* The parse fails with CT_ECONFIG and `needle` in the message. */
 static void expect_fail(int line, const char *needle, const char **args) {
-    ct_main_args a;
+    cti_main_args a;
     int rc = parse(&a, 1, args);
     ct_test_checks++;
     if (rc != CT_ECONFIG || ct_last_code() != CT_ECONFIG || !strstr(ct_last_error(), needle)) {
@@ -78,7 +78,7 @@ static void expect_fail(int line, const char *needle, const char **args) {
                 line, needle, rc, ct_last_error());
     }
     ct_clear_error();
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 }
 #define FAIL(needle, ...) expect_fail(__LINE__, needle, (const char *[]){__VA_ARGS__, NULL})
 
@@ -111,7 +111,7 @@ static char *cap_end(capture *c, FILE *stream) {
 /* ---- every flag over the config -------------------------------------------------------- */
 
 static void test_every_flag(void) {
-    ct_main_args a;
+    cti_main_args a;
     /* --max-length before --config: flags still win over the file. */
     int rc = parse(&a, 2, (const char *[]){
         "--max-length", "3e", "--config", config_path,
@@ -177,7 +177,7 @@ static void test_every_flag(void) {
     ct_value_dict_set(hp, "text", ct_value_str("not json {"));
     CHECK(o->hparams == a.cfg.hparams && ct_value_equal(o->hparams, hp));
     ct_value_free(hp);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 }
 
 static void test_flag_forms(void) {
@@ -192,7 +192,7 @@ static void test_flag_forms(void) {
         {"records:6400", CT_BATCHES, 100}, {"6400r", CT_BATCHES, 100}, {"10r", CT_BATCHES, 1},
     };
     for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
-        ct_main_args a;
+        cti_main_args a;
         CHECK_OK(parse(&a, 1, (const char *[]){"--hparam", "global_batch_size=64", "--max-length",
                                                 lengths[i].arg, "--validation-period",
                                                 lengths[i].arg, NULL}));
@@ -200,10 +200,10 @@ static void test_flag_forms(void) {
         CHECK(a.cfg.fit.validation_period.unit == lengths[i].unit &&
               a.cfg.fit.validation_period.n == lengths[i].n);
         CHECK(a.cfg.fit.global_batch_size == 64);
-        ct_main_args_free(&a);
+        cti_main_args_free(&a);
     }
 
-    ct_main_args a;
+    cti_main_args a;
     CHECK_OK(parse(&a, 1, (const char *[]){"--max-length=5", "--validation-period", "0",
                                             "--checkpoint-period", "epochs:4,2,2", NULL}));
     CHECK(a.cfg.fit.max_length.unit == CT_BATCHES && a.cfg.fit.max_length.n == 5);
@@ -213,7 +213,7 @@ static void test_flag_forms(void) {
     /* no config: the defaults */
     CHECK(strcmp(a.cfg.fit.output_dir, "output") == 0 && a.cfg.fit.device == NULL);
     CHECK(a.cfg.fit.checkpoint_policy == CT_CKPT_BEST && !a.cfg.fit.test_mode && !a.cfg.fit.quiet);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     /* A later flag wins; --hparam global_batch_size overrides the config's
      * before records are converted. */
@@ -231,7 +231,7 @@ static void test_flag_forms(void) {
     CHECK(a.cfg.fit.max_length.unit == CT_BATCHES && a.cfg.fit.max_length.n == 1000);
     CHECK(a.cfg.fit.validation_period.unit == CT_BATCHES && a.cfg.fit.validation_period.n == 100);
     CHECK(a.cfg.fit.seed == 2147483647); /* the flag, not the config's 7 */
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     /* --dist-timeout: seconds; 0 and never are no timeout (INFINITY: the
      * options' 0 means the default); without it, the default (0). */
@@ -242,17 +242,17 @@ static void test_flag_forms(void) {
     for (size_t i = 0; i < sizeof timeouts / sizeof *timeouts; i++) {
         CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", "--dist-timeout", timeouts[i].arg, NULL}));
         CHECK(a.cfg.fit.dist_timeout == timeouts[i].want);
-        ct_main_args_free(&a);
+        cti_main_args_free(&a);
     }
     CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", NULL}));
     CHECK(a.cfg.fit.dist_timeout == 0);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     /* Without flags, the config as is. */
     CHECK_OK(parse(&a, 1, (const char *[]){"--config", config_path, NULL}));
     CHECK(a.cfg.fit.seed == 7 && a.cfg.fit.checkpoint_policy == CT_CKPT_BEST);
     CHECK(a.cfg.fit.checkpoint_period.unit == CT_EPOCHS && a.cfg.fit.checkpoint_period.n == 1);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 }
 
 static void test_bad_flags(void) {
@@ -333,26 +333,26 @@ static void test_bad_flags(void) {
     FAIL("no max_length: set searcher.max_length in the config or pass --max-length", "--seed", "1");
 
     /* global_batch_size against the ranks */
-    ct_main_args a;
+    cti_main_args a;
     const char *small[] = {"--max-length", "1", "--hparam", "global_batch_size=3", NULL};
     CHECK(parse(&a, 4, small) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "global_batch_size is 3, smaller than the number of ranks (4)");
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
     CHECK_OK(parse(&a, 3, small));
     CHECK(a.cfg.fit.global_batch_size == 3);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 }
 
 /* ---- --warm-start and the config's warm_start ------------------------------------------ */
 
 static void test_warm_start(void) {
-    ct_main_args a;
+    cti_main_args a;
     CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", "--warm-start", "ckpts/a", NULL}));
     CHECK(a.cfg.fit.warm_start && strcmp(a.cfg.fit.warm_start, "ckpts/a") == 0 && !a.cfg.fit.resume);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
     CHECK_OK(parse(&a, 1, (const char *[]){"--max-length", "1", NULL}));
     CHECK(a.cfg.fit.warm_start == NULL);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     /* The config's key, overridden by the flag whatever their order. */
     char path[] = "/tmp/ct_flags_warm_XXXXXX";
@@ -363,16 +363,16 @@ static void test_warm_start(void) {
     fclose(f);
     CHECK_OK(parse(&a, 1, (const char *[]){"--config", path, NULL}));
     CHECK(a.cfg.fit.warm_start && strcmp(a.cfg.fit.warm_start, "/runs/exp1/checkpoints/ckpt-000100-0badc0de") == 0);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
     CHECK_OK(parse(&a, 1, (const char *[]){"--warm-start=det/ckpt", "--config", path, NULL}));
     CHECK(a.cfg.fit.warm_start && strcmp(a.cfg.fit.warm_start, "det/ckpt") == 0);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
     /* The config's warm_start starts the experiment; --resume continues it
      * later with the same config (the loop warm-starts only a run that
      * resumes nothing). */
     CHECK_OK(parse(&a, 1, (const char *[]){"--config", path, "--resume", "latest", NULL}));
     CHECK(a.cfg.fit.warm_start && a.cfg.fit.resume && strcmp(a.cfg.fit.resume, "latest") == 0);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
     unlink(path);
 
     /* Both flags: one begins a new trial, the other continues an old one. */
@@ -395,7 +395,7 @@ static void test_help(void) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    ct_main_usage(f, "/usr/bin/mnist");
+    cti_main_usage(f, "/usr/bin/mnist");
     fclose(f);
     CHECK(strncmp(text, "usage: mnist [flags]", 20) == 0);
     int lines = 0;
@@ -415,10 +415,10 @@ static void test_help(void) {
     free(text);
 
     /* --help wins over anything else, even bad flags. */
-    ct_main_args a;
+    cti_main_args a;
     CHECK_OK(parse(&a, 1, (const char *[]){"--bogus", "-h", NULL}));
     CHECK(a.help);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     capture cap;
     cap_start(&cap, stdout);
@@ -517,7 +517,7 @@ static void test_ct_main(void) {
     /* mpirun's world size checks global_batch_size; a run error names the rank */
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
     setenv("OMPI_COMM_WORLD_RANK", "2", 1);
-    CHECK(ct_launch_world_size() == 4);
+    CHECK(cti_launch_world_size() == 4);
     code = run_main((const char *[]){"--max-length", "5", "--hparam", "global_batch_size=2", NULL},
                     &err);
     CHECK(code == CT_EXIT_CONFIG && fit_seen.calls == 0);
@@ -538,28 +538,28 @@ static void test_ct_main(void) {
     unsetenv("OMPI_COMM_WORLD_SIZE");
     unsetenv("OMPI_COMM_WORLD_RANK");
     setenv("PMI_SIZE", "3", 1);
-    CHECK(ct_launch_world_size() == 3);
+    CHECK(cti_launch_world_size() == 3);
     setenv("PMI_SIZE", "junk", 1);
-    CHECK(ct_launch_world_size() == 1);
+    CHECK(cti_launch_world_size() == 1);
     unsetenv("PMI_SIZE");
-    CHECK(ct_launch_world_size() == 1);
+    CHECK(cti_launch_world_size() == 1);
     /* srun's step (srun --mpi=pmix sets PMIX_RANK but no size) */
     setenv("SLURM_STEP_NUM_TASKS", "6", 1);
     setenv("SLURM_PROCID", "5", 1);
-    CHECK(ct_launch_world_size() == 6 && ct_launch_world_rank() == 5 && ct_launch_by_launcher());
+    CHECK(cti_launch_world_size() == 6 && cti_launch_world_rank() == 5 && cti_launch_by_launcher());
     setenv("PMIX_RANK", "4", 1);
-    CHECK(ct_launch_world_rank() == 4);
+    CHECK(cti_launch_world_rank() == 4);
     /* mpirun inside an allocation: its ranks also carry the step of the
      * srun that started its daemons (one task per node); mpirun's win */
     setenv("OMPI_COMM_WORLD_SIZE", "16", 1);
     setenv("OMPI_COMM_WORLD_RANK", "9", 1);
-    CHECK(ct_launch_world_size() == 16 && ct_launch_world_rank() == 9);
+    CHECK(cti_launch_world_size() == 16 && cti_launch_world_rank() == 9);
     unsetenv("OMPI_COMM_WORLD_SIZE");
     unsetenv("OMPI_COMM_WORLD_RANK");
     unsetenv("PMIX_RANK");
     unsetenv("SLURM_STEP_NUM_TASKS");
     unsetenv("SLURM_PROCID");
-    CHECK(ct_launch_world_size() == 1 && ct_launch_world_rank() == 0 && !ct_launch_by_launcher());
+    CHECK(cti_launch_world_size() == 1 && cti_launch_world_rank() == 0 && !cti_launch_by_launcher());
 
     /* a NULL trial is the program's mistake, not the config's */
     capture cap;

@@ -61,35 +61,35 @@ static void test_same_as_json(void) {
     close(fd2);
     write_text(yaml_path, yaml_config);
     write_text(json_path, json_config);
-    ct_config a, b;
-    CHECK_OK(ct_config_init(&a));
-    CHECK_OK(ct_config_init(&b));
-    CHECK_OK(ct_config_load_file(&a, yaml_path));
-    CHECK_OK(ct_config_load_file(&b, json_path));
-    CHECK_OK(ct_config_finish(&a, 1));
-    CHECK_OK(ct_config_finish(&b, 1));
+    cti_config a, b;
+    CHECK_OK(cti_config_init(&a));
+    CHECK_OK(cti_config_init(&b));
+    CHECK_OK(cti_config_load_file(&a, yaml_path));
+    CHECK_OK(cti_config_load_file(&b, json_path));
+    CHECK_OK(cti_config_finish(&a, 1));
+    CHECK_OK(cti_config_finish(&b, 1));
     CHECK(a.whole && b.whole && ct_value_equal(a.whole, b.whole));
     CHECK(ct_value_equal(a.hparams, b.hparams));
     CHECK(a.fit.seed == 42 && a.fit.max_length.unit == CT_BATCHES && a.fit.max_length.n == 937);
     CHECK(a.fit.validation_period.n == 100 && a.fit.checkpoint_period.n == 100);
-    ct_config_free(&a);
-    ct_config_free(&b);
+    cti_config_free(&a);
+    cti_config_free(&b);
     /* .yml too; a JSON file named .json is read as JSON (its own messages) */
     write_text(json_path, "{\"name\": \"x\",}");
-    CHECK_OK(ct_config_init(&a));
-    CHECK(ct_config_load_file(&a, json_path) == CT_ECONFIG);
+    CHECK_OK(cti_config_init(&a));
+    CHECK(cti_config_load_file(&a, json_path) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, ".json:1:");
-    ct_config_free(&a);
+    cti_config_free(&a);
     unlink(yaml_path);
     unlink(json_path);
     char yml_path[] = "/tmp/ct_yaml_XXXXXX.yml";
     fd1 = mkstemps(yml_path, 4);
     close(fd1);
     write_text(yml_path, "searcher:\n  name: bayes\n");
-    CHECK_OK(ct_config_init(&a));
-    CHECK(ct_config_load_file(&a, yml_path) == CT_ECONFIG); /* parsed as YAML: the searcher is refused by name */
+    CHECK_OK(cti_config_init(&a));
+    CHECK(cti_config_load_file(&a, yml_path) == CT_ECONFIG); /* parsed as YAML: the searcher is refused by name */
     CHECK_ERR(CT_ECONFIG, "searcher.name");
-    ct_config_free(&a);
+    cti_config_free(&a);
     unlink(yml_path);
 }
 
@@ -97,7 +97,7 @@ static void test_same_as_json(void) {
 static json_t *value_of(const char *text) {
     char doc[256];
     snprintf(doc, sizeof doc, "x: %s\n", text);
-    json_t *j = ct_yaml_to_json(doc, strlen(doc), "t.yaml");
+    json_t *j = cti_yaml_to_json(doc, strlen(doc), "t.yaml");
     json_t *v = j ? json_incref(json_object_get(j, "x")) : NULL;
     json_decref(j);
     return v;
@@ -151,7 +151,7 @@ static void test_scalars(void) {
 }
 
 static void refused(const char *text, const char *needle) {
-    json_t *j = ct_yaml_to_json(text, strlen(text), "bad.yaml");
+    json_t *j = cti_yaml_to_json(text, strlen(text), "bad.yaml");
     CHECK(j == NULL);
     json_decref(j);
     CHECK_ERR(CT_ECONFIG, needle);

@@ -9,55 +9,55 @@
 #include "ct_test.h"
 
 static void test_config_keys(void) {
-    ct_config c;
-    CHECK_OK(ct_config_init(&c));
+    cti_config c;
+    CHECK_OK(cti_config_init(&c));
     CHECK(!c.fit.cuda_graphs);
     CHECK(c.fit.cuda_graph_warmup == 3);
-    CHECK_OK(ct_config_load_string(&c,
+    CHECK_OK(cti_config_load_string(&c,
                                    "{\"optimizations\": {\"cuda_graphs\": true, \"cuda_graph_warmup\": 5,"
                                    " \"bucket_cap_mb\": 10}}",
                                    "exp.json"));
     CHECK(c.fit.cuda_graphs);
     CHECK(c.fit.cuda_graph_warmup == 5);
-    ct_config_free(&c);
+    cti_config_free(&c);
 
-    CHECK_OK(ct_config_init(&c));
-    CHECK(ct_config_load_string(&c, "{\"optimizations\": {\"cuda_graph_warmup\": 0}}", "exp.json") == CT_ECONFIG);
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_string(&c, "{\"optimizations\": {\"cuda_graph_warmup\": 0}}", "exp.json") == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "optimizations.cuda_graph_warmup");
-    ct_config_free(&c);
+    cti_config_free(&c);
 
-    CHECK_OK(ct_config_init(&c));
-    CHECK(ct_config_load_string(&c, "{\"optimizations\": {\"cuda_graphs\": 1}}", "exp.json") == CT_ECONFIG);
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_string(&c, "{\"optimizations\": {\"cuda_graphs\": 1}}", "exp.json") == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "optimizations.cuda_graphs");
-    ct_config_free(&c);
+    cti_config_free(&c);
 }
 
 static void test_flag(void) {
     char prog[] = "trial", len[] = "--max-length", ten[] = "10", flag[] = "--cuda-graphs";
     char *argv[] = {prog, len, ten, flag, NULL};
-    ct_main_args a;
-    CHECK_OK(ct_main_parse(4, argv, 1, &a));
+    cti_main_args a;
+    CHECK_OK(cti_main_parse(4, argv, 1, &a));
     CHECK(a.cfg.fit.cuda_graphs);
     CHECK(a.cfg.fit.cuda_graph_warmup == 3);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     char *argv2[] = {prog, len, ten, NULL};
-    CHECK_OK(ct_main_parse(3, argv2, 1, &a));
+    CHECK_OK(cti_main_parse(3, argv2, 1, &a));
     CHECK(!a.cfg.fit.cuda_graphs);
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     char bad[] = "--cuda-graphs=yes";
     char *argv3[] = {prog, len, ten, bad, NULL};
-    CHECK(ct_main_parse(4, argv3, 1, &a) == CT_ECONFIG);
+    CHECK(cti_main_parse(4, argv3, 1, &a) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, "--cuda-graphs takes no value");
-    ct_main_args_free(&a);
+    cti_main_args_free(&a);
 
     /* --help lists it. */
     char path[] = "/tmp/ct_cuda_graphs_help_XXXXXX";
     FILE *f = fdopen(mkstemp(path), "w+");
     CHECK(f != NULL);
     if (!f) return;
-    ct_main_usage(f, "trial");
+    cti_main_usage(f, "trial");
     rewind(f);
     char buf[8192];
     size_t n = fread(buf, 1, sizeof buf - 1, f);

@@ -17,13 +17,13 @@ enum { PMAX = 32, SPAN = 60 };
 static double own(int r, int64_t i) { return (double)((r + 1) * 100 + i); }
 
 /* Runs algo on p ranks over [at, at + n); returns the failures. */
-static int simulate(ct_ar_algo algo, int p, int64_t at, int64_t n) {
+static int simulate(cti_ar_algo algo, int p, int64_t at, int64_t n) {
     static double buf[PMAX][SPAN], scratch[PMAX][SPAN];
     static bool staged[PMAX][SPAN]; /* this rank's own value is in buf (or has been added there) */
-    ct_ar_step *st[PMAX] = {0};
+    cti_ar_step *st[PMAX] = {0};
     int count = -1, fails = 0;
     for (int r = 0; r < p; r++) {
-        int c = ct_ar_steps(algo, p, r, at, n, &st[r]);
+        int c = cti_ar_steps(algo, p, r, at, n, &st[r]);
         if (c < 0 || (count >= 0 && c != count)) fails++;
         count = c;
         for (int64_t i = 0; i < SPAN; i++) {
@@ -40,10 +40,10 @@ static int simulate(ct_ar_algo algo, int p, int64_t at, int64_t n) {
         /* every rank sends, then every rank receives (messages in flight
          * carry the sender's values from before this step) */
         for (int q = 0; q < p; q++) {
-            const ct_ar_step *mine = &st[q][s], *theirs = &st[mine->recv_from][s];
+            const cti_ar_step *mine = &st[q][s], *theirs = &st[mine->recv_from][s];
             if (theirs->send_to != q || theirs->send_len != mine->recv_len) {
                 fprintf(stderr, "%s p=%d n=%lld step %d: rank %d expects %lld from %d, which sends %lld to %d\n",
-                        ct_ar_name(algo), p, (long long)n, s, q, (long long)mine->recv_len, mine->recv_from,
+                        cti_ar_name(algo), p, (long long)n, s, q, (long long)mine->recv_len, mine->recv_from,
                         (long long)theirs->send_len, theirs->send_to);
                 fails++;
                 continue;
@@ -55,7 +55,7 @@ static int simulate(ct_ar_algo algo, int p, int64_t at, int64_t n) {
             }
         }
         for (int q = 0; q < p; q++) {
-            const ct_ar_step *m = &st[q][s];
+            const cti_ar_step *m = &st[q][s];
             for (int64_t j = 0; j < m->recv_len; j++) {
                 int64_t i = m->recv_off + j;
                 if (!m->add) {
@@ -80,7 +80,7 @@ static int simulate(ct_ar_algo algo, int p, int64_t at, int64_t n) {
             if (!staged[r][i] || fabs(buf[r][i] - sum / p) > 1e-9 * sum ||
                 memcmp(&buf[r][i], &buf[0][i], sizeof(double)) != 0) {
                 fprintf(stderr, "%s p=%d at=%lld n=%lld: rank %d element %lld = %.17g, want %.17g\n",
-                        ct_ar_name(algo), p, (long long)at, (long long)n, r, (long long)i, buf[r][i], sum / p);
+                        cti_ar_name(algo), p, (long long)at, (long long)n, r, (long long)i, buf[r][i], sum / p);
                 fails++;
                 break;
             }
@@ -99,27 +99,27 @@ int main(void) {
             for (int64_t at = 0; at <= 5; at += 5) CHECK(simulate(CT_AR_HALVING_DOUBLING, p, at, n) == 0);
 
     /* step counts: 2(p-1) on the ring, 2 log2(p) halving and doubling */
-    ct_ar_step *st = NULL;
-    CHECK(ct_ar_steps(CT_AR_RING, 8, 3, 0, 100, &st) == 14);
+    cti_ar_step *st = NULL;
+    CHECK(cti_ar_steps(CT_AR_RING, 8, 3, 0, 100, &st) == 14);
     free(st);
-    CHECK(ct_ar_steps(CT_AR_HALVING_DOUBLING, 8, 3, 0, 100, &st) == 6);
+    CHECK(cti_ar_steps(CT_AR_HALVING_DOUBLING, 8, 3, 0, 100, &st) == 6);
     free(st);
     /* what does not fit */
-    CHECK(ct_ar_steps(CT_AR_HALVING_DOUBLING, 6, 0, 0, 100, &st) == -1 && st == NULL);
-    CHECK(ct_ar_steps(CT_AR_RING, 1, 0, 0, 100, &st) == -1);
-    CHECK(ct_ar_steps(CT_AR_RING, 4, 4, 0, 100, &st) == -1);
-    CHECK(ct_ar_fits(CT_AR_RING, 6) && !ct_ar_fits(CT_AR_HALVING_DOUBLING, 6) &&
-          ct_ar_fits(CT_AR_HALVING_DOUBLING, 16));
+    CHECK(cti_ar_steps(CT_AR_HALVING_DOUBLING, 6, 0, 0, 100, &st) == -1 && st == NULL);
+    CHECK(cti_ar_steps(CT_AR_RING, 1, 0, 0, 100, &st) == -1);
+    CHECK(cti_ar_steps(CT_AR_RING, 4, 4, 0, 100, &st) == -1);
+    CHECK(cti_ar_fits(CT_AR_RING, 6) && !cti_ar_fits(CT_AR_HALVING_DOUBLING, 6) &&
+          cti_ar_fits(CT_AR_HALVING_DOUBLING, 16));
     /* the choice: halving-doubling from 4 ranks on, when a power of two,
      * for shares of at most 256 KiB a rank */
-    CHECK(ct_ar_choose(2, 1000) == CT_AR_RING && ct_ar_choose(3, 1000) == CT_AR_RING &&
-          ct_ar_choose(6, 1000) == CT_AR_RING);
-    CHECK(ct_ar_choose(4, 1000) == CT_AR_HALVING_DOUBLING && ct_ar_choose(4, 4 * CT_AR_HD_MAX_SHARE) ==
+    CHECK(cti_ar_choose(2, 1000) == CT_AR_RING && cti_ar_choose(3, 1000) == CT_AR_RING &&
+          cti_ar_choose(6, 1000) == CT_AR_RING);
+    CHECK(cti_ar_choose(4, 1000) == CT_AR_HALVING_DOUBLING && cti_ar_choose(4, 4 * CT_AR_HD_MAX_SHARE) ==
           CT_AR_HALVING_DOUBLING);
-    CHECK(ct_ar_choose(4, 4 * CT_AR_HD_MAX_SHARE + 4) == CT_AR_RING);
+    CHECK(cti_ar_choose(4, 4 * CT_AR_HD_MAX_SHARE + 4) == CT_AR_RING);
     /* a 25 MiB bucket: the ring up to 64 ranks, halving-doubling from 128 */
-    CHECK(ct_ar_choose(64, (int64_t)25 << 20) == CT_AR_RING && ct_ar_choose(128, (int64_t)25 << 20) ==
+    CHECK(cti_ar_choose(64, (int64_t)25 << 20) == CT_AR_RING && cti_ar_choose(128, (int64_t)25 << 20) ==
           CT_AR_HALVING_DOUBLING);
-    CHECK(strcmp(ct_ar_name(CT_AR_RING), "ring") == 0 && strcmp(ct_ar_name(CT_AR_HALVING_DOUBLING), "halving-doubling") == 0);
+    CHECK(strcmp(cti_ar_name(CT_AR_RING), "ring") == 0 && strcmp(cti_ar_name(CT_AR_HALVING_DOUBLING), "halving-doubling") == 0);
     return ct_test_result("dist_allreduce_steps");
 }

@@ -96,30 +96,30 @@ static void test_handles(void) {
  * buffer is host memory that NCCL never sees. */
 static void test_nccl_refusals(void) {
     float host[4] = {0};
-    CHECK(ct_nccl_is_built() == (bool)CTRIAL_HAVE_NCCL);
-    CHECK(ct_nccl_allreduce(host, 4, CT_F32, (ct_dist_op)42, 0, NULL) == CT_EINVAL);
+    CHECK(cti_nccl_is_built() == (bool)CTRIAL_HAVE_NCCL);
+    CHECK(cti_nccl_allreduce(host, 4, CT_F32, (ct_dist_op)42, 0, NULL) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "op 42");
-    CHECK(ct_nccl_broadcast(host, 4, CT_F32, P, 0, NULL) == CT_EINVAL);
+    CHECK(cti_nccl_broadcast(host, 4, CT_F32, P, 0, NULL) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "root");
     if (P == 1) { /* one rank: nothing to send, nothing else looked at */
-        CHECK_OK(ct_nccl_allreduce(host, 4, CT_BOOL, CT_DIST_AVG, 0, NULL));
-        CHECK_OK(ct_nccl_broadcast(host, 4, CT_F32, 0, 0, NULL));
+        CHECK_OK(cti_nccl_allreduce(host, 4, CT_BOOL, CT_DIST_AVG, 0, NULL));
+        CHECK_OK(cti_nccl_broadcast(host, 4, CT_F32, 0, 0, NULL));
         return;
     }
-    if (!ct_nccl_is_built()) {
-        CHECK(ct_nccl_allreduce(host, 4, CT_F32, CT_DIST_SUM, 0, NULL) == CT_ENOTSUP);
+    if (!cti_nccl_is_built()) {
+        CHECK(cti_nccl_allreduce(host, 4, CT_F32, CT_DIST_SUM, 0, NULL) == CT_ENOTSUP);
         CHECK_ERR(CT_ENOTSUP, "without NCCL");
         return;
     }
-    CHECK(ct_nccl_allreduce(host, 4, CT_BOOL, CT_DIST_SUM, 0, NULL) == CT_EDTYPE);
+    CHECK(cti_nccl_allreduce(host, 4, CT_BOOL, CT_DIST_SUM, 0, NULL) == CT_EDTYPE);
     CHECK_ERR(CT_EDTYPE, "bool");
-    CHECK(ct_nccl_broadcast(host, 4, CT_I16, 0, 0, NULL) == CT_EDTYPE);
+    CHECK(cti_nccl_broadcast(host, 4, CT_I16, 0, 0, NULL) == CT_EDTYPE);
     CHECK_ERR(CT_EDTYPE, "int16");
-    CHECK(ct_nccl_allreduce(host, 4, CT_I64, CT_DIST_AVG, 0, NULL) == CT_EDTYPE);
+    CHECK(cti_nccl_allreduce(host, 4, CT_I64, CT_DIST_AVG, 0, NULL) == CT_EDTYPE);
     CHECK_ERR(CT_EDTYPE, "CT_DIST_AVG");
-    CHECK(ct_nccl_allreduce(NULL, 4, CT_F32, CT_DIST_SUM, 0, NULL) == CT_EINVAL);
+    CHECK(cti_nccl_allreduce(NULL, 4, CT_F32, CT_DIST_SUM, 0, NULL) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "NULL");
-    CHECK(ct_nccl_allreduce(host, 4, CT_F32, CT_DIST_SUM, 128, NULL) == CT_EINVAL);
+    CHECK(cti_nccl_allreduce(host, 4, CT_F32, CT_DIST_SUM, 128, NULL) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "out of range");
 }
 
@@ -128,8 +128,8 @@ static void test_nccl_refusals(void) {
  * works. */
 static void test_nccl_without_gpu(void) {
     float host[4] = {0};
-    if (P == 1 || !ct_nccl_is_built()) return;
-    CHECK(ct_nccl_allreduce(host, 4, CT_F32, CT_DIST_SUM, 0, NULL) == CT_EDEVICE);
+    if (P == 1 || !cti_nccl_is_built()) return;
+    CHECK(cti_nccl_allreduce(host, 4, CT_F32, CT_DIST_SUM, 0, NULL) == CT_EDEVICE);
     CHECK_ERR(CT_EDEVICE, "ct_cuda_set_device");
     int64_t one = 1;
     CHECK_OK(ct_dist_allreduce_i64(&one, 1, CT_DIST_SUM));
@@ -227,13 +227,13 @@ static void test_nccl_direct(void) {
 
     if (P > 1) {
         int dev = R == P - 1 ? ct_cuda_device_count() : DEV; /* missing on the last rank */
-        int rc = ct_nccl_allreduce(p, 0, CT_F32, CT_DIST_SUM, dev, stream);
+        int rc = cti_nccl_allreduce(p, 0, CT_F32, CT_DIST_SUM, dev, stream);
         CHECK(rc == (R == P - 1 ? CT_EDEVICE : CT_EDIST));
         CHECK_ERR(rc, R == P - 1 ? "does not exist" : "could not prepare");
     }
-    CHECK_OK(ct_nccl_allreduce(p, 0, CT_F32, CT_DIST_SUM, DEV, stream));
+    CHECK_OK(cti_nccl_allreduce(p, 0, CT_F32, CT_DIST_SUM, DEV, stream));
 
-    CHECK_OK(ct_nccl_allreduce(p, (size_t)n, CT_F32, CT_DIST_SUM, DEV, stream));
+    CHECK_OK(cti_nccl_allreduce(p, (size_t)n, CT_F32, CT_DIST_SUM, DEV, stream));
     ct_tensor *sum = ct_sum(t); /* queued after the collective on the same stream */
     double got = NAN;
     CHECK_OK(ct_item(sum, &got));
@@ -243,13 +243,13 @@ static void test_nccl_direct(void) {
 
     /* Broadcast from rank 0 on the default stream (stream NULL). */
     ct_tensor *b = rank_values(CT_F32, ct_cuda(DEV));
-    CHECK_OK(ct_nccl_broadcast(ct_cuda_data_ptr(b), 4, CT_F32, 0, DEV, NULL));
+    CHECK_OK(cti_nccl_broadcast(ct_cuda_data_ptr(b), 4, CT_F32, 0, DEV, NULL));
     double want[4] = {1, -1, 0, 7};
-    check_values(b, CT_F32, want, "ct_nccl_broadcast");
+    check_values(b, CT_F32, want, "cti_nccl_broadcast");
     ct_tensor_free(b);
     ct_tensor_free(t);
-    ct_nccl_finalize(); /* this copy's communicators; libctrial's go in ct_dist_finalize */
-    ct_nccl_finalize(); /* twice is fine */
+    cti_nccl_finalize(); /* this copy's communicators; libctrial's go in ct_dist_finalize */
+    cti_nccl_finalize(); /* twice is fine */
 }
 
 /* Whether every rank has a GPU of its own; agreed, so all skip or none.

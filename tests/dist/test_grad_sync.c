@@ -134,12 +134,12 @@ static void make_data(void) {
 }
 
 /* One local backward, armed or not. */
-static int local_backward(ct_grad_sync *s, Net *n, bool arm) {
+static int local_backward(cti_grad_sync *s, Net *n, bool arm) {
     ct_scope *sc = ct_scope_begin();
-    if (s) ct_grad_sync_arm(s, arm);
+    if (s) cti_grad_sync_arm(s, arm);
     ct_tensor *loss = loss_of(n, x_local, y_local, R == 0 ? 1.0 : 0.0);
     int rc = loss ? ct_backward(loss) : ct_last_code();
-    if (s) ct_grad_sync_after_backward(s);
+    if (s) cti_grad_sync_after_backward(s);
     ct_scope_end(sc);
     return rc;
 }
@@ -269,12 +269,12 @@ static bool few_gpus_for_ranks(void) {
 
 /* A sync of 600-byte buckets, made while the last rank alone has `name`
  * set to `value`; the variable is as before afterwards. */
-static ct_grad_sync *new_with_last_rank_env(ct_module *net, const char *name, const char *value) {
+static cti_grad_sync *new_with_last_rank_env(ct_module *net, const char *name, const char *value) {
     const char *env = getenv(name);
     char keep[64] = "";
     if (env) snprintf(keep, sizeof keep, "%s", env);
     if (R == P - 1) setenv(name, value, 1);
-    ct_grad_sync *s = ct_grad_sync_new(net, 600);
+    cti_grad_sync *s = cti_grad_sync_new(net, 600);
     if (R == P - 1) {
         if (env) setenv(name, keep, 1);
         else unsetenv(name);
@@ -296,18 +296,18 @@ int main(void) {
      * never does. */
     if (getenv("CT_TEST_ONE_CPU")) {
         uint64_t set[CT_CPU_WORDS];
-        ct_cpus_usable_set(set);
-        CHECK(ct_cpus_count_set(set) == 1 && set[0] == 1);
-        CHECK(ct_dist_host_cpus() == 1);
-        CHECK(ct_dist_host_oversubscribed() == (P > 1));
+        cti_cpus_usable_set(set);
+        CHECK(cti_cpus_count_set(set) == 1 && set[0] == 1);
+        CHECK(cti_dist_host_cpus() == 1);
+        CHECK(cti_dist_host_oversubscribed() == (P > 1));
     } else if (P == 1) {
-        CHECK(!ct_dist_host_oversubscribed());
-        CHECK(ct_dist_host_cpus() == ct_cpus_usable());
+        CHECK(!cti_dist_host_oversubscribed());
+        CHECK(cti_dist_host_cpus() == cti_cpus_usable());
     }
 
-    CHECK(ct_grad_sync_new(NULL, 0) == NULL);
+    CHECK(cti_grad_sync_new(NULL, 0) == NULL);
     CHECK_ERR(CT_EINVAL, "model is NULL");
-    CHECK(ct_grad_sync_finish(NULL) == CT_EINVAL);
+    CHECK(cti_grad_sync_finish(NULL) == CT_EINVAL);
     ct_clear_error();
 
     Net n = {0};
@@ -349,12 +349,12 @@ int main(void) {
         }
     }
 #endif
-    ct_grad_sync *s = ct_grad_sync_new(net, 600);
+    cti_grad_sync *s = cti_grad_sync_new(net, 600);
     CHECK(s != NULL);
 #if CTRIAL_HAVE_MPI
     if (R == 0 && P > 1) {
         char why[200];
-        bool shm = strstr(ct_grad_sync_transport(s, why, sizeof why), "shared memory") != NULL;
+        bool shm = strstr(cti_grad_sync_transport(s, why, sizeof why), "shared memory") != NULL;
         int fd = shm_open(stale, O_RDONLY, 0), lfd = shm_open(live, O_RDONLY, 0);
         if (shm) CHECK(fd < 0); /* removed by the set-up */
         CHECK(lfd >= 0);        /* its creator is alive */
@@ -363,13 +363,13 @@ int main(void) {
         close(holder[1]); /* the creator ends: now it is stale too */
         int status = 0;
         CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        ct_node_shm_remove_stale(); /* (a concurrent test's set-up may have removed them first) */
+        cti_node_shm_remove_stale(); /* (a concurrent test's set-up may have removed them first) */
         CHECK(shm_open(live, O_RDONLY, 0) < 0 && shm_open(stale, O_RDONLY, 0) < 0);
     }
 #endif
     {
         char why[200];
-        const char *env = getenv("CTRIAL_GRAD_SYNC"), *how = ct_grad_sync_transport(s, why, sizeof why);
+        const char *env = getenv("CTRIAL_GRAD_SYNC"), *how = cti_grad_sync_transport(s, why, sizeof why);
         const char *hosts_env = getenv("CTRIAL_GRAD_SYNC_HOST_RANKS");
         int k = hosts_env ? atoi(hosts_env) : P, hosts = (P + k - 1) / k;
         /* messages: halving-doubling from 4 ranks on when a power of two */
@@ -398,8 +398,8 @@ int main(void) {
             CHECK(strcmp(why, want) == 0);
         }
     }
-    ct_grad_sync_stats st0, st;
-    ct_grad_sync_get_stats(s, &st0);
+    cti_grad_sync_stats st0, st;
+    cti_grad_sync_get_stats(s, &st0);
     CHECK(st0.bytes == 0 && st0.buckets == 0);
 
     ct_tensor *w1 = ct_nn_get(net, "fc1.weight");
@@ -407,8 +407,8 @@ int main(void) {
     /* 1. Unarmed: local gradients, nothing moves; finish is a no-op. */
     ct_tensor *local[NP], *mean[NP], *synced[NP];
     CHECK_OK(local_backward(s, &n, false));
-    CHECK_OK(ct_grad_sync_finish(s));
-    ct_grad_sync_get_stats(s, &st);
+    CHECK_OK(cti_grad_sync_finish(s));
+    cti_grad_sync_get_stats(s, &st);
     CHECK(st.bytes == 0 && st.buckets == 0);
     snapshot(net, local);
     CHECK(local[0] == NULL);                /* unused */
@@ -424,7 +424,7 @@ int main(void) {
     CHECK(!ct_has_grad(n.unused));
     CHECK(ct_has_grad(n.partial) == (R == 0));
     CHECK(ct_has_grad(n.half16) == (R == 0));
-    CHECK_OK(ct_grad_sync_finish(s));
+    CHECK_OK(cti_grad_sync_finish(s));
     check_grads(net, mean, 1.0, 1e-6, "armed backward vs the mean of local gradients");
     check_identical(net);
     CHECK(!ct_has_grad(n.unused));
@@ -436,8 +436,8 @@ int main(void) {
         ct_tensor_free(want);
         ct_tensor_free(g);
     }
-    ct_grad_sync_stats one;
-    ct_grad_sync_get_stats(s, &one);
+    cti_grad_sync_stats one;
+    cti_grad_sync_get_stats(s, &one);
     if (P > 1) {
         CHECK(one.buckets == 8); /* fc3 | fc2.bias | fc2.weight | fc1.bias | fc1.weight | half16 | extra32 | partial, unused */
         CHECK(one.bytes > 0);
@@ -456,13 +456,13 @@ int main(void) {
     ct_tensor_free(g0);
     CHECK_OK(ct_nn_zero_grad(net, false));
     CHECK_OK(local_backward(s, &n, true));
-    CHECK_OK(ct_grad_sync_finish(s));
+    CHECK_OK(cti_grad_sync_finish(s));
     check_grads(net, mean, 1.0, 1e-6, "zeroed in place, armed backward");
     ct_tensor *g1 = ct_grad(w1);
     CHECK_OK(ct_storage_info_of(g1, &after_info));
     CHECK(before_info.id == after_info.id && before_info.offset == after_info.offset);
     ct_tensor_free(g1);
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     if (P > 1) CHECK(st.buckets == 2 * one.buckets);
     one.bytes = st.bytes / 2; /* the tallies below count from here */
     one.buckets = st.buckets / 2;
@@ -476,17 +476,17 @@ int main(void) {
         ct_scope_end(sc);
     }
     check_grads(net, synced, 1.0, 1e-6, "armed backward vs the global batch in one process");
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     CHECK(st.bytes == 2 * one.bytes); /* that backward was not armed */
 
     /* 4. Accumulation: an unarmed backward, then an armed one; one reduction
      * of the sum. */
     CHECK_OK(ct_nn_zero_grad(net, true));
     CHECK_OK(local_backward(s, &n, false));
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     CHECK(st.bytes == 2 * one.bytes);
     CHECK_OK(local_backward(s, &n, true));
-    CHECK_OK(ct_grad_sync_finish(s));
+    CHECK_OK(cti_grad_sync_finish(s));
     check_grads(net, mean, 2.0, 2e-6, "accumulated then armed");
     if (P > 1) {
         /* Set to None before: arm lent the slots, so the averages are in the
@@ -497,17 +497,17 @@ int main(void) {
         CHECK(info4.id == after_info.id && info4.offset == after_info.offset);
         ct_tensor_free(g4);
     }
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     CHECK(st.bytes == 3 * one.bytes && st.buckets == 3 * one.buckets);
 
     /* 5. Two armed backwards before finish: every bucket once more. */
     CHECK_OK(ct_nn_zero_grad(net, true));
     CHECK_OK(local_backward(s, &n, true));
     CHECK_OK(local_backward(s, &n, true));
-    CHECK_OK(ct_grad_sync_finish(s));
+    CHECK_OK(cti_grad_sync_finish(s));
     check_grads(net, mean, 2.0, 2e-6, "two armed backwards");
     check_identical(net);
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     CHECK(st.buckets == 5 * one.buckets); /* the first window completed at the second arm, then the second */
 
     /* 6. A backward no arm announced reaches buckets already out: finish
@@ -516,96 +516,96 @@ int main(void) {
     CHECK_OK(local_backward(s, &n, true));
     CHECK_OK(silent_backward(&n));
     if (P > 1) {
-        CHECK(ct_grad_sync_finish(s) == CT_ESTATE);
+        CHECK(cti_grad_sync_finish(s) == CT_ESTATE);
         CHECK_ERR(CT_ESTATE, "did not announce");
     } else {
-        CHECK_OK(ct_grad_sync_finish(s));
+        CHECK_OK(cti_grad_sync_finish(s));
     }
     CHECK_OK(ct_nn_zero_grad(net, true));
     CHECK_OK(local_backward(s, &n, true));
-    CHECK_OK(ct_grad_sync_finish(s));
+    CHECK_OK(cti_grad_sync_finish(s));
     check_grads(net, mean, 1.0, 1e-6, "the window after a failed one");
 
     /* 7. Backward on another thread than the one that armed: the hooks
      * leave everything to finish (MPI runs FUNNELED), which still averages. */
-    ct_grad_sync_stats st7;
-    ct_grad_sync_get_stats(s, &st7);
+    cti_grad_sync_stats st7;
+    cti_grad_sync_get_stats(s, &st7);
     CHECK_OK(ct_nn_zero_grad(net, true));
-    ct_grad_sync_arm(s, true);
+    cti_grad_sync_arm(s, true);
     pthread_t th;
     backward_job job = {&n, -1};
     CHECK(pthread_create(&th, NULL, backward_thread, &job) == 0);
     pthread_join(th, NULL);
-    ct_grad_sync_after_backward(s);
+    cti_grad_sync_after_backward(s);
     CHECK_OK(job.rc);
-    CHECK_OK(ct_grad_sync_finish(s));
+    CHECK_OK(cti_grad_sync_finish(s));
     check_grads(net, mean, 1.0, 1e-6, "backward on another thread");
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     if (P > 1) {
         CHECK(st.buckets == st7.buckets + one.buckets);
         CHECK(st.wait_seconds - st7.wait_seconds == st.comm_seconds - st7.comm_seconds); /* all inside finish */
     }
 
-    ct_grad_sync_get_stats(s, &st);
+    cti_grad_sync_get_stats(s, &st);
     if (R == 0)
         printf("%d ranks: %lld bucket reductions, %.0f bytes, comm %.3f ms, of which waited %.3f ms\n", P,
                (long long)st.buckets, (double)st.bytes, 1e3 * st.comm_seconds, 1e3 * st.wait_seconds);
 
-    ct_grad_sync_free(s);
-    ct_grad_sync_free(NULL);
+    cti_grad_sync_free(s);
+    cti_grad_sync_free(NULL);
     /* After free the hooks are gone: backward with a freed sync is harmless. */
     CHECK_OK(local_backward(NULL, &n, false));
 
     /* 8. A sync freed with buckets in flight (a step that failed after
      * backward, on every rank) completes them: nothing is left queued for
      * the next sync's communicator, which works. */
-    ct_grad_sync *s2 = ct_grad_sync_new(net, 600);
+    cti_grad_sync *s2 = cti_grad_sync_new(net, 600);
     CHECK(s2 != NULL);
     CHECK_OK(ct_nn_zero_grad(net, true));
     CHECK_OK(local_backward(s2, &n, true));
-    ct_grad_sync_free(s2);
+    cti_grad_sync_free(s2);
     CHECK_OK(ct_dist_barrier());
-    ct_grad_sync *s3 = ct_grad_sync_new(net, 1 << 20);
+    cti_grad_sync *s3 = cti_grad_sync_new(net, 1 << 20);
     CHECK(s3 != NULL);
     CHECK_OK(ct_nn_zero_grad(net, true));
     CHECK_OK(local_backward(s3, &n, true));
-    CHECK_OK(ct_grad_sync_finish(s3));
+    CHECK_OK(cti_grad_sync_finish(s3));
     check_grads(net, mean, 1.0, 1e-6, "a new sync after an abandoned one");
-    ct_grad_sync_free(s3);
+    cti_grad_sync_free(s3);
 
     /* 8b. Ranks that disagree on shared memory (here the last one is told
      * to take the ring) all take the ring, and nobody waits for anybody:
      * the choice is agreed when the sync is made. */
     if (P > 1) {
-        ct_grad_sync *s5 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC", "ring");
+        cti_grad_sync *s5 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC", "ring");
         CHECK(s5 != NULL);
         char why[200];
-        CHECK(strcmp(ct_grad_sync_transport(s5, why, sizeof why), "ring") == 0);
+        CHECK(strcmp(cti_grad_sync_transport(s5, why, sizeof why), "ring") == 0);
         CHECK(why[0] != '\0');
         CHECK_OK(ct_nn_zero_grad(net, true));
         CHECK_OK(local_backward(s5, &n, true));
-        CHECK_OK(ct_grad_sync_finish(s5));
+        CHECK_OK(cti_grad_sync_finish(s5));
         check_grads(net, mean, 1.0, 1e-6, "ranks that disagreed on shared memory, on the ring");
-        ct_grad_sync_free(s5);
+        cti_grad_sync_free(s5);
     }
 
     /* 8c. CTRIAL_GRAD_SYNC that is neither ring nor halving-doubling, on
      * one rank only: every rank refuses the sync, naming it. */
     if (P > 1) {
-        ct_grad_sync *s7 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC", "tree");
+        cti_grad_sync *s7 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC", "tree");
         CHECK(s7 == NULL);
         CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC='tree'" : "another rank's CTRIAL_GRAD_SYNC");
-        ct_grad_sync_free(s7);
+        cti_grad_sync_free(s7);
     }
 
     /* 8d. A host size that is not a number, on one rank only: every rank
      * refuses the sync, naming the variable (nobody is left waiting). */
     if (P > 1) {
-        ct_grad_sync *s6 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC_HOST_RANKS", "two");
+        cti_grad_sync *s6 = new_with_last_rank_env(net, "CTRIAL_GRAD_SYNC_HOST_RANKS", "two");
         CHECK(s6 == NULL);
         /* the rank that has the value quotes it */
         CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC_HOST_RANKS='two'" : "CTRIAL_GRAD_SYNC_HOST_RANKS");
-        ct_grad_sync_free(s6);
+        cti_grad_sync_free(s6);
     }
 
     /* 9. On a GPU (each rank its own when there are enough): CUDA buckets
@@ -614,9 +614,9 @@ int main(void) {
      * back), one only rank 0 reached gets its share. */
     if (!ct_cuda_is_available()) {
         if (R == 0) printf("SKIP: CUDA buckets (NCCL): no GPU here (ct_cuda_is_available() is false)\n");
-    } else if (!ct_nccl_is_built()) {
+    } else if (!cti_nccl_is_built()) {
         CHECK_OK(ct_nn_to_device(net, ct_cuda(0)));
-        CHECK(ct_grad_sync_new(net, 600) == NULL);
+        CHECK(cti_grad_sync_new(net, 600) == NULL);
         CHECK_ERR(CT_ENOTSUP, "NCCL");
     } else if (few_gpus_for_ranks()) {
         if (R == 0)
@@ -630,16 +630,16 @@ int main(void) {
         ct_tensor *xh = x_local, *yh = y_local;
         x_local = xc;
         y_local = yc;
-        ct_grad_sync *s4 = ct_grad_sync_new(net, 600);
+        cti_grad_sync *s4 = cti_grad_sync_new(net, 600);
         CHECK(s4 != NULL);
         for (int round = 0; round < 2; round++) { /* the second into lent slots */
             CHECK_OK(ct_nn_zero_grad(net, true));
             CHECK_OK(local_backward(s4, &n, true));
-            CHECK_OK(ct_grad_sync_finish(s4));
+            CHECK_OK(cti_grad_sync_finish(s4));
             CHECK_OK(ct_cuda_synchronize(dev));
             check_grads(net, mean, 1.0, 1e-6, "CUDA buckets through NCCL");
         }
-        ct_grad_sync_free(s4);
+        cti_grad_sync_free(s4);
         x_local = xh;
         y_local = yh;
         ct_tensor_free(xc);

@@ -134,7 +134,7 @@ static void test_one_pass(void) {
     ct_loader *l = iterable(c, 4, false, false, 0, 1);
     CHECK(l != NULL);
     CHECK(c->resets == 1 && c->nexts == 0); /* reset at creation, nothing read */
-    CHECK(ct_loader_is_iterable(l));
+    CHECK(cti_loader_is_iterable(l));
     ct_clear_error();
     CHECK(ct_loader_len(l) == -1 && ct_loader_num_samples(l) == -1);
     CHECK(ct_last_code() == CT_OK); /* unknown, not an error */
@@ -245,7 +245,7 @@ static void test_repeat(void) {
     ct_loader_free(l);
     ct_clear_error();
     l = iterable(new_counter(0), 2, false, false, 0, 1);
-    CHECK_OK(ct_loader_use_training_chain(l, 0, 1, 0));
+    CHECK_OK(cti_loader_use_training_chain(l, 0, 1, 0));
     ct_value *b = NULL;
     CHECK(ct_loader_next(l, &b) == CT_EINVAL && b == NULL);
     CHECK_ERR(CT_EINVAL, "pass 0 is empty: a repeating loader would never yield a batch");
@@ -341,26 +341,26 @@ static void test_hooks(void) {
     CHECK_STREAM(l, 2, "0,1 2,3");
     /* rank 1 of 2, repeat: records k = 1, 3, 5, ... of 0..6 0..6 ...:
      * 1,3 5,0 2,4 6,1 3,5 0,2; from position 3 */
-    CHECK_OK(ct_loader_use_training_chain(l, 1, 2, 3));
+    CHECK_OK(cti_loader_use_training_chain(l, 1, 2, 3));
     CHECK(ct_loader_position(l) == 3);
     CHECK_STREAM(l, 3, "6,1 3,5 0,2");
-    CHECK(ct_loader_is_iterable(l));
+    CHECK(cti_loader_is_iterable(l));
     CHECK(ct_loader_len(l) == -1);
-    CHECK(ct_loader_use_training_chain(l, 2, 2, 0) == CT_EINVAL);
+    CHECK(cti_loader_use_training_chain(l, 2, 2, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "rank 2 is not in [0, world_size 2)");
     /* validation: rank 2 of 3, one pass per reset, from the beginning */
-    CHECK_OK(ct_loader_use_validation_shard(l, 2, 3));
+    CHECK_OK(cti_loader_use_validation_shard(l, 2, 3));
     CHECK(ct_loader_position(l) == 0);
     CHECK_STREAM(l, 4, "2,5 | 2,5 |");
-    CHECK_OK(ct_loader_use_device(l, ct_cpu()));
+    CHECK_OK(cti_loader_use_device(l, ct_cpu()));
     CHECK_STREAM(l, 1, "2,5");
     ct_loader_free(l);
 
     ct_tensor *t = ct_arange(0, 4, 1, &(ct_topts){.dtype = CT_I64});
     ct_loader *map = ct_loader_new(ct_dataset_tensors(1, &t), NULL);
     ct_tensor_free(t);
-    CHECK(map && !ct_loader_is_iterable(map));
-    CHECK(!ct_loader_is_iterable(NULL));
+    CHECK(map && !cti_loader_is_iterable(map));
+    CHECK(!cti_loader_is_iterable(NULL));
     ct_loader_free(map);
 }
 
@@ -500,7 +500,7 @@ static void test_device(void) {
         o.pin_memory = pin;
         o.device = pin ? ct_cuda(0) : ct_cpu();
         ct_loader *l = ct_loader_iterable(&counter_vt, c, &o);
-        if (!pin) CHECK_OK(ct_loader_use_device(l, ct_cuda(0))); /* the loop's hook */
+        if (!pin) CHECK_OK(cti_loader_use_device(l, ct_cuda(0))); /* the loop's hook */
         ct_value *b = NULL;
         int n = 0;
         while (ct_loader_next(l, &b) == 1) {

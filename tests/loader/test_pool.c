@@ -1,7 +1,7 @@
 /* The loader's memory pool (src/data/pool.h, internal): a freed tensor's
  * block serves the next tensor of about its size, never one still held;
  * the least recently returned block goes when more than `keep` wait; a
- * thread's current pool serves ct_buf_empty and no other thread's; the
+ * thread's current pool serves cti_buf_empty and no other thread's; the
  * pool outlives its owner's release while tensors from it live; two
  * threads taking and giving back at once. */
 #define _POSIX_C_SOURCE 200809L
@@ -11,10 +11,10 @@
 #include "ct_test.h"
 #include "data/pool.h"
 
-static ct_tensor *floats(ct_buf_pool *p, int64_t n) { return ct_buf_pool_empty(p, 1, (int64_t[]){n}, CT_F32); }
+static ct_tensor *floats(cti_buf_pool *p, int64_t n) { return cti_buf_pool_empty(p, 1, (int64_t[]){n}, CT_F32); }
 
 static void test_reuse(void) {
-    ct_buf_pool *p = ct_buf_pool_new(2, "test");
+    cti_buf_pool *p = cti_buf_pool_new(2, "test");
     ct_tensor *a = floats(p, 1000);
     CHECK(a && ct_is_contiguous(a) && ct_numel(a) == 1000 && ct_dtype_of(a) == CT_F32);
     CHECK(((uintptr_t)ct_data_ptr(a) & 63) == 0); /* 64-byte aligned, as libtorch's own */
@@ -31,7 +31,7 @@ static void test_reuse(void) {
     ct_tensor_free(c);
     ct_tensor *small = floats(p, 100); /* a block over twice its size is not taken */
     CHECK(ct_data_ptr(small) != at);
-    ct_tensor *d = ct_buf_pool_empty(p, 2, (int64_t[]){10, 100}, CT_F32);
+    ct_tensor *d = cti_buf_pool_empty(p, 2, (int64_t[]){10, 100}, CT_F32);
     CHECK(ct_data_ptr(d) == at && ct_size(d, 0) == 10);
     /* keep 2: three back, the first of them (b) is dropped */
     void *b_at = ct_data_ptr(b), *held_at = ct_data_ptr(held), *d_at = ct_data_ptr(d);
@@ -45,7 +45,7 @@ static void test_reuse(void) {
     (void)b_at; /* g is a new block (malloc may place it where b was) */
     /* released with tensors out: they stay valid, their blocks freed as they die */
     CHECK(ct_fill_(g, 3.0) == 0);
-    ct_buf_pool_release(p);
+    cti_buf_pool_release(p);
     double v = 0;
     ct_tensor *s = ct_sum(g);
     CHECK(ct_item(s, &v) == 0 && v == 3000.0);
@@ -57,43 +57,43 @@ static void test_reuse(void) {
 }
 
 static void test_current(void) {
-    ct_buf_pool *p = ct_buf_pool_new(4, "test");
-    CHECK(ct_buf_pool_current() == NULL);
-    ct_tensor *plain = ct_buf_empty(1, (int64_t[]){4000}, CT_U8);
+    cti_buf_pool *p = cti_buf_pool_new(4, "test");
+    CHECK(cti_buf_pool_current() == NULL);
+    ct_tensor *plain = cti_buf_empty(1, (int64_t[]){4000}, CT_U8);
     CHECK(plain && ct_dtype_of(plain) == CT_U8);
     ct_tensor_free(plain);
-    ct_buf_pool_use(p);
-    ct_tensor *a = ct_buf_empty(1, (int64_t[]){4000}, CT_U8);
+    cti_buf_pool_use(p);
+    ct_tensor *a = cti_buf_empty(1, (int64_t[]){4000}, CT_U8);
     void *at = ct_data_ptr(a);
     ct_tensor_free(a);
-    ct_tensor *b = ct_buf_empty(1, (int64_t[]){1000}, CT_F32);
+    ct_tensor *b = cti_buf_empty(1, (int64_t[]){1000}, CT_F32);
     CHECK(ct_data_ptr(b) == at);
-    ct_buf_pool_use(NULL);
-    CHECK(ct_buf_pool_current() == NULL);
+    cti_buf_pool_use(NULL);
+    CHECK(cti_buf_pool_current() == NULL);
     ct_tensor_free(b);
-    ct_buf_pool_release(p);
+    cti_buf_pool_release(p);
 }
 
 static void *churn(void *arg) {
-    ct_buf_pool *p = arg;
-    ct_buf_pool_use(p);
+    cti_buf_pool *p = arg;
+    cti_buf_pool_use(p);
     for (int i = 0; i < 2000; i++) {
-        ct_tensor *t = ct_buf_empty(1, (int64_t[]){100 + (i * 37) % 5000}, CT_F32);
+        ct_tensor *t = cti_buf_empty(1, (int64_t[]){100 + (i * 37) % 5000}, CT_F32);
         if (!t || ct_fill_(t, (double)i) != 0) return (void *)1;
         ct_tensor_free(t);
     }
-    ct_buf_pool_use(NULL);
+    cti_buf_pool_use(NULL);
     return NULL;
 }
 
 static void test_threads(void) {
-    ct_buf_pool *p = ct_buf_pool_new(6, "test");
+    cti_buf_pool *p = cti_buf_pool_new(6, "test");
     pthread_t th[2];
     void *rc[2] = {NULL, NULL};
     for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, churn, p) == 0);
     for (int i = 0; i < 2; i++) CHECK(pthread_join(th[i], &rc[i]) == 0 && rc[i] == NULL);
-    CHECK(ct_buf_pool_current() == NULL); /* the threads' settings were theirs */
-    ct_buf_pool_release(p);
+    CHECK(cti_buf_pool_current() == NULL); /* the threads' settings were theirs */
+    cti_buf_pool_release(p);
 }
 
 int main(void) {

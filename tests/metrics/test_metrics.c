@@ -71,7 +71,7 @@ static ct_value *specimen(int r) {
 static void test_broadcast(void) {
     for (int root = 0; root < P; root++) {
         ct_value *mine = specimen(R);
-        ct_value *got = ct_value_broadcast(mine, root);
+        ct_value *got = cti_value_broadcast(mine, root);
         ct_value *want = specimen(root);
         CHECK(got && ct_value_equal(got, want));
         int64_t big = 0;
@@ -86,17 +86,17 @@ static void test_broadcast(void) {
     /* Root fails: every rank fails with root's code and message. */
     ct_value *mine = R == 0 ? NULL : specimen(R);
     if (R == 0) ct_set_error(CT_ETRIAL, "evaluate_full_dataset: boom");
-    CHECK(ct_value_broadcast(mine, 0) == NULL);
+    CHECK(cti_value_broadcast(mine, 0) == NULL);
     CHECK_ERR(CT_ETRIAL, "evaluate_full_dataset: boom");
     ct_value_free(mine);
-    CHECK(ct_value_broadcast(NULL, P) == NULL);
+    CHECK(cti_value_broadcast(NULL, P) == NULL);
     CHECK_ERR(CT_EINVAL, "root");
 }
 
 static void test_gather(void) {
     for (int root = 0; root < P; root += P > 1 ? P - 1 : 1) {
         ct_value *mine = specimen(R), *all = NULL;
-        CHECK_OK(ct_value_gather(mine, root, &all));
+        CHECK_OK(cti_value_gather(mine, root, &all));
         if (R == root) {
             CHECK(all && ct_value_len(all) == (size_t)P);
             for (int k = 0; all && k < P; k++) {
@@ -113,7 +113,7 @@ static void test_gather(void) {
     /* The last rank fails: every rank fails, that rank with its own words. */
     ct_value *mine = R == P - 1 ? NULL : specimen(R), *all = NULL;
     if (R == P - 1) ct_set_error(CT_ENOMEM, "out of host memory on purpose");
-    int rc = ct_value_gather(mine, 0, &all);
+    int rc = cti_value_gather(mine, 0, &all);
     CHECK(rc != CT_OK && all == NULL);
     if (R == P - 1) CHECK_ERR(CT_ENOMEM, "on purpose");
     else CHECK_ERR(CT_EDIST, "rank");
@@ -139,7 +139,7 @@ static void test_reduce_batches(void) {
                  {CT_REDUCER_MIN, 1, 0, 0}};
     for (size_t k = 0; k < 4; k++) {
         ct_value *spec = ct_value_int(cases[k].kind);
-        ct_value *m = ct_metrics_reduce_batches(batches, spec, "validation");
+        ct_value *m = cti_metrics_reduce_batches(batches, spec, "validation");
         CHECK(m && num(m, "loss") == cases[k].loss);
         CHECK(m && item(ct_value_dict_get(m, "acc"), 0) == cases[k].acc0 &&
               item(ct_value_dict_get(m, "acc"), 1) == cases[k].acc1);
@@ -148,12 +148,12 @@ static void test_reduce_batches(void) {
     }
     /* A per-metric spec must name exactly the metrics. */
     ct_value *spec = dict2("loss", ct_value_int(CT_REDUCER_SUM), "f1", ct_value_int(CT_REDUCER_AVG));
-    CHECK(ct_metrics_reduce_batches(batches, spec, "validation") == NULL);
+    CHECK(cti_metrics_reduce_batches(batches, spec, "validation") == NULL);
     CHECK_ERR(CT_ETRIAL, "names metric 'f1' that evaluate_batch does not report");
     ct_value_free(spec);
     /* A batch without a metric the first one had. */
     ct_value_list_append(batches, dict2("loss", ct_value_float(1), NULL, NULL));
-    CHECK(ct_metrics_reduce_batches(batches, NULL, "training") == NULL);
+    CHECK(cti_metrics_reduce_batches(batches, NULL, "training") == NULL);
     CHECK_ERR(CT_ETRIAL, "training batch 3 did not report metric 'acc'");
     ct_value_free(batches);
 }
@@ -165,7 +165,7 @@ static void test_training_mean(void) {
     ct_value *batches = ct_value_list();
     ct_value_list_append(batches, dict2("loss", ct_value_float(R), "steps", ct_value_int(4)));
     ct_value_list_append(batches, dict2("loss", ct_value_float(R + 2), "steps", ct_value_int(4)));
-    ct_value *m = ct_metrics_training(batches, NULL, 0);
+    ct_value *m = cti_metrics_training(batches, NULL, 0);
     /* The mean over ranks of r + 1: (P + 1) / 2. */
     CHECK(m && num(m, "loss") == (P + 1) / 2.0 && num(m, "steps") == 4);
     ct_value_free(m);
@@ -180,7 +180,7 @@ static void test_validation_weighted(void) {
     for (int b = 0; !empty && b <= R; b++)
         ct_value_list_append(batches, dict2("loss", ct_value_float(10.0 * R), "err", ct_value_float(R)));
     ct_value *spec = dict2("loss", ct_value_int(CT_REDUCER_AVG), "err", ct_value_int(CT_REDUCER_MAX));
-    ct_value *m = ct_metrics_validation(batches, spec, NULL, 0);
+    ct_value *m = cti_metrics_validation(batches, spec, NULL, 0);
     double num_sum = 0, den = 0, max = 0;
     for (int r = 0; r < P; r++) {
         if (P == 3 && r == 1) continue;
@@ -195,7 +195,7 @@ static void test_validation_weighted(void) {
     ct_value_free(batches);
     batches = ct_value_list();
     ct_value_list_append(batches, dict2("loss", ct_value_float(R == P - 1 ? NAN : 1.0), "err", ct_value_float(0)));
-    m = ct_metrics_validation(batches, spec, NULL, 0);
+    m = cti_metrics_validation(batches, spec, NULL, 0);
     CHECK(m && isnan(num(m, "loss")));
     ct_value_free(m);
     ct_value_free(spec);
@@ -212,13 +212,13 @@ static ct_value *seen(ct_value *const *values, size_t n, void *ctx) {
 }
 
 static void test_custom_reducer(void) {
-    ct_reducer *r = ct_reducer_new("order", seen, NULL, true, true);
+    ct_reducer *r = cti_reducer_new("order", seen, NULL, true, true);
     /* Rank r's batches are global batches r, r + P (round-robin sharding). */
     CHECK_OK(ct_reducer_update(r, ct_value_int(R)));
     CHECK_OK(ct_reducer_update(r, ct_value_int(R + P)));
     ct_value *batches = ct_value_list();
     ct_value_list_append(batches, dict2("loss", ct_value_float(1), NULL, NULL));
-    ct_value *m = ct_metrics_training(batches, &r, 1);
+    ct_value *m = cti_metrics_training(batches, &r, 1);
     const ct_value *order = ct_value_dict_get(m, "order");
     CHECK(order && ct_value_len(order) == (size_t)(2 * P));
     for (int i = 0; order && i < 2 * P; i++) {
@@ -228,12 +228,12 @@ static void test_custom_reducer(void) {
     }
     ct_value_free(m);
     /* After a reset the reducer reports nothing. */
-    ct_reducers_reset(&r, 1);
-    m = ct_metrics_training(batches, &r, 1);
+    cti_reducers_reset(&r, 1);
+    m = cti_metrics_training(batches, &r, 1);
     CHECK(m && !ct_value_dict_get(m, "order"));
     ct_value_free(m);
     ct_value_free(batches);
-    ct_reducer_free(r);
+    cti_reducer_free(r);
 }
 
 /* ---- rule 3: class reducers (MetricReducer), for_training / for_validation --------- */
@@ -310,15 +310,15 @@ static ct_value *one_batch(void) {
 
 static void test_class_reducer(void) {
     Acc named = {0}, unnamed = {.shape = 1};
-    ct_reducer *rs[2] = {ct_reducer_new_class("acc", &acc_ops, &named, true, true),
-                         ct_reducer_new_class(NULL, &acc_ops, &unnamed, true, true)};
+    ct_reducer *rs[2] = {cti_reducer_new_class("acc", &acc_ops, &named, true, true),
+                         cti_reducer_new_class(NULL, &acc_ops, &unnamed, true, true)};
     CHECK(rs[0] && rs[1]);
-    ct_reducers_reset(rs, 2);
+    cti_reducers_reset(rs, 2);
     CHECK(named.resets == 1 && unnamed.resets == 1);
     acc_feed(&named);
     acc_feed(&unnamed);
     ct_value *batches = one_batch();
-    ct_value *m = ct_metrics_training(batches, rs, 2);
+    ct_value *m = cti_metrics_training(batches, rs, 2);
     CHECK(m != NULL);
     /* P = 1: 0 / 2; P = 2: 1 / 5; P = 3: 3 / 9. */
     CHECK(num(m, "acc") == sum_correct() / sum_total());
@@ -333,16 +333,16 @@ static void test_class_reducer(void) {
 
     /* Validation too, after a reset: a class reducer always reports (here
      * an empty state: 0 / 0 is NaN on every rank, a full dataset's too). */
-    ct_reducers_reset(rs, 2);
+    cti_reducers_reset(rs, 2);
     CHECK(named.correct == 0 && named.resets == 2);
     ct_value *spec = ct_value_int(CT_REDUCER_SUM);
-    m = ct_metrics_validation(batches, spec, rs, 1);
+    m = cti_metrics_validation(batches, spec, rs, 1);
     CHECK(m && ct_value_dict_get(m, "acc") && isnan(num(m, "acc")) && num(m, "loss") == P);
     ct_value_free(m);
     ct_value_free(spec);
     acc_feed(&named);
     ct_value *full = R == 0 ? dict2("n", ct_value_int(7), NULL, NULL) : NULL;
-    m = ct_metrics_full_dataset(full, rs, 1);
+    m = cti_metrics_full_dataset(full, rs, 1);
     CHECK(m && num(m, "acc") == sum_correct() / sum_total() && num(m, "n") == 7);
     ct_value_free(m);
     ct_value_free(full);
@@ -354,12 +354,12 @@ static void test_class_reducer(void) {
      * free is never called. */
     ct_metric_reducer_ops no_cross = acc_ops;
     no_cross.cross_slot_reduce = NULL;
-    CHECK(ct_reducer_new_class("x", &no_cross, &named, true, true) == NULL);
+    CHECK(cti_reducer_new_class("x", &no_cross, &named, true, true) == NULL);
     CHECK_ERR(CT_EINVAL, "ops->cross_slot_reduce");
     CHECK(named.freed == 0);
     /* Freeing the reducer frees self. */
-    ct_reducer_free(rs[0]);
-    ct_reducer_free(rs[1]);
+    cti_reducer_free(rs[0]);
+    cti_reducer_free(rs[1]);
     CHECK(named.freed == 1 && unnamed.freed == 1);
     ct_value_free(batches);
 }
@@ -372,20 +372,20 @@ static void test_for_workloads(void) {
      * for validation only, "both" (class, unnamed) for both. */
     Acc acc = {0}, both = {.shape = 1};
     ct_reducer *rs[4] = {
-        ct_reducer_new("t", count_values, NULL, true, false),
-        ct_reducer_new("v", count_values, NULL, false, true),
-        ct_reducer_new_class("acc", &acc_ops, &acc, false, true),
-        ct_reducer_new_class(NULL, &acc_ops, &both, true, true),
+        cti_reducer_new("t", count_values, NULL, true, false),
+        cti_reducer_new("v", count_values, NULL, false, true),
+        cti_reducer_new_class("acc", &acc_ops, &acc, false, true),
+        cti_reducer_new_class(NULL, &acc_ops, &both, true, true),
     };
     ct_value *batches = one_batch();
     /* Every reducer resets, whatever it is for (Determined's reset_reducers). */
-    ct_reducers_reset(rs, 4);
+    cti_reducers_reset(rs, 4);
     CHECK(acc.resets == 1 && both.resets == 1);
     for (int k = 0; k < 2; k++) CHECK_OK(ct_reducer_update(rs[k], ct_value_int(R)));
     CHECK_OK(ct_reducer_update(rs[0], ct_value_int(R)));
     acc_feed(&acc);
     acc_feed(&both);
-    ct_value *m = ct_metrics_training(batches, rs, 4);
+    ct_value *m = cti_metrics_training(batches, rs, 4);
     /* Training: "t" (two values per rank) and the unnamed one; nothing of "v" or
      * "acc", whose per_slot_reduce did not even run. */
     int64_t n = -1;
@@ -397,7 +397,7 @@ static void test_for_workloads(void) {
     ct_value_free(m);
     /* Validation (no reset in between: the same state): "v" and "acc" and
      * the unnamed one, not "t". */
-    m = ct_metrics_validation(batches, NULL, rs, 4);
+    m = cti_metrics_validation(batches, NULL, rs, 4);
     CHECK(m && ct_value_get_int(ct_value_dict_get(m, "v"), &n) == 0 && n == P);
     CHECK(m && !ct_value_dict_get(m, "t"));
     CHECK(m && num(m, "acc") == sum_correct() / sum_total());
@@ -406,19 +406,19 @@ static void test_for_workloads(void) {
     ct_value_free(m);
     /* A full-dataset validation is a validation. */
     ct_value *full = R == 0 ? dict2("n", ct_value_int(1), NULL, NULL) : NULL;
-    m = ct_metrics_full_dataset(full, rs, 4);
+    m = cti_metrics_full_dataset(full, rs, 4);
     CHECK(m && ct_value_dict_get(m, "v") && ct_value_dict_get(m, "acc") && !ct_value_dict_get(m, "t"));
     ct_value_free(m);
     ct_value_free(full);
     /* A reducer for neither workload never reports (and is still reset). */
     Acc never = {0};
-    ct_reducer *rn = ct_reducer_new_class("never", &acc_ops, &never, false, false);
-    ct_reducers_reset(&rn, 1);
-    m = ct_metrics_training(batches, &rn, 1);
+    ct_reducer *rn = cti_reducer_new_class("never", &acc_ops, &never, false, false);
+    cti_reducers_reset(&rn, 1);
+    m = cti_metrics_training(batches, &rn, 1);
     CHECK(m && ct_value_len(m) == 1 && never.per_slot_calls == 0 && never.resets == 1);
     ct_value_free(m);
-    ct_reducer_free(rn);
-    for (int k = 0; k < 4; k++) ct_reducer_free(rs[k]);
+    cti_reducer_free(rn);
+    for (int k = 0; k < 4; k++) cti_reducer_free(rs[k]);
     CHECK(acc.freed == 1 && both.freed == 1 && never.freed == 1);
     ct_value_free(batches);
 }
@@ -431,7 +431,7 @@ static ct_value *dict_fn(ct_value *const *values, size_t n, void *ctx) {
 /* Every rank fails alike, with rank 0's words. */
 static void expect_refused(ct_reducer *r, const char *needle1, const char *needle2) {
     ct_value *batches = one_batch();
-    ct_value *m = ct_metrics_training(batches, &r, 1);
+    ct_value *m = cti_metrics_training(batches, &r, 1);
     CHECK(m == NULL);
     CHECK(strstr(ct_last_error(), needle2) != NULL);
     CHECK_ERR(CT_ETRIAL, needle1);
@@ -441,50 +441,50 @@ static void expect_refused(ct_reducer *r, const char *needle1, const char *needl
 
 static void test_refusals(void) {
     /* Named function reducer returning a dict (once reported nested). */
-    ct_reducer *r = ct_reducer_new("my_metric", dict_fn, NULL, true, true);
+    ct_reducer *r = cti_reducer_new("my_metric", dict_fn, NULL, true, true);
     CHECK_OK(ct_reducer_update(r, ct_value_int(1)));
     expect_refused(r, "reducer 'my_metric': the reduce function returned a dict", "wrapped with a name");
-    ct_reducer_free(r);
+    cti_reducer_free(r);
     /* The same function unnamed is fine. */
-    r = ct_reducer_new(NULL, dict_fn, NULL, true, true);
+    r = cti_reducer_new(NULL, dict_fn, NULL, true, true);
     CHECK_OK(ct_reducer_update(r, ct_value_int(1)));
     ct_value *batches = one_batch();
-    ct_value *m = ct_metrics_training(batches, &r, 1);
+    ct_value *m = cti_metrics_training(batches, &r, 1);
     CHECK(m && num(m, "my_metric") == P);
     ct_value_free(m);
-    ct_reducer_free(r);
+    cti_reducer_free(r);
     /* An unnamed function reducer returning a number. */
-    r = ct_reducer_new(NULL, count_values, NULL, true, true);
+    r = cti_reducer_new(NULL, count_values, NULL, true, true);
     CHECK_OK(ct_reducer_update(r, ct_value_int(1)));
     expect_refused(r, "an unnamed reducer: the reduce function returned a value of kind int, not a dict", "wrapped with name NULL");
-    ct_reducer_free(r);
+    cti_reducer_free(r);
     /* Class reducers: a named one returning a dict, an unnamed one a float. */
     Acc a = {.shape = 1}, b = {0};
-    r = ct_reducer_new_class("acc", &acc_ops, &a, true, true);
+    r = cti_reducer_new_class("acc", &acc_ops, &a, true, true);
     expect_refused(r, "reducer 'acc': cross_slot_reduce returned a dict", "wrapped with a name");
-    ct_reducer_free(r);
-    r = ct_reducer_new_class(NULL, &acc_ops, &b, true, true);
+    cti_reducer_free(r);
+    r = cti_reducer_new_class(NULL, &acc_ops, &b, true, true);
     expect_refused(r, "an unnamed reducer: cross_slot_reduce returned a value of kind float", "wrapped with name NULL");
-    ct_reducer_free(r);
+    cti_reducer_free(r);
     /* per_slot_reduce fails on the last rank: every rank fails; that rank
      * names the reducer and its error, rank 0 never runs cross_slot_reduce. */
     Acc c = {.fail_per_slot = true};
-    r = ct_reducer_new_class("acc", &acc_ops, &c, true, true);
-    m = ct_metrics_training(batches, &r, 1);
+    r = cti_reducer_new_class("acc", &acc_ops, &c, true, true);
+    m = cti_metrics_training(batches, &r, 1);
     CHECK(m == NULL && c.cross_calls == 0);
     if (R == P - 1) CHECK_ERR(CT_EIO, "reducer 'acc': per_slot_reduce failed: disk on fire");
     else CHECK(ct_last_code() != CT_OK);
-    ct_reducer_free(r);
+    cti_reducer_free(r);
     /* A validation whose own metrics fail keeps its error past the
      * reducers (which still run their collectives). */
     Acc d = {0};
-    r = ct_reducer_new_class("acc", &acc_ops, &d, true, true);
+    r = cti_reducer_new_class("acc", &acc_ops, &d, true, true);
     ct_value *spec = dict2("loss", ct_value_int(CT_REDUCER_SUM), "f1", ct_value_int(CT_REDUCER_AVG));
-    m = ct_metrics_validation(batches, spec, &r, 1);
+    m = cti_metrics_validation(batches, spec, &r, 1);
     CHECK(m == NULL && d.per_slot_calls == 1);
     CHECK_ERR(CT_ETRIAL, "names metric 'f1' that evaluate_batch does not report");
     ct_value_free(spec);
-    ct_reducer_free(r);
+    cti_reducer_free(r);
     ct_value_free(batches);
 }
 
@@ -494,7 +494,7 @@ static void test_full_dataset(void) {
         double xs[2] = {0.5, NAN};
         mine = dict2("acc", ct_value_tensor(ct_from_data(xs, CT_SHAPE(2), CT_F64)), "n", ct_value_int(297));
     }
-    ct_value *m = ct_metrics_full_dataset(mine, NULL, 0);
+    ct_value *m = cti_metrics_full_dataset(mine, NULL, 0);
     CHECK(m && ct_value_kind_of(ct_value_dict_get(m, "acc")) == CT_VALUE_TENSOR);
     CHECK(m && ct_value_kind_of(ct_value_dict_get(m, "n")) == CT_VALUE_INT);
     double got[2] = {0, 0};

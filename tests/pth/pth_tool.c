@@ -6,12 +6,12 @@
  *   pth_tool save-specimen FILE [--zip64]  writes pth_specimen(); prints {"sum": ..., "dump": ...}
  *   pth_tool save-small FILE [--zip64]     the same with pth_small()
  *   pth_tool save-top KIND FILE            a top-level list / tuple / tensor / int
- *   pth_tool dump [--buffer] FILE...       ct_pth_load (or ct_pth_load_buffer of the bytes) of each
+ *   pth_tool dump [--buffer] FILE...       ct_pth_load (or cti_pth_load_buffer of the bytes) of each
  *                                          file; prints a line per file: {"dump": ...} or
  *                                          {"code": "CT_EFORMAT", "message": ...}
  *   pth_tool resave IN OUT [IN OUT...]     loads IN and saves it as OUT; a line {"sum": ..., "dump": ...} each
  *   pth_tool checksum FILE...              ct_file_checksum; a line {"nbytes": n, "crc32": c} each
- *   pth_tool crc-selftest                  ct_crc32 / _combine against zlib
+ *   pth_tool crc-selftest                  cti_crc32 / _combine against zlib
  *
  * A dump is {"value": V, "storages": [{"nbytes": n, "data": hex}, ...]} with
  *   V = null | true | false | int | {"float": hex of the IEEE bits} | "str"
@@ -161,7 +161,7 @@ static int print(json_t *j) {
 static int save(const char *path, ct_value *v, bool zip64) {
     if (!v) return die();
     ct_file_sum sum;
-    if (ct_pth_save_ex(path, v, NULL, &sum, zip64)) {
+    if (cti_pth_save_ex(path, v, NULL, &sum, zip64)) {
         ct_value_free(v);
         return die();
     }
@@ -191,13 +191,13 @@ static int load_file(const char *path, bool buffer, ct_value **out) {
     unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
     size_t got = fread(b, 1, (size_t)n, f);
     fclose(f);
-    int rc = got == (size_t)n ? ct_pth_load_buffer(b, got, path, out) : ct_set_error(CT_EIO, "%s: short read", path);
+    int rc = got == (size_t)n ? cti_pth_load_buffer(b, got, path, out) : ct_set_error(CT_EIO, "%s: short read", path);
     free(b);
     return rc;
 }
 
-/* ct_crc32 against zlib at every length up to 4 KiB and alignment up
- * to 64, for several start values; ct_crc32_combine at random splits. */
+/* cti_crc32 against zlib at every length up to 4 KiB and alignment up
+ * to 64, for several start values; cti_crc32_combine at random splits. */
 static int crc_selftest(void) {
     enum { N = 1 << 16 };
     unsigned char *b = malloc(N + 64);
@@ -207,14 +207,14 @@ static int crc_selftest(void) {
     for (size_t off = 0; off < 64; off++)
         for (size_t len = 0; len <= 4096; len++, checks++) {
             uint32_t seed = (uint32_t)(len * 2654435761u);
-            if (ct_crc32(seed, b + off, len) != (uint32_t)crc32(seed, b + off, (uInt)len)) bad++;
+            if (cti_crc32(seed, b + off, len) != (uint32_t)crc32(seed, b + off, (uInt)len)) bad++;
         }
     for (size_t len = 4096; len <= N; len = len * 3 / 2 + 17, checks++)
-        if (ct_crc32(0, b + 3, len) != (uint32_t)crc32(0, b + 3, (uInt)len)) bad++;
+        if (cti_crc32(0, b + 3, len) != (uint32_t)crc32(0, b + 3, (uInt)len)) bad++;
     for (int k = 0; k < 1000; k++, checks++) {
         size_t a = (x = x * 1103515245u + 12345u) % N, c = (x = x * 1103515245u + 12345u) % (N - a);
         uint32_t whole = (uint32_t)crc32(0, b, (uInt)(a + c));
-        if (ct_crc32_combine(ct_crc32(0, b, a), ct_crc32(0, b + a, c), c) != whole) bad++;
+        if (cti_crc32_combine(cti_crc32(0, b, a), cti_crc32(0, b + a, c), c) != whole) bad++;
     }
     free(b);
     printf("crc-selftest: %ld checks, %ld failed\n", checks, bad);

@@ -14,11 +14,11 @@ typedef struct {
     int64_t units[8];
 } want_bracket;
 
-static bool plan_is(const ct_asha_opts *o, int n, const want_bracket *want, const char *what) {
-    ct_asha_plan p;
-    bool ok = ct_asha_plan_make(o, &p) == 0 && p.n == n;
+static bool plan_is(const cti_asha_opts *o, int n, const want_bracket *want, const char *what) {
+    cti_asha_plan p;
+    bool ok = cti_asha_plan_make(o, &p) == 0 && p.n == n;
     for (int i = 0; ok && i < n; i++) {
-        const ct_asha_bracket *b = &p.b[i];
+        const cti_asha_bracket *b = &p.b[i];
         ok = b->rungs == want[i].rungs && b->max_trials == want[i].trials && b->max_concurrent == want[i].concurrent &&
              (want[i].initial == 0 || b->initial == want[i].initial);
         for (int k = 0; ok && want[i].units[0] && k < b->rungs; k++) ok = b->units[k] == want[i].units[k];
@@ -33,8 +33,8 @@ static bool plan_is(const ct_asha_opts *o, int n, const want_bracket *want, cons
     return ok;
 }
 
-static ct_asha_opts opts(int64_t trials, int64_t length, double d) {
-    ct_asha_opts o = ct_asha_defaults();
+static cti_asha_opts opts(int64_t trials, int64_t length, double d) {
+    cti_asha_opts o = cti_asha_defaults();
     o.max_trials = trials;
     o.max_length = length;
     o.divisor = d;
@@ -43,7 +43,7 @@ static ct_asha_opts opts(int64_t trials, int64_t length, double d) {
 
 static void test_examples(void) {
     /* (a) T 16, L 1000, d 4, standard: brackets [3, 2] */
-    ct_asha_opts o = opts(16, 1000, 4);
+    cti_asha_opts o = opts(16, 1000, 4);
     CHECK(plan_is(&o, 2, (want_bracket[]){{3, 12, 8, 8, {62, 250, 1000}}, {2, 4, 8, 4, {250, 1000}}}, "a"));
     o.mode = CT_ASHA_AGGRESSIVE; /* (b1) */
     CHECK(plan_is(&o, 1, (want_bracket[]){{3, 16, 16, 16, {62, 250, 1000}}}, "b1"));
@@ -78,7 +78,7 @@ static void test_examples(void) {
 
 static void test_determined_tests(void) {
     /* getBracketMaxTrials */
-    ct_asha_opts o = opts(20, 1000, 3);
+    cti_asha_opts o = opts(20, 1000, 3);
     o.bracket_rungs = (int[]){3, 2, 1};
     o.n_bracket_rungs = 3;
     CHECK(plan_is(&o, 3, (want_bracket[]){{3, 12, 6}, {2, 5, 5}, {1, 3, 5}}, "(20,3,[3,2,1])"));
@@ -113,8 +113,8 @@ static void test_determined_tests(void) {
 static void test_go_log(void) {
     /* Go's log(243) / log(3) is 5 exactly, libm's 4.999999999999999:
      * Determined's m is 6 there, and 11 at 59049 */
-    CHECK(ct_go_log(243) / ct_go_log(3) == 5.0);
-    ct_asha_opts o = opts(243, 243, 3);
+    CHECK(cti_go_log(243) / cti_go_log(3) == 5.0);
+    cti_asha_opts o = opts(243, 243, 3);
     o.max_rungs = 32;
     o.mode = CT_ASHA_AGGRESSIVE;
     CHECK(plan_is(&o, 1, (want_bracket[]){{6, 243, 16, 16, {1, 3, 9, 27, 81, 243}}}, "d 3, 243"));
@@ -122,21 +122,21 @@ static void test_go_log(void) {
     o.max_rungs = 32;
     o.mode = CT_ASHA_AGGRESSIVE;
     CHECK(plan_is(&o, 1, (want_bracket[]){{11, 59049, 16, 16}}, "d 3, 59049"));
-    CHECK(ct_go_log(1) == 0 && ct_go_log(0) == -INFINITY && isnan(ct_go_log(-1)));
-    CHECK(fabs(ct_go_log(1000) - 6.907755278982137) < 1e-15);
+    CHECK(cti_go_log(1) == 0 && cti_go_log(0) == -INFINITY && isnan(cti_go_log(-1)));
+    CHECK(fabs(cti_go_log(1000) - 6.907755278982137) < 1e-15);
     /* one trial: one bracket of one rung, trained to L */
     o = opts(1, 1000, 4);
     CHECK(plan_is(&o, 1, (want_bracket[]){{1, 1, 16, 1, {1000}}}, "T 1"));
 }
 
-static void refused(ct_asha_opts o, const char *needle) {
-    ct_asha_plan p;
-    CHECK(ct_asha_plan_make(&o, &p) == CT_ECONFIG);
+static void refused(cti_asha_opts o, const char *needle) {
+    cti_asha_plan p;
+    CHECK(cti_asha_plan_make(&o, &p) == CT_ECONFIG);
     CHECK_ERR(CT_ECONFIG, needle);
 }
 
 static void test_errors(void) {
-    ct_asha_opts o = opts(16, 1000, 4);
+    cti_asha_opts o = opts(16, 1000, 4);
     o.max_trials = 0;
     refused(o, "searcher.max_trials: must be >= 1, got 0");
     o = opts(16, 0, 4);

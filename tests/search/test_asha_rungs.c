@@ -23,17 +23,17 @@ typedef struct {
 #include <string.h>
 
 typedef struct {
-    ct_search_op op;
+    cti_search_op op;
     int bracket;
 } queued;
 
 /* Runs the brackets of plan p (every bracket one search, as Determined's
  * tournament routes each trial to the bracket that created it) over the
  * cases; true when every trial got exactly its lengths. */
-static bool run(const ct_asha_plan *p, double divisor, bool stop_once, bool smaller, const tcase *cases, int n,
+static bool run(const cti_asha_plan *p, double divisor, bool stop_once, bool smaller, const tcase *cases, int n,
                 const char *what) {
     int64_t next_id = 1;
-    ct_rungs *b[CT_ASHA_MAX_BRACKETS];
+    cti_rungs *b[CT_ASHA_MAX_BRACKETS];
     int case_of[256], got_n[MAX_TRIALS] = {0}, n_created = 0;
     int64_t got[MAX_TRIALS][8];
     bool exited[256] = {false}, ok = true;
@@ -41,16 +41,16 @@ static bool run(const ct_asha_plan *p, double divisor, bool stop_once, bool smal
     queued *q = malloc(4096 * sizeof *q);
     size_t head = 0, tail = 0;
     for (int i = 0; i < p->n; i++) {
-        b[i] = ct_rungs_new(&p->b[i], divisor, stop_once, smaller, &next_id);
-        ct_search_ops ops = {0};
-        CHECK(ct_rungs_start(b[i], &ops) == 0);
+        b[i] = cti_rungs_new(&p->b[i], divisor, stop_once, smaller, &next_id);
+        cti_search_ops ops = {0};
+        CHECK(cti_rungs_start(b[i], &ops) == 0);
         for (size_t k = 0; k < ops.n; k++) q[tail++] = (queued){ops.v[k], i};
         free(ops.v);
     }
     while (head < tail && ok) {
         queued x = q[head++];
-        ct_rungs *r = b[x.bracket];
-        ct_search_ops ops = {0};
+        cti_rungs *r = b[x.bracket];
+        cti_search_ops ops = {0};
         int64_t id = x.op.trial;
         if (x.op.kind == CT_SEARCH_CREATE) {
             if (n_created >= n) {
@@ -59,7 +59,7 @@ static bool run(const ct_asha_plan *p, double divisor, bool stop_once, bool smal
                 break;
             }
             case_of[id] = n_created++;
-            CHECK(ct_rungs_created(r, id) == 0);
+            CHECK(cti_rungs_created(r, id) == 0);
         } else if (x.op.kind == CT_SEARCH_TRAIN) {
             if (exited[id]) continue;
             int c = case_of[id];
@@ -68,13 +68,13 @@ static bool run(const ct_asha_plan *p, double divisor, bool stop_once, bool smal
             for (const char *s = cases[c].lengths; *s; s++) expected += *s != ' ' && (s[1] == ' ' || !s[1]);
             if (cases[c].exits && got_n[c] == expected) {
                 exited[id] = true;
-                CHECK(ct_rungs_exited(r, id, &ops) == 0);
+                CHECK(cti_rungs_exited(r, id, &ops) == 0);
             } else {
-                CHECK(ct_rungs_validated(r, id, cases[c].metric, &ops) == 0);
+                CHECK(cti_rungs_validated(r, id, cases[c].metric, &ops) == 0);
             }
         } else {
             closes[id]++;
-            CHECK(ct_rungs_closed(r, id) == 0);
+            CHECK(cti_rungs_closed(r, id) == 0);
         }
         for (size_t k = 0; k < ops.n; k++) q[tail++] = (queued){ops.v[k], x.bracket};
         free(ops.v);
@@ -87,7 +87,7 @@ static bool run(const ct_asha_plan *p, double divisor, bool stop_once, bool smal
             ok = false;
         }
     int64_t created = 0, closed = 0;
-    for (int i = 0; i < p->n; i++) created += ct_rungs_created_count(b[i]), closed += ct_rungs_closed_count(b[i]);
+    for (int i = 0; i < p->n; i++) created += cti_rungs_created_count(b[i]), closed += cti_rungs_closed_count(b[i]);
     ok &= created == n && closed == n;
     for (int c = 0; c < n && ok; c++) {
         char line[128] = "";
@@ -98,14 +98,14 @@ static bool run(const ct_asha_plan *p, double divisor, bool stop_once, bool smal
             ok = false;
         }
     }
-    for (int i = 0; i < p->n; i++) ct_rungs_free(b[i]);
+    for (int i = 0; i < p->n; i++) cti_rungs_free(b[i]);
     free(q);
     return ok;
 }
 
 /* async_halving: one bracket of n rungs, L units, T trials, divisor 3, mc 16 */
-static ct_asha_plan halving(int rungs, int64_t length, int64_t trials, int brackets) {
-    ct_asha_opts o = ct_asha_defaults();
+static cti_asha_plan halving(int rungs, int64_t length, int64_t trials, int brackets) {
+    cti_asha_opts o = cti_asha_defaults();
     o.max_trials = trials * brackets;
     o.max_length = length;
     o.divisor = 3;
@@ -113,13 +113,13 @@ static ct_asha_plan halving(int rungs, int64_t length, int64_t trials, int brack
     int br[4] = {rungs, rungs, rungs, rungs};
     o.bracket_rungs = br;
     o.n_bracket_rungs = brackets;
-    ct_asha_plan p;
-    CHECK(ct_asha_plan_make(&o, &p) == 0);
+    cti_asha_plan p;
+    CHECK(cti_asha_plan_make(&o, &p) == 0);
     return p;
 }
 
 static void test_promotion(void) {
-    ct_asha_plan p = halving(3, 9000, 12, 1);
+    cti_asha_plan p = halving(3, 9000, 12, 1);
     tcase smaller[12] = {{"1000 3000 9000", .01}, {"1000 3000", .02}, {"1000 3000", .03}, {"1000 3000", .04}};
     for (int i = 4; i < 12; i++) smaller[i] = (tcase){"1000", (i + 1) / 100.0};
     CHECK(run(&p, 3, false, true, smaller, 12, "promotion, smaller is better"));
@@ -135,17 +135,17 @@ static void test_promotion(void) {
                        {"1000 3000", .02}, {"1000 3000", .03}, {"1000 3000", .04}};
     for (int i = 7; i < 12; i++) async[i] = (tcase){"1000", (i - 2) / 100.0};
     CHECK(run(&p, 3, false, true, async, 12, "promotion, async promotions"));
-    ct_asha_plan one = halving(1, 9000, 4, 1);
+    cti_asha_plan one = halving(1, 9000, 4, 1);
     tcase single[4] = {{"9000", .05}, {"9000", .06}, {"9000", .07}, {"9000", .08}};
     CHECK(run(&one, 3, false, true, single, 4, "promotion, one rung"));
     /* TestTournamentSearchMethod: two brackets of 3 trials */
-    ct_asha_plan two = halving(3, 9000, 3, 2);
+    cti_asha_plan two = halving(3, 9000, 3, 2);
     tcase tour[6] = {{"1000 3000", .1}, {"1000", .2}, {"1000", .3}, {"1000", .3}, {"1000", .2}, {"1000 3000", .1}};
     CHECK(run(&two, 3, false, true, tour, 6, "promotion, tournament"));
 }
 
 static void test_stopping(void) {
-    ct_asha_plan p = halving(3, 9000, 12, 1);
+    cti_asha_plan p = halving(3, 9000, 12, 1);
     tcase smaller[12] = {{"1000 3000 9000", .01}};
     for (int i = 1; i < 12; i++) smaller[i] = (tcase){"1000", (i + 1) / 100.0};
     CHECK(run(&p, 3, true, true, smaller, 12, "stop_once, smaller is better"));
@@ -166,20 +166,20 @@ static void test_stopping(void) {
     memcpy(exit5, rr, sizeof exit5);
     exit5[4] = (tcase){"1000 3000", .01, true}; /* trial 5 exits during its 3000 */
     CHECK(run(&p, 3, true, true, exit5, 12, "stop_once, an early exit"));
-    ct_asha_plan one = halving(1, 9000, 4, 1);
+    cti_asha_plan one = halving(1, 9000, 4, 1);
     tcase single[4] = {{"9000", .05}, {"9000", .06}, {"9000", .07}, {"9000", .08}};
     CHECK(run(&one, 3, true, true, single, 4, "stop_once, one rung"));
 }
 
 /* adaptive: T 5, 900 batches, standard, max_rungs 2, d 3: brackets [2, 1] */
 static void test_adaptive(void) {
-    ct_asha_opts o = ct_asha_defaults();
+    cti_asha_opts o = cti_asha_defaults();
     o.max_trials = 5;
     o.max_length = 900;
     o.divisor = 3;
     o.max_rungs = 2;
-    ct_asha_plan p;
-    CHECK(ct_asha_plan_make(&o, &p) == 0 && p.n == 2);
+    cti_asha_plan p;
+    CHECK(cti_asha_plan_make(&o, &p) == 0 && p.n == 2);
     tcase promo[5] = {{"300 900", .1}, {"300", .2}, {"300", .3}, {"900", .4}, {"900", .5}};
     CHECK(run(&p, 3, false, true, promo, 5, "adaptive, promotion"));
     promo[1].exits = true;
@@ -197,13 +197,13 @@ static void test_adaptive(void) {
 /* The trace that tells the two rules apart: 2 rungs [250, 1000], d 4, T 4;
  * rung 0 results 0.5, 0.4, 0.6, 0.3. */
 static void test_rules_differ(void) {
-    ct_asha_opts o = ct_asha_defaults();
+    cti_asha_opts o = cti_asha_defaults();
     o.max_trials = 4;
     o.max_length = 1000;
     o.bracket_rungs = (int[]){2};
     o.n_bracket_rungs = 1;
-    ct_asha_plan p;
-    CHECK(ct_asha_plan_make(&o, &p) == 0);
+    cti_asha_plan p;
+    CHECK(cti_asha_plan_make(&o, &p) == 0);
     tcase stop[4] = {{"250 1000", .5}, {"250 1000", .4}, {"250", .6}, {"250 1000", .3}};
     CHECK(run(&p, 4, true, true, stop, 4, "stop_once: three go on"));
     tcase promo[4] = {{"250", .5}, {"250", .4}, {"250", .6}, {"250 1000", .3}};
@@ -211,14 +211,14 @@ static void test_rules_differ(void) {
 }
 
 static void test_errors(void) {
-    ct_asha_plan p = halving(2, 100, 2, 1);
+    cti_asha_plan p = halving(2, 100, 2, 1);
     int64_t next = 1;
-    ct_rungs *r = ct_rungs_new(&p.b[0], 3, false, true, &next);
-    ct_search_ops ops = {0};
-    CHECK(ct_rungs_validated(r, 7, 0.1, &ops) == CT_EINVAL);
+    cti_rungs *r = cti_rungs_new(&p.b[0], 3, false, true, &next);
+    cti_search_ops ops = {0};
+    CHECK(cti_rungs_validated(r, 7, 0.1, &ops) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "search: trial 7 is not one of this bracket's");
     free(ops.v);
-    ct_rungs_free(r);
+    cti_rungs_free(r);
 }
 
 int main(void) {

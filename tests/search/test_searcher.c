@@ -21,13 +21,13 @@ typedef struct {
 
 /* Runs s to its end; metric(trial) is what a trial reports at every TRAIN.
  * Returns false when the search does not end or a trial closes twice. */
-static bool drive(ct_searcher *s, double (*metric)(int64_t), trace *t) {
+static bool drive(cti_searcher *s, double (*metric)(int64_t), trace *t) {
     memset(t, 0, sizeof *t);
-    ct_search_ops q = {0};
-    if (ct_searcher_start(s, &q) != 0) return false;
+    cti_search_ops q = {0};
+    if (cti_searcher_start(s, &q) != 0) return false;
     int in_flight = 0;
     for (size_t head = 0; head < q.n; head++) {
-        ct_search_op op = q.v[head];
+        cti_search_op op = q.v[head];
         if (op.trial < 1 || op.trial >= MAX) return false;
         int rc = 0;
         if (op.kind == CT_SEARCH_CREATE) {
@@ -37,16 +37,16 @@ static bool drive(ct_searcher *s, double (*metric)(int64_t), trace *t) {
             t->trains++;
             size_t n = strlen(t->lengths[op.trial]);
             snprintf(t->lengths[op.trial] + n, sizeof t->lengths[0] - n, "%s%lld", n ? " " : "", (long long)op.length);
-            rc = ct_searcher_validated(s, op.trial, metric(op.trial), &q);
+            rc = cti_searcher_validated(s, op.trial, metric(op.trial), &q);
         } else {
             if (t->closes[op.trial]++) return false;
             in_flight--;
-            rc = ct_searcher_closed(s, op.trial, &q);
+            rc = cti_searcher_closed(s, op.trial, &q);
         }
         if (rc != 0) return false;
     }
     free(q.v);
-    return ct_searcher_done(s);
+    return cti_searcher_done(s);
 }
 
 static double tenth(int64_t trial) { return 0.1 * (double)trial; }
@@ -61,10 +61,10 @@ static void check_lengths(const trace *t, const char *const *want, int n, const 
 
 static void adaptive(void) {
     json_t *none = json_object();
-    ct_hp_space *space = ct_hp_space_new(none, "hyperparameters", false);
+    cti_hp_space *space = cti_hp_space_new(none, "hyperparameters", false);
     json_decref(none);
     CHECK(space != NULL);
-    ct_searcher_opts o = ct_searcher_defaults();
+    cti_searcher_opts o = cti_searcher_defaults();
     o.kind = CT_SEARCHER_ADAPTIVE_ASHA;
     o.max_trials = 5;
     o.max_length = 900;
@@ -72,80 +72,80 @@ static void adaptive(void) {
     o.divisor = 3;
     trace t;
     /* promotion (stop_once false): smaller is better, metrics .1 .. .5 */
-    ct_searcher *s = ct_searcher_new(&o, space);
-    CHECK(s != NULL && ct_searcher_total(s) == 5);
-    const ct_asha_plan *p = ct_searcher_plan(s);
+    cti_searcher *s = cti_searcher_new(&o, space);
+    CHECK(s != NULL && cti_searcher_total(s) == 5);
+    const cti_asha_plan *p = cti_searcher_plan(s);
     CHECK(p->n == 2 && p->b[0].max_trials == 3 && p->b[1].max_trials == 2 && p->b[0].units[0] == 300 &&
           p->b[0].units[1] == 900 && p->b[1].units[0] == 900);
     CHECK(drive(s, tenth, &t));
     check_lengths(&t, (const char *const[]){"300 900", "300", "300", "900", "900"}, 5, "promotion");
-    CHECK(t.creates == 5 && ct_searcher_created(s) == 5);
-    CHECK(ct_searcher_bracket(s, 1) == 0 && ct_searcher_bracket(s, 4) == 1);
-    ct_searcher_free(s);
+    CHECK(t.creates == 5 && cti_searcher_created(s) == 5);
+    CHECK(cti_searcher_bracket(s, 1) == 0 && cti_searcher_bracket(s, 4) == 1);
+    cti_searcher_free(s);
     /* early stopping, not smaller is better: .1 .. .5 each beats the last */
     o.stop_once = true;
     o.smaller_is_better = false;
-    s = ct_searcher_new(&o, space);
+    s = cti_searcher_new(&o, space);
     CHECK(drive(s, tenth, &t));
     check_lengths(&t, (const char *const[]){"300 900", "300 900", "300 900", "900", "900"}, 5, "stop_once");
-    ct_searcher_free(s);
-    ct_hp_space_free(space);
+    cti_searcher_free(s);
+    cti_hp_space_free(space);
 }
 
 static void random_and_single(void) {
     json_t *hps = json_pack("{s{sssfsf}}", "lr", "type", "double", "minval", 0.0, "maxval", 1.0);
-    ct_hp_space *space = ct_hp_space_new(hps, "hyperparameters", false);
-    ct_searcher_opts o = ct_searcher_defaults();
+    cti_hp_space *space = cti_hp_space_new(hps, "hyperparameters", false);
+    cti_searcher_opts o = cti_searcher_defaults();
     o.kind = CT_SEARCHER_RANDOM;
     o.max_trials = 5;
     o.max_concurrent_trials = 2;
     o.max_length = 10;
     trace t;
-    ct_searcher *s = ct_searcher_new(&o, space);
-    ct_search_ops q = {0};
-    CHECK(ct_searcher_start(s, &q) == 0);
+    cti_searcher *s = cti_searcher_new(&o, space);
+    cti_search_ops q = {0};
+    CHECK(cti_searcher_start(s, &q) == 0);
     CHECK(q.n == 6 && q.v[0].kind == CT_SEARCH_CREATE && q.v[1].kind == CT_SEARCH_TRAIN && q.v[1].length == 10 &&
           q.v[2].kind == CT_SEARCH_CLOSE && q.v[3].trial == 2); /* max_concurrent_trials at first */
     free(q.v);
-    ct_searcher_free(s);
-    s = ct_searcher_new(&o, space);
+    cti_searcher_free(s);
+    s = cti_searcher_new(&o, space);
     CHECK(drive(s, tenth, &t));
     CHECK(t.creates == 5 && t.trains == 5 && t.max_in_flight <= 2);
     /* numpy's RandomState(0): the first trial's draw, then its identity */
-    CHECK(json_real_value(json_object_get(ct_searcher_hparams(s, 1), "lr")) == 0.5488135039273248);
-    ct_searcher_free(s);
+    CHECK(json_real_value(json_object_get(cti_searcher_hparams(s, 1), "lr")) == 0.5488135039273248);
+    cti_searcher_free(s);
     o.max_concurrent_trials = 0; /* no limit: all at once */
-    s = ct_searcher_new(&o, space);
-    q = (ct_search_ops){0};
-    CHECK(ct_searcher_start(s, &q) == 0 && q.n == 15);
+    s = cti_searcher_new(&o, space);
+    q = (cti_search_ops){0};
+    CHECK(cti_searcher_start(s, &q) == 0 && q.n == 15);
     free(q.v);
-    ct_searcher_free(s);
-    ct_hp_space_free(space);
+    cti_searcher_free(s);
+    cti_hp_space_free(space);
     json_decref(hps);
 
     /* single, seed 0, nothing sampled: Determined's first Create */
     json_t *none = json_object();
-    space = ct_hp_space_new(none, "hyperparameters", false);
-    o = ct_searcher_defaults();
+    space = cti_hp_space_new(none, "hyperparameters", false);
+    o = cti_searcher_defaults();
     o.max_length = 3;
-    s = ct_searcher_new(&o, space);
+    s = cti_searcher_new(&o, space);
     CHECK(drive(s, tenth, &t) && t.creates == 1);
-    CHECK(strcmp(ct_searcher_request_id(s, 1), "ac0a7f8c-2faa-4497-b5a6-16b7c0cc21d8") == 0);
-    CHECK(ct_searcher_trial_seed(s, 1) == 441365315u);
-    CHECK(ct_searcher_hparams(s, 2) == NULL && ct_searcher_trial_seed(s, 2) == 0);
-    ct_searcher_free(s);
+    CHECK(strcmp(cti_searcher_request_id(s, 1), "ac0a7f8c-2faa-4497-b5a6-16b7c0cc21d8") == 0);
+    CHECK(cti_searcher_trial_seed(s, 1) == 441365315u);
+    CHECK(cti_searcher_hparams(s, 2) == NULL && cti_searcher_trial_seed(s, 2) == 0);
+    cti_searcher_free(s);
     o.seed = 42;
-    s = ct_searcher_new(&o, space);
+    s = cti_searcher_new(&o, space);
     CHECK(drive(s, tenth, &t));
-    CHECK(strcmp(ct_searcher_request_id(s, 1), "66dce15f-b33d-4acb-9c03-62f30e95f52e") == 0 &&
-          ct_searcher_trial_seed(s, 1) == 996406378u);
-    ct_searcher_free(s);
+    CHECK(strcmp(cti_searcher_request_id(s, 1), "66dce15f-b33d-4acb-9c03-62f30e95f52e") == 0 &&
+          cti_searcher_trial_seed(s, 1) == 996406378u);
+    cti_searcher_free(s);
     /* a grid of no hyperparameter has no point: refused */
     o.kind = CT_SEARCHER_GRID;
-    ct_hp_space *grid = ct_hp_space_new(none, "hyperparameters", true);
-    CHECK(ct_searcher_new(&o, grid) == NULL && ct_last_code() == CT_ECONFIG);
-    ct_hp_space_free(grid);
-    ct_hp_space_free(space);
+    cti_hp_space *grid = cti_hp_space_new(none, "hyperparameters", true);
+    CHECK(cti_searcher_new(&o, grid) == NULL && ct_last_code() == CT_ECONFIG);
+    cti_hp_space_free(grid);
+    cti_hp_space_free(space);
     json_decref(none);
 }
 
@@ -153,22 +153,22 @@ static void grid(void) {
     /* TestGrid: "1" int 0..20 count 3, "2" int 0..10 count 3 */
     json_t *hps = json_pack("{s{sssisisi}s{sssisisi}}", "1", "type", "int", "minval", 0, "maxval", 20, "count", 3, "2",
                             "type", "int", "minval", 0, "maxval", 10, "count", 3);
-    ct_hp_space *space = ct_hp_space_new(hps, "hyperparameters", true);
-    ct_searcher_opts o = ct_searcher_defaults();
+    cti_hp_space *space = cti_hp_space_new(hps, "hyperparameters", true);
+    cti_searcher_opts o = cti_searcher_defaults();
     o.kind = CT_SEARCHER_GRID;
     o.max_length = 1;
-    ct_searcher *s = ct_searcher_new(&o, space);
+    cti_searcher *s = cti_searcher_new(&o, space);
     trace t;
-    CHECK(s && ct_searcher_total(s) == 9 && drive(s, tenth, &t) && t.creates == 9);
+    CHECK(s && cti_searcher_total(s) == 9 && drive(s, tenth, &t) && t.creates == 9);
     /* created from the last point: (20,10), (20,5), ... (0,0) */
     static const int want[9][2] = {{20, 10}, {20, 5}, {20, 0}, {10, 10}, {10, 5}, {10, 0}, {0, 10}, {0, 5}, {0, 0}};
     for (int i = 0; i < 9; i++) {
-        const json_t *h = ct_searcher_hparams(s, i + 1);
+        const json_t *h = cti_searcher_hparams(s, i + 1);
         CHECK(json_integer_value(json_object_get(h, "1")) == want[i][0] &&
               json_integer_value(json_object_get(h, "2")) == want[i][1]);
     }
-    ct_searcher_free(s);
-    ct_hp_space_free(space);
+    cti_searcher_free(s);
+    cti_hp_space_free(space);
     json_decref(hps);
 }
 
@@ -182,44 +182,44 @@ static void grid(void) {
 static void too_many_at_once(void) {
     json_t *hps = json_pack("{s{sssisisi}s{sssisisi}}", "a", "type", "int", "minval", 0, "maxval", 1000000000, "count",
                             1000000, "b", "type", "int", "minval", 0, "maxval", 1000000000, "count", 1000000);
-    ct_hp_space *space = ct_hp_space_new(hps, "hyperparameters", true);
-    ct_searcher_opts o = ct_searcher_defaults();
+    cti_hp_space *space = cti_hp_space_new(hps, "hyperparameters", true);
+    cti_searcher_opts o = cti_searcher_defaults();
     o.kind = CT_SEARCHER_GRID;
     o.max_length = 1;
     o.max_concurrent_trials = 0;
-    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK(cti_searcher_new(&o, space) == NULL);
     CHECK_ERR(CT_ECONFIG, "searcher 'grid': 1000000000000 trials would be created at the start "
                           "(max_concurrent_trials 0: no limit, all of 1000000000000), more than the 100000");
     o.max_concurrent_trials = 16; /* the grid's 10^12 points, 16 at a time */
-    ct_searcher *s = ct_searcher_new(&o, space);
-    ct_search_ops q = {0};
-    CHECK(s && ct_searcher_total(s) == 1000000000000 && ct_searcher_start(s, &q) == 0 && ct_searcher_created(s) == 16);
+    cti_searcher *s = cti_searcher_new(&o, space);
+    cti_search_ops q = {0};
+    CHECK(s && cti_searcher_total(s) == 1000000000000 && cti_searcher_start(s, &q) == 0 && cti_searcher_created(s) == 16);
     free(q.v);
-    ct_searcher_free(s);
+    cti_searcher_free(s);
 
     o.kind = CT_SEARCHER_RANDOM;
     o.max_trials = 2147483647;
     o.max_concurrent_trials = 0;
-    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK(cti_searcher_new(&o, space) == NULL);
     CHECK_ERR(CT_ECONFIG, "searcher 'random': 2147483647 trials would be created at the start");
     o.max_concurrent_trials = 100001;
-    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK(cti_searcher_new(&o, space) == NULL);
     CHECK_ERR(CT_ECONFIG, "(max_concurrent_trials 100001 of 2147483647)");
     o.max_trials = 100000; /* at the bound: as Determined, all at the start */
     o.max_concurrent_trials = 0;
-    s = ct_searcher_new(&o, space);
-    q = (ct_search_ops){0};
-    CHECK(s && ct_searcher_start(s, &q) == 0 && ct_searcher_created(s) == 100000);
+    s = cti_searcher_new(&o, space);
+    q = (cti_search_ops){0};
+    CHECK(s && cti_searcher_start(s, &q) == 0 && cti_searcher_created(s) == 100000);
     free(q.v);
-    ct_searcher_free(s);
+    cti_searcher_free(s);
 
     o.kind = CT_SEARCHER_ADAPTIVE_ASHA;
     o.max_length = 900;
     o.max_trials = 1000000;
     o.max_concurrent_trials = 0;
-    CHECK(ct_searcher_new(&o, space) == NULL);
+    CHECK(cti_searcher_new(&o, space) == NULL);
     CHECK_ERR(CT_ECONFIG, "searcher 'adaptive_asha':");
-    ct_hp_space_free(space);
+    cti_hp_space_free(space);
     json_decref(hps);
 }
 

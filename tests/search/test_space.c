@@ -18,39 +18,39 @@ static json_t *parse(const char *text) {
     return j;
 }
 
-static ct_hp_space *space_of(const char *text, bool grid) {
+static cti_hp_space *space_of(const char *text, bool grid) {
     json_t *j = parse(text);
-    ct_hp_space *s = j ? ct_hp_space_new(j, "hyperparameters", grid) : NULL;
+    cti_hp_space *s = j ? cti_hp_space_new(j, "hyperparameters", grid) : NULL;
     json_decref(j);
     return s;
 }
 
 /* Determined's trial creation after sampling: a request id (4 draws) and
  * the trial seed (one draw, 31 bits). */
-static uint32_t create_draws(ct_mt19937 *mt) {
-    for (int i = 0; i < 4; i++) ct_mt19937_next32(mt);
-    return ct_mt19937_next32(mt) & 0x7fffffffu;
+static uint32_t create_draws(cti_mt19937 *mt) {
+    for (int i = 0; i < 4; i++) cti_mt19937_next32(mt);
+    return cti_mt19937_next32(mt) & 0x7fffffffu;
 }
 
 static double num(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 
 static void test_generator(void) {
-    ct_mt19937 mt;
-    ct_mt19937_seed(&mt, 42); /* nprand_test.go: Intn(10) x 10 */
+    cti_mt19937 mt;
+    cti_mt19937_seed(&mt, 42); /* nprand_test.go: Intn(10) x 10 */
     const uint64_t want[10] = {6, 3, 7, 4, 6, 9, 2, 6, 7, 4};
-    for (int i = 0; i < 10; i++) CHECK(ct_mt19937_interval(&mt, 9) == want[i]);
-    ct_mt19937_seed(&mt, 1); /* Uniform(0, 1) */
-    CHECK(ct_hp_unit(&mt) == 0.417022004702574);
-    CHECK(ct_hp_unit(&mt) == 0.7203244934421581);
-    CHECK(ct_hp_unit(&mt) == 0.00011437481734488664);
+    for (int i = 0; i < 10; i++) CHECK(cti_mt19937_interval(&mt, 9) == want[i]);
+    cti_mt19937_seed(&mt, 1); /* Uniform(0, 1) */
+    CHECK(cti_hp_unit(&mt) == 0.417022004702574);
+    CHECK(cti_hp_unit(&mt) == 0.7203244934421581);
+    CHECK(cti_hp_unit(&mt) == 0.00011437481734488664);
     /* searcher single, seed 0: the first trial's seed */
-    ct_mt19937_seed(&mt, 0);
+    cti_mt19937_seed(&mt, 0);
     CHECK(create_draws(&mt) == 441365315u);
 }
 
 /* examples/tutorials/mnist_pytorch/adaptive.yaml's hyperparameters, seed 42 */
 static void test_sample_mnist(void) {
-    ct_hp_space *s = space_of("{\"global_batch_size\": 64,"
+    cti_hp_space *s = space_of("{\"global_batch_size\": 64,"
                               " \"learning_rate\": {\"type\": \"double\", \"minval\": 0.0001, \"maxval\": 1.0},"
                               " \"n_filters1\": {\"type\": \"int\", \"minval\": 8, \"maxval\": 64},"
                               " \"n_filters2\": {\"type\": \"int\", \"minval\": 8, \"maxval\": 72},"
@@ -59,14 +59,14 @@ static void test_sample_mnist(void) {
                               false);
     CHECK(s != NULL);
     if (!s) return;
-    ct_mt19937 mt;
-    ct_mt19937_seed(&mt, 42);
+    cti_mt19937 mt;
+    cti_mt19937_seed(&mt, 42);
     const double want[3][5] = {{0.42472407130841755, 0.7704285838459497, 0.7320207424172239, 28, 31},
                                {0.6994655844802531, 0.3274034664069657, 0.1819067847103799, 28, 40},
                                {0.21383745502484947, 0.5148647961550336, 0.3999209856180839, 35, 67}};
     const uint32_t seeds[3] = {953477463u, 1855189739u, 1224821422u};
     for (int t = 0; t < 3; t++) {
-        json_t *hp = ct_hp_space_sample(s, &mt);
+        json_t *hp = cti_hp_space_sample(s, &mt);
         CHECK(hp && json_object_size(hp) == 6);
         CHECK(num(hp, "dropout1") == want[t][0] && num(hp, "dropout2") == want[t][1]);
         CHECK(num(hp, "learning_rate") == want[t][2]);
@@ -76,25 +76,25 @@ static void test_sample_mnist(void) {
         CHECK(create_draws(&mt) == seeds[t]);
         json_decref(hp);
     }
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
 }
 
 /* log, categorical, int and const together, seed 7 */
 static void test_sample_kinds(void) {
-    ct_hp_space *s = space_of("{\"global_batch_size\": 64, \"wd\": {\"type\": \"const\", \"val\": 0.0005},"
+    cti_hp_space *s = space_of("{\"global_batch_size\": 64, \"wd\": {\"type\": \"const\", \"val\": 0.0005},"
                               " \"lr\": {\"type\": \"log\", \"minval\": -4, \"maxval\": -1, \"base\": 10},"
                               " \"opt\": {\"type\": \"categorical\", \"vals\": [\"sgd\", \"adam\", \"rmsprop\"]},"
                               " \"layers\": {\"type\": \"int\", \"minval\": 1, \"maxval\": 3}}",
                               false);
     CHECK(s != NULL);
     if (!s) return;
-    ct_mt19937 mt;
-    ct_mt19937_seed(&mt, 7);
+    cti_mt19937 mt;
+    cti_mt19937_seed(&mt, 7);
     const int64_t layers[2] = {1, 3};
     const double lr[2] = {0.021865347140571707, 0.0018118265994408744};
     const uint32_t seeds[2] = {372560217u, 1304549247u};
     for (int t = 0; t < 2; t++) {
-        json_t *hp = ct_hp_space_sample(s, &mt);
+        json_t *hp = cti_hp_space_sample(s, &mt);
         CHECK(json_integer_value(json_object_get(hp, "layers")) == layers[t]);
         CHECK(fabs(num(hp, "lr") / lr[t] - 1) < 1e-14);
         CHECK(strcmp(json_string_value(json_object_get(hp, "opt")), "sgd") == 0);
@@ -102,37 +102,37 @@ static void test_sample_kinds(void) {
         CHECK(create_draws(&mt) == seeds[t]);
         json_decref(hp);
     }
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
     /* nested groups come back as objects; a list is a const */
     s = space_of("{\"model\": {\"width\": {\"type\": \"int\", \"minval\": 4, \"maxval\": 8}, \"act\": \"relu\"},"
                  " \"sizes\": [1, 2, 3]}",
                  false);
     CHECK(s != NULL);
-    ct_mt19937_seed(&mt, 3);
-    json_t *hp = s ? ct_hp_space_sample(s, &mt) : NULL;
+    cti_mt19937_seed(&mt, 3);
+    json_t *hp = s ? cti_hp_space_sample(s, &mt) : NULL;
     json_t *model = json_object_get(hp, "model");
     CHECK(json_is_object(model) && json_object_size(model) == 2);
     int64_t w = json_integer_value(json_object_get(model, "width"));
     CHECK(w >= 4 && w <= 8);
     CHECK(json_array_size(json_object_get(hp, "sizes")) == 3);
     json_decref(hp);
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
 }
 
 /* The points of one int/double/log axis (a one-hyperparameter grid). */
 static bool axis_is(const char *spec, const double *want, int64_t n) {
     char text[256];
     snprintf(text, sizeof text, "{\"x\": %s}", spec);
-    ct_hp_space *s = space_of(text, true);
-    bool ok = s && ct_hp_space_grid_len(s) == n;
+    cti_hp_space *s = space_of(text, true);
+    bool ok = s && cti_hp_space_grid_len(s) == n;
     for (int64_t i = 0; ok && i < n; i++) {
-        json_t *p = ct_hp_space_grid_point(s, i);
+        json_t *p = cti_hp_space_grid_point(s, i);
         double v = num(p, "x");
         ok = want[i] == 0 ? v == 0 : fabs(v / want[i] - 1) < 1e-15;
         json_decref(p);
     }
     if (!ok) fprintf(stderr, "  axis %s\n", spec);
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
     return ok;
 }
 
@@ -164,16 +164,16 @@ static void test_grid_axes(void) {
 static bool int_axis_is(const char *spec, const int64_t *want, int64_t n) {
     char text[256];
     snprintf(text, sizeof text, "{\"x\": %s}", spec);
-    ct_hp_space *s = space_of(text, true);
-    bool ok = s && ct_hp_space_grid_len(s) == n;
+    cti_hp_space *s = space_of(text, true);
+    bool ok = s && cti_hp_space_grid_len(s) == n;
     for (int64_t i = 0; ok && i < n; i++) {
-        json_t *p = ct_hp_space_grid_point(s, i);
+        json_t *p = cti_hp_space_grid_point(s, i);
         ok = p && json_is_integer(json_object_get(p, "x")) && json_integer_value(json_object_get(p, "x")) == want[i];
         if (!ok && p) fprintf(stderr, "  point %lld: %lld\n", (long long)i, (long long)json_integer_value(json_object_get(p, "x")));
         json_decref(p);
     }
     if (!ok) fprintf(stderr, "  axis %s\n", spec);
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
     return ok;
 }
 
@@ -195,34 +195,34 @@ static void test_grid_wide_ints(void) {
 
 static void test_grid_order(void) {
     /* grid_test.go TestGrid: the first axis slowest */
-    ct_hp_space *s = space_of("{\"2\": {\"type\": \"int\", \"minval\": 0, \"maxval\": 10, \"count\": 3},"
+    cti_hp_space *s = space_of("{\"2\": {\"type\": \"int\", \"minval\": 0, \"maxval\": 10, \"count\": 3},"
                               " \"1\": {\"type\": \"int\", \"minval\": 0, \"maxval\": 20, \"count\": 3}}",
                               true);
-    CHECK(s && ct_hp_space_grid_len(s) == 9);
+    CHECK(s && cti_hp_space_grid_len(s) == 9);
     const int want[9][2] = {{0, 0}, {0, 5}, {0, 10}, {10, 0}, {10, 5}, {10, 10}, {20, 0}, {20, 5}, {20, 10}};
     for (int k = 0; s && k < 9; k++) {
-        json_t *p = ct_hp_space_grid_point(s, k);
+        json_t *p = cti_hp_space_grid_point(s, k);
         CHECK(num(p, "1") == want[k][0] && num(p, "2") == want[k][1]);
         json_decref(p);
     }
-    CHECK(s && !ct_hp_space_grid_point(s, 9));
+    CHECK(s && !cti_hp_space_grid_point(s, 9));
     CHECK_ERR(CT_EINDEX, "grid point 9 is out of range [0, 9)");
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
     /* nested groups, categorical and const; an empty group is one point, {} */
     s = space_of("{\"opt\": {\"type\": \"categorical\", \"vals\": [\"sgd\", \"adam\"]}, \"c\": 5,"
                  " \"net\": {\"depth\": {\"type\": \"int\", \"minval\": 1, \"maxval\": 3, \"count\": 3}, \"e\": {}}}",
                  true);
-    CHECK(s && ct_hp_space_grid_len(s) == 6);
-    json_t *p = s ? ct_hp_space_grid_point(s, 4) : NULL; /* axes c(1) net.depth(3) net.e(1) opt(2): depth 3, adam? */
+    CHECK(s && cti_hp_space_grid_len(s) == 6);
+    json_t *p = s ? cti_hp_space_grid_point(s, 4) : NULL; /* axes c(1) net.depth(3) net.e(1) opt(2): depth 3, adam? */
     json_t *net = json_object_get(p, "net");
     CHECK(num(p, "c") == 5 && num(net, "depth") == 3 && json_is_object(json_object_get(net, "e")));
     CHECK(strcmp(json_string_value(json_object_get(p, "opt")), "sgd") == 0);
     json_decref(p);
-    ct_hp_space_free(s);
+    cti_hp_space_free(s);
     /* no hyperparameters: no grid point */
     s = space_of("{}", true);
-    CHECK(s && ct_hp_space_grid_len(s) == 0);
-    ct_hp_space_free(s);
+    CHECK(s && cti_hp_space_grid_len(s) == 0);
+    cti_hp_space_free(s);
 }
 
 static void refused(const char *text, bool grid, const char *needle) {

@@ -3,7 +3,7 @@
  *
  *     summary_write OUTDIR [DEVICE]
  *
- *   OUTDIR/tb/       ct_tb_add_histogram / _image / _text (src/formats) on
+ *   OUTDIR/tb/       cti_tb_add_histogram / _image / _text (src/formats) on
  *                    plain arrays, wall times fixed so that Python can
  *                    serialize the same Events byte for byte;
  *   OUTDIR/summary/  ct_summary_* (ctrial/summary.h) on tensors of many
@@ -40,7 +40,7 @@ static uint64_t lcg(void) {
 static size_t hist_values(const char *name, double *v) {
     size_t n = 0;
     double e[CT_TB_HIST_EDGES];
-    int k = ct_tb_hist_edges(e);
+    int k = cti_tb_hist_edges(e);
     if (!strcmp(name, "dyadic")) { /* every partial sum exact: sum_squares too */
         for (int i = -1000; i <= 1000; i++) v[n++] = i / 64.0;
         v[n++] = 1048576.0;
@@ -108,8 +108,8 @@ static const char *const texts[] = {
 };
 
 static int write_tb(const char *dir) {
-    ct_tb_writer *w = ct_tb_open(dir, ".ctrial");
-    if (!w) return fail("ct_tb_open");
+    cti_tb_writer *w = cti_tb_open(dir, ".ctrial");
+    if (!w) return fail("cti_tb_open");
     static double v[4000];
     static const char *const sets[] = {"dyadic", "span", "single", "first_bucket",
                                        "nonfinite", "nan", "ties"};
@@ -118,11 +118,11 @@ static int write_tb(const char *dir) {
         size_t n = hist_values(sets[s], v);
         char tag[64];
         snprintf(tag, sizeof tag, "hist/%s", sets[s]);
-        if (ct_tb_add_histogram(w, tag, v, n, (int64_t)s * 3 - 2, wall + s)) return fail(tag);
+        if (cti_tb_add_histogram(w, tag, v, n, (int64_t)s * 3 - 2, wall + s)) return fail(tag);
     }
     static double big[20000];
     lcg_values(big, 20000);
-    if (ct_tb_add_histogram(w, "hist/lcg", big, 20000, 1 << 20, wall + 10)) return fail("hist/lcg");
+    if (cti_tb_add_histogram(w, "hist/lcg", big, 20000, 1 << 20, wall + 10)) return fail("hist/lcg");
 
     /* Images: gray (one channel, colorspace 1), RGB, RGBA; HWC bytes. */
     static uint8_t px[4 * 40 * 50];
@@ -135,14 +135,14 @@ static int write_tb(const char *dir) {
                     px[((size_t)y * wd + x) * c + ch] = (uint8_t)((y * 7 + x * 3 + ch * 60 + x * y) % 256);
         char tag[32];
         snprintf(tag, sizeof tag, "tbimg/c%d", c);
-        if (ct_tb_add_image(w, tag, px, h, wd, c, i, wall + 20 + i)) return fail(tag);
+        if (cti_tb_add_image(w, tag, px, h, wd, c, i, wall + 20 + i)) return fail(tag);
     }
 
     for (int i = 0; i < 3; i++)
-        if (ct_tb_add_text(w, "notes", texts[i], i, wall + 30 + i)) return fail("text");
-    printf("%s\n", ct_tb_path(w));
-    if (ct_tb_flush(w)) return fail("flush");
-    ct_tb_close(w);
+        if (cti_tb_add_text(w, "notes", texts[i], i, wall + 30 + i)) return fail("text");
+    printf("%s\n", cti_tb_path(w));
+    if (cti_tb_flush(w)) return fail("flush");
+    cti_tb_close(w);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 """ctrial's TensorBoard summaries against torch.utils.tensorboard's.
 
 summary_write (summary_write.c) writes two event files: one through the
-formats-level writer (ct_tb_add_histogram / _image / _text on plain arrays,
+formats-level writer (cti_tb_add_histogram / _image / _text on plain arrays,
 fixed wall times) and one through ctrial/summary.h (ct_summary_* on tensors
 of many dtypes and layouts). This script rebuilds the same inputs in numpy
 and torch, has torch write them (its summary functions, and a real

@@ -56,7 +56,7 @@ static void test_open(void) {
 
     /* The name, next to another file in the same directory (the loop's). */
     snprintf(path, sizeof path, "%s/run/a", dir);
-    ct_tb_writer *loop = ct_tb_open(path, "");
+    cti_tb_writer *loop = cti_tb_open(path, "");
     ct_summary_writer *w = ct_summary_open(path);
     CHECK(loop && w);
     if (w && loop) {
@@ -64,11 +64,11 @@ static void test_open(void) {
         size_t n = strlen(p);
         CHECK(strncmp(p, path, strlen(path)) == 0 && strstr(p, "/events.out.tfevents.") != NULL);
         CHECK(n > 8 && strcmp(p + n - 8, ".summary") == 0);
-        CHECK(strcmp(p, ct_tb_path(loop)) != 0);
+        CHECK(strcmp(p, cti_tb_path(loop)) != 0);
         CHECK(file_size(p) == 40); /* the file_version record, flushed */
     }
     CHECK_OK(ct_summary_close(w));
-    ct_tb_close(loop);
+    cti_tb_close(loop);
 }
 
 static void test_errors(void) {
@@ -140,34 +140,34 @@ static void test_errors(void) {
 static void test_tb_errors(void) {
     char logdir[300];
     snprintf(logdir, sizeof logdir, "%s/tb", dir);
-    ct_tb_writer *w = ct_tb_open(logdir, "");
+    cti_tb_writer *w = cti_tb_open(logdir, "");
     CHECK(w != NULL);
     if (!w) return;
     uint8_t px[12] = {0};
     double v[2] = {1.0, 2.0};
-    CHECK(ct_tb_add_histogram(NULL, "h", v, 2, 0, 0) == CT_EINVAL);
-    CHECK_ERR(CT_EINVAL, "ct_tb_add_histogram: writer is NULL");
-    CHECK(ct_tb_add_histogram(w, "h", NULL, 2, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_histogram(NULL, "h", v, 2, 0, 0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "cti_tb_add_histogram: writer is NULL");
+    CHECK(cti_tb_add_histogram(w, "h", NULL, 2, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "values is NULL");
-    CHECK(ct_tb_add_histogram(w, "h", v, 2, 0, NAN) == CT_EINVAL);
+    CHECK(cti_tb_add_histogram(w, "h", v, 2, 0, NAN) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "wall_time nan is not finite");
-    CHECK(ct_tb_add_image(w, "i", px, 2, 2, 2, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_image(w, "i", px, 2, 2, 2, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "2 channels");
-    CHECK(ct_tb_add_image(w, "i", px, -1, 2, 3, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_image(w, "i", px, -1, 2, 3, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "image size -1 x 2");
-    CHECK(ct_tb_add_image(w, "i", NULL, 2, 2, 3, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_image(w, "i", NULL, 2, 2, 3, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "pixels are NULL");
-    CHECK(ct_tb_add_text(w, "\xc0\xaf", "x", 0, 0) == CT_EINVAL);
-    CHECK_ERR(CT_EINVAL, "ct_tb_add_text: ");
-    CHECK_OK(ct_tb_add_image(w, "i", px, 2, 2, 3, 0, 0));
-    CHECK_OK(ct_tb_add_image(w, "i", px, 1, 1, 1, 0, 0));
-    CHECK_OK(ct_tb_add_histogram(w, "h", v, 2, 0, 0));
-    ct_tb_close(w);
+    CHECK(cti_tb_add_text(w, "\xc0\xaf", "x", 0, 0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "cti_tb_add_text: ");
+    CHECK_OK(cti_tb_add_image(w, "i", px, 2, 2, 3, 0, 0));
+    CHECK_OK(cti_tb_add_image(w, "i", px, 1, 1, 1, 0, 0));
+    CHECK_OK(cti_tb_add_histogram(w, "h", v, 2, 0, 0));
+    cti_tb_close(w);
 }
 
 static void test_edges(void) {
     double e[CT_TB_HIST_EDGES];
-    CHECK(ct_tb_hist_edges(e) == 774);
+    CHECK(cti_tb_hist_edges(e) == 774);
     CHECK(e[0] == 1e-12);
     CHECK(e[1] == 1.1000000000000002e-12); /* Python: 1e-12 * 1.1 */
     CHECK(e[773] == 9.920775621859783e+19);

@@ -31,22 +31,22 @@ static int fail(const char *what) {
 
 static const char *const metrics[] = {"validation/validation_accuracy", "training/loss"};
 
-static int scalars(ct_tb_writer *w, double acc0, double base_time) {
+static int scalars(cti_tb_writer *w, double acc0, double base_time) {
     for (int i = 1; i <= 3; i++) {
         int64_t step = 100 * i;
-        if (ct_tb_add_scalar(w, "training/loss", 2.0 / i, step, base_time + i) ||
-            ct_tb_add_scalar(w, "validation/validation_accuracy", acc0 + 0.125 * i, step,
+        if (cti_tb_add_scalar(w, "training/loss", 2.0 / i, step, base_time + i) ||
+            cti_tb_add_scalar(w, "validation/validation_accuracy", acc0 + 0.125 * i, step,
                              base_time + i + 0.5))
             return -1;
     }
-    return ct_tb_flush(w);
+    return cti_tb_flush(w);
 }
 
 static int search(const char *logdir) {
-    static const ct_tb_hp_value lr_domain[] = {NUM(0.001), NUM(0.01), NUM(0.1)};
-    static const ct_tb_hp_value opt_domain[] = {STR("adam"), STR("sgd")};
-    static const ct_tb_hp_value bn_domain[] = {BOOL(0), BOOL(1)};
-    const ct_tb_hp_info hps[] = {
+    static const cti_tb_hp_value lr_domain[] = {NUM(0.001), NUM(0.01), NUM(0.1)};
+    static const cti_tb_hp_value opt_domain[] = {STR("adam"), STR("sgd")};
+    static const cti_tb_hp_value bn_domain[] = {BOOL(0), BOOL(1)};
+    const cti_tb_hp_info hps[] = {
         {.name = "lr", .kind = CT_TB_HP_NUMBER, .domain = CT_TB_HP_DISCRETE, .values = lr_domain,
          .n_values = N(lr_domain)},
         {.name = "optimizer", .kind = CT_TB_HP_STRING, .domain = CT_TB_HP_DISCRETE,
@@ -58,16 +58,16 @@ static int search(const char *logdir) {
         {.name = "layers", .kind = CT_TB_HP_NUMBER},
         {.name = "note", .kind = CT_TB_HP_STRING},
     };
-    ct_tb_writer *e = ct_tb_open(logdir, ".hparams");
+    cti_tb_writer *e = cti_tb_open(logdir, ".hparams");
     if (!e) return fail("open experiment");
-    if (ct_tb_add_hparams_experiment(e, hps, N(hps), metrics, N(metrics), 1700000000.5))
+    if (cti_tb_add_hparams_experiment(e, hps, N(hps), metrics, N(metrics), 1700000000.5))
         return fail("experiment");
-    ct_tb_close(e);
+    cti_tb_close(e);
 
     /* Trial 1: one writer. Values out of name order (the map is sorted). */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/trials/1", logdir);
-    const ct_tb_hp_value v1[] = {
+    const cti_tb_hp_value v1[] = {
         {.name = "use_bn", .kind = CT_TB_HP_BOOL, .boolean = 7},
         {.name = "lr", .kind = CT_TB_HP_NUMBER, .number = 0.1},
         {.name = "optimizer", .kind = CT_TB_HP_STRING, .string = "sgd"},
@@ -75,18 +75,18 @@ static int search(const char *logdir) {
         {.name = "note", .kind = CT_TB_HP_STRING, .string = "größe €"},
         {.name = "layers", .kind = CT_TB_HP_NUMBER, .number = 3},
     };
-    ct_tb_writer *w = ct_tb_open(dir, "");
+    cti_tb_writer *w = cti_tb_open(dir, "");
     if (!w) return fail("open trial 1");
-    if (ct_tb_add_hparams_session_start(w, NULL, v1, N(v1), 1700000001.0)) return fail("start 1");
+    if (cti_tb_add_hparams_session_start(w, NULL, v1, N(v1), 1700000001.0)) return fail("start 1");
     if (scalars(w, 0.5, 1700000010.0)) return fail("scalars 1");
-    if (ct_tb_add_hparams_session_end(w, CT_TB_HP_STATUS_SUCCESS, 1700000100.25))
+    if (cti_tb_add_hparams_session_end(w, CT_TB_HP_STATUS_SUCCESS, 1700000100.25))
         return fail("end 1");
-    ct_tb_close(w);
+    cti_tb_close(w);
 
     /* Trial 2: the summaries in one file, the scalars in another; a group
      * name; zero, false and "" values, which proto3 writes in a oneof. */
     snprintf(dir, sizeof dir, "%s/trials/2", logdir);
-    const ct_tb_hp_value v2[] = {
+    const cti_tb_hp_value v2[] = {
         {.name = "optimizer", .kind = CT_TB_HP_STRING, .string = "adam"},
         {.name = "note", .kind = CT_TB_HP_STRING, .string = ""},
         {.name = "lr", .kind = CT_TB_HP_NUMBER, .number = 0.01},
@@ -94,27 +94,27 @@ static int search(const char *logdir) {
         {.name = "use_bn", .kind = CT_TB_HP_BOOL, .boolean = 0},
         {.name = "layers", .kind = CT_TB_HP_NUMBER, .number = -1},
     };
-    ct_tb_writer *h = ct_tb_open(dir, ".hparams");
+    cti_tb_writer *h = cti_tb_open(dir, ".hparams");
     if (!h) return fail("open trial 2");
-    if (ct_tb_add_hparams_session_start(h, "trial-2", v2, N(v2), 1700000002.0))
+    if (cti_tb_add_hparams_session_start(h, "trial-2", v2, N(v2), 1700000002.0))
         return fail("start 2");
-    if (ct_tb_flush(h)) return fail("flush 2");
-    ct_tb_writer *loop = ct_tb_open(dir, "");
+    if (cti_tb_flush(h)) return fail("flush 2");
+    cti_tb_writer *loop = cti_tb_open(dir, "");
     if (!loop) return fail("open trial 2's loop");
     if (scalars(loop, 0.25, 1700000020.0)) return fail("scalars 2");
-    ct_tb_close(loop);
-    if (ct_tb_add_hparams_session_end(h, CT_TB_HP_STATUS_FAILURE, 1700000200.75))
+    cti_tb_close(loop);
+    if (cti_tb_add_hparams_session_end(h, CT_TB_HP_STATUS_FAILURE, 1700000200.75))
         return fail("end 2");
-    ct_tb_close(h);
+    cti_tb_close(h);
     return 0;
 }
 
 /* What torch's hparams() can say: numbers (torch writes ints as numbers)
  * and strings, discrete domains in the order given, the metrics' tags. */
 static int torch_like(const char *dir) {
-    static const ct_tb_hp_value lr_domain[] = {NUM(0.1), NUM(0.01), NUM(0.001)};
-    static const ct_tb_hp_value opt_domain[] = {STR("sgd"), STR("adam")};
-    const ct_tb_hp_info hps[] = {
+    static const cti_tb_hp_value lr_domain[] = {NUM(0.1), NUM(0.01), NUM(0.001)};
+    static const cti_tb_hp_value opt_domain[] = {STR("sgd"), STR("adam")};
+    const cti_tb_hp_info hps[] = {
         {.name = "lr", .kind = CT_TB_HP_NUMBER, .domain = CT_TB_HP_DISCRETE, .values = lr_domain,
          .n_values = N(lr_domain)},
         {.name = "optimizer", .kind = CT_TB_HP_STRING, .domain = CT_TB_HP_DISCRETE,
@@ -122,19 +122,19 @@ static int torch_like(const char *dir) {
         {.name = "layers", .kind = CT_TB_HP_NUMBER},
         {.name = "note", .kind = CT_TB_HP_STRING},
     };
-    const ct_tb_hp_value v[] = {
+    const cti_tb_hp_value v[] = {
         {.name = "lr", .kind = CT_TB_HP_NUMBER, .number = 0.1},
         {.name = "optimizer", .kind = CT_TB_HP_STRING, .string = "sgd"},
         {.name = "layers", .kind = CT_TB_HP_NUMBER, .number = 3},
         {.name = "note", .kind = CT_TB_HP_STRING, .string = "größe €"},
     };
-    ct_tb_writer *w = ct_tb_open(dir, "");
+    cti_tb_writer *w = cti_tb_open(dir, "");
     if (!w) return fail("open torch-like");
-    if (ct_tb_add_hparams_experiment(w, hps, N(hps), metrics, N(metrics), 1700000300.0) ||
-        ct_tb_add_hparams_session_start(w, "", v, N(v), 1700000301.0) ||
-        ct_tb_add_hparams_session_end(w, CT_TB_HP_STATUS_SUCCESS, 1700000302.0))
+    if (cti_tb_add_hparams_experiment(w, hps, N(hps), metrics, N(metrics), 1700000300.0) ||
+        cti_tb_add_hparams_session_start(w, "", v, N(v), 1700000301.0) ||
+        cti_tb_add_hparams_session_end(w, CT_TB_HP_STATUS_SUCCESS, 1700000302.0))
         return fail("torch-like");
-    ct_tb_close(w);
+    cti_tb_close(w);
     return 0;
 }
 

@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: tb_write LOGDIR SUFFIX\n");
         return 2;
     }
-    ct_tb_writer *w = ct_tb_open(argv[1], argv[2]);
+    cti_tb_writer *w = cti_tb_open(argv[1], argv[2]);
     if (!w) return fail("open");
 
     /* A training loop: training scalars every report, validation every
@@ -43,10 +43,10 @@ int main(int argc, char **argv) {
         int64_t step = s * 10;
         for (int t = 0; t < 4; t++) {
             if (t >= 2 && s % 2 == 1) continue;
-            if (ct_tb_add_scalar(w, tags[t], value_of(t, step), step, wall_of(t, step)))
+            if (cti_tb_add_scalar(w, tags[t], value_of(t, step), step, wall_of(t, step)))
                 return fail(tags[t]);
         }
-        if (s % 10 == 9 && ct_tb_flush(w)) return fail("flush");
+        if (s % 10 == 9 && cti_tb_flush(w)) return fail("flush");
     }
 
     const double values[] = {0.1,     -0.0,     0.0,     INFINITY,  -INFINITY, NAN,
@@ -54,28 +54,28 @@ int main(int argc, char **argv) {
                              -(0x1p128 - 0x1p103),        0x1p128 - 0x1p103 - 0x1p75,
                              1e300,   -1e300,   1e-300,  16777217.0, 1.0 / 3.0};
     for (int i = 0; i < (int)(sizeof values / sizeof values[0]); i++)
-        if (ct_tb_add_scalar(w, "edge/value", values[i], i, 1700001000.0 + i))
+        if (cti_tb_add_scalar(w, "edge/value", values[i], i, 1700001000.0 + i))
             return fail("edge/value");
 
     const int64_t steps[] = {-1, -5, INT64_MIN, INT64_MAX, 1, 0, 127, 128, INT64_C(1) << 31};
     for (int i = 0; i < (int)(sizeof steps / sizeof steps[0]); i++)
-        if (ct_tb_add_scalar(w, "edge/step", i, steps[i], 1700002000.0 + i))
+        if (cti_tb_add_scalar(w, "edge/step", i, steps[i], 1700002000.0 + i))
             return fail("edge/step");
 
     /* wall_time <= 0: now. */
-    if (ct_tb_add_scalar(w, "clock/now", 1.0, 1, 0.0) ||
-        ct_tb_add_scalar(w, "clock/now", 2.0, 2, -3.0))
+    if (cti_tb_add_scalar(w, "clock/now", 1.0, 1, 0.0) ||
+        cti_tb_add_scalar(w, "clock/now", 2.0, 2, -3.0))
         return fail("clock/now");
 
     char long_tag[1001] = "long/";
     for (int i = 5; i < 1000; i++) long_tag[i] = (char)('a' + i % 26);
     long_tag[1000] = '\0';
-    if (ct_tb_add_scalar(w, long_tag, 42.0, 5, 1700003000.0) ||
-        ct_tb_add_scalar(w, "validation/größe €", -42.5, 6, 1700003001.0))
+    if (cti_tb_add_scalar(w, long_tag, 42.0, 5, 1700003000.0) ||
+        cti_tb_add_scalar(w, "validation/größe €", -42.5, 6, 1700003001.0))
         return fail("tags");
 
-    printf("%s\n", ct_tb_path(w));
-    if (ct_tb_flush(w)) return fail("final flush");
-    ct_tb_close(w);
+    printf("%s\n", cti_tb_path(w));
+    if (cti_tb_flush(w)) return fail("final flush");
+    cti_tb_close(w);
     return 0;
 }

@@ -32,20 +32,20 @@ static uint32_t crc32c_bitwise(const unsigned char *p, size_t n) {
 }
 
 static void test_crc32c(void) {
-    CHECK(ct_tb_crc32c(0, "123456789", 9) == 0xE3069283u);
+    CHECK(cti_tb_crc32c(0, "123456789", 9) == 0xE3069283u);
     unsigned char buf[256];
     memset(buf, 0, 32);
-    CHECK(ct_tb_crc32c(0, buf, 32) == 0x8A9136AAu);
+    CHECK(cti_tb_crc32c(0, buf, 32) == 0x8A9136AAu);
     memset(buf, 0xFF, 32); /* RFC 3720, B.4 */
-    CHECK(ct_tb_crc32c(0, buf, 32) == 0x62A8AB43u);
+    CHECK(cti_tb_crc32c(0, buf, 32) == 0x62A8AB43u);
     for (int i = 0; i < 256; i++) buf[i] = (unsigned char)i;
-    CHECK(ct_tb_crc32c(0, buf, 32) == 0x46DD794Eu);
-    CHECK(ct_tb_crc32c(0, buf, 256) == 0x9C44184Bu); /* Python's crc32c, every byte value */
-    CHECK(ct_tb_crc32c(0, buf, 0) == 0);
-    CHECK(ct_tb_crc32c(0x12345678u, buf, 0) == 0x12345678u);
+    CHECK(cti_tb_crc32c(0, buf, 32) == 0x46DD794Eu);
+    CHECK(cti_tb_crc32c(0, buf, 256) == 0x9C44184Bu); /* Python's crc32c, every byte value */
+    CHECK(cti_tb_crc32c(0, buf, 0) == 0);
+    CHECK(cti_tb_crc32c(0x12345678u, buf, 0) == 0x12345678u);
 
     /* Continuing a CRC over a split buffer gives the CRC of the whole. */
-    CHECK(ct_tb_crc32c(ct_tb_crc32c(0, "1234", 4), "56789", 5) == 0xE3069283u);
+    CHECK(cti_tb_crc32c(cti_tb_crc32c(0, "1234", 4), "56789", 5) == 0xE3069283u);
 
     /* The table against the definition, for every byte value at every
      * position the table is reached from. */
@@ -56,20 +56,20 @@ static void test_crc32c(void) {
             x = x * 1664525u + 1013904223u;
             buf[i] = (unsigned char)(x >> 24);
         }
-        CHECK(ct_tb_crc32c(0, buf, n) == crc32c_bitwise(buf, n));
+        CHECK(cti_tb_crc32c(0, buf, n) == crc32c_bitwise(buf, n));
     }
 }
 
 static void test_mask(void) {
-    CHECK(ct_tb_mask_crc(0) == 0xA282EAD8u);
-    CHECK(ct_tb_mask_crc(0xE3069283u) == 0xC78AB0E5u); /* Python's masked_crc32c(b"123456789") */
+    CHECK(cti_tb_mask_crc(0) == 0xA282EAD8u);
+    CHECK(cti_tb_mask_crc(0xE3069283u) == 0xC78AB0E5u); /* Python's masked_crc32c(b"123456789") */
     /* The rotation wraps and the addition is modulo 2^32. */
-    CHECK(ct_tb_mask_crc(0xFFFFFFFFu) == (uint32_t)(0xFFFFFFFFu + 0xA282EAD8u));
-    CHECK(ct_tb_mask_crc(1u << 15) == 1u + 0xA282EAD8u);
-    CHECK(ct_tb_mask_crc(1) == (1u << 17) + 0xA282EAD8u);
+    CHECK(cti_tb_mask_crc(0xFFFFFFFFu) == (uint32_t)(0xFFFFFFFFu + 0xA282EAD8u));
+    CHECK(cti_tb_mask_crc(1u << 15) == 1u + 0xA282EAD8u);
+    CHECK(cti_tb_mask_crc(1) == (1u << 17) + 0xA282EAD8u);
     /* The length CRC of an empty record, as TensorFlow writes it. */
     unsigned char zero8[8] = {0};
-    CHECK(ct_tb_mask_crc(ct_tb_crc32c(0, zero8, 8)) == 0x07980329u);
+    CHECK(cti_tb_mask_crc(cti_tb_crc32c(0, zero8, 8)) == 0x07980329u);
 }
 
 /* ---- varints ----------------------------------------------------------------- */
@@ -77,7 +77,7 @@ static void test_mask(void) {
 static void check_varint(uint64_t v, const uint8_t *want, size_t want_len, int line) {
     uint8_t out[12];
     memset(out, 0xEE, sizeof out);
-    size_t n = ct_tb_put_varint(out, v);
+    size_t n = cti_tb_put_varint(out, v);
     ct_test_checks++;
     if (n != want_len || memcmp(out, want, want_len) != 0 || out[n] != 0xEE) {
         ct_test_failures++;
@@ -133,8 +133,8 @@ static const unsigned char *next_record(const unsigned char *buf, size_t size, s
     const unsigned char *p = buf + *off;
     uint64_t n = get_le(p, 8);
     if (n > size - *off - 16) return NULL;
-    if (get_le(p + 8, 4) != ct_tb_mask_crc(ct_tb_crc32c(0, p, 8))) return NULL;
-    if (get_le(p + 12 + n, 4) != ct_tb_mask_crc(ct_tb_crc32c(0, p + 12, n))) return NULL;
+    if (get_le(p + 8, 4) != cti_tb_mask_crc(cti_tb_crc32c(0, p, 8))) return NULL;
+    if (get_le(p + 12 + n, 4) != cti_tb_mask_crc(cti_tb_crc32c(0, p + 12, n))) return NULL;
     *off += 16 + n;
     *len = (size_t)n;
     return p + 12;
@@ -143,15 +143,15 @@ static const unsigned char *next_record(const unsigned char *buf, size_t size, s
 static void test_scalar_bytes(void) {
     char logdir[300];
     snprintf(logdir, sizeof logdir, "%s/bytes", dir);
-    ct_tb_writer *w = ct_tb_open(logdir, NULL);
+    cti_tb_writer *w = cti_tb_open(logdir, NULL);
     CHECK(w != NULL);
     if (!w) return;
-    CHECK_OK(ct_tb_add_scalar(w, "a", 0.5, 3, 1.5));
-    CHECK_OK(ct_tb_add_scalar(w, "a", 0.0, -1, 1.5));
-    CHECK_OK(ct_tb_add_scalar(w, "a", 0.25, 0, 1.5));
+    CHECK_OK(cti_tb_add_scalar(w, "a", 0.5, 3, 1.5));
+    CHECK_OK(cti_tb_add_scalar(w, "a", 0.0, -1, 1.5));
+    CHECK_OK(cti_tb_add_scalar(w, "a", 0.25, 0, 1.5));
     char path[600];
-    snprintf(path, sizeof path, "%s", ct_tb_path(w));
-    ct_tb_close(w);
+    snprintf(path, sizeof path, "%s", cti_tb_path(w));
+    cti_tb_close(w);
 
     static unsigned char buf[4096];
     size_t size = read_file(path, buf, sizeof buf), off = 0, len = 0;
@@ -190,17 +190,17 @@ static void test_scalar_bytes(void) {
 static void test_long_tag(void) {
     char logdir[300];
     snprintf(logdir, sizeof logdir, "%s/long", dir);
-    ct_tb_writer *w = ct_tb_open(logdir, "");
+    cti_tb_writer *w = cti_tb_open(logdir, "");
     CHECK(w != NULL);
     if (!w) return;
     size_t tag_len = 200000;
     char *tag = malloc(tag_len + 1);
     memset(tag, 'x', tag_len);
     tag[tag_len] = '\0';
-    CHECK_OK(ct_tb_add_scalar(w, tag, 2.0, 7, 10.0));
+    CHECK_OK(cti_tb_add_scalar(w, tag, 2.0, 7, 10.0));
     char path[600];
-    snprintf(path, sizeof path, "%s", ct_tb_path(w));
-    ct_tb_close(w);
+    snprintf(path, sizeof path, "%s", cti_tb_path(w));
+    cti_tb_close(w);
 
     unsigned char *buf = malloc(tag_len + 4096);
     size_t size = read_file(path, buf, tag_len + 4096), off = 0, len = 0;
@@ -222,11 +222,11 @@ static void test_names(void) {
     if (gethostname(host, sizeof host) != 0) strcpy(host, "localhost");
     host[sizeof host - 1] = '\0';
 
-    ct_tb_writer *w1 = ct_tb_open(logdir, ".ctrial");
-    ct_tb_writer *w2 = ct_tb_open(logdir, ".ctrial");
+    cti_tb_writer *w1 = cti_tb_open(logdir, ".ctrial");
+    cti_tb_writer *w2 = cti_tb_open(logdir, ".ctrial");
     CHECK(w1 && w2);
     if (w1 && w2) {
-        const char *p1 = ct_tb_path(w1), *p2 = ct_tb_path(w2);
+        const char *p1 = cti_tb_path(w1), *p2 = cti_tb_path(w2);
         snprintf(want, sizeof want, "%s/names/a/b/events.out.tfevents.", dir);
         CHECK(strncmp(p1, want, strlen(want)) == 0);
         const char *stamp = p1 + strlen(want);
@@ -241,19 +241,19 @@ static void test_names(void) {
         CHECK(stat(p1, &st) == 0 && st.st_size == 40); /* the file_version record, flushed */
         CHECK(stat(p2, &st) == 0 && st.st_size == 40);
     }
-    ct_tb_close(w1);
-    ct_tb_close(w2);
+    cti_tb_close(w1);
+    cti_tb_close(w2);
 }
 
 /* ---- errors ------------------------------------------------------------------ */
 
 static void test_errors(void) {
     char path[512];
-    CHECK(ct_tb_open(NULL, "") == NULL);
-    CHECK_ERR(CT_EINVAL, "ct_tb_open: logdir is NULL");
-    CHECK(ct_tb_open("", "") == NULL);
-    CHECK_ERR(CT_EINVAL, "ct_tb_open: logdir is empty");
-    CHECK(ct_tb_open(dir, "a/b") == NULL);
+    CHECK(cti_tb_open(NULL, "") == NULL);
+    CHECK_ERR(CT_EINVAL, "cti_tb_open: logdir is NULL");
+    CHECK(cti_tb_open("", "") == NULL);
+    CHECK_ERR(CT_EINVAL, "cti_tb_open: logdir is empty");
+    CHECK(cti_tb_open(dir, "a/b") == NULL);
     CHECK_ERR(CT_EINVAL, "suffix \"a/b\" contains '/'");
 
     /* A log directory under a regular file, and one that is a regular file. */
@@ -263,50 +263,50 @@ static void test_errors(void) {
     if (f) fclose(f);
     char logdir[512], want[2048];
     snprintf(logdir, sizeof logdir, "%s/plain/sub/dir", dir);
-    CHECK(ct_tb_open(logdir, "") == NULL);
+    CHECK(cti_tb_open(logdir, "") == NULL);
     snprintf(want, sizeof want, "cannot create log directory %s: %s: %s", logdir, path,
              strerror(ENOTDIR));
     CHECK_ERR(CT_EIO, want);
-    CHECK(ct_tb_open(path, "") == NULL);
+    CHECK(cti_tb_open(path, "") == NULL);
     snprintf(want, sizeof want, "cannot create log directory %s: %s: %s", path, path,
              strerror(ENOTDIR));
     CHECK_ERR(CT_EIO, want);
 
-    CHECK(ct_tb_add_scalar(NULL, "t", 1.0, 0, 0) == CT_EINVAL);
-    CHECK_ERR(CT_EINVAL, "ct_tb_add_scalar: writer is NULL");
-    CHECK(ct_tb_flush(NULL) == CT_EINVAL);
-    CHECK_ERR(CT_EINVAL, "ct_tb_flush: writer is NULL");
-    CHECK(ct_tb_path(NULL) == NULL);
-    ct_tb_close(NULL);
+    CHECK(cti_tb_add_scalar(NULL, "t", 1.0, 0, 0) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "cti_tb_add_scalar: writer is NULL");
+    CHECK(cti_tb_flush(NULL) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "cti_tb_flush: writer is NULL");
+    CHECK(cti_tb_path(NULL) == NULL);
+    cti_tb_close(NULL);
 
     snprintf(logdir, sizeof logdir, "%s/errors", dir);
-    ct_tb_writer *w = ct_tb_open(logdir, "");
+    cti_tb_writer *w = cti_tb_open(logdir, "");
     CHECK(w != NULL);
     if (!w) return;
-    CHECK(ct_tb_add_scalar(w, NULL, 1.0, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_scalar(w, NULL, 1.0, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "tag is NULL");
-    CHECK(ct_tb_add_scalar(w, "", 1.0, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_scalar(w, "", 1.0, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "tag is empty");
-    CHECK(ct_tb_add_scalar(w, "bad\xff", 1.0, 0, 0) == CT_EINVAL);
+    CHECK(cti_tb_add_scalar(w, "bad\xff", 1.0, 0, 0) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "is not valid UTF-8 (byte 3)");
-    CHECK(ct_tb_add_scalar(w, "x\xc0\xaf", 1.0, 0, 0) == CT_EINVAL); /* overlong '/' */
+    CHECK(cti_tb_add_scalar(w, "x\xc0\xaf", 1.0, 0, 0) == CT_EINVAL); /* overlong '/' */
     CHECK_ERR(CT_EINVAL, "(byte 1)");
-    CHECK(ct_tb_add_scalar(w, "\xed\xa0\x80", 1.0, 0, 0) == CT_EINVAL); /* a surrogate */
+    CHECK(cti_tb_add_scalar(w, "\xed\xa0\x80", 1.0, 0, 0) == CT_EINVAL); /* a surrogate */
     CHECK_ERR(CT_EINVAL, "(byte 0)");
-    CHECK(ct_tb_add_scalar(w, "ab\xe2\x82", 1.0, 0, 0) == CT_EINVAL); /* cut short */
+    CHECK(cti_tb_add_scalar(w, "ab\xe2\x82", 1.0, 0, 0) == CT_EINVAL); /* cut short */
     CHECK_ERR(CT_EINVAL, "(byte 2)");
-    CHECK(ct_tb_add_scalar(w, "\xf4\x90\x80\x80", 1.0, 0, 0) == CT_EINVAL); /* > U+10FFFF */
+    CHECK(cti_tb_add_scalar(w, "\xf4\x90\x80\x80", 1.0, 0, 0) == CT_EINVAL); /* > U+10FFFF */
     CHECK_ERR(CT_EINVAL, "(byte 0)");
-    CHECK(ct_tb_add_scalar(w, "t", 1.0, 0, NAN) == CT_EINVAL);
+    CHECK(cti_tb_add_scalar(w, "t", 1.0, 0, NAN) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "wall_time nan is not finite (tag \"t\")");
-    CHECK(ct_tb_add_scalar(w, "t", 1.0, 0, INFINITY) == CT_EINVAL);
+    CHECK(cti_tb_add_scalar(w, "t", 1.0, 0, INFINITY) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "wall_time inf is not finite");
     /* Valid multi-byte tags pass; the refused calls above wrote nothing. */
-    CHECK_OK(ct_tb_add_scalar(w, "größe/\xe2\x82\xac/\xf0\x9f\x98\x80", 1.0, 0, 0));
-    CHECK_OK(ct_tb_flush(w));
+    CHECK_OK(cti_tb_add_scalar(w, "größe/\xe2\x82\xac/\xf0\x9f\x98\x80", 1.0, 0, 0));
+    CHECK_OK(cti_tb_flush(w));
     struct stat st;
-    CHECK(stat(ct_tb_path(w), &st) == 0 && st.st_size > 40);
-    ct_tb_close(w);
+    CHECK(stat(cti_tb_path(w), &st) == 0 && st.st_size > 40);
+    cti_tb_close(w);
 }
 
 static int count_files(const char *path) {
@@ -331,8 +331,8 @@ static void test_write_errors(void) {
     snprintf(logdir, sizeof logdir, "%s/full0", dir);
     lim.rlim_cur = 10;
     CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-    CHECK(ct_tb_open(logdir, "") == NULL);
-    snprintf(want, sizeof want, "ct_tb_open: %s/events.out.tfevents.", logdir);
+    CHECK(cti_tb_open(logdir, "") == NULL);
+    snprintf(want, sizeof want, "cti_tb_open: %s/events.out.tfevents.", logdir);
     CHECK(strstr(ct_last_error(), strerror(EFBIG)) != NULL);
     CHECK_ERR(CT_EIO, want);
     CHECK(count_files(logdir) == 0);
@@ -342,7 +342,7 @@ static void test_write_errors(void) {
     snprintf(logdir, sizeof logdir, "%s/full1", dir);
     lim.rlim_cur = 4000;
     CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-    ct_tb_writer *w = ct_tb_open(logdir, "");
+    cti_tb_writer *w = cti_tb_open(logdir, "");
     CHECK(w != NULL);
     if (w) {
         char tag[1000];
@@ -350,18 +350,18 @@ static void test_write_errors(void) {
         tag[sizeof tag - 1] = '\0';
         int rc = 0, i;
         for (i = 0; i < 10 && rc == 0; i++) {
-            rc = ct_tb_add_scalar(w, tag, i, i, 0);
-            if (rc == 0) rc = ct_tb_flush(w);
+            rc = cti_tb_add_scalar(w, tag, i, i, 0);
+            if (rc == 0) rc = cti_tb_flush(w);
         }
         CHECK(rc == CT_EIO && i > 1 && i < 10);
-        snprintf(want, sizeof want, "%s: write failed (%s)", ct_tb_path(w), strerror(EFBIG));
+        snprintf(want, sizeof want, "%s: write failed (%s)", cti_tb_path(w), strerror(EFBIG));
         CHECK_ERR(CT_EIO, want);
-        CHECK(ct_tb_add_scalar(w, "t", 1.0, 1, 0) == CT_ESTATE);
-        snprintf(want, sizeof want, "ct_tb_add_scalar: %s: an earlier write failed", ct_tb_path(w));
+        CHECK(cti_tb_add_scalar(w, "t", 1.0, 1, 0) == CT_ESTATE);
+        snprintf(want, sizeof want, "cti_tb_add_scalar: %s: an earlier write failed", cti_tb_path(w));
         CHECK_ERR(CT_ESTATE, want);
-        CHECK(ct_tb_flush(w) == CT_ESTATE);
+        CHECK(cti_tb_flush(w) == CT_ESTATE);
         CHECK_ERR(CT_ESTATE, "an earlier write failed");
-        ct_tb_close(w);
+        cti_tb_close(w);
     }
     CHECK(setrlimit(RLIMIT_FSIZE, &saved) == 0);
     signal(SIGXFSZ, SIG_DFL);

@@ -19,15 +19,15 @@ static const ct_dtype all_dtypes[] = {CT_F32, CT_F64, CT_F16, CT_BF16, CT_I64,
 static ct_value *round_trip(const ct_value *v) {
     void *buf = NULL;
     size_t len = 0;
-    CHECK_OK(ct_value_to_bytes(v, &buf, &len));
+    CHECK_OK(cti_value_to_bytes(v, &buf, &len));
     CHECK(buf != NULL && len >= 5);
-    ct_value *back = ct_value_from_bytes(buf, len);
+    ct_value *back = cti_value_from_bytes(buf, len);
     CHECK(back != NULL);
     CHECK(ct_value_equal(v, back));
     /* Encoding the decoded tree gives the same bytes. */
     void *buf2 = NULL;
     size_t len2 = 0;
-    CHECK_OK(ct_value_to_bytes(back, &buf2, &len2));
+    CHECK_OK(cti_value_to_bytes(back, &buf2, &len2));
     CHECK(len2 == len && buf2 && memcmp(buf, buf2, len) == 0);
     free(buf);
     free(buf2);
@@ -126,8 +126,8 @@ static void test_tensors(void) {
         back = round_trip(hv);
         void *buf = NULL;
         size_t len = 0;
-        CHECK_OK(ct_value_to_bytes(v, &buf, &len));
-        ct_value *from_dev = ct_value_from_bytes(buf, len);
+        CHECK_OK(cti_value_to_bytes(v, &buf, &len));
+        ct_value *from_dev = cti_value_from_bytes(buf, len);
         CHECK(ct_value_equal(from_dev, hv));
         CHECK(ct_device_of(ct_value_get_tensor(from_dev)).type == CT_CPU);
         free(buf);
@@ -226,7 +226,7 @@ static void test_layout(void) {
     ct_value_dict_set_int(d, 2, ct_value_int(-1));
     void *buf = NULL;
     size_t len = 0;
-    CHECK_OK(ct_value_to_bytes(d, &buf, &len));
+    CHECK_OK(cti_value_to_bytes(d, &buf, &len));
     const unsigned char want[] = {
         'C', 'T', 'V', '1', CT_VALUE_DICT, 2, 0, 0, 0, 0, 0, 0, 0,   /* dict of 2 */
         0, 1, 0, 0, 0, 0, 0, 0, 0, 'a', CT_VALUE_BOOL, 1,            /* "a": True */
@@ -236,7 +236,7 @@ static void test_layout(void) {
     ct_value_free(d);
 
     ct_value *t = ct_value_tensor(ct_from_data((const int16_t[]){1, -2}, 2, (const int64_t[]){1, 2}, CT_I16));
-    CHECK_OK(ct_value_to_bytes(t, &buf, &len));
+    CHECK_OK(cti_value_to_bytes(t, &buf, &len));
     const unsigned char want_t[] = {'C', 'T', 'V', '1', CT_VALUE_TENSOR, CT_I16, 2, 1, 0, 0, 0, 0, 0, 0, 0,
                                     2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0xfe, 0xff};
     CHECK(len == sizeof want_t && memcmp(buf, want_t, len) == 0);
@@ -247,7 +247,7 @@ static void test_layout(void) {
 /* Expects refusal with CT_EFORMAT and "at offset <off>" in the message. */
 static void check_refused(const void *buf, size_t len, const char *needle, size_t off) {
     ct_clear_error();
-    ct_value *v = ct_value_from_bytes(buf, len);
+    ct_value *v = cti_value_from_bytes(buf, len);
     CHECK(v == NULL);
     char where[64];
     snprintf(where, sizeof where, "at offset %zu", off);
@@ -260,7 +260,7 @@ static void test_truncated_and_flipped(void) {
     ct_value *tree = sample_tree();
     unsigned char *buf = NULL;
     size_t len = 0;
-    CHECK_OK(ct_value_to_bytes(tree, (void **)&buf, &len));
+    CHECK_OK(cti_value_to_bytes(tree, (void **)&buf, &len));
     /* Every prefix is refused, read from an exact-size copy so that ASan sees
      * any read past the end. */
     int refused = 0;
@@ -268,7 +268,7 @@ static void test_truncated_and_flipped(void) {
         unsigned char *cut = malloc(n ? n : 1);
         memcpy(cut, buf, n);
         ct_clear_error();
-        ct_value *v = ct_value_from_bytes(n ? cut : NULL, n);
+        ct_value *v = cti_value_from_bytes(n ? cut : NULL, n);
         if (!v && ct_last_code() == CT_EFORMAT && strstr(ct_last_error(), "at offset")) refused++;
         ct_value_free(v);
         free(cut);
@@ -288,7 +288,7 @@ static void test_truncated_and_flipped(void) {
             memcpy(copy, buf, len);
             copy[i] ^= (unsigned char)(1u << bit);
             ct_clear_error();
-            ct_value *v = ct_value_from_bytes(copy, len);
+            ct_value *v = cti_value_from_bytes(copy, len);
             if (v) decoded++;
             else if (ct_last_code() == CT_EFORMAT) rejected++;
             else other++;
@@ -409,7 +409,7 @@ static void test_malformed(void) {
     hb_u8(&h, 1);
     hb_u64(&h, 2);
     hb_u64(&h, 0); /* 8 bytes: exactly 2 int32 ... */
-    ct_value *ok = ct_value_from_bytes(h.b, h.n);
+    ct_value *ok = cti_value_from_bytes(h.b, h.n);
     CHECK(ok != NULL);
     ct_value_free(ok);
     h.n--; /* ... and one short */
@@ -432,7 +432,7 @@ static void test_malformed(void) {
         memcpy(deep + 4 + 9 * i + 1, one, 8);
     }
     deep[4 + depth * 9] = CT_VALUE_NONE;
-    ct_value *v = ct_value_from_bytes(deep, 4 + depth * 9 + 1);
+    ct_value *v = cti_value_from_bytes(deep, 4 + depth * 9 + 1);
     CHECK(v == NULL);
     CHECK_ERR(CT_EFORMAT, "nested too deeply");
     free(deep);
@@ -441,14 +441,14 @@ static void test_malformed(void) {
     void *buf = (void *)1;
     size_t len = 1;
     ct_value *none = ct_value_none();
-    CHECK(ct_value_to_bytes(NULL, &buf, &len) == CT_EINVAL);
+    CHECK(cti_value_to_bytes(NULL, &buf, &len) == CT_EINVAL);
     CHECK(buf == NULL && len == 0);
     CHECK_ERR(CT_EINVAL, "NULL");
-    CHECK(ct_value_to_bytes(none, NULL, &len) == CT_EINVAL);
+    CHECK(cti_value_to_bytes(none, NULL, &len) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "NULL");
-    CHECK(ct_value_from_bytes(NULL, 4) == NULL);
+    CHECK(cti_value_from_bytes(NULL, 4) == NULL);
     CHECK_ERR(CT_EINVAL, "NULL");
-    CHECK(ct_value_from_bytes("", 0) == NULL);
+    CHECK(cti_value_from_bytes("", 0) == NULL);
     CHECK_ERR(CT_EFORMAT, "magic cut short");
     ct_value_free(none);
 }

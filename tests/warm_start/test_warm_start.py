@@ -7,7 +7,7 @@ schedulers, callbacks, rng_state with torch's, numpy's and Python's states),
 trial_state.pkl, load_data.json and metadata.json. warm_start_trial (the same
 model in C) warm-starts from it:
 
-    test_warm_start.py WARM_START_TRIAL direct   ct_context_warm_start itself
+    test_warm_start.py WARM_START_TRIAL direct   cti_context_warm_start itself
     test_warm_start.py WARM_START_TRIAL fit      through ct_fit (opts.warm_start)
 
 direct: the loaded weights, the optimizer's state (exp_avg, exp_avg_sq,

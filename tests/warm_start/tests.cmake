@@ -5,7 +5,7 @@
 # Determined's older layouts and locations) or that ctrial wrote, and
 # nothing of its position, RNG, callbacks or trial state.
 #
-# warm_start: ct_context_warm_start itself (warm_start_trial links module
+# warm_start: cti_context_warm_start itself (warm_start_trial links module
 # fit's internals): weights, optimizer, scheduler and scaler state equal
 # Python's bit for bit, the console line, every refusal.
 # warm_start_fit: the same through ct_fit with ct_fit_opts.warm_start: the

@@ -4,7 +4,7 @@
  * directory, two ways:
  *
  *   warm_start_trial direct DIR OUT.pth [HPARAMS_JSON]
- *       builds the trial's context and calls ct_context_warm_start(ctx, DIR)
+ *       builds the trial's context and calls cti_context_warm_start(ctx, DIR)
  *       itself (module fit's internals, linked directly), then saves what
  *       the trial holds to OUT.pth (below). The warm start's console line
  *       goes to stdout; a failure prints "CODE_NAME\nmessage" on stderr and
@@ -155,7 +155,7 @@ static ct_value *hparams(const char *json) {
     if (json) {
         json_error_t err;
         json_t *j = json_loads(json, 0, &err);
-        hp = j ? ct_value_from_json(j) : NULL;
+        hp = j ? cti_value_from_json(j) : NULL;
         json_decref(j);
     }
     if (!hp) hp = ct_value_dict();
@@ -168,9 +168,9 @@ static int direct(const char *dir, const char *out, const char *hp_json) {
     ct_fit_opts o = ct_fit_defaults();
     o.hparams = hp;
     o.global_batch_size = 4;
-    ct_context *ctx = ct_context_new(&trial, &o);
-    int rc = ctx ? ct_context_build_trial(ctx) : ct_last_code();
-    if (rc == 0) rc = ct_context_warm_start(ctx, dir);
+    ct_context *ctx = cti_context_new(&trial, &o);
+    int rc = ctx ? cti_context_build_trial(ctx) : ct_last_code();
+    if (rc == 0) rc = cti_context_warm_start(ctx, dir);
     if (rc == 0) rc = save_state(ctx, ct_ctx_self(ctx), out, -1);
     if (rc != 0) rc = die();
     ct_ctx_free(ctx);
