@@ -45,9 +45,9 @@ static int parse(int argc, char **argv, int world, program_flags *pf, cti_main_a
         {"--scale", CT_FLAG_DOUBLE, &pf->x, "X", "a number"},
         {"--data-dir", CT_FLAG_STRING, &pf->s, "DIR", "a string"},
     };
-    ct_main_params p = ct_main_default_params();
-    p.flags = flags;
-    p.num_flags = sizeof flags / sizeof flags[0];
+    /* The parser itself, below ct_main_ex (which would take the struct by
+     * its size): module cli is not linked here. */
+    ct_main_params p = {.size = sizeof p, .flags = flags, .num_flags = sizeof flags / sizeof flags[0]};
     *pf = (program_flags){.n = 7, .x = 0.5, .s = "default"};
     return cti_main_parse_with(argc, argv, world, &p, a);
 }

@@ -697,17 +697,24 @@ static void test_program_flags(void) {
      * heap. Its flags parse; the rest are defaults. A struct not made by
      * ct_main_default_params() is a config error. */
     {
-        size_t old_size = offsetof(ct_main_params, description);
-        ct_main_params *old = malloc(old_size);
-        ct_main_params_init(old, old_size);
-        CHECK(old->size == old_size && old->flags == NULL && old->num_flags == 0);
+        /* ct_main_params as a program built before `description` and
+         * `user` existed has it. */
+        typedef struct {
+            uint32_t size;
+            const ct_flag *flags;
+            size_t num_flags;
+        } main_params_v0;
+        _Static_assert(sizeof(main_params_v0) == offsetof(ct_main_params, description), "an older layout");
+        main_params_v0 *old = malloc(sizeof *old);
+        ct_main_params_init((ct_main_params *)(void *)old, sizeof *old);
+        CHECK(old->size == sizeof *old && old->flags == NULL && old->num_flags == 0);
         old->flags = program_flags;
         old->num_flags = sizeof program_flags / sizeof *program_flags;
         char *argv[] = {"prog", "--help", NULL};
         capture ce, co;
         cap_start(&ce, stderr);
         cap_start(&co, stdout);
-        code = ct_main_ex(2, argv, &stub_trial, old);
+        code = ct_main_ex(2, argv, &stub_trial, (const ct_main_params *)(void *)old);
         out = cap_end(&co, stdout);
         err = cap_end(&ce, stderr);
         CHECK(code == CT_EXIT_OK && strstr(out, "usage: prog [flags]\n\nThe program's flags:\n") &&

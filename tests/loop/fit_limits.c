@@ -157,61 +157,75 @@ static void test_fit_options(void) {
 
 /* ---- the struct's size: an older and a newer caller ------------------------------------ */
 
+/* A struct of `size` bytes as an older program has it: made by the
+ * library's init for that size, then given the first `size` bytes of
+ * `values` (its fields). On the heap at exactly that size, so that ASan
+ * sees a read past its end; raw bytes, as the older program's fields are
+ * all this program can name. */
+static unsigned char *older_struct(size_t size, void (*init_at)(void *, size_t), const void *values) {
+    unsigned char *p = malloc(size);
+    init_at(p, size);
+    uint32_t got;
+    memcpy(&got, p, sizeof got);
+    CHECK(got == size);
+    memcpy(p + sizeof got, (const unsigned char *)values + sizeof got, size - sizeof got);
+    return p;
+}
+
+static void init_fit_opts(void *p, size_t size) { ct_fit_opts_init(p, size); }
+
 static void test_abi(void) {
-    /* An older program's struct: today's fields up to `overwrite`, which it
-     * does not have. On the heap at exactly that size, so that ASan sees a
-     * read past its end. */
+    /* An older program's ct_fit_opts: today's fields up to `overwrite`,
+     * which it does not have. */
     size_t old_size = offsetof(ct_fit_opts, overwrite);
-    ct_fit_opts *old = malloc(old_size);
-    ct_fit_opts_init(old, old_size);
-    CHECK(old->size == old_size);
-    CHECK(old->aggregation_frequency == 1 && old->save_trial_latest == 1 && old->tensorboard);
-    old->global_batch_size = 4;
-    old->max_length = ct_batches(3);
-    old->checkpoint_policy = CT_CKPT_NONE;
-    old->quiet = true;
-    old->tensorboard = false;
-    old->output_dir = "fit_limits_abi_output";
+    unsigned char *bare = malloc(old_size);
+    ct_fit_opts_init((ct_fit_opts *)bare, old_size);
+    int freq = 0, latest = 0;
+    bool tb = false;
+    memcpy(&freq, bare + offsetof(ct_fit_opts, aggregation_frequency), sizeof freq);
+    memcpy(&latest, bare + offsetof(ct_fit_opts, save_trial_latest), sizeof latest);
+    memcpy(&tb, bare + offsetof(ct_fit_opts, tensorboard), sizeof tb);
+    CHECK(freq == 1 && latest == 1 && tb); /* the defaults */
+    free(bare);
+
     /* A fresh directory: the first run trains. */
     ct_fit_opts o = opts();
-    o.output_dir = old->output_dir;
+    o.output_dir = "fit_limits_abi_output";
     o.max_length = ct_batches(1);
     CHECK_OK(ct_fit(&trial, &o)); /* overwrites whatever an earlier test run left */
-    g_batches = 0;
-    o.overwrite = false;
-    /* The older struct has no `overwrite`: it is false, its default, so the
+    /* The older struct has no `overwrite`: false, its default, so the
      * directory's earlier results are kept and the run refused. */
-    CHECK(ct_fit(&trial, old) == CT_ECONFIG && g_batches == 0);
+    o.max_length = ct_batches(3);
+    unsigned char *old = older_struct(old_size, init_fit_opts, &o);
+    g_batches = 0;
+    CHECK(ct_fit(&trial, (const ct_fit_opts *)old) == CT_ECONFIG && g_batches == 0);
     CHECK_ERR(CT_ECONFIG, "fit_limits_abi_output");
     free(old);
 
     /* An older struct that trains: its fields taken, the rest defaults
      * (into a directory no earlier test run left). */
     CHECK(system("rm -rf fit_limits_abi_output_2") == 0);
-    old = malloc(old_size);
-    ct_fit_opts_init(old, old_size);
-    old->global_batch_size = 4;
-    old->max_length = ct_batches(2);
-    old->checkpoint_policy = CT_CKPT_NONE;
-    old->quiet = true;
-    old->tensorboard = false;
-    old->output_dir = "fit_limits_abi_output_2";
+    o.output_dir = "fit_limits_abi_output_2";
+    o.max_length = ct_batches(2);
+    old = older_struct(old_size, init_fit_opts, &o);
     g_batches = 0;
-    CHECK_OK(ct_fit(&trial, old));
+    CHECK_OK(ct_fit(&trial, (const ct_fit_opts *)old));
     CHECK(g_batches == 2);
     free(old);
 
     /* A newer program's struct: bigger than this library's, refused with
-     * what to do (the tail is what this library does not know). */
+     * what to do (the tail is what this library does not know; init zeroes
+     * it). */
     size_t new_size = sizeof(ct_fit_opts) + 16;
-    ct_fit_opts *newer = malloc(new_size);
-    ct_fit_opts_init(newer, new_size);
-    CHECK(newer->size == new_size && newer->trial_id == 1);
-    CHECK(((unsigned char *)newer)[sizeof(ct_fit_opts)] == 0);
-    newer->max_length = ct_batches(3);
-    newer->global_batch_size = 4;
+    unsigned char *newer = malloc(new_size);
+    ct_fit_opts_init((ct_fit_opts *)newer, new_size);
+    uint32_t got;
+    memcpy(&got, newer, sizeof got);
+    CHECK(got == new_size && newer[sizeof(ct_fit_opts)] == 0 && newer[new_size - 1] == 0);
+    o = opts();
+    memcpy(newer + sizeof got, (const unsigned char *)&o + sizeof got, sizeof o - sizeof got);
     g_batches = 0;
-    CHECK(ct_fit(&trial, newer) == CT_EINVAL && g_batches == 0);
+    CHECK(ct_fit(&trial, (const ct_fit_opts *)newer) == CT_EINVAL && g_batches == 0);
     CHECK_ERR(CT_EINVAL, "the program was built against a newer ctrial than this library");
     free(newer);
 
@@ -224,6 +238,8 @@ static void test_abi(void) {
     CHECK(ct_fit(&trial, &o) == CT_EINVAL);
     CHECK_ERR(CT_EINVAL, "ct_fit_opts.size is 4: no ctrial made a ct_fit_opts that small");
 }
+
+static void init_loader_opts(void *p, size_t size) { ct_loader_opts_init(p, size); }
 
 /* ---- the loader and the samplers ------------------------------------------------------ */
 
@@ -253,14 +269,12 @@ static void test_loader_limits(void) {
     CHECK(l && ct_loader_len(l) == 0);
     ct_loader_free(l);
 
-    /* An older program's loader options (the struct without `sampler`, at
-     * that size on the heap): taken, the rest defaults. Size 0: refused. */
-    size_t old_size = offsetof(ct_loader_opts, sampler);
-    ct_loader_opts *old = malloc(old_size);
-    ct_loader_opts_init(old, old_size);
-    CHECK(old->size == old_size && old->batch_size == 1 && old->world_size == 1);
-    old->batch_size = 3;
-    l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), old);
+    /* An older program's loader options (the struct without `sampler`):
+     * taken, the rest defaults. Size 0: refused. */
+    o = ct_loader_defaults();
+    o.batch_size = 3;
+    unsigned char *old = older_struct(offsetof(ct_loader_opts, sampler), init_loader_opts, &o);
+    l = ct_loader_new(ct_dataset_tensors(1, (ct_tensor *[]){xs}), (const ct_loader_opts *)old);
     CHECK(l && ct_loader_len(l) == 4);
     ct_loader_free(l);
     free(old);
