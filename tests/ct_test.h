@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <ctrial/ctrial.h>
@@ -47,6 +48,19 @@ static int ct_test_checks = 0;
         }                                                                            \
         ct_clear_error();                                                            \
     } while (0)
+
+/* The first 64 KiB of a file, NUL-terminated (NEW; "" when missing):
+ * what a test reads back of a log or of captured output. */
+static inline char *ct_test_slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *buf = (char *)calloc(1, 1 << 16);
+    if (f && buf) {
+        size_t n = fread(buf, 1, (1 << 16) - 1, f);
+        buf[n] = '\0';
+    }
+    if (f) fclose(f);
+    return buf;
+}
 
 /* a and b hold the same dtype, shape and bits (NaN equal to itself). */
 static inline bool ct_test_same(const ct_tensor *a, const ct_tensor *b) {

@@ -23,7 +23,7 @@ import tempfile
 import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, run_cmd  # noqa: E402
+from harness import FAILURES, check, run_cmd, single_config  # noqa: E402
 
 TRIAL, CKPT_TOOL, READ_DATA = sys.argv[1], sys.argv[2], sys.argv[3]
 WORK = tempfile.mkdtemp(prefix="ckpt_not_regular_")
@@ -35,13 +35,7 @@ def call(cmd):
     return run_cmd(cmd, HANG, stdin=subprocess.DEVNULL)
 
 
-CFG = os.path.join(WORK, "cfg.json")
-with open(CFG, "w") as f:
-    json.dump({"name": "ckpt_not_regular", "hyperparameters": {"global_batch_size": 16},
-               "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
-                            "max_length": {"batches": 16}},
-               "min_validation_period": {"batches": 8}, "min_checkpoint_period": {"batches": 8},
-               "scheduling_unit": 4, "checkpoint_storage": {"save_trial_latest": 100, "save_trial_best": 100}}, f)
+CFG = single_config(os.path.join(WORK, "cfg.json"), "ckpt_not_regular", 16, 16, val=8, ckpt=8, scheduling_unit=4)
 
 
 def trial(out, *args):

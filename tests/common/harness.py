@@ -1,6 +1,7 @@
 """What the Python test drivers share: check() and FAILURES, mpirun,
-running a program under a time limit, and fail() / run_example() for the
-drivers that stop at their first failure (the example programs' checks).
+running a program under a time limit, an experiment config for one trial
+(single_config), and fail() / run_example() for the drivers that stop at
+their first failure (the example programs' checks).
 
 A driver imports it from this folder, with its own folder as the anchor:
 
@@ -12,6 +13,7 @@ limit the whole group is killed (mpirun and its ranks, a trial and its loader
 workers), never only the process started, and the run counts as a hang.
 """
 import collections
+import json
 import os
 import shutil
 import signal
@@ -76,6 +78,27 @@ def wait_or_kill(p, limit):
 def run_cmd(cmd, limit, env=None, merge=False, stdin=None):
     """spawn(cmd, env, merge, stdin), then wait_or_kill(limit): a Result."""
     return wait_or_kill(spawn(cmd, env, merge, stdin), limit)
+
+
+def single_config(path, name, gbs, batches, val=None, ckpt=None, keep_all=True, **more):
+    """Writes at path the experiment config of one trial (searcher single on
+    validation_loss, smaller is better) of `batches` batches at global batch
+    size gbs; val and ckpt: the validation and checkpoint periods in batches
+    (None: none); keep_all: every checkpoint kept (retention 100 and 100);
+    more: other top-level keys. Returns path."""
+    cfg = {"name": name, "hyperparameters": {"global_batch_size": gbs},
+           "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
+                        "max_length": {"batches": batches}}}
+    if val is not None:
+        cfg["min_validation_period"] = {"batches": val}
+    if ckpt is not None:
+        cfg["min_checkpoint_period"] = {"batches": ckpt}
+    if keep_all:
+        cfg["checkpoint_storage"] = {"save_trial_latest": 100, "save_trial_best": 100}
+    cfg.update(more)
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
 
 
 def fail(msg):

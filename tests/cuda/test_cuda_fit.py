@@ -24,6 +24,9 @@ import tempfile
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import FAILURES, check, single_config  # noqa: E402
+
 TRIAL = sys.argv[1]
 if not torch.cuda.is_available():
     print(f"SKIP: no GPU here (torch {torch.__version__}: torch.cuda.is_available() is false); "
@@ -31,23 +34,7 @@ if not torch.cuda.is_available():
     sys.exit(77)
 
 WORK = tempfile.mkdtemp(prefix="cuda_fit_")
-FAILURES = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILURES.append(what)
-    return ok
-
-
-CFG = os.path.join(WORK, "cfg.json")
-with open(CFG, "w") as f:
-    json.dump({"name": "cuda", "hyperparameters": {"global_batch_size": 16},
-               "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
-                            "max_length": {"batches": 40}},
-               "min_validation_period": {"batches": 6}, "min_checkpoint_period": {"batches": 8},
-               "scheduling_unit": 4, "checkpoint_storage": {"save_trial_latest": 100, "save_trial_best": 100}}, f)
+CFG = single_config(os.path.join(WORK, "cfg.json"), "cuda", 16, 40, val=6, ckpt=8, scheduling_unit=4)
 
 
 def run(name, *args, device="cuda", out=None):

@@ -45,7 +45,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, spawn, wait_or_kill  # noqa: E402
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, single_config, spawn, wait_or_kill  # noqa: E402
 
 TRIAL = os.path.abspath(sys.argv[1])
 MPIRUN = need_mpirun()
@@ -57,19 +57,8 @@ N_VAL = 60
 
 
 def config(name, max_len=50, val=25, ckpt=25, gbs=12, agg=1):
-    path = os.path.join(WORK, name + ".json")
     extra = {"optimizations": {"aggregation_frequency": agg}} if agg > 1 else {}
-    with open(path, "w") as f:
-        json.dump({**extra,
-            "name": "dist_fit",
-            "hyperparameters": {"global_batch_size": gbs},
-            "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
-                         "max_length": {"batches": max_len}},
-            "min_validation_period": {"batches": val},
-            "min_checkpoint_period": {"batches": ckpt},
-            "checkpoint_storage": {"save_trial_latest": 100, "save_trial_best": 100},
-        }, f)
-    return path
+    return single_config(os.path.join(WORK, name + ".json"), "dist_fit", gbs, max_len, val=val, ckpt=ckpt, **extra)
 
 
 BASE = config("base")

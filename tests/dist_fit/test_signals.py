@@ -40,7 +40,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, mpirun_cmd, need_mpirun, spawn, wait_or_kill  # noqa: E402
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, single_config, spawn, wait_or_kill  # noqa: E402
 
 TRIAL = os.path.abspath(sys.argv[1])
 PRELOAD = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
@@ -52,18 +52,7 @@ LIMIT = 120  # seconds for any one run: far beyond what one takes
 
 
 def config(name, max_len):
-    path = os.path.join(WORK, name + ".json")
-    with open(path, "w") as f:
-        json.dump({
-            "name": "dist_signals",
-            "hyperparameters": {"global_batch_size": 12},
-            "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
-                         "max_length": {"batches": max_len}},
-            "min_validation_period": {"batches": 1000},
-            "min_checkpoint_period": {"batches": 1000},
-            "checkpoint_storage": {"save_trial_latest": 100, "save_trial_best": 100},
-        }, f)
-    return path
+    return single_config(os.path.join(WORK, name + ".json"), "dist_signals", 12, max_len, val=1000, ckpt=1000)
 
 
 LONG = config("long", 200)

@@ -35,7 +35,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd  # noqa: E402
+from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, single_config  # noqa: E402
 
 TRIAL = os.path.abspath(sys.argv[1])
 MPIRUN = need_mpirun()
@@ -48,16 +48,7 @@ TIMEOUT = 3  # seconds, the collective timeout under test
 # stuck rank sleeps (the bound shows it ended, not that it was fast).
 BOUND = 30
 
-CFG = os.path.join(WORK, "cfg.json")
-with open(CFG, "w") as f:
-    json.dump({
-        "name": "dist_timeout",
-        "hyperparameters": {"global_batch_size": 12},
-        "searcher": {"name": "single", "metric": "validation_loss", "smaller_is_better": True,
-                     "max_length": {"batches": 20}},
-        "min_validation_period": {"batches": 10},
-        "min_checkpoint_period": {"batches": 10},
-    }, f)
+CFG = single_config(os.path.join(WORK, "cfg.json"), "dist_timeout", 12, 20, val=10, ckpt=10, keep_all=False)
 
 
 def run(name, np, args=(), timeout=str(TIMEOUT), limit=120):

@@ -19,32 +19,16 @@ static void sleep_ms(int64_t ms) {
     }
 }
 
-typedef struct {
-    ct_module *model;
-    ct_optim *opt;
-} Trial;
-
-static void *init(ct_context *ctx) {
-    Trial *t = calloc(1, sizeof *t);
-    t->model = ct_ctx_wrap_model(ctx, onevar_model());
-    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->model));
-    return t;
-}
+static void *init(ct_context *ctx) { return onevar_parts_init(ctx); }
 
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch, int64_t idx) {
-    Trial *t = self;
     sleep_ms(train_ms);
-    ct_tensor *loss = onevar_mse(t->model, batch);
-    if (ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, t->opt, NULL, NULL)) return NULL;
-    return ct_value_tensor(ct_keep(loss));
+    return onevar_parts_train(self, ctx, batch);
 }
 
 static ct_value *evaluate_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t idx) {
-    Trial *t = self;
     sleep_ms(val_ms);
-    ct_value *m = ct_value_dict();
-    ct_value_dict_set(m, "validation_loss", ct_value_tensor(ct_keep(onevar_mse(t->model, batch))));
-    return m;
+    return onevar_parts_eval(self, batch);
 }
 
 static ct_loader *train_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, records); }

@@ -18,59 +18,29 @@
 
 static int g_trained, g_validated;
 
-typedef struct {
-    ct_module *model;
-    ct_optim *opt;
-} Trial;
-
-static void *init(ct_context *ctx) {
-    Trial *t = calloc(1, sizeof *t);
-    t->model = ct_ctx_wrap_model(ctx, onevar_model());
-    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->model));
-    return t;
-}
-
-static void destroy(void *self) { free(self); }
+static void *init(ct_context *ctx) { return onevar_parts_init(ctx); }
 static ct_loader *train_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, 16); }
 static ct_loader *val_loader(void *self, ct_context *ctx) { return onevar_loader(ctx, 8); }
 
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch, int64_t idx) {
-    Trial *t = self;
     g_trained++;
-    ct_tensor *loss = onevar_mse(t->model, batch);
-    if (!loss || ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, t->opt, NULL, NULL)) return NULL;
-    return ct_value_tensor(ct_alias(loss));
+    return onevar_parts_train(self, ctx, batch);
 }
 
 static ct_value *evaluate_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t idx) {
-    Trial *t = self;
     g_validated++;
-    ct_value *m = ct_value_dict();
-    ct_value_dict_set(m, "validation_loss", ct_value_tensor(ct_alias(onevar_mse(t->model, batch))));
-    return m;
+    return onevar_parts_eval(self, batch);
 }
 
 static const ct_trial trial = {
     .name = "past_end",
     .init = init,
-    .destroy = destroy,
+    .destroy = free,
     .build_training_data_loader = train_loader,
     .build_validation_data_loader = val_loader,
     .train_batch = train_batch,
     .evaluate_batch = evaluate_batch,
 };
-
-/* The whole of a file, NUL-terminated (NEW; "" when missing). */
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char *buf = calloc(1, 1 << 16);
-    if (f) {
-        size_t n = fread(buf, 1, (1 << 16) - 1, f);
-        buf[n] = '\0';
-        fclose(f);
-    }
-    return buf;
-}
 
 /* The checkpoint directories' names, sorted, in one string. */
 static void list_checkpoints(const char *out, char *buf, size_t len) {
@@ -107,7 +77,7 @@ static void scenario(int64_t max_batches, int64_t steps_completed) {
 
     char path[600], before[2048], after[2048];
     snprintf(path, sizeof path, "%s/metrics.jsonl", out);
-    char *log_before = slurp(path);
+    char *log_before = ct_test_slurp(path);
     list_checkpoints(out, before, sizeof before);
 
     g_trained = g_validated = 0;
@@ -120,7 +90,7 @@ static void scenario(int64_t max_batches, int64_t steps_completed) {
     CHECK(rc == 0);
     CHECK(g_trained == 0);
     CHECK(g_validated == 0);
-    char *log_after = slurp(path);
+    char *log_after = ct_test_slurp(path);
     list_checkpoints(out, after, sizeof after);
     CHECK(strcmp(log_before, log_after) == 0);
     CHECK(strcmp(before, after) == 0 && before[0]);

@@ -38,16 +38,9 @@ static void entered(const char *fn) {
 /* What a program leaves behind after handling a failed call itself. */
 static void leave_stale(const char *fn) { ct_set_error(CT_EINDEX, "a lookup in %s found nothing (handled)", fn); }
 
-typedef struct {
-    ct_module *model;
-    ct_optim *opt;
-} Trial;
-
 static void *init(ct_context *ctx) {
     entered("init");
-    Trial *t = calloc(1, sizeof *t);
-    t->model = ct_ctx_wrap_model(ctx, onevar_model());
-    t->opt = ct_ctx_wrap_optimizer(ctx, onevar_sgd(t->model));
+    onevar_parts *t = onevar_parts_init(ctx);
     leave_stale("init");
     return t;
 }
@@ -70,19 +63,15 @@ static ct_loader *val_loader(void *self, ct_context *ctx) {
 
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch, int64_t idx) {
     entered("train_batch");
-    Trial *t = self;
     if (g_train_null) return NULL; /* fails without saying why */
-    ct_tensor *loss = onevar_mse(t->model, batch);
-    if (!loss || ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, t->opt, NULL, NULL)) return NULL;
-    leave_stale("train_batch");
-    return ct_value_tensor(ct_alias(loss));
+    ct_value *loss = onevar_parts_train(self, ctx, batch);
+    if (loss) leave_stale("train_batch");
+    return loss;
 }
 
 static ct_value *evaluate_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t idx) {
     entered("evaluate_batch");
-    Trial *t = self;
-    ct_value *m = ct_value_dict();
-    ct_value_dict_set(m, "validation_loss", ct_value_tensor(ct_alias(onevar_mse(t->model, batch))));
+    ct_value *m = onevar_parts_eval(self, batch);
     leave_stale("evaluate_batch");
     return m;
 }

@@ -36,6 +36,8 @@
 
 #include <ctrial/ctrial.h>
 
+#include "common/cases.h"
+
 static void die(const char *what) {
     fprintf(stderr, "transformer_dump: %s: %s\n", what, ct_last_error());
     exit(1);
@@ -239,16 +241,8 @@ static ct_value *run_case(const json_t *c, size_t index) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s CASES.json OUT.pth\n", argv[0]);
-        return 2;
-    }
-    json_error_t err;
-    json_t *cases = json_load_file(argv[1], 0, &err);
-    if (!json_is_array(cases)) {
-        fprintf(stderr, "%s:%d: %s\n", argv[1], err.line, err.text);
-        return 2;
-    }
+    json_t *cases = ct_test_load_cases(argc, argv);
+    if (!cases) return 2;
     ct_set_num_threads(1);
     ct_value *all = ct_value_dict();
     size_t i;
@@ -258,8 +252,5 @@ int main(int argc, char **argv) {
         ct_value_dict_set(all, json_string_value(json_object_get(c, "name")), run_case(c, i));
         ct_scope_end(scope);
     }
-    if (ct_pth_save(argv[2], all, NULL, NULL) != 0) die(argv[2]);
-    ct_value_free(all);
-    json_decref(cases);
-    return 0;
+    return ct_test_save_results(argv[2], all, cases);
 }

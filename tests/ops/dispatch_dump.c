@@ -42,6 +42,8 @@
 
 #include <ctrial/ctrial.h>
 
+#include "common/cases.h"
+
 enum { MAX_ARGS = 32, MAX_INPUTS = 64, MAX_LIST = 16 };
 
 typedef struct {
@@ -234,16 +236,8 @@ static void add_loss(const ct_value *v, ct_tensor **loss) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s CASES.json OUT.pth\n", argv[0]);
-        return 2;
-    }
-    json_error_t err;
-    json_t *cases = json_load_file(argv[1], 0, &err);
-    if (!json_is_array(cases)) {
-        fprintf(stderr, "%s:%d: %s\n", argv[1], err.line, err.text);
-        return 2;
-    }
+    json_t *cases = ct_test_load_cases(argc, argv);
+    if (!cases) return 2;
     ct_set_num_threads(1);
     ct_value *all = ct_value_dict();
     size_t ci;
@@ -291,8 +285,5 @@ int main(int argc, char **argv) {
         free(a);
         ct_scope_end(scope);
     }
-    if (ct_pth_save(argv[2], all, NULL, NULL) != 0) die(argv[2]);
-    ct_value_free(all);
-    json_decref(cases);
-    return 0;
+    return ct_test_save_results(argv[2], all, cases);
 }
