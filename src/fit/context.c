@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/value_json.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
 #include "fit/report.h"
-#include "formats/tbevents.h"
 #include "metrics/metrics.h"
 #include "ctrial/summary.h"
 
@@ -30,10 +30,7 @@ ct_context *cti_context_new(const ct_trial *trial, const ct_fit_opts *o) {
     ctx->opts = *o;
     ctx->size = 1;
     ctx->aggregation_frequency = o->aggregation_frequency > 0 ? o->aggregation_frequency : 1;
-    ctx->last_validation_bt = -1;
-    ctx->last_checkpoint_bt = -1;
-    ctx->current_batch = -1;
-    ctx->epoch_len = -1;
+    ctx->pos = cti_position_start();
     ctx->auto_to_device = true;
     ctx->repro_checks = true;
     ctx->tensorboard = o->tensorboard;
@@ -93,7 +90,7 @@ void ct_ctx_free(ct_context *ctx) {
         free((char *)cb->name);
     }
     for (size_t i = 0; i < ctx->n_reducers; i++) cti_reducer_free(ctx->reducers[i]);
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) cti_grad_sync_free(ctx->syncs[i]);
+    for (size_t i = 0; i < ctx->n_syncs; i++) cti_grad_sync_free(ctx->syncs[i]);
     free(ctx->syncs);
     ct_grad_scaler_free(ctx->scaler);
     for (size_t i = 0; i < ctx->n_scheds; i++) ct_sched_free(ctx->scheds[i].sched);
@@ -104,15 +101,8 @@ void ct_ctx_free(ct_context *ctx) {
     free(ctx->scheds);
     free(ctx->optims);
     free(ctx->models);
-    ct_loader_free(ctx->train_loader);
-    ct_loader_free(ctx->val_loader);
-    ct_value_free(ctx->last_validation);
-    ct_value_free(ctx->workload);
-    json_decref(ctx->resume_meta);
     ct_value_free(ctx->saved_hparams);
     ct_value_free(ctx->saved_config);
-    if (ctx->metrics_log) fclose(ctx->metrics_log);
-    cti_tb_close(ctx->tb);
     ct_summary_close(ctx->summary);
     free(ctx);
 }
@@ -303,22 +293,22 @@ int ct_ctx_backward_ex(ct_context *ctx, const ct_tensor *loss, const ct_tensor *
     /* Under mpirun the gradients of an optimizer-step batch are all-reduced
      * in buckets while backward runs, and are averages when it returns (as
      * with DistributedDataParallel); accumulation batches stay local. */
-    bool step = cti_context_is_step_batch(ctx, ctx->current_batch);
+    bool step = cti_context_is_step_batch(ctx, ctx->pos.current_batch);
     /* fp16 AMP: scaler.scale(loss).backward() (a NEW tensor in the batch's
      * scope). A wrapped (manual) scaler is the trial's to apply. */
     const ct_tensor *scaled = ctx->scaler && !ctx->manual_scaler ? ct_grad_scaler_scale(ctx->scaler, loss) : loss;
     if (!scaled) return ct_last_code();
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) cti_grad_sync_arm(ctx->syncs[i], step);
+    for (size_t i = 0; i < ctx->n_syncs; i++) cti_grad_sync_arm(ctx->syncs[i], step);
     int rc = ct_backward_ex(scaled, gradient, retain_graph, create_graph);
     double t0 = cti_clock_monotonic();
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
+    for (size_t i = 0; i < ctx->n_syncs; i++) {
         cti_grad_sync_after_backward(ctx->syncs[i]);
         /* Every rank finishes, even after a failed backward: the ranks run
          * the same collectives and agree on the failure afterwards. */
         int frc = step ? cti_grad_sync_finish(ctx->syncs[i]) : CT_OK;
         if (rc == CT_OK) rc = frc;
     }
-    if (ctx->syncs && step) cti_time_add(ctx, CT_TIME_COMM, t0);
+    if (step && ctx->size > 1) cti_time_add(ctx->reporter, CT_TIME_COMM, t0);
     return rc;
 }
 
@@ -416,11 +406,11 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
                                         "must be true (as in Determined)", ctx->aggregation_frequency);
     int rc = d.closure ? refuse_closure(ctx, &d) : CT_OK;
     if (rc != CT_OK) return rc;
-    if (!cti_context_is_step_batch(ctx, ctx->current_batch)) return CT_OK; /* accumulating gradients */
+    if (!cti_context_is_step_batch(ctx, ctx->pos.current_batch)) return CT_OK; /* accumulating gradients */
     /* Under mpirun the gradients are averages already (ct_ctx_backward),
      * unless a backward ran outside it: stepping on those would let the
      * ranks' weights drift apart. */
-    for (size_t i = 0; ctx->syncs && i < ctx->n_models; i++) {
+    for (size_t i = 0; i < ctx->n_syncs; i++) {
         char stray[256];
         if (cti_grad_sync_stray(ctx->syncs[i], stray, sizeof stray))
             return ct_set_error(CT_ESTATE,
@@ -433,7 +423,7 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
     rc = d.closure ? ct_optim_step_closure(opt, d.closure, d.closure_user, d.closure_loss)
                    : step_on_gradients(ctx, opt, &d);
     if (rc == CT_OK && d.auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
-    cti_time_add(ctx, CT_TIME_OPTIM, t0);
+    cti_time_add(ctx->reporter, CT_TIME_OPTIM, t0);
     return rc;
 }
 
@@ -447,7 +437,7 @@ ct_grad_scaler *ct_ctx_wrap_scaler(ct_context *ctx, ct_grad_scaler *scaler) {
     const char *why = !ctx ? "ctx is NULL" : !scaler ? "scaler is NULL"
                     : ctx->amp || ctx->scaler ? "AMP is already configured (ct_ctx_use_amp or ct_ctx_wrap_scaler)"
                     : ctx->n_models > 0 ? "call it before ct_ctx_wrap_model (as Determined's wrap_scaler)"
-                    : ctx->train_loader ? "call it in the trial's init, before training" : NULL;
+                    : ctx->training ? "call it in the trial's init, before training" : NULL;
     if (why) {
         if (scaler || ct_last_code() == CT_OK) ct_set_error(scaler && ctx ? CT_ESTATE : CT_EINVAL, "ct_ctx_wrap_scaler: %s", why);
         ct_grad_scaler_free(scaler);
@@ -466,7 +456,7 @@ ct_amp_opts ct_amp_defaults(void) {
 int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o) {
     if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_use_amp: ctx is NULL");
     ct_amp_opts d = o ? *o : ct_amp_defaults();
-    if (ctx->train_loader) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: call it in the trial's init, before training");
+    if (ctx->training) return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: call it in the trial's init, before training");
     if (ctx->amp || ctx->scaler)
         return ct_set_error(CT_ESTATE, "ct_ctx_use_amp: AMP is already configured (ct_ctx_use_amp or ct_ctx_wrap_scaler)");
     if (d.dtype != CT_F16 && d.dtype != CT_BF16)
@@ -489,7 +479,7 @@ ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx) { return ctx ? ctx->sc
 
 int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o) {
     if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_set_profiler: ctx is NULL");
-    if (ctx->train_loader)
+    if (ctx->training)
         return ct_set_error(CT_ESTATE, "ct_ctx_set_profiler: call it in the trial's init, before training");
     /* The options are checked when the profiler starts, right before the
      * run's first batch (ct_profiler_new's errors; training does not start). */
@@ -622,31 +612,31 @@ int ct_ctx_local_rank(const ct_context *ctx) { return ctx ? ctx->local_rank : 0;
 ct_device ct_ctx_device(const ct_context *ctx) { return ctx ? ctx->device : ct_cpu(); }
 uint64_t ct_ctx_trial_seed(const ct_context *ctx) { return ctx ? ctx->trial_seed : 0; }
 int ct_ctx_aggregation_frequency(const ct_context *ctx) { return ctx ? ctx->aggregation_frequency : 1; }
-int64_t ct_ctx_initial_batch(const ct_context *ctx) { return ctx ? ctx->initial_batch : 0; }
+int64_t ct_ctx_initial_batch(const ct_context *ctx) { return ctx ? ctx->pos.initial_batch : 0; }
 /* Determined raises "Training hasn't started" before the first batch of
  * this run; here the answer is -1 (false) with CT_ESTATE recorded. */
 static bool started(const ct_context *ctx, const char *fn) {
-    if (ctx && ctx->current_batch >= 0) return true;
+    if (ctx && ctx->pos.current_batch >= 0) return true;
     ct_set_error(CT_ESTATE, "%s: training hasn't started (no batch of this run yet)", fn);
     return false;
 }
 
-int64_t ct_ctx_current_batch(const ct_context *ctx) { return started(ctx, __func__) ? ctx->current_batch : -1; }
+int64_t ct_ctx_current_batch(const ct_context *ctx) { return started(ctx, __func__) ? ctx->pos.current_batch : -1; }
 
 int64_t ct_ctx_current_epoch(const ct_context *ctx) {
     if (!started(ctx, __func__)) return -1;
-    return ctx->epoch_len > 0 ? ctx->current_batch / ctx->epoch_len : 0;
+    return ctx->pos.epoch_len > 0 ? ctx->pos.current_batch / ctx->pos.epoch_len : 0;
 }
 
 bool ct_ctx_is_epoch_start(const ct_context *ctx) {
-    return started(ctx, __func__) && ctx->epoch_len > 0 && ctx->current_batch % ctx->epoch_len == 0;
+    return started(ctx, __func__) && ctx->pos.epoch_len > 0 && ctx->pos.current_batch % ctx->pos.epoch_len == 0;
 }
 
 bool ct_ctx_is_epoch_end(const ct_context *ctx) {
-    return started(ctx, __func__) && ctx->epoch_len > 0 && ctx->current_batch % ctx->epoch_len == ctx->epoch_len - 1;
+    return started(ctx, __func__) && ctx->pos.epoch_len > 0 && ctx->pos.current_batch % ctx->pos.epoch_len == ctx->pos.epoch_len - 1;
 }
 
-int64_t ct_ctx_epoch_length(const ct_context *ctx) { return ctx ? ctx->epoch_len : -1; }
+int64_t ct_ctx_epoch_length(const ct_context *ctx) { return ctx ? ctx->pos.epoch_len : -1; }
 
 void ct_ctx_set_stop_requested(ct_context *ctx, bool stop) {
     if (ctx) ctx->stop_requested = stop;

@@ -18,27 +18,47 @@
 
 #include <pthread.h>
 
-#include "base/cpus.h"
-#include "base/files.h"
-#include "base/heap.h"
-#include "ckpt/ckpt.h"
-#include "config/period.h"
-#include "fit/state.h"
-#include "fit/warm_start.h"
-#include "dist/agree.h"
-#include "dist/grad_sync.h"
-#include "dist/host.h"
-#include "dist/watch.h"
-#include "fit/outcome.h"
-#include "fit/stop.h"
-#include "fit/graph_step.h"
-#include "ctrial/dist.h"
-#include "data/loader.h"
-#include "fit/report.h"
-#include "fit/context.h"
-#include "base/value_json.h"
-#include "metrics/metrics.h"
-#include "metrics/per_batch.h"
+/* Includes by layer, bottom up (docs/design.md, "Layers"), each with what
+ * this file takes from it. */
+/* base: errors, clocks, files, the heap */
+#include "base/clock.h"           /* defines: cti_clock_monotonic */
+#include "base/cpus.h"            /* defines: cti_cpus_default_threads */
+#include "base/files.h"           /* defines: cti_make_dirs */
+#include "base/heap.h"            /* defines: cti_heap_tune_for_training */
+#include "base/value_json.h"      /* defines: cti_json_from_value */
+
+/* config: periods and their rules */
+#include "config/period.h"        /* defines: cti_period_fires, cti_period_in_batches, CT_SEED_MAX */
+
+/* the shim, through the public API */
+#include "ctrial/dist.h"          /* defines: ct_dist_* (ranks, collectives) */
+
+/* data: the loaders */
+#include "data/loader.h"          /* defines: cti_loader_use_* (the training chain, shards, device) */
+
+/* dist: ranks, collectives, gradient averaging */
+#include "dist/agree.h"           /* defines: cti_ranks_agree */
+#include "dist/grad_sync.h"       /* defines: cti_grad_sync_* (gradients averaged during backward) */
+#include "dist/host.h"            /* defines: cti_dist_host_cpus */
+#include "dist/watch.h"           /* defines: cti_dist_watch_progress */
+
+/* metrics: reducing a workload's metrics */
+#include "metrics/metrics.h"      /* defines: cti_metrics_training, cti_metrics_validation */
+#include "metrics/per_batch.h"    /* defines: cti_metric_doubles */
+
+/* ckpt: checkpoint directories */
+#include "ckpt/ckpt.h"            /* defines: CT_CKPT_STATE_FILE, cti_ckpt_read_metadata */
+
+/* fit: this module */
+#include "fit/checkpointer.h"     /* defines: cti_checkpointer (directory, resume source, latest, best) */
+#include "fit/context.h"          /* defines: struct ct_context (what the trial sees) */
+#include "fit/graph_step.h"       /* defines: cti_graph_step (the step as a CUDA graph) */
+#include "fit/outcome.h"          /* defines: cti_fit_ex */
+#include "fit/report.h"           /* defines: cti_reporter (metrics.jsonl, console, time) */
+#include "fit/run.h"              /* defines: cti_run (this file's state of one ct_fit) */
+#include "fit/state.h"            /* defines: cti_run_state, cti_run_metadata, cti_run_restore_* */
+#include "fit/stop.h"             /* defines: cti_fit_catch_stop_signals_until_exit */
+#include "fit/warm_start.h"       /* defines: cti_context_warm_start */
 
 /* ---- callbacks ------------------------------------------------------------- */
 
@@ -151,12 +171,13 @@ static void restore_signals(const saved_signals *saved) {
 }
 
 /* The stop signal caught on any rank, the same on every rank: sets
- * ctx->preempted and g_agreed_signal when there is one. Collective. */
-static int agree_on_preemption(ct_context *ctx) {
+ * run->preempted and g_agreed_signal when there is one. Collective. */
+static int agree_on_preemption(cti_run *run) {
     int64_t sig = g_agreed_signal ? g_agreed_signal : g_stop_signal;
-    int rc = ctx->size == 1 ? CT_OK : cti_dist_allreduce_i64_as(&sig, 1, CT_DIST_MAX, "the agreement on a stop signal");
+    int rc = run->ctx->size == 1 ? CT_OK
+                                 : cti_dist_allreduce_i64_as(&sig, 1, CT_DIST_MAX, "the agreement on a stop signal");
     if (rc == CT_OK && sig) {
-        ctx->preempted = true;
+        run->preempted = true;
         g_agreed_signal = (int)sig;
     }
     return rc;
@@ -241,13 +262,14 @@ static void detach_metrics(ct_value *metrics) {
 /* Determined's _stop_requested() after each boundary: a preemption or a
  * stop request (ct_ctx_set_stop_requested, still standing) on any rank.
  * Sets *stop. */
-static int stop_at_boundary(ct_context *ctx, bool *stop) {
+static int stop_at_boundary(cti_run *run, bool *stop) {
+    ct_context *ctx = run->ctx;
     /* One all-reduce for both: the signal (agreed as agree_on_preemption
      * does) and the request. */
     int64_t flags[2] = {g_agreed_signal ? g_agreed_signal : g_stop_signal, ctx->stop_requested};
     int rc = ctx->size == 1 ? CT_OK : cti_dist_allreduce_i64_as(flags, 2, CT_DIST_MAX, "the agreement on stopping");
     if (rc == CT_OK && flags[0]) {
-        ctx->preempted = true;
+        run->preempted = true;
         g_agreed_signal = (int)flags[0];
     }
     *stop = rc == CT_OK && (flags[0] != 0 || flags[1] != 0);
@@ -272,15 +294,18 @@ static int broadcast_models(ct_context *ctx, bool buffers_only) {
     return CT_OK;
 }
 
-/* Under mpirun: every model's gradients averaged across ranks from now on,
- * in buckets of bucket_cap_mb (after the broadcast: hooks see final weights). */
+/* A gradient sync per model from now on: under mpirun each averages its
+ * model's gradients across ranks, in buckets of bucket_cap_mb (after the
+ * broadcast: hooks see final weights); on one rank each does nothing. */
 static int start_grad_sync(ct_context *ctx) {
-    if (ctx->size == 1 || ctx->n_models == 0) return CT_OK;
+    if (ctx->n_models == 0) return CT_OK;
     ctx->syncs = calloc(ctx->n_models, sizeof *ctx->syncs);
     if (!ctx->syncs) return ct_set_error(CT_ENOMEM, "out of host memory");
     size_t bucket = (size_t)(ctx->opts.bucket_cap_mb > 0 ? ctx->opts.bucket_cap_mb : 25) << 20;
-    for (size_t m = 0; m < ctx->n_models; m++)
+    for (size_t m = 0; m < ctx->n_models; m++) {
         if (!(ctx->syncs[m] = cti_grad_sync_new(ctx->models[m], bucket))) return ct_last_code();
+        ctx->n_syncs = m + 1;
+    }
     return CT_OK;
 }
 
@@ -297,36 +322,18 @@ static void block_stop_signals(sigset_t *old) {
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-/* Writes and commits one checkpoint (rank 0), then prunes old ones. */
-static int write_checkpoint(ct_context *ctx, ct_value *state) {
-    cti_ckpt_writer w;
-    int rc = cti_ckpt_begin(&w, ctx->checkpoint_dir, ctx->batches_trained);
-    if (rc == CT_OK) rc = cti_ckpt_write_pth(&w, CT_CKPT_STATE_FILE, state);
-    if (rc == CT_OK) rc = cti_ckpt_commit(&w, cti_context_metadata(ctx));
-    if (rc != CT_OK) {
-        int code = ct_last_code();
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", ct_last_error());
-        cti_ckpt_abort(&w);
-        return ct_set_error(code, "writing a checkpoint at batch %lld: %s", (long long)ctx->batches_trained, msg);
-    }
-    json_decref(w.files);
-    snprintf(ctx->last_checkpoint, sizeof ctx->last_checkpoint, "%s", w.final);
-    return cti_ckpt_prune(ctx->checkpoint_dir, ctx->opts.save_trial_latest, ctx->opts.save_trial_best,
-                         ctx->opts.searcher_metric, ctx->opts.smaller_is_better, w.name);
-}
-
 /* Every checkpoint decision goes through here: the state of models,
  * optimizers, schedulers, callbacks and RNG, and on rank 0, which writes
  * it, on_checkpoint_save_start (callbacks may add to the state), a fresh
  * directory committed atomically and on_checkpoint_write_end (Determined's
  * _save runs on the chief only); then on_checkpoint_upload_end on every
  * rank with the committed directory. */
-static int checkpoint(ct_context *ctx, cti_ckpt_why why) {
+static int checkpoint(cti_run *run, cti_ckpt_why why) {
+    ct_context *ctx = run->ctx;
     double t0 = cti_clock_monotonic();
-    ctx->last_checkpoint_bt = ctx->batches_trained;
-    ctx->why = why;
-    ct_value *state = cti_context_state(ctx);
+    ctx->pos.last_checkpoint_bt = ctx->pos.batches_trained;
+    run->why = why;
+    ct_value *state = cti_run_state(run);
     int rc = state ? CT_OK : ct_last_code();
     if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
     /* Every rank has finished this step before rank 0 commits it. */
@@ -334,32 +341,33 @@ static int checkpoint(ct_context *ctx, cti_ckpt_why why) {
     if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;
         block_stop_signals(&old);
-        rc = write_checkpoint(ctx, state);
+        rc = cti_checkpointer_write(run->ckpt, ctx->pos.batches_trained, state, cti_run_metadata(run));
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        CALL_HOOKS(rc, ctx, on_checkpoint_write_end, ctx->last_checkpoint);
+        CALL_HOOKS(rc, ctx, on_checkpoint_write_end, cti_checkpointer_last(run->ckpt));
     }
     ct_value_free(state);
     rc = cti_ranks_agree(rc);
-    if (rc == CT_OK && ctx->size > 1)
-        rc = ct_dist_broadcast_bytes(ctx->last_checkpoint, sizeof ctx->last_checkpoint, 0);
-    CALL_HOOKS(rc, ctx, on_checkpoint_upload_end, ctx->last_checkpoint);
-    cti_time_add(ctx, CT_TIME_CHECKPOINT, t0);
-    if (rc == CT_OK) cti_report_checkpoint(ctx, cti_context_why_name(why));
+    if (rc == CT_OK) rc = cti_checkpointer_share_last(run->ckpt);
+    CALL_HOOKS(rc, ctx, on_checkpoint_upload_end, cti_checkpointer_last(run->ckpt));
+    cti_time_add(run->report, CT_TIME_CHECKPOINT, t0);
+    if (rc == CT_OK) cti_report_checkpoint(run->report, cti_ckpt_why_name(why));
     return rc;
 }
 
 /* Checkpointing as a boundary: skipped when the latest checkpoint is current. */
-static int checkpoint_boundary(ct_context *ctx, cti_ckpt_why why) {
-    return ctx->last_checkpoint_bt == ctx->batches_trained ? CT_OK : checkpoint(ctx, why);
+static int checkpoint_boundary(cti_run *run, cti_ckpt_why why) {
+    const cti_position *pos = &run->ctx->pos;
+    return pos->last_checkpoint_bt == pos->batches_trained ? CT_OK : checkpoint(run, why);
 }
 
 /* The checkpoint policy after a validation: best (strictly better than the
  * best of the run, none yet counts as better), all, or none. */
 static void format_names(const ct_value *m, char *buf, size_t len); /* below, with validation */
 
-static int apply_policy(ct_context *ctx, const ct_value *metrics) {
+static int apply_policy(cti_run *run, const ct_value *metrics) {
+    const ct_context *ctx = run->ctx;
     if (ctx->opts.checkpoint_policy == CT_CKPT_NONE) return CT_OK;
-    if (ctx->opts.checkpoint_policy == CT_CKPT_ALL) return checkpoint_boundary(ctx, CT_WHY_POLICY);
+    if (ctx->opts.checkpoint_policy == CT_CKPT_ALL) return checkpoint_boundary(run, CT_WHY_POLICY);
     const char *name = ctx->opts.searcher_metric;
     const ct_value *v = ct_value_dict_get(metrics, name);
     double m;
@@ -373,13 +381,8 @@ static int apply_policy(ct_context *ctx, const ct_value *metrics) {
     if (ct_value_get_float(v, &m) != 0)
         return ct_set_error(CT_ETRIAL, "searcher metric '%s' is not a scalar in the validation metrics (checkpoint "
                                        "policy best)", name);
-    /* A NaN or infinite metric is never better (not even as the first). */
-    bool better = isfinite(m) &&
-                  (!ctx->has_best || (ctx->opts.smaller_is_better ? m < ctx->best_metric : m > ctx->best_metric));
-    if (!better) return CT_OK;
-    ctx->has_best = true;
-    ctx->best_metric = m;
-    return checkpoint_boundary(ctx, CT_WHY_POLICY);
+    /* Strictly better than the best of the run (checkpointer.h). */
+    return cti_checkpointer_improves(run->ckpt, m) ? checkpoint_boundary(run, CT_WHY_POLICY) : CT_OK;
 }
 
 /* ---- validation ------------------------------------------------------------ */
@@ -421,11 +424,12 @@ static void format_names(const ct_value *m, char *buf, size_t len) {
 /* evaluate_batch over one pass of this rank's shard of the validation
  * loader; outputs receives the per-batch metric dicts. Like Determined,
  * every batch must report the same metric names as the first. */
-static int evaluate_pass(ct_context *ctx, ct_value *outputs) {
+static int evaluate_pass(cti_run *run, ct_value *outputs) {
+    ct_context *ctx = run->ctx;
     ct_value *batch = NULL;
-    int rc = ct_loader_reset(ctx->val_loader);
+    int rc = ct_loader_reset(run->val_loader);
     for (int64_t i = 0; rc == CT_OK; i++) {
-        int got = ct_loader_next(ctx->val_loader, &batch);
+        int got = ct_loader_next(run->val_loader, &batch);
         if (got <= 0) return got;
         ct_scope *s = ct_scope_begin();
         rc = amp_enter(ctx);
@@ -458,8 +462,9 @@ static int evaluate_pass(ct_context *ctx, ct_value *outputs) {
 
 /* evaluate_pass on every rank; the ranks agree on its outcome before they
  * count batches, so a failure on one rank never leaves the others waiting. */
-static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
-    int rc = cti_ranks_agree(evaluate_pass(ctx, outputs));
+static int evaluate_batches(cti_run *run, ct_value *outputs) {
+    const ct_context *ctx = run->ctx;
+    int rc = cti_ranks_agree(evaluate_pass(run, outputs));
     /* A rank may get no validation batches (a small set over many ranks);
      * all ranks together must get some. */
     int64_t total = (int64_t)ct_value_len(outputs);
@@ -471,12 +476,13 @@ static int evaluate_batches(ct_context *ctx, ct_value *outputs) {
 /* evaluate_full_dataset on rank 0, over a fresh pass of the whole
  * (unsharded) validation loader, as Python's `for batch in loader` starts
  * one each call. NEW dict, or NULL + error. */
-static ct_value *evaluate_full(ct_context *ctx) {
-    int rc = ct_loader_reset(ctx->val_loader);
+static ct_value *evaluate_full(cti_run *run) {
+    ct_context *ctx = run->ctx;
+    int rc = ct_loader_reset(run->val_loader);
     ct_scope *s = ct_scope_begin();
     if (rc == CT_OK) rc = amp_enter(ctx);
     if (rc == CT_OK) ct_clear_error();
-    ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, ctx->val_loader) : NULL;
+    ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, run->val_loader) : NULL;
     if (rc == CT_OK) amp_exit(ctx);
     ct_scope_end(s);
     if (rc == CT_OK) rc = mine ? CT_OK : cti_context_trial_failed("evaluate_full_dataset");
@@ -491,7 +497,8 @@ static ct_value *evaluate_full(ct_context *ctx) {
  * validation-epoch hooks around the pass (evaluate_full_dataset has no
  * batches to hand them, and Determined calls them only for evaluate_batch);
  * the reduced metrics; on_validation_end. */
-static int run_validation(ct_context *ctx) {
+static int run_validation(cti_run *run) {
+    ct_context *ctx = run->ctx;
     cti_reducers_reset(ctx->reducers, ctx->n_reducers);
     /* Every rank validates with rank 0's buffers, the ones a checkpoint
      * saves (DistributedDataParallel's broadcast_buffers, here before the
@@ -509,7 +516,7 @@ static int run_validation(ct_context *ctx) {
     ct_value *outputs = ct_value_list();
     ct_value *metrics = NULL;
     if (batches) {
-        rc = evaluate_batches(ctx, outputs);
+        rc = evaluate_batches(run, outputs);
         if (rc == CT_OK) CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
         if (rc == CT_OK) {
             /* NULL means AVG, unless the trial's function set an error */
@@ -523,7 +530,7 @@ static int run_validation(ct_context *ctx) {
     } else {
         /* Rank 0 evaluates the whole set; every rank gets its answer (or
          * its error). */
-        ct_value *mine = ctx->rank == 0 ? evaluate_full(ctx) : NULL;
+        ct_value *mine = ctx->rank == 0 ? evaluate_full(run) : NULL;
         metrics = cti_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
         ct_value_free(mine);
         rc = metrics ? CT_OK : ct_last_code();
@@ -532,32 +539,33 @@ static int run_validation(ct_context *ctx) {
     set_train_mode(ctx, true);
     ct_value_free(outputs);
     if (rc == CT_OK) {
-        ctx->last_validation_bt = ctx->batches_trained;
-        rc = cti_report(ctx, "validation", metrics);
+        ctx->pos.last_validation_bt = ctx->pos.batches_trained;
+        rc = cti_report(run->report, "validation", metrics);
     }
     CALL_HOOKS(rc, ctx, on_validation_end, metrics);
     if (rc != CT_OK) {
         ct_value_free(metrics);
         return rc;
     }
-    ct_value_free(ctx->last_validation);
-    ctx->last_validation = metrics;
+    ct_value_free(run->last_validation);
+    run->last_validation = metrics;
     return CT_OK;
 }
 
-static int validate(ct_context *ctx) {
+static int validate(cti_run *run) {
     double t0 = cti_clock_monotonic();
-    int rc = run_validation(ctx);
-    cti_time_add(ctx, CT_TIME_VALIDATION, t0);
-    ctx->validations_run++;
+    int rc = run_validation(run);
+    cti_time_add(run->report, CT_TIME_VALIDATION, t0);
+    run->ctx->pos.validations_run++;
     return rc;
 }
 
 /* Validation as a boundary: skipped when current; may checkpoint by policy. */
-static int validate_boundary(ct_context *ctx, bool with_policy) {
-    if (ctx->last_validation_bt == ctx->batches_trained) return CT_OK;
-    int rc = validate(ctx);
-    return rc == CT_OK && with_policy ? apply_policy(ctx, ctx->last_validation) : rc;
+static int validate_boundary(cti_run *run, bool with_policy) {
+    const cti_position *pos = &run->ctx->pos;
+    if (pos->last_validation_bt == pos->batches_trained) return CT_OK;
+    int rc = validate(run);
+    return rc == CT_OK && with_policy ? apply_policy(run, run->last_validation) : rc;
 }
 
 /* ---- training -------------------------------------------------------------- */
@@ -579,7 +587,7 @@ static int auto_step_schedulers(ct_context *ctx, int64_t batch_idx) {
         } else if (w->mode == CT_STEP_EVERY_OPTIMIZER_STEP) {
             steps = (batch_idx + 1) % w->frequency == 0;
         } else if (w->mode == CT_STEP_EVERY_EPOCH) {
-            int64_t e0 = batch_idx / ctx->epoch_len, e1 = (batch_idx + agg) / ctx->epoch_len;
+            int64_t e0 = batch_idx / ctx->pos.epoch_len, e1 = (batch_idx + agg) / ctx->pos.epoch_len;
             for (int64_t e = e0; e < e1; e++) steps += (e + 1) % w->frequency == 0;
         }
         for (int64_t s = 0; s < steps; s++)
@@ -630,15 +638,16 @@ static ct_value *eager_step(ct_context *ctx, const ct_value *batch, int64_t epoc
 
 /* One batch: train_batch in a scope, its metrics kept (detached) for the
  * workload, schedulers stepped by mode. */
-static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload) {
-    int64_t idx = ctx->batches_trained;
-    int64_t epoch = ctx->epoch_len > 0 ? idx / ctx->epoch_len : 0;
+static int train_one(cti_run *run, const ct_value *batch, ct_value *workload) {
+    ct_context *ctx = run->ctx;
+    int64_t idx = ctx->pos.batches_trained;
+    int64_t epoch = ctx->pos.epoch_len > 0 ? idx / ctx->pos.epoch_len : 0;
     ct_scope *s = ct_scope_begin();
     double t0 = cti_clock_monotonic();
     ct_value *m = ctx->graph ? cti_graph_step_run(ctx->graph, ctx, batch, epoch, idx, eager_step)
                              : eager_step(ctx, batch, epoch, idx);
     int rc = m ? CT_OK : ct_last_code() != CT_OK ? ct_last_code() : ct_set_error(CT_ETRIAL, "train_batch failed");
-    cti_time_add(ctx, CT_TIME_TRAIN, t0);
+    cti_time_add(run->report, CT_TIME_TRAIN, t0);
     ct_scope_end(s);
     if (rc == CT_OK) rc = ct_value_list_append(workload, m);
     else ct_value_free(m);
@@ -647,14 +656,14 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
         int64_t records = ctx->trial->get_batch_length ? ctx->trial->get_batch_length(ctx->self, batch)
                                                        : ct_batch_length(batch);
         if (records < 0) rc = cti_context_trial_failed("get_batch_length");
-        else ctx->records_pending += records;
+        else ctx->pos.records_pending += records;
     }
-    ctx->batches_trained = idx + 1;
+    ctx->pos.batches_trained = idx + 1;
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx); /* read in train_batch with the wrong type */
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
     rc = auto_step_schedulers(ctx, idx);
-    if (ctx->epoch_len > 0 && n % ctx->epoch_len == 0) CALL_HOOKS(rc, ctx, on_training_epoch_end, epoch);
+    if (ctx->pos.epoch_len > 0 && n % ctx->pos.epoch_len == 0) CALL_HOOKS(rc, ctx, on_training_epoch_end, epoch);
     return rc;
 }
 
@@ -664,9 +673,10 @@ static int train_one(ct_context *ctx, const ct_value *batch, ct_value *workload)
  * by then: in init, the loader builders, train_batch): a top-level
  * hyperparameter the trial never read is most likely misspelled (a
  * --hparam typo). Rank 0, on stderr. */
-static void warn_unread_hparams(ct_context *ctx) {
-    if (ctx->hparams_warned || ctx->rank != 0 || ctx->opts.quiet || ctx->hparams_all_read) return;
-    ctx->hparams_warned = true;
+static void warn_unread_hparams(cti_run *run) {
+    const ct_context *ctx = run->ctx;
+    if (run->hparams_warned || ctx->rank != 0 || ctx->opts.quiet || ctx->hparams_all_read) return;
+    run->hparams_warned = true;
     for (size_t k = 0; k < ct_value_len(ctx->opts.hparams); k++) {
         const char *key = NULL;
         const ct_value *v = ct_value_dict_at(ctx->opts.hparams, k, &key, NULL);
@@ -679,9 +689,10 @@ static void warn_unread_hparams(ct_context *ctx) {
 
 /* On resume, rank 0 lists each hyperparameter that differs from the
  * checkpoint's (a resumed run with other settings is a different run). */
-static void warn_changed_hparams(ct_context *ctx) {
+static void warn_changed_hparams(cti_run *run) {
+    const ct_context *ctx = run->ctx;
     if (ctx->rank != 0 || ctx->opts.quiet) return;
-    json_t *saved = json_object_get(ctx->resume_meta, "hparams");
+    json_t *saved = json_object_get(cti_checkpointer_resume_meta(run->ckpt), "hparams");
     json_t *now = cti_json_from_value(ctx->opts.hparams);
     if (!json_is_object(saved)) saved = NULL;
     char line[2048] = "";
@@ -713,7 +724,7 @@ static void warn_changed_hparams(ct_context *ctx) {
 static int check_finite_loss(ct_context *ctx, const ct_value *workload, const ct_value *avg) {
     double loss;
     if (ct_value_get_float(ct_value_dict_get(avg, "loss"), &loss) != 0 || isfinite(loss)) return CT_OK;
-    int64_t first = ctx->batches_trained - (int64_t)ct_value_len(workload);
+    int64_t first = ctx->pos.batches_trained - (int64_t)ct_value_len(workload);
     for (size_t i = 0; i < ct_value_len(workload); i++) {
         const ct_value *v = ct_value_dict_get(ct_value_list_get(workload, i), "loss");
         double *x = NULL;
@@ -726,11 +737,11 @@ static int check_finite_loss(ct_context *ctx, const ct_value *workload, const ct
             return ct_set_error(CT_ENAN, "training loss is %g in batch %lld (batch_idx %lld; the report after batch %lld "
                                          "averages %g)",
                                 value, (long long)(first + (int64_t)i + 1), (long long)(first + (int64_t)i),
-                                (long long)ctx->batches_trained, loss);
+                                (long long)ctx->pos.batches_trained, loss);
     }
     ct_clear_error();
     return ct_set_error(CT_ENAN, "training loss is %g at batch %lld (on another rank)", loss,
-                        (long long)ctx->batches_trained);
+                        (long long)ctx->pos.batches_trained);
 }
 
 /* Whether any callback has an on_training_workload_end. */
@@ -744,19 +755,20 @@ static bool any_workload_hook(const ct_context *ctx) {
  * then on_training_workload_end on every rank with the reported metrics and
  * the per-batch metrics averaged across ranks (Determined's
  * average_training_metrics). */
-static int report_training(ct_context *ctx, ct_value *workload) {
+static int report_training(cti_run *run, ct_value *workload) {
+    ct_context *ctx = run->ctx;
     if (ct_value_len(workload) == 0) return CT_OK;
     /* Records trained by all ranks in this workload. */
-    int64_t records = ctx->records_pending;
+    int64_t records = ctx->pos.records_pending;
     int rc = ct_dist_allreduce_i64(&records, 1, CT_DIST_SUM);
     if (rc != CT_OK) return rc;
-    ctx->records_trained += records;
-    ctx->records_pending = 0;
+    ctx->pos.records_trained += records;
+    ctx->pos.records_pending = 0;
     ct_value *avg = cti_metrics_training(workload, ctx->reducers, ctx->n_reducers);
     if (!avg) return ct_last_code();
     if (rc == CT_OK && ctx->opts.stop_on_nan) rc = check_finite_loss(ctx, workload, avg);
-    if (rc == CT_OK) rc = cti_report(ctx, "training", avg);
-    if (rc == CT_OK) warn_unread_hparams(ctx);
+    if (rc == CT_OK) rc = cti_report(run->report, "training", avg);
+    if (rc == CT_OK) warn_unread_hparams(run);
     if (rc == CT_OK && any_workload_hook(ctx)) {
         ct_value *per_batch = ctx->size > 1 ? cti_metrics_batches_across_ranks(workload) : NULL;
         if (ctx->size > 1 && !per_batch) rc = ct_last_code();
@@ -769,21 +781,22 @@ static int report_training(ct_context *ctx, ct_value *workload) {
 
 /* ct_ctx_set_profiler: one profiler step per training batch of this run,
  * traces under <output_dir>/profiler. */
-static int start_profiler(ct_context *ctx) {
+static int start_profiler(cti_run *run) {
+    const ct_context *ctx = run->ctx;
     if (!ctx->profile) return CT_OK;
     char dir[4200], name[32];
     snprintf(dir, sizeof dir, "%s/profiler", ctx->opts.output_dir);
     snprintf(name, sizeof name, "rank%d", ctx->rank);
-    ctx->profiler = ct_profiler_new(&ctx->profiler_opts, dir, name);
-    return ctx->profiler ? CT_OK : ct_set_error(ct_last_code(), "the profiler: %s", ct_last_error());
+    run->profiler = ct_profiler_new(&ctx->profiler_opts, dir, name);
+    return run->profiler ? CT_OK : ct_set_error(ct_last_code(), "the profiler: %s", ct_last_error());
 }
 
 /* After each training batch. Profiling never stops training: a failure is
  * printed (once per kind of failure is enough: the profiler goes on). */
-static void step_profiler(ct_context *ctx) {
-    if (ctx->profiler && ct_profiler_step(ctx->profiler) != CT_OK) {
-        fprintf(stderr, "ctrial: rank %d: the profiler at batch %lld: %s\n", ctx->rank,
-                (long long)ctx->batches_trained, ct_last_error());
+static void step_profiler(cti_run *run) {
+    if (run->profiler && ct_profiler_step(run->profiler) != CT_OK) {
+        fprintf(stderr, "ctrial: rank %d: the profiler at batch %lld: %s\n", run->ctx->rank,
+                (long long)run->ctx->pos.batches_trained, ct_last_error());
         ct_clear_error();
     }
 }
@@ -791,57 +804,58 @@ static void step_profiler(ct_context *ctx) {
 /* The training loader's next batch. A chain of the user's own that is not
  * repeating ends its passes: the next pass begins, as Python's
  * `for epoch ...: for batch in loader` would. */
-static int next_training_batch(ct_context *ctx, ct_value **batch) {
+static int next_training_batch(cti_run *run, ct_value **batch) {
     double t0 = cti_clock_monotonic();
-    int got = ct_loader_next(ctx->train_loader, batch);
+    int got = ct_loader_next(run->train_loader, batch);
     if (got == 0) {
-        int rc = ct_loader_reset(ctx->train_loader);
-        got = rc == CT_OK ? ct_loader_next(ctx->train_loader, batch) : rc;
+        int rc = ct_loader_reset(run->train_loader);
+        got = rc == CT_OK ? ct_loader_next(run->train_loader, batch) : rc;
         if (got == 0) got = ct_set_error(CT_ETRIAL, "the training loader yielded an empty pass");
     }
-    cti_time_add(ctx, CT_TIME_DATA, t0);
+    cti_time_add(run->report, CT_TIME_DATA, t0);
     return got < 0 ? got : CT_OK;
 }
 
 /* Trains until a boundary fires; reports the workload. Sets *train_done at
  * max_length and *fired_val / *fired_ckpt / *fired_report for the other
  * boundaries. A preemption ends the training after the batch: a workload
- * it cuts short is not reported but kept in ctx->workload, which the exit
+ * it cuts short is not reported but kept in run->workload, which the exit
  * checkpoint saves and a resumed run continues, so that metrics.jsonl
  * reads as if the run had never stopped. */
-static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool *fired_ckpt, bool *fired_report) {
-    if (!ctx->workload && !(ctx->workload = ct_value_list())) return ct_last_code();
-    ct_value *workload = ctx->workload;
+static int run_workload(cti_run *run, bool *train_done, bool *fired_val, bool *fired_ckpt, bool *fired_report) {
+    ct_context *ctx = run->ctx;
+    if (!run->workload && !(run->workload = ct_value_list())) return ct_last_code();
+    ct_value *workload = run->workload;
     int rc = CT_OK;
     cti_reducers_reset(ctx->reducers, ctx->n_reducers); /* Determined resets reducers at every workload's start */
     *train_done = *fired_val = *fired_ckpt = *fired_report = false;
     while (rc == CT_OK) {
-        int64_t idx = ctx->batches_trained;
+        int64_t idx = ctx->pos.batches_trained;
         /* Determined sets the current batch before the epoch-start hooks. */
-        ctx->current_batch = idx;
+        ctx->pos.current_batch = idx;
         /* Epoch starts (not for an epoch a resumed run enters midway). */
-        if (ctx->epoch_len > 0 && idx % ctx->epoch_len == 0)
-            CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->epoch_len);
+        if (ctx->pos.epoch_len > 0 && idx % ctx->pos.epoch_len == 0)
+            CALL_HOOKS(rc, ctx, on_training_epoch_start, idx / ctx->pos.epoch_len);
         ct_value *batch = NULL;
-        if (rc == CT_OK) rc = next_training_batch(ctx, &batch);
-        if (rc == CT_OK) rc = train_one(ctx, batch, workload);
-        if (rc == CT_OK) step_profiler(ctx);
+        if (rc == CT_OK) rc = next_training_batch(run, &batch);
+        if (rc == CT_OK) rc = train_one(run, batch, workload);
+        if (rc == CT_OK) step_profiler(run);
         ct_value_free(batch);
-        if (rc == CT_OK) cti_report_tick(ctx);
+        if (rc == CT_OK) cti_report_tick(run->report);
         if (rc != CT_OK) break;
-        rc = agree_on_preemption(ctx);
+        rc = agree_on_preemption(run);
         if (rc != CT_OK) break;
-        int64_t n = ctx->batches_trained;
-        *train_done = n >= ctx->max_length_batches || ctx->opts.test_mode;
-        *fired_val = cti_period_fires(&ctx->opts.validation_period, n, ctx->epoch_len);
-        *fired_ckpt = cti_period_fires(&ctx->opts.checkpoint_period, n, ctx->epoch_len);
-        *fired_report = cti_period_fires(&ctx->opts.reporting_period, n, ctx->epoch_len);
-        if (*train_done || *fired_val || *fired_ckpt || *fired_report || ctx->preempted) break;
+        int64_t n = ctx->pos.batches_trained;
+        *train_done = n >= ctx->pos.max_length_batches || ctx->opts.test_mode;
+        *fired_val = cti_period_fires(&ctx->opts.validation_period, n, ctx->pos.epoch_len);
+        *fired_ckpt = cti_period_fires(&ctx->opts.checkpoint_period, n, ctx->pos.epoch_len);
+        *fired_report = cti_period_fires(&ctx->opts.reporting_period, n, ctx->pos.epoch_len);
+        if (*train_done || *fired_val || *fired_ckpt || *fired_report || run->preempted) break;
     }
     if (rc == CT_OK && (*train_done || *fired_val || *fired_ckpt || *fired_report)) {
-        rc = report_training(ctx, workload);
-        ct_value_free(ctx->workload);
-        ctx->workload = NULL;
+        rc = report_training(run, workload);
+        ct_value_free(run->workload);
+        run->workload = NULL;
     }
     return rc;
 }
@@ -849,10 +863,11 @@ static int run_workload(ct_context *ctx, bool *train_done, bool *fired_val, bool
 /* Determined's _ShouldExit: a stop at a boundary, a preemption, or
  * ct_ctx_should_exit. Checkpoints unless it is current (or the trial
  * asked to skip it) and ends training cleanly. */
-static int exit_training(ct_context *ctx) {
+static int exit_training(cti_run *run) {
     int rc = CT_OK;
-    if (ctx->exit_requested != 2) rc = checkpoint_boundary(ctx, CT_WHY_STOP);
-    if (rc == CT_OK && g_agreed_signal) cti_report_preempted(ctx, g_agreed_signal);
+    if (run->ctx->exit_requested != 2) rc = checkpoint_boundary(run, CT_WHY_STOP);
+    if (rc == CT_OK && g_agreed_signal)
+        cti_report_preempted(run->report, g_agreed_signal, cti_checkpointer_last(run->ckpt));
     return rc;
 }
 
@@ -860,129 +875,74 @@ static int exit_training(ct_context *ctx) {
  * boundaries in its order (TRAIN, VALIDATE, CHECKPOINT, REPORT), each
  * followed by the stop check; at max_length, validation and a checkpoint
  * unless current. */
-static int train_workloads(ct_context *ctx) {
-    bool done = ctx->batches_trained >= ctx->max_length_batches, stop = false;
+static int train_workloads(cti_run *run) {
+    const cti_position *pos = &run->ctx->pos;
+    bool done = pos->batches_trained >= pos->max_length_batches, stop = false;
     int rc = CT_OK;
     while (rc == CT_OK && !done && !stop) {
         bool val = false, ckpt = false, report = false;
-        rc = run_workload(ctx, &done, &val, &ckpt, &report);
+        rc = run_workload(run, &done, &val, &ckpt, &report);
         /* A preemption is a boundary of its own. */
-        if (rc == CT_OK && (done || ctx->preempted)) rc = stop_at_boundary(ctx, &stop);
-        if (rc == CT_OK && !stop && val && (rc = validate_boundary(ctx, true)) == CT_OK)
-            rc = stop_at_boundary(ctx, &stop);
-        if (rc == CT_OK && !stop && ckpt && (rc = checkpoint_boundary(ctx, CT_WHY_PERIOD)) == CT_OK)
-            rc = stop_at_boundary(ctx, &stop);
-        if (rc == CT_OK && !stop && report) rc = stop_at_boundary(ctx, &stop);
+        if (rc == CT_OK && (done || run->preempted)) rc = stop_at_boundary(run, &stop);
+        if (rc == CT_OK && !stop && val && (rc = validate_boundary(run, true)) == CT_OK)
+            rc = stop_at_boundary(run, &stop);
+        if (rc == CT_OK && !stop && ckpt && (rc = checkpoint_boundary(run, CT_WHY_PERIOD)) == CT_OK)
+            rc = stop_at_boundary(run, &stop);
+        if (rc == CT_OK && !stop && report) rc = stop_at_boundary(run, &stop);
     }
     if (rc != CT_OK) return rc;
-    if (stop) return exit_training(ctx);
-    rc = validate_boundary(ctx, true);
-    return rc == CT_OK ? checkpoint_boundary(ctx, CT_WHY_END) : rc;
+    if (stop) return exit_training(run);
+    rc = validate_boundary(run, true);
+    return rc == CT_OK ? checkpoint_boundary(run, CT_WHY_END) : rc;
 }
 
-static int train(ct_context *ctx) {
+static int train(cti_run *run) {
+    ct_context *ctx = run->ctx;
     int rc = CT_OK;
     CALL_HOOKS0(rc, ctx, on_training_start);
-    if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->batches_trained == 0)
-        rc = validate(ctx); /* never checkpoints */
-    if (rc == CT_OK) rc = cti_ranks_agree(start_profiler(ctx));
-    if (rc == CT_OK) rc = train_workloads(ctx);
+    if (rc == CT_OK && ctx->opts.step_zero_validation && ctx->pos.batches_trained == 0)
+        rc = validate(run); /* never checkpoints */
+    if (rc == CT_OK) rc = cti_ranks_agree(start_profiler(run));
+    if (rc == CT_OK) rc = train_workloads(run);
     /* ct_ctx_should_exit from the trial or a hook ends training cleanly. */
     if (rc == CT_EEXIT && ctx->exit_requested) {
         ct_clear_error();
-        rc = exit_training(ctx);
+        rc = exit_training(run);
     }
     return rc;
 }
 
 /* ---- setting up ------------------------------------------------------------ */
 
-/* Where checkpoints go and, for a resume, which checkpoint: verified (every
- * file's size and CRC) and its trial state restored before anything runs,
- * so a bad checkpoint is refused before training starts. */
-/* A run that does not resume must not destroy an earlier run's results in
- * its directories: metrics.jsonl would be rewritten, TensorBoard would mix
- * two runs' event files, and retention would delete the earlier
- * checkpoints. Refused unless opts.overwrite, which removes them first.
- * "--resume latest" with no checkpoint yet is the same run starting over
- * (a preemption before its first checkpoint): its log, which no checkpoint
- * holds, is cut as any resume cuts the lines after its checkpoint. Rank 0. */
-static int guard_earlier_run(ct_context *ctx) {
-    const ct_fit_opts *o = &ctx->opts;
-    if (ctx->rank != 0 || (o->resume && o->resume[0])) return CT_OK;
-    char log[4200];
-    snprintf(log, sizeof log, "%s/metrics.jsonl", o->output_dir);
-    struct stat st;
-    bool has_log = stat(log, &st) == 0 && st.st_size > 0;
-    size_t ckpts = 0;
-    int rc = cti_ckpt_count(ctx->checkpoint_dir, &ckpts);
-    int events = rc == CT_OK ? cti_report_event_files(o->output_dir, false) : 0;
-    if (rc != CT_OK || events < 0) return rc != CT_OK ? rc : events;
-    if (!has_log && ckpts == 0 && events == 0) return CT_OK;
-    if (!o->overwrite) {
-        char what[4400];
-        snprintf(what, sizeof what, "%s%zu checkpoint%s in %s, %d TensorBoard event file%s",
-                 has_log ? "metrics.jsonl, " : "", ckpts, ckpts == 1 ? "" : "s", ctx->checkpoint_dir, events,
-                 events == 1 ? "" : "s");
-        return ct_set_error(CT_ECONFIG,
-                            "%s holds an earlier run (%s): continue it with --resume latest, write this run to "
-                            "another --output, or replace it with --overwrite (ct_fit_opts resume, output_dir, "
-                            "overwrite)",
-                            o->output_dir, what);
-    }
-    if (has_log && unlink(log) != 0) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", log);
-    events = cti_report_event_files(o->output_dir, true);
-    if (events < 0) return events;
-    return cti_ckpt_remove_all(ctx->checkpoint_dir);
-}
-
-static int find_resume(ct_context *ctx) {
-    const ct_fit_opts *o = &ctx->opts;
-    if (o->checkpoint_dir && o->checkpoint_dir[0])
-        snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s", o->checkpoint_dir);
-    else
-        snprintf(ctx->checkpoint_dir, sizeof ctx->checkpoint_dir, "%s/checkpoints", o->output_dir);
-    if (ctx->rank == 0) cti_ckpt_remove_leftovers(ctx->checkpoint_dir);
-    if (!o->resume || !o->resume[0]) return CT_OK;
-    bool latest = strcmp(o->resume, "latest") == 0;
-    if (latest) {
-        /* The latest in commit order. Only a folder without any checkpoint
-         * starts from the beginning; a damaged one that may be the latest
-         * is refused (CT_ECHECKPOINT naming it and the latest intact one),
-         * never passed over silently. */
-        cti_ckpt_scan scan;
-        if (cti_ckpt_find_latest(ctx->checkpoint_dir, ctx->resume_dir, sizeof ctx->resume_dir, &scan) != CT_OK) {
-            ctx->resume_dir[0] = '\0';
-            if (ct_last_code() != CT_ECHECKPOINT || !scan.empty) return ct_last_code();
-            if (!o->quiet && ctx->rank == 0)
-                printf("no checkpoint in %s yet: starting from the beginning\n", ctx->checkpoint_dir);
-            return CT_OK;
-        }
-        if (scan.skipped[0] && ctx->rank == 0)
-            fprintf(stderr, "ctrial: warning: --resume latest passes over damaged checkpoints that trained less than "
-                            "%s: %s\n", ctx->resume_dir, scan.skipped);
-    } else if (snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", o->resume) >= (int)sizeof ctx->resume_dir) {
-        return ct_set_error(CT_ECONFIG, "--resume: path too long");
-    }
-    int rc = latest ? cti_ckpt_verify_latest(ctx->checkpoint_dir, ctx->resume_dir) : ct_ckpt_verify(ctx->resume_dir);
-    if (rc == CT_OK) ctx->resume_meta = cti_ckpt_read_metadata(ctx->resume_dir);
-    if (rc == CT_OK && !ctx->resume_meta) rc = ct_last_code();
-    if (rc == CT_OK) rc = cti_context_restore_position(ctx, ctx->resume_meta, ctx->resume_dir);
+/* For a resume, which checkpoint (checkpointer.h: verified, every file's
+ * size and CRC) and its trial state restored before anything runs, so a
+ * bad checkpoint is refused before training starts. */
+static int find_resume(cti_run *run) {
+    int rc = cti_checkpointer_find_resume(run->ckpt);
+    const char *dir = cti_checkpointer_resume_dir(run->ckpt);
+    if (rc != CT_OK || !dir[0]) return rc;
+    rc = cti_run_restore_position(run, cti_checkpointer_resume_meta(run->ckpt), dir);
     if (rc != CT_OK && ct_last_code() != CT_ECHECKPOINT) rc = ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
     return rc;
 }
 
+/* A checkpoint's state_dict.pth, loaded: NEW in *state, or CT_ECHECKPOINT. */
+static int load_state_file(const char *dir, ct_value **state) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_STATE_FILE);
+    *state = NULL;
+    if (ct_pth_load(path, state) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
+    return CT_OK;
+}
+
 /* The resumed checkpoint's state: on_checkpoint_load_start, then models,
  * optimizers, schedulers, callbacks and, last, the RNG. */
-static int load_resume_state(ct_context *ctx, bool models_only) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", ctx->resume_dir, CT_CKPT_STATE_FILE);
+static int load_resume_state(cti_run *run) {
+    const char *dir = cti_checkpointer_resume_dir(run->ckpt);
     ct_value *state = NULL;
-    if (ct_pth_load(path, &state) != CT_OK)
-        return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", ctx->resume_dir, ct_last_error());
-    int rc = CT_OK;
-    if (!models_only) CALL_HOOKS(rc, ctx, on_checkpoint_load_start, state);
-    if (rc == CT_OK) rc = cti_context_restore_state(ctx, state, ctx->resume_dir, models_only);
+    int rc = load_state_file(dir, &state);
+    if (rc == CT_OK) CALL_HOOKS(rc, run->ctx, on_checkpoint_load_start, state);
+    if (rc == CT_OK) rc = cti_run_restore_state(run, state, dir);
     ct_value_free(state);
     return rc;
 }
@@ -990,22 +950,24 @@ static int load_resume_state(ct_context *ctx, bool models_only) {
 /* Intra-op threads: num_threads (--threads), else OMP_NUM_THREADS (which
  * libtorch has applied), else the default of base/cpus.h: this rank's share
  * of the CPUs left idle by other programs. The summary says which. */
-static int choose_threads(ct_context *ctx) {
-    int n = ctx->opts.num_threads;
+static int choose_threads(cti_run *run) {
+    char *from = run->threads_from;
+    size_t len = sizeof run->threads_from;
+    int n = run->ctx->opts.num_threads;
     const char *env = getenv("OMP_NUM_THREADS");
     if (n > 0) {
-        snprintf(ctx->threads_from, sizeof ctx->threads_from, "num_threads");
+        snprintf(from, len, "num_threads");
     } else if (env && *env) {
-        snprintf(ctx->threads_from, sizeof ctx->threads_from, "OMP_NUM_THREADS");
+        snprintf(from, len, "OMP_NUM_THREADS");
         return CT_OK;
     } else {
         double idle = -1;
         n = cti_cpus_default_threads(ct_dist_local_size(), cti_dist_host_cpus(), &idle);
         if (idle >= 0)
-            snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %.1f of %d CPUs idle, %d rank%s here",
+            snprintf(from, len, "default: %.1f of %d CPUs idle, %d rank%s here",
                      idle, cti_cpus_online(), ct_dist_local_size(), ct_dist_local_size() == 1 ? "" : "s");
         else
-            snprintf(ctx->threads_from, sizeof ctx->threads_from, "default: %d usable CPUs", cti_cpus_usable());
+            snprintf(from, len, "default: %d usable CPUs", cti_cpus_usable());
     }
     return ct_set_num_threads(n) < 0 ? ct_last_code() : CT_OK;
 }
@@ -1054,13 +1016,14 @@ static int user_sampler_refused(const char *fn) {
  * length every rank shares; then (setup_rest) the validation loader, the
  * resumed checkpoint's state and the metrics log. The ranks agree between
  * the steps, since the middle one is collective. */
-static int setup_trial(ct_context *ctx) {
+static int setup_trial(cti_run *run) {
+    ct_context *ctx = run->ctx;
     const ct_trial *t = ctx->trial;
     if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
     /* "cuda" without an index under mpirun: each local rank takes its own GPU. */
     if (ctx->device.type == CT_CUDA && ctx->opts.device && !strchr(ctx->opts.device, ':'))
         ctx->device.index = ctx->local_rank;
-    if (choose_threads(ctx) != CT_OK) return ct_last_code();
+    if (choose_threads(run) != CT_OK) return ct_last_code();
     ctx->trial_seed = ctx->opts.seed;
     int rc = choose_global_batch_size(ctx);
     if (rc != CT_OK) return rc;
@@ -1069,31 +1032,33 @@ static int setup_trial(ct_context *ctx) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.validation_period, "validation period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
-    if (rc == CT_OK) rc = find_resume(ctx);
-    if (rc == CT_OK) rc = guard_earlier_run(ctx);
+    if (rc == CT_OK) rc = find_resume(run);
+    if (rc == CT_OK) rc = cti_checkpointer_guard(run->ckpt);
     if (rc == CT_OK && ctx->rank == 0) rc = cti_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = cti_context_build_trial(ctx);
     if (rc != CT_OK) return rc;
     ct_clear_error(); /* each call into the trial's code starts with no error pending (error.h) */
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return cti_context_trial_failed("build_callbacks");
     if ((rc = cti_context_hparam_failure(ctx)) != CT_OK) return rc;
-    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->batches_trained, ctx->resume_dir[0] ? ctx->resume_dir : NULL);
+    const char *resume_dir = cti_checkpointer_resume_dir(run->ckpt);
+    CALL_HOOKS(rc, ctx, on_trial_startup, ctx->pos.batches_trained, resume_dir[0] ? resume_dir : NULL);
     if (rc != CT_OK) return rc;
 
     ct_clear_error();
-    ctx->train_loader = t->build_training_data_loader(ctx->self, ctx);
-    if (!ctx->train_loader) return cti_context_trial_failed("build_training_data_loader");
-    if (ctx->repro_checks && cti_loader_is_iterable(ctx->train_loader))
+    run->train_loader = t->build_training_data_loader(ctx->self, ctx);
+    ctx->training = true; /* what belongs in init is refused from now on */
+    if (!run->train_loader) return cti_context_trial_failed("build_training_data_loader");
+    if (ctx->repro_checks && cti_loader_is_iterable(run->train_loader))
         return ct_set_error(CT_ETRIAL, "build_training_data_loader returned an iterable loader, whose resume is "
                                        "only as exact as its iterator is deterministic: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
-    if (ctx->repro_checks && cti_loader_has_user_sampler(ctx->train_loader))
+    if (ctx->repro_checks && cti_loader_has_user_sampler(run->train_loader))
         return user_sampler_refused("build_training_data_loader");
-    if (ctx->auto_to_device) rc = cti_loader_use_device(ctx->train_loader, ctx->device);
+    if (ctx->auto_to_device) rc = cti_loader_use_device(run->train_loader, ctx->device);
     /* At the chain's start for now: a resumed run's position is checked
      * against max_length first (setup_epochs), then the loader moves there. */
-    if (rc == CT_OK) rc = cti_loader_use_training_chain(ctx->train_loader, ctx->rank, ctx->size, 0);
-    if (rc == CT_OK) ctx->epoch_len = ct_loader_len(ctx->train_loader);
+    if (rc == CT_OK) rc = cti_loader_use_training_chain(run->train_loader, ctx->rank, ctx->size, 0);
+    if (rc == CT_OK) ctx->pos.epoch_len = ct_loader_len(run->train_loader);
     return rc == CT_OK ? cti_context_hparam_failure(ctx) : rc;
 }
 
@@ -1102,13 +1067,14 @@ static int setup_trial(ct_context *ctx) {
  * among the ranks their own lengths differ, and epoch boundaries (and the
  * periods in epochs that fire there) must fall on the same batch on every
  * rank. */
-static int setup_epochs(ct_context *ctx) {
-    int rc = ctx->size > 1 ? ct_dist_broadcast_bytes(&ctx->epoch_len, sizeof ctx->epoch_len, 0) : CT_OK;
+static int setup_epochs(cti_run *run) {
+    ct_context *ctx = run->ctx;
+    int rc = ctx->size > 1 ? ct_dist_broadcast_bytes(&ctx->pos.epoch_len, sizeof ctx->pos.epoch_len, 0) : CT_OK;
     if (rc != CT_OK) return rc;
-    if (ctx->epoch_len == 0)
+    if (ctx->pos.epoch_len == 0)
         return ct_set_error(CT_ETRIAL, "the training loader has no batches per epoch (rank 0's length is 0)");
     const ct_period *m = &ctx->opts.max_length;
-    if (ctx->epoch_len < 0) {
+    if (ctx->pos.epoch_len < 0) {
         /* An iterable loader: Determined's epochs never end (sys.maxsize). */
         const char *in_epochs = m->unit == CT_EPOCHS ? "max_length"
                               : ctx->opts.validation_period.unit == CT_EPOCHS ? "the validation period"
@@ -1117,67 +1083,106 @@ static int setup_epochs(ct_context *ctx) {
         if (in_epochs)
             return ct_set_error(CT_ECONFIG, "%s is in epochs, but the training loader has no length (an iterable "
                                             "loader): give it in batches or records", in_epochs);
-        ctx->max_length_batches = m->n;
-    } else if (m->unit == CT_EPOCHS && m->n > INT64_MAX / ctx->epoch_len) {
+        ctx->pos.max_length_batches = m->n;
+    } else if (m->unit == CT_EPOCHS && m->n > INT64_MAX / ctx->pos.epoch_len) {
         return ct_set_error(CT_ECONFIG,
                             "max_length is %lld epochs of %lld batches: more than %lld batches, the most ctrial "
-                            "counts", (long long)m->n, (long long)ctx->epoch_len, (long long)INT64_MAX);
+                            "counts", (long long)m->n, (long long)ctx->pos.epoch_len, (long long)INT64_MAX);
     } else {
-        ctx->max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->epoch_len : m->n;
+        ctx->pos.max_length_batches = m->unit == CT_EPOCHS ? m->n * ctx->pos.epoch_len : m->n;
     }
     /* A resumed run: its position checked against this run, then the
      * training loader moved there (unless the checkpoint is at or past
      * max_length: nothing will be trained). */
-    rc = cti_context_check_position(ctx);
-    if (ctx->initial_batch >= ctx->max_length_batches) return rc;
-    if (rc == CT_OK && ctx->resume_position > 0) rc = ct_loader_set_position(ctx->train_loader, ctx->resume_position);
+    rc = cti_run_check_position(run);
+    if (ctx->pos.initial_batch >= ctx->pos.max_length_batches) return rc;
+    if (rc == CT_OK && run->resume_position > 0) rc = ct_loader_set_position(run->train_loader, run->resume_position);
     /* A user chain with a skip of its own starts there; anywhere but this
      * run's start it would train on other records than an uninterrupted run. */
-    if (rc == CT_OK && ct_loader_position(ctx->train_loader) != ctx->resume_position)
+    if (rc == CT_OK && ct_loader_position(run->train_loader) != run->resume_position)
         rc = ct_set_error(CT_ETRIAL,
                           "the training loader's own sampler chain starts at batch %lld (its ct_sampler_skip), but "
                           "this run starts at batch %lld: skip ct_ctx_initial_batch(ctx) batches (Determined's "
                           "SkipBatchSampler(context.get_initial_batch())), or none and the loop positions the chain",
-                          (long long)ct_loader_position(ctx->train_loader), (long long)ctx->resume_position);
+                          (long long)ct_loader_position(run->train_loader), (long long)run->resume_position);
     return rc;
 }
 
-static int setup_rest(ct_context *ctx) {
+static int setup_rest(cti_run *run) {
+    ct_context *ctx = run->ctx;
     const ct_trial *t = ctx->trial;
     int rc = CT_OK;
     ct_clear_error();
-    ctx->val_loader = t->build_validation_data_loader(ctx->self, ctx);
-    if (!ctx->val_loader) return cti_context_trial_failed("build_validation_data_loader");
-    if (ctx->repro_checks && cti_loader_is_iterable(ctx->val_loader))
+    run->val_loader = t->build_validation_data_loader(ctx->self, ctx);
+    if (!run->val_loader) return cti_context_trial_failed("build_validation_data_loader");
+    if (ctx->repro_checks && cti_loader_is_iterable(run->val_loader))
         return ct_set_error(CT_ETRIAL, "build_validation_data_loader returned an iterable loader: call "
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
-    if (ctx->repro_checks && cti_loader_has_user_sampler(ctx->val_loader))
+    if (ctx->repro_checks && cti_loader_has_user_sampler(run->val_loader))
         return user_sampler_refused("build_validation_data_loader");
-    if (t->evaluate_batch && ctx->auto_to_device) rc = cti_loader_use_device(ctx->val_loader, ctx->device);
-    if (rc == CT_OK && t->evaluate_batch) rc = cti_loader_use_validation_shard(ctx->val_loader, ctx->rank, ctx->size);
+    if (t->evaluate_batch && ctx->auto_to_device) rc = cti_loader_use_device(run->val_loader, ctx->device);
+    if (rc == CT_OK && t->evaluate_batch) rc = cti_loader_use_validation_shard(run->val_loader, ctx->rank, ctx->size);
     if (rc != CT_OK) return rc;
-    if (ctx->resume_dir[0]) rc = load_resume_state(ctx, false);
+    bool resumed = cti_checkpointer_resume_dir(run->ckpt)[0] != '\0';
+    if (resumed) rc = load_resume_state(run);
     /* A warm start is a fresh trial from another run's trained state (a
      * resume of this run's own checkpoints wins: it is the same trial). */
     else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = cti_context_warm_start(ctx, ctx->opts.warm_start);
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
-    if (rc == CT_OK && ctx->resume_dir[0]) warn_changed_hparams(ctx);
+    if (rc == CT_OK && resumed) warn_changed_hparams(run);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
      * only once the checkpoint has been accepted. */
-    if (rc == CT_OK && ctx->rank == 0) rc = cti_report_open(ctx);
+    if (rc == CT_OK && ctx->rank == 0) rc = cti_report_open(run->report, resumed);
     return rc;
 }
 
-static int setup(ct_context *ctx) {
-    int rc = cti_ranks_agree(setup_trial(ctx));
-    if (rc == CT_OK) rc = cti_ranks_agree(setup_epochs(ctx));
-    if (rc == CT_OK) rc = cti_ranks_agree(setup_rest(ctx));
+static int setup(cti_run *run) {
+    int rc = cti_ranks_agree(setup_trial(run));
+    if (rc == CT_OK) rc = cti_ranks_agree(setup_epochs(run));
+    if (rc == CT_OK) rc = cti_ranks_agree(setup_rest(run));
     return rc;
+}
+
+/* The start-up summary (report.h) from what the set-up found. */
+static void report_setup(cti_run *run) {
+    const ct_context *ctx = run->ctx;
+    char transport[256] = "";
+    /* Under mpirun, how the first model's gradients are averaged. */
+    if (ctx->size > 1 && ctx->n_syncs > 0) {
+        char why[200];
+        const char *how = cti_grad_sync_transport(ctx->syncs[0], why, sizeof why);
+        snprintf(transport, sizeof transport, " (gradients: %s%s%s)", how, why[0] ? ", " : "", why);
+    }
+    int64_t params = 0;
+    for (size_t m = 0; m < ctx->n_models; m++) params += ct_nn_num_param_elements(ctx->models[m]);
+    cti_setup_info si = {
+        .trial_name = ctx->trial->name,
+        .threads_from = run->threads_from,
+        .transport = transport,
+        .n_models = ctx->n_models,
+        .parameters = params,
+        .global_batch_size = ctx->global_batch_size,
+        .train_records = run->train_loader ? ct_loader_num_samples(run->train_loader) : -1,
+        .val_records = run->val_loader ? ct_loader_num_samples(run->val_loader) : -1,
+        .resume_dir = cti_checkpointer_resume_dir(run->ckpt),
+    };
+    cti_report_setup(run->report, &si);
 }
 
 /* ---- the entry point ------------------------------------------------------- */
 
 int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return cti_fit_ex(trial, o, NULL); }
+
+/* What a run owns beside the context, freed after it (the trial's destroy
+ * runs first, as it always has: it may still use what it wrapped). */
+static void free_run(cti_run *run) {
+    cti_reporter_free(run->report);
+    cti_checkpointer_free(run->ckpt);
+    ct_loader_free(run->train_loader);
+    ct_loader_free(run->val_loader);
+    ct_value_free(run->last_validation);
+    ct_value_free(run->workload);
+}
 
 int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out) {
     if (out) *out = (cti_fit_outcome){.last_validation_bt = -1};
@@ -1193,11 +1198,25 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     if (rc != CT_OK) return rc;
     rc = ct_dist_init();
     if (rc != CT_OK) return rc;
-    ct_context *ctx = cti_context_new(trial, o);
+    cti_run run_ = {0}, *run = &run_;
+    ct_context *ctx = run->ctx = cti_context_new(trial, o);
     if (!ctx) return ct_last_code();
     ctx->rank = ct_dist_rank();
     ctx->size = ct_dist_size();
     ctx->local_rank = ct_dist_local_rank();
+    /* The context's options from here on: the periods in records become
+     * batches in them during the set-up. */
+    run->ckpt = cti_checkpointer_new(&ctx->opts, ctx->rank);
+    run->report = cti_reporter_new(&(cti_reporter_opts){.opts = &ctx->opts, .pos = &ctx->pos,
+                                                        .tensorboard = &ctx->tensorboard, .device = &ctx->device,
+                                                        .rank = ctx->rank, .size = ctx->size});
+    if (!run->ckpt || !run->report) {
+        rc = ct_last_code();
+        free_run(run);
+        ct_ctx_free(ctx);
+        return rc;
+    }
+    ctx->reporter = run->report;
     saved_signals saved;
     catch_stop_signals(&saved);
     /* The collective timeout for this fit (0: as it is: CTRIAL_DIST_TIMEOUT
@@ -1206,28 +1225,28 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     if (o->dist_timeout != 0 && ct_dist_set_timeout(o->dist_timeout) != CT_OK)
         rc = ct_set_error(CT_ECONFIG, "ct_fit_opts.dist_timeout is %g: expected seconds, a number >= 0 (0: "
                           "CTRIAL_DIST_TIMEOUT or 30 minutes; infinity: none)", o->dist_timeout);
-    cti_dist_watch_progress(&ctx->batches_trained);
+    cti_dist_watch_progress(&ctx->pos.batches_trained);
     if (o->tune_malloc) cti_heap_tune_for_training(); /* src/base/heap.c says why */
-    cti_report_start(ctx);
     /* A stop signal before training (caught by ct_main since its start, or
      * during the set-up) stops the run there: nothing to save, and a resume
      * goes on from where the run was. Agreed before the set-up and again
      * after it. */
     bool set_up = false;
-    if (rc == CT_OK) rc = agree_on_preemption(ctx);
-    if (rc == CT_OK && !ctx->preempted) {
+    if (rc == CT_OK) rc = agree_on_preemption(run);
+    if (rc == CT_OK && !run->preempted) {
         set_up = true;
-        rc = setup(ctx);
+        rc = setup(run);
         if (rc == CT_OK) rc = cti_ranks_agree(broadcast_models(ctx, false));
         if (rc == CT_OK) rc = cti_ranks_agree(start_grad_sync(ctx));
         if (rc == CT_OK && ctx->opts.cuda_graphs) rc = cti_ranks_agree(cti_graph_step_new(ctx, &ctx->graph));
-        if (rc == CT_OK) cti_report_setup(ctx);
-        if (rc == CT_OK) rc = agree_on_preemption(ctx);
+        if (rc == CT_OK) report_setup(run);
+        if (rc == CT_OK) rc = agree_on_preemption(run);
     }
-    if (rc == CT_OK && ctx->preempted) cti_report_stopped_before_training(ctx, g_agreed_signal);
-    else if (rc == CT_OK) rc = train(ctx);
-    ct_profiler_free(ctx->profiler); /* writes a window still recording */
-    ctx->profiler = NULL;
+    if (rc == CT_OK && run->preempted)
+        cti_report_stopped_before_training(run->report, g_agreed_signal, cti_checkpointer_resume_dir(run->ckpt));
+    else if (rc == CT_OK) rc = train(run);
+    ct_profiler_free(run->profiler); /* writes a window still recording */
+    run->profiler = NULL;
     /* Shutdown hooks run in reverse, also after a failure; the first
      * failure is the one reported (its message kept across the hooks, each
      * of which starts with the error cleared). */
@@ -1241,19 +1260,26 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     }
     if (failure[0]) ct_set_error(rc, "%s", failure);
     /* The last lines say whether training ran to its end, and if not, why. */
-    if (rc == CT_OK && set_up) cti_report_summary(ctx, g_agreed_signal);
+    if (rc == CT_OK && set_up) {
+        cti_summary_info si = {.signal = g_agreed_signal, .exit_requested = ctx->exit_requested != 0,
+                               .checkpoint_dir = cti_checkpointer_dir(run->ckpt)};
+        si.has_best = cti_checkpointer_best(run->ckpt, &si.best_metric);
+        cti_report_summary(run->report, &si);
+    }
     char saved_msg[2048];
     snprintf(saved_msg, sizeof saved_msg, "%s", ct_last_error());
     if (out && set_up) {
-        out->batches_trained = ctx->batches_trained;
-        out->last_validation_bt = ctx->last_validation ? ctx->last_validation_bt : -1;
-        out->last_validation = ctx->last_validation; /* taken */
-        ctx->last_validation = NULL;
+        out->batches_trained = ctx->pos.batches_trained;
+        out->last_validation_bt = run->last_validation ? ctx->pos.last_validation_bt : -1;
+        out->last_validation = run->last_validation; /* taken */
+        run->last_validation = NULL;
     }
     cti_graph_step_free(ctx->graph); /* before the models and optimizers its graph uses */
     ctx->graph = NULL;
     cti_dist_watch_progress(NULL);
+    ctx->reporter = NULL;
     ct_ctx_free(ctx);
+    free_run(run);
     ct_dist_set_timeout(timeout_before);
     restore_signals(&saved);
     if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);
@@ -1294,12 +1320,14 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
         ctx->saved_config = saved_config;  /* ctx->opts.experiment_config or .data */
         saved_config = NULL;
         ctx->trial_seed = o.seed;
-        snprintf(ctx->resume_dir, sizeof ctx->resume_dir, "%s", dir);
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
     }
     if (rc == CT_OK) rc = cti_context_build_trial(ctx);
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
-    if (rc == CT_OK) rc = load_resume_state(ctx, true);
+    ct_value *state = NULL;
+    if (rc == CT_OK) rc = load_state_file(dir, &state);
+    if (rc == CT_OK) rc = cti_context_restore_models(ctx, state, dir);
+    ct_value_free(state);
     if (rc == CT_OK) set_train_mode(ctx, false);
     json_decref(meta);
     ct_value_free(saved_hparams);

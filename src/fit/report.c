@@ -1,4 +1,6 @@
-/* src/fit/report.c — metrics.jsonl lines, console lines and the final summary. */
+/* src/fit/report.c — the reporter (report.h): metrics.jsonl lines,
+ * TensorBoard scalars, console lines, time accounting and the final
+ * summary. */
 #define _POSIX_C_SOURCE 200809L
 #include "fit/report.h"
 
@@ -12,7 +14,6 @@
 #include "base/value_json.h"
 #include "ckpt/ckpt.h" /* cti_ckpt_find_latest */
 #include "config/period.h"
-#include "dist/grad_sync.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,19 +26,73 @@
 #include <time.h>
 #include <unistd.h>
 
-void cti_time_add(ct_context *ctx, cti_time_kind kind, double since) {
+struct cti_reporter {
+    cti_reporter_opts o;
+    const ct_fit_opts *opts;     /* o.opts */
+    const cti_position *pos;     /* o.pos */
+    FILE *metrics_log;           /* metrics.jsonl (rank 0) */
+    struct cti_tb_writer *tb;    /* TensorBoard events in output_dir (rank 0) */
+    bool resumed;                /* this run continues a checkpoint's (cti_report_open) */
+    double start_time, last_report_time;
+    int64_t last_report_bt, last_report_records;
+    /* The ETA is measured from the first training report: the time, the
+     * batches trained (-1 before it), the validations' seconds and count. */
+    double eta_since, eta_since_val_secs;
+    int64_t eta_since_bt, eta_since_vals;
+    bool live;                   /* stdout is a terminal: a live progress line */
+    bool live_drawn;             /* the live line is on screen (no newline yet) */
+    double last_tick;
+    char latest[512];            /* the latest training metrics, for the live line */
+    char latest_time[160];       /* the latest report's time shares, for the live line */
+    /* Host seconds on this rank since the last training report, and since
+     * the start. */
+    double time_in[CT_TIME_KINDS], time_total[CT_TIME_KINDS], time_since;
+};
+
+cti_reporter *cti_reporter_new(const cti_reporter_opts *o) {
+    cti_reporter *r = calloc(1, sizeof *r);
+    if (!r) {
+        ct_set_error(CT_ENOMEM, "ct_fit: out of host memory");
+        return NULL;
+    }
+    r->o = *o;
+    r->opts = o->opts;
+    r->pos = o->pos;
+    r->start_time = cti_clock_monotonic();
+    r->time_since = r->start_time;
+    r->last_report_time = r->start_time;
+    r->last_report_bt = r->pos->batches_trained;
+    r->last_report_records = r->pos->records_trained;
+    r->eta_since_bt = -1;
+    /* A live line (redrawn with \r and escape codes) only for a person at a
+     * terminal: plain lines into a file or pipe, and under mpirun, which
+     * hands ranks a pseudo-terminal whatever its own output is. */
+    r->live = !r->opts->quiet && o->rank == 0 && isatty(STDOUT_FILENO) && !cti_launch_by_launcher();
+    r->last_tick = r->start_time;
+    return r;
+}
+
+void cti_reporter_free(cti_reporter *r) {
+    if (!r) return;
+    if (r->metrics_log) fclose(r->metrics_log);
+    cti_tb_close(r->tb);
+    free(r);
+}
+
+void cti_time_add(cti_reporter *r, cti_time_kind kind, double since) {
+    if (!r) return;
     double dt = cti_clock_monotonic() - since;
-    ctx->time_in[kind] += dt;
-    ctx->time_total[kind] += dt;
+    r->time_in[kind] += dt;
+    r->time_total[kind] += dt;
 }
 
 /* The caching allocator's counters for the trial's GPU (host-side, no
  * device sync): bytes held by tensors now and at peak since the last
  * report. False off a GPU. */
-static bool gpu_memory(const ct_context *ctx, int64_t *now, int64_t *peak) {
-    if (ctx->device.type != CT_CUDA) return false;
-    return ct_cuda_memory_allocated(ctx->device.index, now) == CT_OK &&
-           ct_cuda_max_memory_allocated(ctx->device.index, peak) == CT_OK;
+static bool gpu_memory(const cti_reporter *r, int64_t *now, int64_t *peak) {
+    if (r->o.device->type != CT_CUDA) return false;
+    return ct_cuda_memory_allocated(r->o.device->index, now) == CT_OK &&
+           ct_cuda_max_memory_allocated(r->o.device->index, peak) == CT_OK;
 }
 
 /* The shares of wall time the loop spent, by kind: compute is train_batch
@@ -64,39 +119,24 @@ static void format_shares(const time_split *t, char *buf, size_t len) {
 }
 
 /* The "timings" object of a training line (NEW), and resets the interval. */
-static json_t *take_timings(ct_context *ctx) {
+static json_t *take_timings(cti_reporter *r) {
     double now = cti_clock_monotonic();
-    time_split t = split_time(ctx->time_in, now - ctx->time_since);
-    format_shares(&t, ctx->latest_time, sizeof ctx->latest_time);
-    memset(ctx->time_in, 0, sizeof ctx->time_in);
-    ctx->time_since = now;
+    time_split t = split_time(r->time_in, now - r->time_since);
+    format_shares(&t, r->latest_time, sizeof r->latest_time);
+    memset(r->time_in, 0, sizeof r->time_in);
+    r->time_since = now;
     json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "wall_s", t.wall, "data_s", t.data, "compute_s",
                           t.compute, "comm_s", t.comm, "optimizer_s", t.optim, "validation_s", t.validation,
                           "checkpoint_s", t.checkpoint, "other_s", t.other);
     /* On a GPU also its memory (torch.cuda.memory_allocated and the peak
      * since the previous training line; cti_report restarts the peak). */
     int64_t mem = 0, peak = 0;
-    if (j && gpu_memory(ctx, &mem, &peak)) {
+    if (j && gpu_memory(r, &mem, &peak)) {
         json_object_set_new(j, "gpu_memory_allocated_bytes", json_integer(mem));
         json_object_set_new(j, "gpu_memory_peak_bytes", json_integer(peak));
     }
     return j;
 }
-
-void cti_report_start(ct_context *ctx) {
-    ctx->start_time = cti_clock_monotonic();
-    ctx->time_since = ctx->start_time;
-    ctx->last_report_time = ctx->start_time;
-    ctx->last_report_bt = ctx->batches_trained;
-    ctx->last_report_records = ctx->records_trained;
-    ctx->eta_since_bt = -1;
-    /* A live line (redrawn with \r and escape codes) only for a person at a
-     * terminal: plain lines into a file or pipe, and under mpirun, which
-     * hands ranks a pseudo-terminal whatever its own output is. */
-    ctx->live = !ctx->opts.quiet && ctx->rank == 0 && isatty(STDOUT_FILENO) && !cti_launch_by_launcher();
-    ctx->last_tick = ctx->start_time;
-}
-
 
 /* A resumed run continues the log of the run it resumes: lines after the
  * checkpoint's batch (written after it, by a run that went on and was
@@ -145,25 +185,28 @@ int cti_report_event_files(const char *dir, bool remove) {
     return rc ? rc : n;
 }
 
-int cti_report_open(ct_context *ctx) {
+int cti_report_open(cti_reporter *r, bool resumed) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", ctx->opts.output_dir);
-    bool resumed = ctx->resume_dir[0] != '\0';
+    snprintf(path, sizeof path, "%s/metrics.jsonl", r->opts->output_dir);
+    r->resumed = resumed;
+    /* The rates of the first line count this run's batches. */
+    r->last_report_bt = r->pos->batches_trained;
+    r->last_report_records = r->pos->records_trained;
     /* A FIFO or a device in its place would block or never end. */
     struct stat st;
     if (stat(path, &st) == 0 && cti_check_regular(path, NULL) != CT_OK) return ct_last_code();
-    if (resumed && keep_log_until(path, ctx->batches_trained) != CT_OK) return ct_last_code();
-    ctx->metrics_log = fopen(path, resumed ? "a" : "w");
-    if (!ctx->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
+    if (resumed && keep_log_until(path, r->pos->batches_trained) != CT_OK) return ct_last_code();
+    r->metrics_log = fopen(path, resumed ? "a" : "w");
+    if (!r->metrics_log) return ct_set_error(CT_EIO, "cannot open %s for writing", path);
     return CT_OK;
 }
 
-static double epochs_of(const ct_context *ctx) {
-    return ctx->epoch_len > 0 ? (double)ctx->batches_trained / (double)ctx->epoch_len : 0.0;
+static double epochs_of(const cti_reporter *r) {
+    return r->pos->epoch_len > 0 ? (double)r->pos->batches_trained / (double)r->pos->epoch_len : 0.0;
 }
 
 /* Scalar metrics as TensorBoard scalars "<group>/<name>" at step bt. */
-static int add_scalars(ct_context *ctx, const char *group, const ct_value *metrics) {
+static int add_scalars(cti_reporter *r, const char *group, const ct_value *metrics) {
     for (size_t k = 0; k < ct_value_len(metrics); k++) {
         const char *key = NULL;
         const ct_value *v = ct_value_dict_at(metrics, k, &key, NULL);
@@ -173,12 +216,12 @@ static int add_scalars(ct_context *ctx, const char *group, const ct_value *metri
         if (json_is_number(j)) {
             char tag[512];
             snprintf(tag, sizeof tag, "%s/%s", group, key);
-            rc = cti_tb_add_scalar(ctx->tb, tag, json_number_value(j), ctx->batches_trained, 0);
+            rc = cti_tb_add_scalar(r->tb, tag, json_number_value(j), r->pos->batches_trained, 0);
         }
         json_decref(j);
         if (rc != CT_OK) return rc;
     }
-    return cti_tb_flush(ctx->tb);
+    return cti_tb_flush(r->tb);
 }
 
 /* "loss 0.1234  accuracy 0.9" from the scalar metrics (not batches/epochs). */
@@ -212,12 +255,12 @@ static int format_duration(double secs, bool known, char *buf, size_t len) {
  * to max_length (one at bt itself if it has not run yet: a report comes
  * before the validation of its boundary), and the one at the end unless the
  * period fires there. */
-static int64_t validations_left(const ct_context *ctx) {
-    const ct_period *p = &ctx->opts.validation_period;
-    int64_t bt = ctx->batches_trained, end = ctx->max_length_batches;
-    int64_t n = cti_period_count(p, bt, end, ctx->epoch_len);
-    if (cti_period_fires(p, bt, ctx->epoch_len) && ctx->last_validation_bt != bt) n++;
-    if (end > bt && !cti_period_fires(p, end, ctx->epoch_len)) n++;
+static int64_t validations_left(const cti_reporter *r) {
+    const ct_period *p = &r->opts->validation_period;
+    int64_t bt = r->pos->batches_trained, end = r->pos->max_length_batches;
+    int64_t n = cti_period_count(p, bt, end, r->pos->epoch_len);
+    if (cti_period_fires(p, bt, r->pos->epoch_len) && r->pos->last_validation_bt != bt) n++;
+    if (end > bt && !cti_period_fires(p, end, r->pos->epoch_len)) n++;
     return n;
 }
 
@@ -227,18 +270,18 @@ static int64_t validations_left(const ct_context *ctx) {
  * batches, lazy set-up); the training rate takes in everything but
  * validations (checkpoints, data) at the share they have. Before that
  * report: the batches left at the interval's rate. < 0: unknown. */
-static double eta_seconds(const ct_context *ctx, double now, double interval_rate) {
-    int64_t left = ctx->max_length_batches - ctx->batches_trained;
-    int64_t batches = ctx->batches_trained - ctx->eta_since_bt;
-    double val_secs = ctx->time_total[CT_TIME_VALIDATION] - ctx->eta_since_val_secs;
-    double train_secs = now - ctx->eta_since - val_secs;
-    if (ctx->eta_since_bt < 0 || batches <= 0 || train_secs <= 0)
+static double eta_seconds(const cti_reporter *r, double now, double interval_rate) {
+    int64_t left = r->pos->max_length_batches - r->pos->batches_trained;
+    int64_t batches = r->pos->batches_trained - r->eta_since_bt;
+    double val_secs = r->time_total[CT_TIME_VALIDATION] - r->eta_since_val_secs;
+    double train_secs = now - r->eta_since - val_secs;
+    if (r->eta_since_bt < 0 || batches <= 0 || train_secs <= 0)
         return interval_rate > 0 ? (double)left / interval_rate : -1;
-    int64_t vals = ctx->validations_run - ctx->eta_since_vals;
+    int64_t vals = r->pos->validations_run - r->eta_since_vals;
     double per_val = vals > 0 ? val_secs / (double)vals
-                   : ctx->validations_run > 0 ? ctx->time_total[CT_TIME_VALIDATION] / (double)ctx->validations_run
+                   : r->pos->validations_run > 0 ? r->time_total[CT_TIME_VALIDATION] / (double)r->pos->validations_run
                    : 0;
-    return (double)left * train_secs / (double)batches + (double)validations_left(ctx) * per_val;
+    return (double)left * train_secs / (double)batches + (double)validations_left(r) * per_val;
 }
 
 /* "[200/1000  20.0%] epoch 1.33  35.2 batches/s  2253 records/s  ETA 23s"
@@ -246,132 +289,132 @@ static double eta_seconds(const ct_context *ctx, double now, double interval_rat
  * since the last report. Between reports the records trained are counted
  * by this rank and scaled by the ranks (they are summed across ranks at
  * each report). */
-static void format_progress(ct_context *ctx, double now, char *buf, size_t len) {
-    double dt = now - ctx->last_report_time;
-    int64_t batches = ctx->batches_trained - ctx->last_report_bt;
-    int64_t records = ctx->records_trained + ctx->records_pending * ctx->size - ctx->last_report_records;
-    int64_t total = ctx->max_length_batches;
+static void format_progress(cti_reporter *r, double now, char *buf, size_t len) {
+    double dt = now - r->last_report_time;
+    int64_t batches = r->pos->batches_trained - r->last_report_bt;
+    int64_t records = r->pos->records_trained + r->pos->records_pending * r->o.size - r->last_report_records;
+    int64_t total = r->pos->max_length_batches;
     double rate = dt > 0 ? (double)batches / dt : 0;
-    double eta = eta_seconds(ctx, now, rate);
+    double eta = eta_seconds(r, now, rate);
     int n = snprintf(buf, len, "[%lld/%lld %5.1f%%] epoch %.2f  %.1f batches/s  %.0f records/s  ETA ",
-                     (long long)ctx->batches_trained, (long long)total,
-                     total > 0 ? 100.0 * (double)ctx->batches_trained / (double)total : 0.0, epochs_of(ctx), rate,
+                     (long long)r->pos->batches_trained, (long long)total,
+                     total > 0 ? 100.0 * (double)r->pos->batches_trained / (double)total : 0.0, epochs_of(r), rate,
                      dt > 0 ? (double)records / dt : 0.0);
     if (n > 0 && (size_t)n < len) n += format_duration(eta, eta >= 0, buf + n, len - (size_t)n);
     int64_t mem = 0, peak = 0;
-    if (n > 0 && (size_t)n < len && gpu_memory(ctx, &mem, &peak))
+    if (n > 0 && (size_t)n < len && gpu_memory(r, &mem, &peak))
         snprintf(buf + n, len - (size_t)n, "  gpu %.2f/%.2f GiB", (double)mem / (1 << 30), (double)peak / (1 << 30));
 }
 
 /* A full line on the console; on a terminal it replaces the live line. */
-static void print_line(ct_context *ctx, const char *text) {
-    if (ctx->live_drawn) printf("\r\033[K");
-    ctx->live_drawn = false;
+static void print_line(cti_reporter *r, const char *text) {
+    if (r->live_drawn) printf("\r\033[K");
+    r->live_drawn = false;
     printf("%s\n", text);
     fflush(stdout);
 }
 
-void cti_report_tick(ct_context *ctx) {
-    if (!ctx->live) return;
+void cti_report_tick(cti_reporter *r) {
+    if (!r->live) return;
     double now = cti_clock_monotonic();
-    if (now - ctx->last_tick < 0.25) return;
+    if (now - r->last_tick < 0.25) return;
     char line[1024];
-    format_progress(ctx, now, line, sizeof line);
-    printf("\r\033[K%s%s%s%s", line, ctx->latest, ctx->latest_time[0] ? "  | " : "", ctx->latest_time);
+    format_progress(r, now, line, sizeof line);
+    printf("\r\033[K%s%s%s%s", line, r->latest, r->latest_time[0] ? "  | " : "", r->latest_time);
     fflush(stdout);
-    ctx->live_drawn = true;
-    ctx->last_tick = now;
+    r->live_drawn = true;
+    r->last_tick = now;
 }
 
 /* A training report: on a terminal it updates the live line's metrics; as
  * plain output (a file, a pipe) it is a line of its own. Rates are over the
  * batches since the last report. */
-static void print_training(ct_context *ctx, const ct_value *metrics) {
+static void print_training(cti_reporter *r, const ct_value *metrics) {
     double now = cti_clock_monotonic();
-    format_metrics(metrics, ctx->latest, sizeof ctx->latest);
-    if (ctx->live) {
-        ctx->last_tick = 0; /* redraw now */
-        cti_report_tick(ctx);
+    format_metrics(metrics, r->latest, sizeof r->latest);
+    if (r->live) {
+        r->last_tick = 0; /* redraw now */
+        cti_report_tick(r);
     } else {
         char line[1024], full[1800];
-        format_progress(ctx, now, line, sizeof line);
-        snprintf(full, sizeof full, "%s%s  | %s", line, ctx->latest, ctx->latest_time);
-        print_line(ctx, full);
+        format_progress(r, now, line, sizeof line);
+        snprintf(full, sizeof full, "%s%s  | %s", line, r->latest, r->latest_time);
+        print_line(r, full);
     }
-    ctx->last_report_time = now;
-    ctx->last_report_bt = ctx->batches_trained;
-    ctx->last_report_records = ctx->records_trained;
-    if (ctx->eta_since_bt < 0) {
-        ctx->eta_since = now;
-        ctx->eta_since_bt = ctx->batches_trained;
-        ctx->eta_since_val_secs = ctx->time_total[CT_TIME_VALIDATION];
-        ctx->eta_since_vals = ctx->validations_run;
+    r->last_report_time = now;
+    r->last_report_bt = r->pos->batches_trained;
+    r->last_report_records = r->pos->records_trained;
+    if (r->eta_since_bt < 0) {
+        r->eta_since = now;
+        r->eta_since_bt = r->pos->batches_trained;
+        r->eta_since_val_secs = r->time_total[CT_TIME_VALIDATION];
+        r->eta_since_vals = r->pos->validations_run;
     }
 }
 
-static int report(ct_context *ctx, const char *group, ct_value *metrics) {
-    if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(ctx->batches_trained));
-    if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(ctx)));
-    if (ctx->rank != 0) return CT_OK;
+static int report(cti_reporter *r, const char *group, ct_value *metrics) {
+    if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(r->pos->batches_trained));
+    if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(r)));
+    if (r->o.rank != 0) return CT_OK;
     bool training = !strcmp(group, "training");
-    json_t *timings = training ? take_timings(ctx) : NULL;
-    if (ctx->metrics_log) {
+    json_t *timings = training ? take_timings(r) : NULL;
+    if (r->metrics_log) {
         json_t *line = json_pack("{s:s, s:I, s:f, s:o, s:f, s:o*}", "group", group, "batches",
-                                 (json_int_t)ctx->batches_trained, "epochs", epochs_of(ctx), "metrics",
+                                 (json_int_t)r->pos->batches_trained, "epochs", epochs_of(r), "metrics",
                                  cti_json_from_value(metrics), "time", cti_clock_wall(), "timings", timings);
         timings = NULL; /* json_pack took it, even on failure */
         char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(line);
         if (!text) return ct_set_error(CT_ENOMEM, "cannot format a metrics.jsonl line");
-        int bad = fprintf(ctx->metrics_log, "%s\n", text) < 0 || fflush(ctx->metrics_log) != 0;
+        int bad = fprintf(r->metrics_log, "%s\n", text) < 0 || fflush(r->metrics_log) != 0;
         free(text);
-        if (bad) return ct_set_error(CT_EIO, "writing %s/metrics.jsonl failed", ctx->opts.output_dir);
+        if (bad) return ct_set_error(CT_EIO, "writing %s/metrics.jsonl failed", r->opts->output_dir);
     }
     /* TensorBoard's event file opens with the first report it gets (none
      * with TensorBoard logging off). */
-    if (ctx->metrics_log && ctx->tensorboard && !ctx->tb) {
-        if (!(ctx->tb = cti_tb_open(ctx->opts.output_dir, ""))) return ct_last_code();
+    if (r->metrics_log && *r->o.tensorboard && !r->tb) {
+        if (!(r->tb = cti_tb_open(r->opts->output_dir, ""))) return ct_last_code();
         /* A resumed run: TensorBoard drops what the interrupted run logged
          * after the checkpoint (steps above its batch), as metrics.jsonl
          * was cut back; also a --resume latest that found no checkpoint,
          * which starts the interrupted run over from batch 0. */
-        bool resumed = ctx->resume_dir[0] || (ctx->opts.resume && ctx->opts.resume[0]);
-        if (resumed && cti_tb_add_session_start(ctx->tb, ctx->initial_batch + 1, 0) != CT_OK)
+        bool resumed = r->resumed || (r->opts->resume && r->opts->resume[0]);
+        if (resumed && cti_tb_add_session_start(r->tb, r->pos->initial_batch + 1, 0) != CT_OK)
             return ct_last_code();
     }
-    if (ctx->tb && ctx->tensorboard) {
-        int rc = add_scalars(ctx, group, metrics);
+    if (r->tb && *r->o.tensorboard) {
+        int rc = add_scalars(r, group, metrics);
         if (rc != CT_OK) return rc;
     }
     json_decref(timings);
-    if (ctx->opts.quiet) return CT_OK;
+    if (r->opts->quiet) return CT_OK;
     if (training) {
-        print_training(ctx, metrics);
+        print_training(r, metrics);
     } else {
         char m[1024], line[1200];
         format_metrics(metrics, m, sizeof m);
-        snprintf(line, sizeof line, "validation at batch %lld (epoch %.2f):%s", (long long)ctx->batches_trained,
-                 epochs_of(ctx), m);
-        print_line(ctx, line);
+        snprintf(line, sizeof line, "validation at batch %lld (epoch %.2f):%s", (long long)r->pos->batches_trained,
+                 epochs_of(r), m);
+        print_line(r, line);
     }
     return CT_OK;
 }
 
-int cti_report(ct_context *ctx, const char *group, ct_value *metrics) {
-    int rc = report(ctx, group, metrics);
+int cti_report(cti_reporter *r, const char *group, ct_value *metrics) {
+    int rc = report(r, group, metrics);
     /* The GPU's peak restarts with each training line, once that line and
      * the progress line have both shown it (the progress line reads the
      * counters after the metrics.jsonl line is written). */
-    if (ctx->rank == 0 && !strcmp(group, "training") && ctx->device.type == CT_CUDA)
-        ct_cuda_reset_peak_memory_stats(ctx->device.index);
+    if (r->o.rank == 0 && !strcmp(group, "training") && r->o.device->type == CT_CUDA)
+        ct_cuda_reset_peak_memory_stats(r->o.device->index);
     return rc;
 }
 
-void cti_report_checkpoint(ct_context *ctx, const char *reason) {
-    if (ctx->rank != 0 || ctx->opts.quiet) return;
+void cti_report_checkpoint(cti_reporter *r, const char *reason) {
+    if (r->o.rank != 0 || r->opts->quiet) return;
     char line[256];
-    snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)ctx->batches_trained, reason);
-    print_line(ctx, line);
+    snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)r->pos->batches_trained, reason);
+    print_line(r, line);
 }
 
 /* "every 2 epochs", "every 100 batches", "at batches 10, 20, 30", "never". */
@@ -390,142 +433,124 @@ static void format_period(const ct_period *p, char *buf, size_t len) {
     }
 }
 
-/* Parameters of every wrapped model (each tensor once per model). */
-static int64_t count_parameters(const ct_context *ctx) {
-    int64_t total = 0;
-    for (size_t m = 0; m < ctx->n_models; m++) total += ct_nn_num_param_elements(ctx->models[m]);
-    return total;
-}
-
-/* Records of a loader, for the summary: "60000 records", or "an iterable
- * loader" when it has no length. */
-static void format_records(const ct_loader *l, char *buf, size_t len) {
-    int64_t n = l ? ct_loader_num_samples(l) : -1;
+/* A loader's records, for the summary: "60000 records", or "an iterable
+ * loader" when it has no length (-1). */
+static void format_records(int64_t n, char *buf, size_t len) {
     if (n >= 0) snprintf(buf, len, "%lld records", (long long)n);
     else snprintf(buf, len, "an iterable loader");
 }
 
-/* Under mpirun, how the first model's gradients are averaged, as
- * " (gradients: TRANSPORT[, WHY])"; "" for one rank. */
-static void format_transport(const ct_context *ctx, char *buf, size_t len) {
-    buf[0] = '\0';
-    if (ctx->size == 1 || !ctx->syncs || !ctx->syncs[0]) return;
-    char why[200];
-    const char *how = cti_grad_sync_transport(ctx->syncs[0], why, sizeof why);
-    snprintf(buf, len, " (gradients: %s%s%s)", how, why[0] ? ", " : "", why);
-}
-
-void cti_report_setup(ct_context *ctx) {
-    if (ctx->rank != 0 || ctx->opts.quiet) return;
-    char dev[32], line[4608], transport[256];
-    ct_device_format(ctx->device, dev, sizeof dev);
-    int64_t params = count_parameters(ctx);
-    format_transport(ctx, transport, sizeof transport);
+void cti_report_setup(cti_reporter *r, const cti_setup_info *si) {
+    if (r->o.rank != 0 || r->opts->quiet) return;
+    char dev[32], line[4608];
+    ct_device_format(*r->o.device, dev, sizeof dev);
+    int64_t params = si->parameters;
     snprintf(line, sizeof line, "ctrial %s: trial %s on %s, %d intra-op thread%s per rank (%s), %d rank%s%s; %zu model%s, "
                                 "%lld parameter%s",
-             ct_version(), ctx->trial->name ? ctx->trial->name : "(unnamed)", dev, ct_get_num_threads(),
-             ct_get_num_threads() == 1 ? "" : "s", ctx->threads_from, ctx->size, ctx->size == 1 ? "" : "s", transport,
-             ctx->n_models, ctx->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
-    print_line(ctx, line);
+             ct_version(), si->trial_name ? si->trial_name : "(unnamed)", dev, ct_get_num_threads(),
+             ct_get_num_threads() == 1 ? "" : "s", si->threads_from, r->o.size, r->o.size == 1 ? "" : "s",
+             si->transport, si->n_models, si->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
+    print_line(r, line);
     char train[64], val[64], epoch[96];
-    format_records(ctx->train_loader, train, sizeof train);
-    format_records(ctx->val_loader, val, sizeof val);
-    if (ctx->epoch_len > 0)
-        snprintf(epoch, sizeof epoch, "%lld batches per epoch", (long long)ctx->epoch_len);
+    format_records(si->train_records, train, sizeof train);
+    format_records(si->val_records, val, sizeof val);
+    if (r->pos->epoch_len > 0)
+        snprintf(epoch, sizeof epoch, "%lld batches per epoch", (long long)r->pos->epoch_len);
     else
         snprintf(epoch, sizeof epoch, "epochs of unknown length");
     snprintf(line, sizeof line, "data: training %s%s, %s (global batch size %lld); validation %s", train,
-             ctx->size > 1 ? " (rank 0's share)" : "", epoch, (long long)ctx->global_batch_size, val);
-    print_line(ctx, line);
+             r->o.size > 1 ? " (rank 0's share)" : "", epoch, (long long)si->global_batch_size, val);
+    print_line(r, line);
     char vp[128], cp[128];
-    format_period(&ctx->opts.validation_period, vp, sizeof vp);
-    format_period(&ctx->opts.checkpoint_period, cp, sizeof cp);
+    format_period(&r->opts->validation_period, vp, sizeof vp);
+    format_period(&r->opts->checkpoint_period, cp, sizeof cp);
     snprintf(line, sizeof line, "plan: %lld batches (%.2f epochs); validation %s, checkpoint %s; output in %s",
-             (long long)ctx->max_length_batches,
-             ctx->epoch_len > 0 ? (double)ctx->max_length_batches / (double)ctx->epoch_len : 0.0, vp, cp,
-             ctx->opts.output_dir);
-    print_line(ctx, line);
-    if (ctx->resume_dir[0]) {
-        snprintf(line, sizeof line, "resumed from %s after batch %lld (epoch %.2f)", ctx->resume_dir,
-                 (long long)ctx->initial_batch, epochs_of(ctx));
-        print_line(ctx, line);
-        if (ctx->initial_batch >= ctx->max_length_batches) {
+             (long long)r->pos->max_length_batches,
+             r->pos->epoch_len > 0 ? (double)r->pos->max_length_batches / (double)r->pos->epoch_len : 0.0, vp, cp,
+             r->opts->output_dir);
+    print_line(r, line);
+    if (si->resume_dir && si->resume_dir[0]) {
+        snprintf(line, sizeof line, "resumed from %s after batch %lld (epoch %.2f)", si->resume_dir,
+                 (long long)r->pos->initial_batch, epochs_of(r));
+        print_line(r, line);
+        if (r->pos->initial_batch >= r->pos->max_length_batches) {
             snprintf(line, sizeof line, "nothing to train: the checkpoint is at batch %lld, at or past this run's "
-                     "max_length of %lld batches", (long long)ctx->initial_batch, (long long)ctx->max_length_batches);
-            print_line(ctx, line);
+                     "max_length of %lld batches", (long long)r->pos->initial_batch, (long long)r->pos->max_length_batches);
+            print_line(r, line);
         }
     }
 }
 
 static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
-void cti_report_preempted(ct_context *ctx, int sig) {
-    if (ctx->rank != 0 || ctx->opts.quiet) return;
+void cti_report_preempted(cti_reporter *r, int sig, const char *last_checkpoint) {
+    if (r->o.rank != 0 || r->opts->quiet) return;
     char line[4608];
     snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s", signal_name(sig),
-             (long long)ctx->batches_trained, ctx->last_checkpoint[0] ? ctx->last_checkpoint : "latest");
-    print_line(ctx, line);
+             (long long)r->pos->batches_trained, last_checkpoint[0] ? last_checkpoint : "latest");
+    print_line(r, line);
 }
 
-void cti_report_stopped_before_training(ct_context *ctx, int sig) {
-    if (ctx->rank != 0 || ctx->opts.quiet) return;
+void cti_report_stopped_before_training(cti_reporter *r, int sig, const char *resume_dir) {
+    if (r->o.rank != 0 || r->opts->quiet) return;
     /* The checkpoint the run resumed (after the set-up), else the --resume
      * it was given, else latest: none yet starts from the beginning. */
-    const char *resume = ctx->resume_dir[0]                     ? ctx->resume_dir
-                       : ctx->opts.resume && ctx->opts.resume[0] ? ctx->opts.resume
-                                                                  : "latest";
+    const char *resume = resume_dir[0]                           ? resume_dir
+                       : r->opts->resume && r->opts->resume[0] ? r->opts->resume
+                                                                : "latest";
     char line[4608];
-    if (ctx->batches_trained > 0)
+    if (r->pos->batches_trained > 0)
         snprintf(line, sizeof line, "stopped by %s before training (at batch %lld, as resumed): nothing new to save; "
-                 "resume with --resume %s", signal_name(sig), (long long)ctx->batches_trained, resume);
+                 "resume with --resume %s", signal_name(sig), (long long)r->pos->batches_trained, resume);
     else
         snprintf(line, sizeof line, "stopped by %s before training: nothing to save; resume with --resume %s",
                  signal_name(sig), resume);
-    print_line(ctx, line);
+    print_line(r, line);
 }
 
 /* The last line: where the best and the latest checkpoints are (of the
  * run's checkpoint directory, earlier runs' resumed checkpoints included). */
-static void print_checkpoints(ct_context *ctx) {
+static void print_checkpoints(cti_reporter *r, const char *checkpoint_dir) {
     char latest[4096], best[4096], line[8400];
     cti_ckpt_scan scan;
-    if (cti_ckpt_find_latest(ctx->checkpoint_dir, latest, sizeof latest, &scan) != CT_OK) {
+    if (cti_ckpt_find_latest(checkpoint_dir, latest, sizeof latest, &scan) != CT_OK) {
         /* None yet, or a damaged one that may be the latest (named). */
-        if (scan.empty) snprintf(line, sizeof line, "checkpoints: none in %s", ctx->checkpoint_dir);
+        if (scan.empty) snprintf(line, sizeof line, "checkpoints: none in %s", checkpoint_dir);
         else snprintf(line, sizeof line, "checkpoints: no latest: %s", ct_last_error());
         ct_clear_error();
-        print_line(ctx, line);
+        print_line(r, line);
         return;
     }
     double value = 0;
     int n = snprintf(line, sizeof line, "checkpoints: latest %s", latest);
-    if (ct_ckpt_best(ctx->checkpoint_dir, ctx->opts.searcher_metric, ctx->opts.smaller_is_better, best, sizeof best,
+    if (ct_ckpt_best(checkpoint_dir, r->opts->searcher_metric, r->opts->smaller_is_better, best, sizeof best,
                      &value) == CT_OK)
-        snprintf(line + n, sizeof line - (size_t)n, "; best %s (%s %.6g)", best, ctx->opts.searcher_metric, value);
+        snprintf(line + n, sizeof line - (size_t)n, "; best %s (%s %.6g)", best, r->opts->searcher_metric, value);
     else
         ct_clear_error();
-    print_line(ctx, line);
+    print_line(r, line);
 }
 
-void cti_report_summary(ct_context *ctx, int sig) {
-    if (ctx->rank != 0 || ctx->opts.quiet) return;
-    double secs = cti_clock_monotonic() - ctx->start_time;
+void cti_report_summary(cti_reporter *r, const cti_summary_info *si) {
+    if (r->o.rank != 0 || r->opts->quiet) return;
+    int sig = si->signal;
+    double secs = cti_clock_monotonic() - r->start_time;
     char line[1024];
-    bool finished = !sig && (ctx->batches_trained >= ctx->max_length_batches || ctx->opts.test_mode);
-    const char *why = sig ? signal_name(sig) : ctx->exit_requested ? "ct_ctx_should_exit" : "a stop request";
+    bool finished = !sig && (r->pos->batches_trained >= r->pos->max_length_batches || r->opts->test_mode);
+    const char *why = sig ? signal_name(sig) : si->exit_requested ? "ct_ctx_should_exit" : "a stop request";
     int n = finished ? snprintf(line, sizeof line, "done: %lld batches (%.2f epochs) in %.1f s",
-                                (long long)ctx->batches_trained, epochs_of(ctx), secs)
+                                (long long)r->pos->batches_trained, epochs_of(r), secs)
                      : snprintf(line, sizeof line, "stopped after %lld of %lld batches (%.2f epochs) in %.1f s (%s)",
-                                (long long)ctx->batches_trained, (long long)ctx->max_length_batches, epochs_of(ctx),
+                                (long long)r->pos->batches_trained, (long long)r->pos->max_length_batches, epochs_of(r),
                                 secs, why);
-    if (ctx->has_best && n > 0 && (size_t)n < sizeof line)
-        n += snprintf(line + n, sizeof line - (size_t)n, "; best %s %.6g", ctx->opts.searcher_metric, ctx->best_metric);
-    if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "; output in %s", ctx->opts.output_dir);
-    print_line(ctx, line);
+    if (si->has_best && n > 0 && (size_t)n < sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, "; best %s %.6g", r->opts->searcher_metric, si->best_metric);
+    if (n > 0 && (size_t)n < sizeof line) snprintf(line + n, sizeof line - (size_t)n, "; output in %s", r->opts->output_dir);
+    print_line(r, line);
     char shares[160], tline[200];
-    time_split t = split_time(ctx->time_total, secs);
+    time_split t = split_time(r->time_total, secs);
     format_shares(&t, shares, sizeof shares);
     snprintf(tline, sizeof tline, "time: %s", shares);
-    print_line(ctx, tline);
-    print_checkpoints(ctx);
+    print_line(r, tline);
+    print_checkpoints(r, si->checkpoint_dir);
 }

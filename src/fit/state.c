@@ -108,10 +108,11 @@ static ct_value *accumulated_gradients(ct_context *ctx) {
  * would. Collective under mpirun (every rank holds the same number of
  * batches). NEW {"world_size", "ranks": [{"batches", "records"}...]} on
  * rank 0, NULL elsewhere; NULL + error on failure (*failed set). */
-static ct_value *pending_workload(ct_context *ctx, bool *failed) {
+static ct_value *pending_workload(cti_run *run, bool *failed) {
+    ct_context *ctx = run->ctx;
     ct_value *mine = ct_value_dict();
-    ct_value_dict_set(mine, "batches", ct_value_copy(ctx->workload, false));
-    ct_value_dict_set(mine, "records", ct_value_int(ctx->records_pending));
+    ct_value_dict_set(mine, "batches", ct_value_copy(run->workload, false));
+    ct_value_dict_set(mine, "records", ct_value_int(ctx->pos.records_pending));
     ct_value *all = NULL;
     int rc = cti_value_gather(mine, 0, &all);
     ct_value_free(mine);
@@ -123,16 +124,17 @@ static ct_value *pending_workload(ct_context *ctx, bool *failed) {
     return pending;
 }
 
-ct_value *cti_context_state(ct_context *ctx) {
+ct_value *cti_run_state(cti_run *run) {
+    ct_context *ctx = run->ctx;
     /* First: collective under mpirun. The last batch trained did not step
      * the optimizers: the window's gradients are part of the state. */
     ct_value *grads = NULL;
-    if (!cti_context_is_step_batch(ctx, ctx->batches_trained - 1)) {
+    if (!cti_context_is_step_batch(ctx, ctx->pos.batches_trained - 1)) {
         grads = accumulated_gradients(ctx);
         if (!grads) return NULL;
     }
     bool failed = false;
-    ct_value *pending = ct_value_len(ctx->workload) > 0 ? pending_workload(ctx, &failed) : NULL;
+    ct_value *pending = ct_value_len(run->workload) > 0 ? pending_workload(run, &failed) : NULL;
     if (failed) {
         ct_value_free(grads);
         return NULL;
@@ -177,32 +179,35 @@ ct_value *cti_context_state(ct_context *ctx) {
     return NULL;
 }
 
-const char *cti_context_why_name(cti_ckpt_why why) {
+const char *cti_ckpt_why_name(cti_ckpt_why why) {
     static const char *const names[] = {"period", "policy", "end", "stop"};
     return names[why];
 }
 
-json_t *cti_context_metadata(ct_context *ctx) {
+json_t *cti_run_metadata(cti_run *run) {
+    ct_context *ctx = run->ctx;
+    double best = 0;
+    bool has_best = cti_checkpointer_best(run->ckpt, &best);
     char framework[64];
     snprintf(framework, sizeof framework, "torch-%s", ct_torch_version());
-    int64_t bt = ctx->batches_trained;
-    bool validated_now = ctx->last_validation && ctx->last_validation_bt == bt;
+    int64_t bt = ctx->pos.batches_trained;
+    bool validated_now = run->last_validation && ctx->pos.last_validation_bt == bt;
     json_t *trial_state = json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:b, s:s?, s:I, s:i}",
-        "batches_trained", (json_int_t)bt, "records_trained", (json_int_t)ctx->records_trained,
-        "epoch_len", (json_int_t)ctx->epoch_len, "last_validation_batches", (json_int_t)ctx->last_validation_bt,
+        "batches_trained", (json_int_t)bt, "records_trained", (json_int_t)ctx->pos.records_trained,
+        "epoch_len", (json_int_t)ctx->pos.epoch_len, "last_validation_batches", (json_int_t)ctx->pos.last_validation_bt,
         "last_checkpoint_batches", (json_int_t)bt, "loader_position",
-        (json_int_t)(ctx->train_loader ? ct_loader_position(ctx->train_loader) : bt), "global_batch_size",
-        (json_int_t)ctx->global_batch_size, "best_metric", ctx->has_best ? json_real(ctx->best_metric) : json_null(),
+        (json_int_t)(run->train_loader ? ct_loader_position(run->train_loader) : bt), "global_batch_size",
+        (json_int_t)ctx->global_batch_size, "best_metric", has_best ? json_real(best) : json_null(),
         "smaller_is_better", ctx->opts.smaller_is_better, "searcher_metric", ctx->opts.searcher_metric,
         "aggregation_frequency", (json_int_t)ctx->aggregation_frequency, "world_size", ctx->size);
-    json_object_set_new(trial_state, "reason", json_string(cti_context_why_name(ctx->why)));
+    json_object_set_new(trial_state, "reason", json_string(cti_ckpt_why_name(run->why)));
     json_t *meta = json_pack("{s:I, s:s, s:s, s:s, s:I, s:f, s:I, s:o, s:o, s:o}", "steps_completed", (json_int_t)bt,
                      "framework", framework, "format", CT_CKPT_FORMAT, "ctrial_version", ct_version(),
                      "batches_trained", (json_int_t)bt, "epochs_trained",
-                     ctx->epoch_len > 0 ? (double)bt / (double)ctx->epoch_len : 0.0, "trial_seed",
+                     ctx->pos.epoch_len > 0 ? (double)bt / (double)ctx->pos.epoch_len : 0.0, "trial_seed",
                      (json_int_t)ctx->trial_seed, "hparams", cti_json_from_value(ctx->opts.hparams),
-                     "validation_metrics", validated_now ? cti_json_from_value(ctx->last_validation) : json_object(),
+                     "validation_metrics", validated_now ? cti_json_from_value(run->last_validation) : json_object(),
                      "trial_state", trial_state);
     /* The whole experiment config (as Determined's load_data.json keeps
      * it), for ct_load_trial_from_checkpoint: a trial's init may read its
@@ -292,8 +297,8 @@ static bool same_shape(const ct_tensor *a, const ct_tensor *b) {
 static int restore_gradients(ct_context *ctx, const ct_value *state, const char *dir) {
     const ct_value *saved = ct_value_dict_get(state, "accumulated_gradients");
     /* A checkpoint inside an aggregation window holds the window's
-     * gradients; one at its end holds none (cti_context_state). */
-    int64_t bt = ctx->batches_trained;
+     * gradients; one at its end holds none (cti_run_state). */
+    int64_t bt = ctx->pos.batches_trained;
     bool mid_window = !cti_context_is_step_batch(ctx, bt - 1);
     if (mid_window && !saved)
         return mismatch(dir,
@@ -326,7 +331,7 @@ static int restore_gradients(ct_context *ctx, const ct_value *state, const char 
     return CT_OK;
 }
 
-static int restore_models(ct_context *ctx, const ct_value *state, const char *dir) {
+int cti_context_restore_models(ct_context *ctx, const ct_value *state, const char *dir) {
     int rc = CT_OK;
     const ct_value *models = group(state, "models_state_dict", ctx->n_models, "models", dir, &rc);
     if (!models) return rc;
@@ -337,7 +342,7 @@ static int restore_models(ct_context *ctx, const ct_value *state, const char *di
 }
 
 int cti_context_restore_trained(ct_context *ctx, const ct_value *state, const char *dir) {
-    int rc = restore_models(ctx, state, dir);
+    int rc = cti_context_restore_models(ctx, state, dir);
     if (rc != CT_OK) return rc;
     const ct_value *optims = group(state, "optimizers_state_dict", ctx->n_optims, "optimizers", dir, &rc);
     if (!optims) return rc;
@@ -361,7 +366,9 @@ int cti_context_restore_trained(ct_context *ctx, const ct_value *state, const ch
  * when the world size is the checkpoint's. On another number of ranks the
  * shares cannot be split again: they are dropped, with a warning, and the
  * first training report covers the batches since the resume. */
-static int restore_pending(ct_context *ctx, const ct_value *state, const char *dir) {
+static int restore_pending(cti_run *run, const ct_value *state, const char *dir) {
+    ct_context *ctx = run->ctx;
+    const json_t *resume_meta = cti_checkpointer_resume_meta(run->ckpt);
     const ct_value *pending = ct_value_dict_get(state, "pending_training_metrics");
     if (!pending) return CT_OK;
     int64_t world = 0;
@@ -370,8 +377,8 @@ static int restore_pending(ct_context *ctx, const ct_value *state, const char *d
         ct_value_kind_of(ranks) != CT_VALUE_LIST || ct_value_len(ranks) != (size_t)world)
         return mismatch(dir, "state_dict.pth: pending_training_metrics is malformed");
     /* Written with the checkpoint, on its ranks. */
-    json_t *ts = json_object_get(ctx->resume_meta, "trial_state");
-    if (ctx->resume_meta && json_integer_value(json_object_get(ts, "world_size")) != world)
+    json_t *ts = json_object_get(resume_meta, "trial_state");
+    if (resume_meta && json_integer_value(json_object_get(ts, "world_size")) != world)
         return mismatch(dir,
                         "state_dict.pth: pending_training_metrics holds %lld ranks' metrics, but metadata.json's "
                         "trial_state.world_size is %lld",
@@ -390,18 +397,18 @@ static int restore_pending(ct_context *ctx, const ct_value *state, const char *d
     int64_t records = 0;
     if (!batches || ct_value_kind_of(batches) != CT_VALUE_LIST ||
         ct_value_get_int(ct_value_dict_get(mine, "records"), &records) != 0 || records < 0 ||
-        (int64_t)ct_value_len(batches) > ctx->batches_trained)
+        (int64_t)ct_value_len(batches) > ctx->pos.batches_trained)
         return mismatch(dir, "state_dict.pth: pending_training_metrics of rank %d is malformed", ctx->rank);
-    ct_value_free(ctx->workload);
-    ctx->workload = ct_value_copy(batches, false);
-    ctx->records_pending = records;
-    return ctx->workload ? CT_OK : ct_last_code();
+    ct_value_free(run->workload);
+    run->workload = ct_value_copy(batches, false);
+    ctx->pos.records_pending = records;
+    return run->workload ? CT_OK : ct_last_code();
 }
 
-int cti_context_restore_state(ct_context *ctx, const ct_value *state, const char *dir, bool models_only) {
-    if (models_only) return restore_models(ctx, state, dir);
+int cti_run_restore_state(cti_run *run, const ct_value *state, const char *dir) {
+    ct_context *ctx = run->ctx;
     int rc = cti_context_restore_trained(ctx, state, dir);
-    if (rc == CT_OK) rc = restore_pending(ctx, state, dir);
+    if (rc == CT_OK) rc = restore_pending(run, state, dir);
     if (rc == CT_OK) rc = restore_gradients(ctx, state, dir);
     if (rc == CT_OK) rc = restore_callbacks(ctx, state, dir);
     return rc == CT_OK ? restore_rng(state, dir) : rc;
@@ -456,8 +463,9 @@ static void describe_metric(const char *metric, bool smaller, char *buf, size_t 
  * each field's type and range, the fields against each other, and what a
  * resume needs to be the same run (global batch size, aggregation, seed,
  * searcher metric). The ones that need the training loader (epoch length,
- * max_length) are cti_context_check_position's. */
-int cti_context_restore_position(ct_context *ctx, const json_t *metadata, const char *dir) {
+ * max_length) are cti_run_check_position's. */
+int cti_run_restore_position(cti_run *run, const json_t *metadata, const char *dir) {
+    ct_context *ctx = run->ctx;
     const json_t *ts = json_object_get(metadata, "trial_state");
     if (!json_is_object(ts)) return bad_field(dir, "", "trial_state", ts, "an object");
     int64_t bt = 0, records = 0, epoch_len = 0, last_val = 0, last_ckpt = 0, position = 0, gbs = 0, agg = 0,
@@ -499,7 +507,7 @@ int cti_context_restore_position(ct_context *ctx, const json_t *metadata, const 
     json_t *reason = json_object_get(ts, "reason");
     const char *why = json_string_value(reason);
     bool known_why = false;
-    for (int w = CT_WHY_PERIOD; why && w <= CT_WHY_STOP; w++) known_why |= strcmp(why, cti_context_why_name(w)) == 0;
+    for (int w = CT_WHY_PERIOD; why && w <= CT_WHY_STOP; w++) known_why |= strcmp(why, cti_ckpt_why_name(w)) == 0;
     if (!known_why) return bad_field(dir, "trial_state.", "reason", reason, "\"period\", \"policy\", \"end\" or \"stop\"");
     /* The top-level counts are the same position. */
     static const char *const counts[] = {"steps_completed", "batches_trained"};
@@ -536,15 +544,12 @@ int cti_context_restore_position(ct_context *ctx, const json_t *metadata, const 
                         "same; --warm-start starts a new trial from it)",
                         was, now);
     }
-    ctx->has_best = json_is_number(best);
-    ctx->best_metric = ctx->has_best ? json_number_value(best) : 0.0;
-    ctx->batches_trained = ctx->initial_batch = bt;
-    ctx->records_trained = records;
-    ctx->last_report_bt = bt; /* throughput counts this run's batches */
-    ctx->last_report_records = records;
-    ctx->last_validation_bt = last_val;
-    ctx->last_checkpoint_bt = last_ckpt;
-    ctx->resume_position = position;
+    cti_checkpointer_set_best(run->ckpt, json_is_number(best), json_is_number(best) ? json_number_value(best) : 0.0);
+    ctx->pos.batches_trained = ctx->pos.initial_batch = bt;
+    ctx->pos.records_trained = records;
+    ctx->pos.last_validation_bt = last_val;
+    ctx->pos.last_checkpoint_bt = last_ckpt;
+    run->resume_position = position;
     return CT_OK;
 }
 
@@ -555,15 +560,17 @@ int cti_context_restore_position(ct_context *ctx, const json_t *metadata, const 
  * another number of ranks the shares, and so the length, may differ). A
  * position at or past this run's max_length is no error: the run has
  * nothing to train, as Determined's (test_max_batches_leq_steps_completed). */
-int cti_context_check_position(ct_context *ctx) {
-    if (!ctx->resume_dir[0] || !ctx->resume_meta) return CT_OK;
-    const char *dir = ctx->resume_dir;
-    const json_t *ts = json_object_get(ctx->resume_meta, "trial_state");
+int cti_run_check_position(cti_run *run) {
+    const ct_context *ctx = run->ctx;
+    const char *dir = cti_checkpointer_resume_dir(run->ckpt);
+    const json_t *meta = cti_checkpointer_resume_meta(run->ckpt);
+    if (!dir[0] || !meta) return CT_OK;
+    const json_t *ts = json_object_get(meta, "trial_state");
     json_t *len = json_object_get(ts, "epoch_len"), *world = json_object_get(ts, "world_size");
-    if (json_integer_value(world) == ctx->size && json_integer_value(len) != ctx->epoch_len)
+    if (json_integer_value(world) == ctx->size && json_integer_value(len) != ctx->pos.epoch_len)
         return bad_field(dir, "trial_state.", "epoch_len", len,
                          "%lld, the batches per epoch of this run's training loader on %d rank%s (the data or its "
                          "batching changed since the checkpoint: its loader position would name other records)",
-                         (long long)ctx->epoch_len, ctx->size, ctx->size == 1 ? "" : "s");
+                         (long long)ctx->pos.epoch_len, ctx->size, ctx->size == 1 ? "" : "s");
     return CT_OK;
 }

@@ -21,6 +21,11 @@ ct_py_test(loop_console ${CMAKE_CURRENT_LIST_DIR}/test_console.py $<TARGET_FILE:
 # 2^63 batches are CT_ECONFIG before anything trains; a batch size near
 # INT64_MAX is a named error in the loader and the samplers.
 ct_c_test(loop_fit_limits ${CMAKE_CURRENT_LIST_DIR}/fit_limits.c)
+# The fit module's objects on their own, with a fake position and options:
+# the reporter (metrics.jsonl, timings, a resume's cut, the console) and the
+# checkpointer (the policy's best, writing and retention, resume, an earlier
+# run's results).
+ct_c_test(loop_fit_objects ${CMAKE_CURRENT_LIST_DIR}/fit_objects.c MODULES fit)
 # A closure in ct_ctx_step_optimizer_with (optimizer.step(closure), what
 # LBFGS needs) through ct_fit: its refusals (a clip callback, a GradScaler,
 # gradient aggregation; 2 ranks under mpirun), and the per-batch losses,

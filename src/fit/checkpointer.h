@@ -1,0 +1,77 @@
+/* src/fit/checkpointer.h — a run's checkpoints: where they go, which one a
+ * resume continues, the latest committed, and the checkpoint policy's best
+ * metric. Internal to ctrial.
+ *
+ * The loop makes one per run. What a checkpoint holds is the context's and
+ * the run's (state.h); writing one atomically, verifying and pruning is
+ * the ckpt module's (ckpt/ckpt.h). The checkpointer keeps the run's side:
+ *
+ *     cti_checkpointer *c = cti_checkpointer_new(&opts, rank);
+ *     cti_checkpointer_find_resume(c);          // opts.resume: verified, its metadata read
+ *     cti_checkpointer_guard(c);                // an earlier run's results: refused or removed
+ *     ...
+ *     if (cti_checkpointer_improves(c, val_loss)) ...   // checkpoint policy best
+ *     cti_checkpointer_write(c, bt, state, metadata);   // rank 0: commit, then prune
+ *     cti_checkpointer_share_last(c);           // every rank learns the committed path
+ *     cti_checkpointer_free(c);
+ */
+#ifndef CTRIAL_FIT_CHECKPOINTER_H
+#define CTRIAL_FIT_CHECKPOINTER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctrial/trial.h"
+
+typedef struct cti_checkpointer cti_checkpointer;
+
+/* The checkpoints of a run with options `o` (borrowed for the
+ * checkpointer's life) on `rank`: in o->checkpoint_dir, else
+ * output_dir/checkpoints. NEW, or NULL + CT_ENOMEM. */
+cti_checkpointer *cti_checkpointer_new(const ct_fit_opts *o, int rank);
+void cti_checkpointer_free(cti_checkpointer *c);
+
+/* The directory checkpoints go to. Borrowed. */
+const char *cti_checkpointer_dir(const cti_checkpointer *c);
+
+/* First, on rank 0, removes what an interrupted write left in the
+ * directory. Then opts.resume: a checkpoint directory, or "latest" in the
+ * directory (none yet: a fresh start, said on the console unless quiet).
+ * The checkpoint is verified (every file's size and CRC) and its metadata
+ * read. CT_OK, or CT_ECHECKPOINT naming it; CT_ECONFIG for a path too
+ * long. */
+int cti_checkpointer_find_resume(cti_checkpointer *c);
+/* The checkpoint this run resumes ("" none) and its metadata.json (NULL
+ * none). Borrowed. */
+const char *cti_checkpointer_resume_dir(const cti_checkpointer *c);
+const json_t *cti_checkpointer_resume_meta(const cti_checkpointer *c);
+/* Makes c resume `dir` (a trial loaded from a checkpoint). */
+int cti_checkpointer_set_resume_dir(cti_checkpointer *c, const char *dir);
+
+/* A run that does not resume must not destroy an earlier run's results in
+ * its directories (metrics.jsonl, TensorBoard event files, checkpoints):
+ * refused with CT_ECONFIG naming what is there, unless opts.overwrite,
+ * which removes them. Rank 0; CT_OK elsewhere. */
+int cti_checkpointer_guard(cti_checkpointer *c);
+
+/* Writes state_dict.pth (`state`) and metadata.json (`metadata`, taken)
+ * into a fresh checkpoint for batch `bt`, commits it atomically and prunes
+ * by the retention options. Rank 0. On failure nothing new counts as a
+ * checkpoint; the error says at which batch. */
+int cti_checkpointer_write(cti_checkpointer *c, int64_t bt, const ct_value *state, json_t *metadata);
+/* The latest checkpoint this run committed ("" none). Borrowed. */
+const char *cti_checkpointer_last(const cti_checkpointer *c);
+/* Rank 0's latest path on every rank. Collective. */
+int cti_checkpointer_share_last(cti_checkpointer *c);
+
+/* The checkpoint policy best: whether `metric` is strictly better than the
+ * best so far (none counts as worse; NaN and infinities never improve).
+ * When it is, it becomes the best. */
+bool cti_checkpointer_improves(cti_checkpointer *c, double metric);
+/* The best so far: false when none; else *metric (may be NULL) gets it. */
+bool cti_checkpointer_best(const cti_checkpointer *c, double *metric);
+/* The best a resumed checkpoint had (has false: none). */
+void cti_checkpointer_set_best(cti_checkpointer *c, bool has, double metric);
+
+#endif
