@@ -465,6 +465,7 @@ static ct_value *rnn_model_forward(ct_module *self, const ct_value *args, const 
     ct_value_list_append(rnn_args, hidden ? ct_value_copy(hidden, false) : ct_value_none());
     ct_value *rnn_out = ct_nn_call(r->rnn, rnn_args, NULL); /* (output, (h_n, c_n)) */
     ct_value_free(rnn_args);
+    if (!rnn_out) return NULL; /* the LSTM's error, kept */
     ct_tensor *output = ct_value_get_tensor(ct_value_list_get(rnn_out, 0));
     ct_tensor *logits = output ? ct_nn_forward(r->decoder, ct_nn_forward(r->drop, output)) : NULL;
     ct_value *result = NULL;

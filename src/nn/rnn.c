@@ -191,7 +191,14 @@ static int call_fused(ct_module *self, const rnn_cfg *c, const ct_tensor *x, ct_
     size_t nout = c->mode == RNN_LSTM ? 3 : 2;
     int rc = ct_op_call_n(c->op, sizeof a / sizeof *a, a, nout, out);
     free(params);
-    return rc < 0 ? rc : CT_OK;
+    if (rc >= 0) return CT_OK;
+    /* libtorch's own failure (fp16 on the CPU, which oneDNN's LSTM lacks)
+     * after the layer's name, as Python's reads, not the operator's. */
+    const char *op = kOpNames[c->mode], *msg = ct_last_error();
+    size_t n = strlen(op);
+    char why[2048];
+    snprintf(why, sizeof why, "%s", strncmp(msg, op, n) == 0 && strncmp(msg + n, ": ", 2) == 0 ? msg + n + 2 : msg);
+    return ct_set_error(rc, "%s: %s", c->type, why);
 }
 
 /* A tuple of a and b (stolen, also on failure); NULL + error if either is NULL. */

@@ -23,7 +23,9 @@ into that RNNModel with strict=True (PyTorch's names: encoder.weight,
 rnn.weight_ih_l0, ..., decoder.bias) and gives, over the validation windows,
 the validation_loss ctrial reported (1e-5 relative); and `charlm sample` on
 it prints --tokens characters from the vocabulary, the same for the same
---seed.
+--seed. Then under AMP on the CPU: --hparam amp=bf16 trains (test mode),
+and amp=fp16 fails as torch's own fp16 LSTM on the CPU does, with
+libtorch's reason after "LSTM: ".
 
 Runs from the source tree, writes under <build>/tests/examples/charlm_*.
 """
@@ -182,6 +184,24 @@ def lstm(exe, work):
     if len(a) != 100 or not set(a.encode()) <= set(chars) or sample("--tokens", "100", "--seed", "5") != a:
         fail("the LSTM's sample is not 100 characters of the vocabulary, the same for the same seed")
     print("ok: the LSTM checkpoint loads into PyTorch's RNNModel with ctrial's validation loss, and samples")
+
+    # Under AMP on the CPU: bf16 trains, validates and checkpoints; fp16
+    # fails as torch's does (oneDNN's LSTM has no float16 kernel), with
+    # libtorch's reason after the layer's name, not a NULL further on.
+    base = os.path.join(SRC, "examples", "charlm", "charlm_lstm.json")
+    run([exe, "--config", base, "--hparam", "amp=bf16", "--test-mode", "--device", "cpu", "--threads", "1",
+         "--output", os.path.join(work, "amp_bf16")])
+    with torch.autocast("cpu", dtype=torch.float16):
+        try:
+            torch.nn.LSTM(4, 5)(torch.zeros(3, 2, 4))
+            torch_fails = False
+        except RuntimeError:
+            torch_fails = True
+    p = run_example([exe, "--config", base, "--hparam", "amp=fp16", "--test-mode", "--device", "cpu", "--threads",
+                     "1", "--output", os.path.join(work, "amp_fp16")], SRC, 300, expect=1 if torch_fails else 0)
+    if torch_fails and "train_batch: LSTM: could not create a primitive descriptor" not in p.stderr:
+        fail(f"fp16 LSTM on the CPU: expected libtorch's reason after 'LSTM: ', got {p.stderr[-500:]!r}")
+    print("ok: the LSTM under AMP: bf16 trains; fp16 " + ("fails as torch's does" if torch_fails else "trains"))
 
 
 def main():

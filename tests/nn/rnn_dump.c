@@ -39,6 +39,7 @@ typedef struct {
     double dropout;
     bool eval, f64, unbatched;
     hx_mode hx;
+    const char *autocast;     /* NULL, or the forward under autocast to "bf16" or "fp16" (the CPU's) */
 } rnn_case;
 
 static const rnn_case CASES[] = {
@@ -70,6 +71,18 @@ static const rnn_case CASES[] = {
     {.name = "lstm_nobias", .seed = 25, .type = "LSTM", .layers = 2, .nobias = true, .hx = HX_POS},
     {.name = "gru_nobias_bidir", .seed = 26, .type = "GRU", .bidirectional = true, .nobias = true},
     {.name = "rnn_big_seed", .seed = 123456789012ULL, .type = "RNN", .layers = 2},
+    /* Mixed precision (ct_ctx_use_amp's autocast): the same ops as Python's
+     * under torch.autocast("cpu", dtype), so the same dtypes out: the RNN
+     * and the LSTM in the low precision, the GRU in float32 (aten::gru is
+     * on autocast's float32 list). fp16 LSTM is an error, as in torch. */
+    {.name = "rnn_autocast_bf16", .seed = 27, .type = "RNN", .layers = 2, .hx = HX_POS, .autocast = "bf16"},
+    {.name = "lstm_autocast_bf16", .seed = 28, .type = "LSTM", .layers = 2, .bidirectional = true, .hx = HX_POS,
+     .autocast = "bf16"},
+    {.name = "gru_autocast_bf16", .seed = 29, .type = "GRU", .batch_first = true, .autocast = "bf16"},
+    {.name = "rnn_autocast_fp16", .seed = 30, .type = "RNN", .nonlinearity = "relu", .autocast = "fp16"},
+    {.name = "gru_autocast_fp16", .seed = 31, .type = "GRU", .layers = 2, .hx = HX_KW, .autocast = "fp16"},
+    {.name = "lstm_autocast_bf16_dropout", .seed = 32, .type = "LSTM", .layers = 2, .dropout = 0.3,
+     .autocast = "bf16"},
 };
 
 static void die(const char *what) {
@@ -189,7 +202,10 @@ static ct_value *run_case(const rnn_case *c) {
     ct_value *args = ct_value_tuple(), *kwargs = ct_value_dict();
     make_args(c, x, h, cx, args, kwargs);
     ct_manual_seed(c->seed + 1000);
+    ct_dtype low = c->autocast && strcmp(c->autocast, "fp16") == 0 ? CT_F16 : CT_BF16;
+    if (c->autocast && ct_autocast_enter(CT_CPU, low) != CT_OK) die("autocast");
     ct_value *y = ct_nn_call(m, args, kwargs);
+    if (c->autocast) ct_autocast_exit();
     if (!y) die(c->name);
     ct_tensor *loss = NULL;
     ct_value *weights = ct_value_list();
@@ -262,26 +278,30 @@ static const struct {
     shape in, h, c;
     bool f64;
     int code;
+    bool fp16; /* the forward under the CPU's fp16 autocast */
 } ERRORS[] = {
-    {"lstm_input_size", lstm, {3, {T, N, 5}}, {0}, {0}, false, CT_ESHAPE},
-    {"lstm_4d", lstm, {4, {2, T, N, IN}}, {0}, {0}, false, CT_ESHAPE},
-    {"rnn_1d", rnn, {1, {IN}}, {0}, {0}, false, CT_ESHAPE},
-    {"gru_unbatched_input_size", gru, {2, {T, 3}}, {0}, {0}, false, CT_ESHAPE},
-    {"gru_hidden_size", gru, {3, {T, N, IN}}, {3, {1, 2, HID}}, {0}, false, CT_ESHAPE},
-    {"gru_unbatched_hx_3d", gru, {2, {T, IN}}, {3, {1, 1, HID}}, {0}, false, CT_ESHAPE},
-    {"rnn_batched_hx_2d", rnn, {3, {T, N, IN}}, {2, {1, HID}}, {0}, false, CT_ESHAPE},
-    {"rnn_unbatched_hx_size", rnn, {2, {T, IN}}, {2, {1, 4}}, {0}, false, CT_ESHAPE},
-    {"lstm_cell_size", lstm_2l_bidir, {3, {T, N, IN}}, {3, {4, N, HID}}, {3, {4, N, 6}}, false, CT_ESHAPE},
-    {"lstm_hidden_layers", lstm_2l_bidir, {3, {T, N, IN}}, {3, {2, N, HID}}, {3, {4, N, HID}}, false, CT_ESHAPE},
-    {"lstm_unbatched_cx_3d", lstm, {2, {T, IN}}, {2, {1, HID}}, {3, {1, 1, HID}}, false, CT_ESHAPE},
-    {"lstm_batched_hx_2d", lstm, {3, {T, N, IN}}, {2, {1, HID}}, {2, {1, HID}}, false, CT_ESHAPE},
-    {"lstm_unbatched_hidden", lstm, {2, {T, IN}}, {2, {2, HID}}, {2, {1, HID}}, false, CT_ESHAPE},
-    {"rnn_dtype", rnn, {3, {T, N, IN}}, {0}, {0}, true, CT_EDTYPE},
-    {"rnn_nonlinearity", rnn_sigmoid, {0}, {0}, {0}, false, CT_EINVAL},
-    {"gru_dropout_range", gru_dropout_big, {0}, {0}, {0}, false, CT_EINVAL},
-    {"lstm_num_layers", lstm_no_layers, {0}, {0}, {0}, false, CT_EINVAL},
-    {"rnn_input_size_zero", rnn_no_input, {0}, {0}, {0}, false, CT_EINVAL},
-    {"gru_hidden_size_zero", gru_no_hidden, {0}, {0}, {0}, false, CT_EINVAL},
+    {"lstm_input_size", lstm, {3, {T, N, 5}}, {0}, {0}, false, CT_ESHAPE, false},
+    {"lstm_4d", lstm, {4, {2, T, N, IN}}, {0}, {0}, false, CT_ESHAPE, false},
+    {"rnn_1d", rnn, {1, {IN}}, {0}, {0}, false, CT_ESHAPE, false},
+    {"gru_unbatched_input_size", gru, {2, {T, 3}}, {0}, {0}, false, CT_ESHAPE, false},
+    {"gru_hidden_size", gru, {3, {T, N, IN}}, {3, {1, 2, HID}}, {0}, false, CT_ESHAPE, false},
+    {"gru_unbatched_hx_3d", gru, {2, {T, IN}}, {3, {1, 1, HID}}, {0}, false, CT_ESHAPE, false},
+    {"rnn_batched_hx_2d", rnn, {3, {T, N, IN}}, {2, {1, HID}}, {0}, false, CT_ESHAPE, false},
+    {"rnn_unbatched_hx_size", rnn, {2, {T, IN}}, {2, {1, 4}}, {0}, false, CT_ESHAPE, false},
+    {"lstm_cell_size", lstm_2l_bidir, {3, {T, N, IN}}, {3, {4, N, HID}}, {3, {4, N, 6}}, false, CT_ESHAPE, false},
+    {"lstm_hidden_layers", lstm_2l_bidir, {3, {T, N, IN}}, {3, {2, N, HID}}, {3, {4, N, HID}}, false, CT_ESHAPE, false},
+    {"lstm_unbatched_cx_3d", lstm, {2, {T, IN}}, {2, {1, HID}}, {3, {1, 1, HID}}, false, CT_ESHAPE, false},
+    {"lstm_batched_hx_2d", lstm, {3, {T, N, IN}}, {2, {1, HID}}, {2, {1, HID}}, false, CT_ESHAPE, false},
+    {"lstm_unbatched_hidden", lstm, {2, {T, IN}}, {2, {2, HID}}, {2, {1, HID}}, false, CT_ESHAPE, false},
+    {"rnn_dtype", rnn, {3, {T, N, IN}}, {0}, {0}, true, CT_EDTYPE, false},
+    {"rnn_nonlinearity", rnn_sigmoid, {0}, {0}, {0}, false, CT_EINVAL, false},
+    {"gru_dropout_range", gru_dropout_big, {0}, {0}, {0}, false, CT_EINVAL, false},
+    {"lstm_num_layers", lstm_no_layers, {0}, {0}, {0}, false, CT_EINVAL, false},
+    {"rnn_input_size_zero", rnn_no_input, {0}, {0}, {0}, false, CT_EINVAL, false},
+    {"gru_hidden_size_zero", gru_no_hidden, {0}, {0}, {0}, false, CT_EINVAL, false},
+    /* torch's CPU LSTM (oneDNN) has no float16 kernel: libtorch's own error,
+     * after the layer's name, as torch.autocast("cpu", torch.float16) fails. */
+    {"lstm_autocast_fp16", lstm, {3, {T, N, IN}}, {0}, {0}, false, CT_ETORCH, true},
 };
 
 static ct_value *zeros_value(shape s, ct_dtype dt) {
@@ -304,7 +324,9 @@ static const char *error_of(size_t i) {
         } else if (ERRORS[i].h.ndim) {
             ct_value_list_append(args, zeros_value(ERRORS[i].h, CT_F32));
         }
+        if (ERRORS[i].fp16 && ct_autocast_enter(CT_CPU, CT_F16) != CT_OK) die("autocast");
         y = ct_nn_call(m, args, NULL);
+        if (ERRORS[i].fp16) ct_autocast_exit();
         ct_value_free(args);
     }
     bool failed = !y && (!m || ERRORS[i].in.ndim);

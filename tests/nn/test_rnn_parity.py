@@ -15,10 +15,14 @@ requires:
   - the same for the gradients of sum_k (out_k * weight_k).sum() (C's
     weights) with respect to the input, hx (h_0 and c_0) and every
     parameter.
-Then, for every case of ERRORS, that the same construction or call fails
+The *_autocast_* cases run the forward under torch.autocast("cpu", dtype)
+on both sides (ct_autocast_enter in C, as ct_ctx_use_amp does): the same
+dtypes out and the same values. Then, for every case of ERRORS, that the
+same construction or call fails
 in torch too, with C's message being torch's after the layer's name (or the
 constructor's). Prints one line per case; exits non-zero if any fails.
 """
+import contextlib
 import os
 import subprocess
 import sys
@@ -76,7 +80,24 @@ CASES = {
     "lstm_nobias": (25, lambda: lstm(num_layers=2, bias=False), "pos"),
     "gru_nobias_bidir": (26, lambda: gru(bidirectional=True, bias=False), None),
     "rnn_big_seed": (123456789012, lambda: rnn(num_layers=2), None),
+    # The forward under torch.autocast("cpu", dtype): the same ops, so the
+    # same dtypes out (the GRU's in float32: aten::gru is on autocast's
+    # float32 list) and, the kernels being the same, the same values.
+    "rnn_autocast_bf16": (27, lambda: rnn(num_layers=2), "pos"),
+    "lstm_autocast_bf16": (28, lambda: lstm(num_layers=2, bidirectional=True), "pos"),
+    "gru_autocast_bf16": (29, lambda: gru(batch_first=True), None),
+    "rnn_autocast_fp16": (30, lambda: rnn(nonlinearity="relu"), None),
+    "gru_autocast_fp16": (31, lambda: gru(num_layers=2), "kw"),
+    "lstm_autocast_bf16_dropout": (32, lambda: lstm(num_layers=2, dropout=0.3), None),
 }
+
+
+def autocast_of(name):
+    """torch.autocast for a case named *_autocast_bf16 or *_fp16, else a no-op."""
+    for tag, dtype in (("autocast_bf16", torch.bfloat16), ("autocast_fp16", torch.float16)):
+        if tag in name:
+            return torch.autocast("cpu", dtype=dtype)
+    return contextlib.nullcontext()
 
 
 def call(make, inp, hx=None, cx=None, dtype=torch.float32):
@@ -113,7 +134,13 @@ ERRORS = {
     "lstm_num_layers": ("ct_nn_lstm", lambda: lstm(num_layers=0)),
     "rnn_input_size_zero": ("ct_nn_rnn", lambda: nn.RNN(0, HID)),
     "gru_hidden_size_zero": ("ct_nn_gru", lambda: nn.GRU(IN, 0)),
+    "lstm_autocast_fp16": ("LSTM", lambda: autocast_call(torch.float16, lstm, [T, N, IN])),
 }
+
+
+def autocast_call(dtype, make, inp):
+    with torch.autocast("cpu", dtype=dtype):
+        return call(make, inp)
 
 
 WORST = [0.0]  # the largest |c - py| seen, printed at the end (expected 0: the same libtorch)
@@ -169,14 +196,15 @@ def check_case(name, rec):
             inputs["cx"] = rec["cx"].clone().requires_grad_()
             hx = (inputs["hx"], inputs["cx"])
     torch.manual_seed(seed + 1000)
-    if hx_mode == "pos":
-        y = m(x, hx)
-    elif hx_mode == "kw":
-        y = m(x, hx=hx)
-    elif hx_mode == "none":
-        y = m(x, None)
-    else:
-        y = m(x)
+    with autocast_of(name):
+        if hx_mode == "pos":
+            y = m(x, hx)
+        elif hx_mode == "kw":
+            y = m(x, hx=hx)
+        elif hx_mode == "none":
+            y = m(x, None)
+        else:
+            y = m(x)
 
     c_out = rec["out"]
     if structure(y) != structure(c_out):

@@ -20,7 +20,9 @@ after torch.manual_seed(1000 + case index) and checks:
     largest difference is printed, not checked: those kernels
     (_native_multi_head_attention, _transformer_encoder_layer_fwd, nested
     tensors that zero padded positions) are not the ones C runs.
-Both sides run the same libtorch with one thread. Prints one line per case
+A case with "autocast" runs its calls under torch.autocast("cpu", dtype)
+on both sides (ct_autocast_enter in C, as ct_ctx_use_amp does). Both sides
+run the same libtorch with one thread. Prints one line per case
 and exits non-zero if any check fails.
 """
 import json
@@ -72,7 +74,11 @@ def call(m, case, inputs):
         return inputs[v] if isinstance(v, str) else v
     args = [value(a) for a in case.get("args", [])]
     kwargs = {k: value(v) for k, v in case.get("kwargs", {}).items()}
-    return m(*args, **kwargs)
+    amp = case.get("autocast")
+    if amp is None:
+        return m(*args, **kwargs)
+    with torch.autocast("cpu", dtype=torch.bfloat16 if amp == "bf16" else torch.float16):
+        return m(*args, **kwargs)
 
 
 def loss_of(out):

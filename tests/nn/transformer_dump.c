@@ -9,7 +9,8 @@
  * "Transformer", "size": [embed_dim or d_model, heads (, num_layers (,
  * num_decoder_layers))], "norm": bool (stacks), "opts": {fields of
  * ct_mha_opts or ct_transformer_opts}, "inputs": {NAME: SPEC}, "args":
- * [NAME...], "kwargs": {KEY: NAME, true, false or null}}. Input specs:
+ * [NAME...], "kwargs": {KEY: NAME, true, false or null}, "autocast": "bf16"
+ * or "fp16" (optional: the calls under the CPU's autocast)}. Input specs:
  *   {"randn": SHAPE}         float32, requires grad
  *   {"pad": [N, S]}          key padding mask: row b masks its last b + 1
  *                            positions (bool; with "float": 0 / -inf;
@@ -162,7 +163,11 @@ static ct_value *call(ct_module *m, const json_t *c, const ct_value *inputs) {
     const char *key;
     json_array_foreach(json_object_get(c, "args"), i, e) ct_value_list_append(args, input_named(e, inputs));
     json_object_foreach(json_object_get(c, "kwargs"), key, e) ct_value_dict_set(kwargs, key, input_named(e, inputs));
+    /* "autocast": the call under the CPU's autocast, as torch.autocast("cpu", dtype) */
+    const char *amp = json_string_value(json_object_get(c, "autocast"));
+    if (amp && ct_autocast_enter(CT_CPU, strcmp(amp, "fp16") == 0 ? CT_F16 : CT_BF16) != CT_OK) die(amp);
     ct_value *r = ct_nn_call(m, args, kwargs);
+    if (amp) ct_autocast_exit();
     ct_value_free(args);
     ct_value_free(kwargs);
     return r;
