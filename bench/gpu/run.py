@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""ctrial against PyTorch eager on a GPU: the digits CNN and a small
-character-level transformer (two sizes), in fp32, bf16 autocast and with
-CUDA graphs, steps/s side by side in one run, as ratios.
+"""ctrial against PyTorch eager on a GPU: the digits CNN, a small
+character-level transformer (two sizes, and exported from PyTorch), its
+LSTM, and torchvision's resnet18, in fp32, bf16 autocast and with CUDA
+graphs, steps/s side by side in one run, as ratios.
 
     python3 bench/gpu/run.py --bin-dir BIN [--lib-dir LIB] [--device cuda]
     .venv/bin/python bench/gpu/run.py --bin-dir build/examples --smoke
 
-BIN holds the example programs (BIN/mnist/mnist and BIN/charlm/charlm as a
-build tree lays them out, or BIN/mnist and BIN/charlm); LIB (repeatable)
+BIN holds the example programs (BIN/mnist/mnist, BIN/charlm/charlm and
+BIN/resnet/resnet as a build tree lays them out, or BIN/mnist, ...); LIB (repeatable)
 holds the shared libraries they need that the machine lacks (libctrial.so.0,
 libjansson.so.4, ...). The libraries of the torch that runs this script
 (torch/lib and the nvidia/*/lib folders beside it) are added to
@@ -80,6 +81,23 @@ WORKLOADS = {
         kind="overhead", title="charlm exported from PyTorch (the same GPT as charlm, from a .pt2 archive)",
         hparams={"global_batch_size": 16, "sample_tokens": 0, "model": "exported"}, window=200, smoke={},
         ctrial_only=("model", "model_file"), export=True),
+    # torchvision's resnet18 on the digits upsampled to 32x32 (examples/resnet;
+    # torch_eager.py's "resnet": torchvision's own model): a convolution-bound
+    # step, SGD with momentum (fused with --hparam fused=true).
+    "resnet": dict(
+        binary="resnet", config="examples/resnet/resnet.json", data="digits", kind="compute", torch="resnet",
+        title="resnet18 (examples/resnet, 32x32 digits, batch 128)",
+        hparams={"global_batch_size": 128}, window=50,
+        smoke={"global_batch_size": 16}),
+    # charlm's LSTM (charlm_lstm.json; torch_eager.py's RNNModel): cuDNN's
+    # fused LSTM on a GPU.
+    "lstm": dict(
+        binary="charlm", config="examples/charlm/charlm_lstm.json", data="tinyshakespeare/input.txt.gz",
+        kind="overhead", title="charlm LSTM (charlm_lstm.json: 2 layers, hidden 128, block 64, batch 32)",
+        hparams={"global_batch_size": 32, "sample_tokens": 0}, window=200, smoke={},
+        # The probe runs fp16 on the CPU, where oneDNN has no fp16 LSTM:
+        # the binary's hyperparameters are probed on its GPT.
+        probe_hparams={"model": "gpt"}),
 }
 
 # mode: what ctrial adds, what the PyTorch side runs, and the goal.
@@ -261,7 +279,8 @@ def run_torch(plan, wl, mode, graphs):
     m = MODES[mode]
     window, windows, warmup = plan.steps(wl)
     hp = {k: v for k, v in plan.hparams(wl).items() if k not in WORKLOADS[wl].get("ctrial_only", ())}
-    cmd = [a.python, os.path.join(HERE, "torch_eager.py"), "--workload", "digits" if wl == "digits" else "charlm",
+    torch_wl = WORKLOADS[wl].get("torch", "digits" if wl == "digits" else "charlm")
+    cmd = [a.python, os.path.join(HERE, "torch_eager.py"), "--workload", torch_wl,
            "--config", os.path.join(ROOT, WORKLOADS[wl]["config"]), "--data", plan.data(wl),
            "--device", a.device, "--amp", m["amp"], "--fused", m["fused"],
            "--window", str(window), "--windows", str(windows), "--warmup-windows", str(warmup)]
@@ -298,6 +317,8 @@ def probe(plan, wl, binary, hparam, check, what):
             json.dump(c, f)
     cmd = [binary, "--config", cfg, "--output", out_dir, "--device", "cpu", "--test-mode",
            "--quiet", "--hparam", hparam, "--hparam", "sample_tokens=0"]
+    for k, v in WORKLOADS[wl].get("probe_hparams", {}).items():
+        cmd += ["--hparam", f"{k}={json.dumps(v)}"]
     rc, out, err, _ = plan.run(cmd, name)
     if rc != 0:
         return f"{os.path.basename(binary)} --hparam {hparam} fails on the CPU: {last_line(err)}"

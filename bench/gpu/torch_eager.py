@@ -292,7 +292,8 @@ class ResNet(Digits):
         torch.manual_seed(seed)                              # the CNN above is thrown away
         self.model = torchvision.models.resnet18(num_classes=10).to(device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=hp.get("learning_rate", 0.02),
-                                   momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 5e-4))
+                                   momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 5e-4),
+                                   fused=fused or None)
         self.label_smoothing = 0.0
 
     def upsample(self, x):
@@ -346,7 +347,8 @@ class ResNetFolder(ResNet):
         torch.manual_seed(seed)
         self.model = torchvision.models.resnet18(num_classes=10).to(device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=hp.get("learning_rate", 0.02),
-                                   momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 5e-4))
+                                   momentum=hp.get("momentum", 0.9), weight_decay=hp.get("weight_decay", 5e-4),
+                                   fused=fused or None)
         self.label_smoothing = 0.0
 
     def batch(self):
@@ -416,7 +418,8 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--amp", choices=["none", "bf16"], default="none")
     ap.add_argument("--fused", choices=["auto", "0", "1"], default="auto",
-                    help="fused Adam/AdamW: auto = the example's choice (the hparam fused; charlm: on CUDA)")
+                    help="fused Adam/AdamW (charlm) or SGD (resnet): auto = the example's choice (the hparam "
+                         "fused; charlm: on CUDA)")
     ap.add_argument("--graphs", action="store_true", help="capture the whole step in a CUDA graph")
     ap.add_argument("--window", type=int, default=100, help="steps per timed window")
     ap.add_argument("--windows", type=int, default=5, help="timed windows kept")

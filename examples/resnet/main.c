@@ -70,7 +70,9 @@
  *             self.optimizer = context.wrap_optimizer(torch.optim.SGD(
  *                 self.model.parameters(), lr=context.get_hparam("learning_rate"),
  *                 momentum=context.get_hparam("momentum"),
- *                 weight_decay=context.get_hparam("weight_decay")))
+ *                 weight_decay=context.get_hparam("weight_decay"),
+ *                 fused=context.get_hparam("fused")))               # default False
+ *             if context.get_hparam("amp"): context.experimental.use_amp()   # "bf16" or "fp16"
  *             self.n_val = len(self.val_set)
  *
  *         def inputs(self, images):     # 1x8x8 digits -> the 3 x size x size images ResNet takes
@@ -385,6 +387,16 @@ static int read_data_config(ct_context *ctx, ResNetTrial *t) {
     return CT_OK;
 }
 
+/* context.experimental.use_amp() in the trial's choice of dtype. */
+static int use_amp(ct_context *ctx, const char *amp) {
+    if (!amp[0]) return CT_OK;
+    ct_amp_opts o = ct_amp_defaults();
+    if (strcmp(amp, "bf16") == 0) o.dtype = CT_BF16;
+    else if (strcmp(amp, "fp16") == 0) o.dtype = CT_F16;
+    else return ct_set_error(CT_ECONFIG, "hyperparameter 'amp' must be \"\", \"bf16\" or \"fp16\", not \"%s\"", amp);
+    return ct_ctx_use_amp(ctx, &o);
+}
+
 static void *resnet_init(ct_context *ctx) {
     ResNetTrial *t = calloc(1, sizeof *t);
     if (!t) {
@@ -398,6 +410,8 @@ static void *resnet_init(ct_context *ctx) {
     sgd.lr = ct_ctx_hparam_double(ctx, "learning_rate", 0.02);
     sgd.momentum = ct_ctx_hparam_double(ctx, "momentum", 0.9);
     sgd.weight_decay = ct_ctx_hparam_double(ctx, "weight_decay", 5e-4);
+    bool fused = ct_ctx_hparam_bool(ctx, "fused", false);  /* torch.optim.SGD(fused=True): one kernel */
+    const char *amp = ct_ctx_hparam_str(ctx, "amp", ""); /* "", "bf16" or "fp16": mixed precision */
     if (ct_last_code() != CT_OK) goto fail;
     /* Five stride-2 stages: smaller images would vanish before layer4. */
     if (t->image_size < 32 || t->image_size > 1024) {
@@ -411,8 +425,13 @@ static void *resnet_init(ct_context *ctx) {
     }
     if (read_data_config(ctx, t) != CT_OK) goto fail;
     t->model = ct_ctx_wrap_model(ctx, resnet18(NUM_CLASSES));
-    t->optimizer = t->model ? ct_ctx_wrap_optimizer(ctx, ct_optim_sgd(t->model, &sgd)) : NULL;
-    if (!t->optimizer) goto fail;
+    ct_optim *sgd_opt = t->model ? ct_optim_sgd(t->model, &sgd) : NULL;
+    if (sgd_opt && fused && ct_optim_set_option(sgd_opt, 0, "fused", 1) != CT_OK) {
+        ct_optim_free(sgd_opt);
+        goto fail;
+    }
+    t->optimizer = sgd_opt ? ct_ctx_wrap_optimizer(ctx, sgd_opt) : NULL;
+    if (!t->optimizer || use_amp(ctx, amp) != CT_OK) goto fail;
     return t;
 fail:
     resnet_destroy(t); /* what was wrapped belongs to the context */

@@ -13,7 +13,10 @@ checkpoint at 10) trains through ct_main on the CPU (one thread), and:
    torchvision.models.resnet18(num_classes=10) with strict=True, and that
    model, in eval mode on the validation digits upsampled the same way,
    gives the validation_loss ctrial reported (1e-5 relative) and the same
-   validation_accuracy.
+   validation_accuracy;
+3. with the hyperparameters amp=bf16 and fused=true, its training losses
+   equal the same workload's under torch.autocast("cpu", torch.bfloat16)
+   with torch.optim.SGD(fused=True).
 
 Runs from the source tree, writes under <build>/tests/examples/resnet.
 """
@@ -64,12 +67,12 @@ def train_cut(exe, name, config_name, edit=None):
     return cfg, config, out, ours, val
 
 
-def check_losses(ours, workload, config, data):
+def check_losses(ours, workload, config, data, extra=()):
     """The two reported training losses equal torch_eager.py's WORKLOAD's
-    on DATA (1e-5 relative)."""
+    on DATA (1e-5 relative); extra: torch_eager's --amp and --fused."""
     p = run([sys.executable, os.path.join(SRC, "bench", "gpu", "torch_eager.py"), "--workload", workload,
              "--config", config, "--data", data, "--device", "cpu", "--threads", "1",
-             "--window", "5", "--windows", "1", "--warmup-windows", "1"])
+             "--window", "5", "--windows", "1", "--warmup-windows", "1", *extra])
     theirs = json.loads(p.stdout.strip().splitlines()[-1])
     if not theirs["numpy_order"]:
         print("SKIP: numpy is missing, so the PyTorch side cannot draw ctrial's batch order")
@@ -127,6 +130,14 @@ def main():
     check_validation(out, val, x, y)
     print("ok: the same training losses as torchvision's resnet18, and the checkpoint loads into it (strict) "
           "with the same validation")
+
+    # The hyperparameters amp and fused: bf16 autocast and torch.optim.SGD's
+    # fused kernel, against torchvision's resnet18 under the same.
+    def amp_fused(c, work):
+        c["hyperparameters"].update(amp="bf16", fused=True)
+    _, config, _, ours, _ = train_cut(sys.argv[1], "resnet_amp_fused", "resnet.json", amp_fused)
+    check_losses(ours, "resnet", config, DIGITS, ("--amp", "bf16", "--fused", "1"))
+    print("ok: amp=bf16 and fused=true give torchvision's losses under bf16 autocast and fused SGD")
 
 
 if __name__ == "__main__":
