@@ -2,6 +2,7 @@
 // scopes, dtype/device mapping, grad-mode guards, RNG and threads.
 #include "internal.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -12,6 +13,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <cstdio>
 #include <cstring>
@@ -518,5 +520,16 @@ extern "C" int ct_set_num_threads(int n) {
 }
 
 extern "C" int ct_get_num_threads(void) { return at::get_num_threads(); }
+
+extern "C" int ct_set_deterministic(bool on) {
+    return ct::status(__func__, [&] {
+        if (on) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0); /* kept when the user set one */
+        at::globalContext().setDeterministicAlgorithms(on, /*warn_only=*/false);
+        at::globalContext().setDeterministicCuDNN(on);
+        if (on) at::globalContext().setBenchmarkCuDNN(false);
+    });
+}
+
+extern "C" bool ct_get_deterministic(void) { return at::globalContext().deterministicAlgorithms(); }
 
 extern "C" const char *ct_torch_version(void) { return TORCH_VERSION; }

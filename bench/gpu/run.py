@@ -228,6 +228,8 @@ def run_ctrial(plan, wl, mode, binary):
     if a.threads:
         cmd += ["--threads", str(a.threads)]
     cmd += m["ctrial_flags"]
+    if a.deterministic:
+        cmd.append("--deterministic")
     for k, v in m["ctrial_hparams"].items():
         cmd += ["--hparam", f"{k}={json.dumps(v) if not isinstance(v, str) else v}"]
     rc, out, err, secs = plan.run(cmd, name)
@@ -290,6 +292,8 @@ def run_torch(plan, wl, mode, graphs):
         cmd += ["--threads", str(a.threads)]
     if graphs:
         cmd.append("--graphs")
+    if a.deterministic:
+        cmd.append("--deterministic")
     rc, out, err, secs = plan.run(cmd, f"torch_{wl}_{mode}")
     if rc != 0:
         return {"error": f"exit {rc}: {last_line(err) or last_line(out)}", "seconds": secs}
@@ -439,6 +443,11 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op CPU threads on both sides (default: 1 with --smoke, else libtorch's)")
     ap.add_argument("--python", default=sys.executable, help="python with torch for the PyTorch side")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="deterministic algorithms on both sides (ctrial's --deterministic, "
+                         "torch.use_deterministic_algorithms): cuDNN's nondeterministic kernels otherwise move "
+                         "the losses from run to run (ResNet-18), so the loss column compares like with like; "
+                         "the rates are then those of the deterministic kernels")
     ap.add_argument("--dry-run", action="store_true",
                     help="list the programs a round would run (no probes, no GPU needed) and exit")
     ap.add_argument("--out", default=None,

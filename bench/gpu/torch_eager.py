@@ -426,7 +426,14 @@ def main():
     ap.add_argument("--warmup-windows", type=int, default=1, help="windows dropped first")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--deterministic", action="store_true",
+                    help="torch.use_deterministic_algorithms(True), cuDNN deterministic (ctrial's --deterministic)")
     a = ap.parse_args()
+    if a.deterministic:  # before CUDA starts: cuBLAS reads its workspace setting once
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
 
     if a.threads:
         torch.set_num_threads(a.threads)

@@ -60,6 +60,14 @@ CT_API ct_period ct_schedule(ct_unit unit, int n, const int64_t *points);
 
 /* ==== the options of a run =============================================== */
 
+/* The alignment that puts a field added to an option struct at or past
+ * the size of the struct's previous version. */
+#if defined(__cplusplus)
+#define CT_NEW_FIELD alignas(8)
+#else
+#define CT_NEW_FIELD _Alignas(8)
+#endif
+
 typedef enum {
     CT_CKPT_BEST = 0, /* checkpoint after a validation that improves searcher.metric */
     CT_CKPT_ALL,      /* after every validation */
@@ -113,6 +121,11 @@ typedef struct {
                                     * optimizers and schedulers start a fresh trial (NULL) */
     bool overwrite;                /* replace an earlier run's results in output_dir instead of
                                     * refusing to start (false) */
+    /* ---- version 2: fields added later start at or past the previous
+     * version's size (CT_NEW_FIELD), so an older program's padding never
+     * lands in one (docs/design.md, "A stable ABI"). */
+    CT_NEW_FIELD bool deterministic; /* deterministic algorithms while the fit runs (ct_set_deterministic;
+                                    * Lightning's Trainer(deterministic=True)) (false) */
 } ct_fit_opts;
 
 /* Fills the first `size` bytes of *o with the defaults noted above and

@@ -505,6 +505,16 @@ CT_API int ct_rng_set_state(ct_device device, const ct_tensor *state);
 CT_API int ct_set_num_threads(int n);
 CT_API int ct_get_num_threads(void);
 
+/* Deterministic algorithms, process-wide: torch.use_deterministic_algorithms(on)
+ * with torch.backends.cudnn.deterministic = on (and cudnn.benchmark off).
+ * An operator without a deterministic implementation then fails, naming
+ * itself, instead of running; uninitialised memory (ct_empty) is filled
+ * with NaN, as PyTorch does. On a GPU, cuBLAS needs CUBLAS_WORKSPACE_CONFIG
+ * set before its first use: turning the mode on sets it to ":4096:8"
+ * (PyTorch's advice) when the environment has none. Returns 0 or an error. */
+CT_API int ct_set_deterministic(bool on);
+CT_API bool ct_get_deterministic(void);
+
 /* "2.11.0" — the libtorch this library was built against. */
 CT_API const char *ct_torch_version(void);
 

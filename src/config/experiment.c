@@ -690,8 +690,14 @@ static int on_experiment_seed(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
+/* ctrial's own key beside Determined's seed: deterministic algorithms. */
+static int on_deterministic(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.deterministic);
+}
+
 static int on_reproducibility(loader *L, const char *path, json_t *v) {
-    static const key_entry keys[] = {{"experiment_seed", on_experiment_seed}, {NULL, NULL}};
+    static const key_entry keys[] = {
+        {"experiment_seed", on_experiment_seed}, {"deterministic", on_deterministic}, {NULL, NULL}};
     return walk(L, path, v, keys);
 }
 

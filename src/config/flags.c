@@ -221,6 +221,11 @@ static int f_stop_on_nan(cti_config *c, const char *flag, const char *val) {
     return 0;
 }
 
+static int f_deterministic(cti_config *c, const char *flag, const char *val) {
+    c->fit.deterministic = true;
+    return 0;
+}
+
 static int f_cuda_graphs(cti_config *c, const char *flag, const char *val) {
     c->fit.cuda_graphs = true;
     return 0;
@@ -277,6 +282,8 @@ static const flag_def flags[] = {
                                   "CTRIAL_DIST_TIMEOUT or 1800; 0 or never: wait forever)",
      f_dist_timeout},
     {"--stop-on-nan", NULL, "stop (exit code 4) when the training loss is not finite", f_stop_on_nan},
+    {"--deterministic", NULL, "deterministic algorithms only (torch.use_deterministic_algorithms, cuDNN's "
+                              "deterministic kernels)", f_deterministic},
     {"--cuda-graphs", NULL, "capture the training step in a CUDA graph after warm-up and replay it "
                             "(static shapes; optimizations.cuda_graphs)", f_cuda_graphs},
     {"--no-tensorboard", NULL, "write no TensorBoard event files (metrics.jsonl is still written)",

@@ -145,14 +145,19 @@ static ct_fit_opts fit_defaults(void) {
 
 /* The sizes ct_fit_opts has had (docs/design.md, "A stable ABI"). Version
  * 1, the first with a size field, ends at `overwrite`. A field added later
- * goes at the end, at or past the size of the version before it, so that an
- * older program's padding never lands in a new field: the assertion trips
- * when the struct grows, to have the new version's size written here with
- * an assertion that its first field starts at or past FIT_OPTS_V1_SIZE. */
+ * goes at the end, at or past the size of the version before it (declared
+ * with CT_NEW_FIELD), so that an older program's padding never lands in a
+ * new field: the last assertion trips when the struct grows, to have the
+ * new version's size written here with an assertion that its first field
+ * starts at or past the previous version's size. */
 #define ROUND_UP(n, a) (((n) + (a) - 1) / (a) * (a))
 #define FIT_OPTS_V1_SIZE ROUND_UP(offsetof(ct_fit_opts, overwrite) + sizeof(bool), _Alignof(ct_fit_opts))
-_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V1_SIZE,
-               "ct_fit_opts grew: record its version 2 size here (see the comment above)");
+/* Version 2 adds `deterministic`. */
+_Static_assert(offsetof(ct_fit_opts, deterministic) >= FIT_OPTS_V1_SIZE,
+               "ct_fit_opts.deterministic must start past version 1 (CT_NEW_FIELD)");
+#define FIT_OPTS_V2_SIZE ROUND_UP(offsetof(ct_fit_opts, deterministic) + sizeof(bool), _Alignof(ct_fit_opts))
+_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V2_SIZE,
+               "ct_fit_opts grew: record its version 3 size here (see the comment above)");
 
 void ct_fit_opts_init(ct_fit_opts *o, size_t size) {
     ct_fit_opts d = fit_defaults();

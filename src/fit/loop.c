@@ -1165,6 +1165,7 @@ static void report_setup(cti_run *run) {
         .train_records = run->train_loader ? ct_loader_num_samples(run->train_loader) : -1,
         .val_records = run->val_loader ? ct_loader_num_samples(run->val_loader) : -1,
         .resume_dir = cti_checkpointer_resume_dir(run->ckpt),
+        .deterministic = ct_get_deterministic(),
     };
     cti_report_setup(run->report, &si);
 }
@@ -1225,6 +1226,10 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     if (o->dist_timeout != 0 && ct_dist_set_timeout(o->dist_timeout) != CT_OK)
         rc = ct_set_error(CT_ECONFIG, "ct_fit_opts.dist_timeout is %g: expected seconds, a number >= 0 (0: "
                           "CTRIAL_DIST_TIMEOUT or 30 minutes; infinity: none)", o->dist_timeout);
+    /* Deterministic algorithms for this fit (process-wide: given back at
+     * its end, as the collective timeout). */
+    bool deterministic_before = ct_get_deterministic();
+    if (rc == CT_OK && o->deterministic) rc = ct_set_deterministic(true);
     cti_dist_watch_progress(&ctx->pos.batches_trained);
     if (o->tune_malloc) cti_heap_tune_for_training(); /* src/base/heap.c says why */
     /* A stop signal before training (caught by ct_main since its start, or
@@ -1281,6 +1286,7 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     ct_ctx_free(ctx);
     free_run(run);
     ct_dist_set_timeout(timeout_before);
+    if (o->deterministic && !deterministic_before) ct_set_deterministic(false);
     restore_signals(&saved);
     if (rc != CT_OK) ct_set_error(rc, "%s", saved_msg);
     return rc;

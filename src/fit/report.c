@@ -451,6 +451,9 @@ void cti_report_setup(cti_reporter *r, const cti_setup_info *si) {
              ct_get_num_threads() == 1 ? "" : "s", si->threads_from, r->o.size, r->o.size == 1 ? "" : "s",
              si->transport, si->n_models, si->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
     print_line(r, line);
+    if (si->deterministic)
+        print_line(r, "deterministic algorithms only (torch.use_deterministic_algorithms, cuDNN's deterministic "
+                      "kernels): an operator without one fails");
     char train[64], val[64], epoch[96];
     format_records(si->train_records, train, sizeof train);
     format_records(si->val_records, val, sizeof val);

@@ -92,6 +92,7 @@ typedef struct {
     int64_t global_batch_size;
     int64_t train_records, val_records; /* -1: an iterable loader */
     const char *resume_dir;    /* the checkpoint resumed ("" none) */
+    bool deterministic;        /* deterministic algorithms only (ct_set_deterministic) */
 } cti_setup_info;
 
 /* The start-up summary, once set up (resumed state restored): version,

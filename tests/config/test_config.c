@@ -114,7 +114,7 @@ static const char *full_config =
     "  \"checkpoint_storage\": {\"type\": \"shared_fs\", \"host_path\": \"/tmp/ck\",\n"
     "                         \"storage_path\": \"exp1\", \"save_trial_latest\": 2,\n"
     "                         \"save_trial_best\": 3, \"save_experiment_best\": 0},\n"
-    "  \"reproducibility\": {\"experiment_seed\": 1234},\n"
+    "  \"reproducibility\": {\"experiment_seed\": 1234, \"deterministic\": true},\n"
     "  \"records_per_epoch\": 60000,\n"
     "  \"optimizations\": {\"aggregation_frequency\": 4, \"average_training_metrics\": true,\n"
     "                    \"tune_malloc\": false},\n"
@@ -176,7 +176,7 @@ static void check_full(const cti_config *c) {
     CHECK(o->aggregation_frequency == 4);
     CHECK(o->dist_timeout == 90.5);
     CHECK(!o->tune_malloc);
-    CHECK(o->seed == 1234);
+    CHECK(o->seed == 1234 && o->deterministic);
     CHECK(strcmp(o->output_dir, "output") == 0);
     CHECK(o->checkpoint_dir && strcmp(o->checkpoint_dir, "/tmp/ck/exp1") == 0);
     CHECK(o->save_trial_latest == 2 && o->save_trial_best == 3);
@@ -378,6 +378,8 @@ static void test_errors(void) {
          "'optimizations.aggregation_frequency' must be a positive integer, got 0");
     FAIL("{" ML ", \"checkpoint_storage\": {\"save_trial_latest\": -1}}",
          "'checkpoint_storage.save_trial_latest' must be a non-negative integer, got -1");
+    FAIL("{" ML ", \"reproducibility\": {\"deterministic\": 1}}",
+         "'reproducibility.deterministic' must be a boolean");
     FAIL("{" ML ", \"reproducibility\": {\"experiment_seed\": -1}}",
          "'reproducibility.experiment_seed' must be a non-negative integer, got -1");
     /* Determined's experiment seeds are 0 to 2^31 - 1 (issue 17) */

@@ -122,7 +122,7 @@ static void test_every_flag(void) {
         "--validation-period=batches:30,10,20", "--checkpoint-period", "never",
         "--checkpoint-policy", "none", "--output", "out1", "--resume", "latest", "--test-mode",
         "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--no-tensorboard", "--quiet",
-        "--dist-timeout", "2.5", NULL});
+        "--dist-timeout", "2.5", "--deterministic", NULL});
     CHECK_OK(rc);
     CHECK(!a.help);
     const ct_fit_opts *o = &a.cfg.fit;
@@ -134,7 +134,7 @@ static void test_every_flag(void) {
     CHECK(o->checkpoint_policy == CT_CKPT_NONE);
     CHECK(strcmp(o->output_dir, "out1") == 0);
     CHECK(strcmp(o->resume, "latest") == 0);
-    CHECK(o->test_mode && o->stop_on_nan && o->quiet && !o->tensorboard);
+    CHECK(o->test_mode && o->stop_on_nan && o->quiet && !o->tensorboard && o->deterministic);
     /* the whole config file, for ct_ctx_experiment_config */
     CHECK(ct_value_get_str(ct_value_dict_get(ct_value_dict_get(o->experiment_config, "searcher"), "metric")) &&
           strcmp(ct_value_get_str(ct_value_dict_get(ct_value_dict_get(o->experiment_config, "searcher"), "metric")),
@@ -391,7 +391,7 @@ static void test_help(void) {
         "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
         "--checkpoint-period PERIOD", "--checkpoint-policy best|all|none", "--output DIR",
         "--resume PATH|latest", "--overwrite", "--warm-start DIR", "--test-mode", "--seed N", "--device cpu|cuda|cuda:N",
-        "--threads N", "--dist-timeout SECONDS", "--stop-on-nan", "--cuda-graphs", "--no-tensorboard", "--quiet", "--version", "--help"};
+        "--threads N", "--dist-timeout SECONDS", "--stop-on-nan", "--deterministic", "--cuda-graphs", "--no-tensorboard", "--quiet", "--version", "--help"};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

@@ -21,7 +21,8 @@ typedef struct {
     ct_optim *opt;
 } Trial;
 
-static int64_t g_batches; /* train_batch calls */
+static int64_t g_batches;       /* train_batch calls */
+static int64_t g_deterministic; /* of them, under deterministic algorithms */
 
 static void *init(ct_context *ctx) {
     Trial *t = calloc(1, sizeof *t);
@@ -44,6 +45,7 @@ static ct_tensor *mse(Trial *t, const ct_value *batch) {
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {
     g_batches++;
+    g_deterministic += ct_get_deterministic();
     ct_tensor *loss = mse(self, batch);
     if (ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, ((Trial *)self)->opt, NULL, NULL)) return NULL;
     return ct_value_tensor(loss);
@@ -174,6 +176,30 @@ static unsigned char *older_struct(size_t size, void (*init_at)(void *, size_t),
 
 static void init_fit_opts(void *p, size_t size) { ct_fit_opts_init(p, size); }
 
+/* ct_fit_opts.deterministic: deterministic algorithms while the fit runs
+ * (uninitialised memory NaN-filled, as PyTorch's), given back after. */
+static void test_deterministic(void) {
+    CHECK(!ct_get_deterministic());
+    ct_fit_opts o = opts();
+    o.deterministic = true;
+    g_batches = g_deterministic = 0;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_batches == 3 && g_deterministic == 3);
+    CHECK(!ct_get_deterministic());
+    CHECK_OK(ct_set_deterministic(true));
+    CHECK(ct_get_deterministic());
+    ct_tensor *e = ct_empty(CT_SHAPE(4), NULL);
+    float v[4] = {0};
+    CHECK(e && ct_read(e, v, sizeof v) == CT_OK && isnan(v[0]) && isnan(v[3]));
+    ct_tensor_free(e);
+    o.deterministic = false; /* a fit that does not ask leaves the process's mode alone */
+    g_deterministic = 0;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_deterministic == 3 && ct_get_deterministic());
+    CHECK_OK(ct_set_deterministic(false));
+    CHECK(!ct_get_deterministic());
+}
+
 static void test_abi(void) {
     /* An older program's ct_fit_opts: today's fields up to `overwrite`,
      * which it does not have. */
@@ -228,6 +254,15 @@ static void test_abi(void) {
     CHECK(ct_fit(&trial, (const ct_fit_opts *)newer) == CT_EINVAL && g_batches == 0);
     CHECK_ERR(CT_EINVAL, "the program was built against a newer ctrial than this library");
     free(newer);
+
+    /* Version 1 (before `deterministic`): its fields taken, deterministic
+     * off. */
+    o = opts();
+    old = older_struct(offsetof(ct_fit_opts, deterministic), init_fit_opts, &o);
+    g_batches = g_deterministic = 0;
+    CHECK_OK(ct_fit(&trial, (const ct_fit_opts *)old));
+    CHECK(g_batches == 3 && g_deterministic == 0);
+    free(old);
 
     /* A struct that did not come from ct_fit_defaults(). */
     o = opts();
@@ -297,6 +332,7 @@ static void test_loader_limits(void) {
 int main(void) {
     test_fit_options();
     test_abi();
+    test_deterministic();
     test_loader_limits();
     return ct_test_result("loop_fit_limits");
 }
