@@ -49,11 +49,6 @@ const char *cti_checkpointer_resume_dir(const cti_checkpointer *c) { return c->r
 const json_t *cti_checkpointer_resume_meta(const cti_checkpointer *c) { return c->resume_meta; }
 const char *cti_checkpointer_last(const cti_checkpointer *c) { return c->last; }
 
-int cti_checkpointer_set_resume_dir(cti_checkpointer *c, const char *dir) {
-    if (snprintf(c->resume_dir, sizeof c->resume_dir, "%s", dir) >= (int)sizeof c->resume_dir)
-        return ct_set_error(CT_ECONFIG, "checkpoint path too long: %s", dir);
-    return CT_OK;
-}
 
 /* ---- resuming ------------------------------------------------------------------ */
 

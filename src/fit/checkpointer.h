@@ -46,8 +46,6 @@ int cti_checkpointer_find_resume(cti_checkpointer *c);
  * none). Borrowed. */
 const char *cti_checkpointer_resume_dir(const cti_checkpointer *c);
 const json_t *cti_checkpointer_resume_meta(const cti_checkpointer *c);
-/* Makes c resume `dir` (a trial loaded from a checkpoint). */
-int cti_checkpointer_set_resume_dir(cti_checkpointer *c, const char *dir);
 
 /* A run that does not resume must not destroy an earlier run's results in
  * its directories (metrics.jsonl, TensorBoard event files, checkpoints):

@@ -27,9 +27,12 @@
 #include <unistd.h>
 
 struct cti_reporter {
-    cti_reporter_opts o;
-    const ct_fit_opts *opts;     /* o.opts */
-    const cti_position *pos;     /* o.pos */
+    /* What cti_reporter_new was told (report.h's cti_reporter_opts). */
+    const ct_fit_opts *opts;
+    const cti_position *pos;
+    const bool *tensorboard;
+    const ct_device *device;
+    int rank, size;
     FILE *metrics_log;           /* metrics.jsonl (rank 0) */
     struct cti_tb_writer *tb;    /* TensorBoard events in output_dir (rank 0) */
     bool resumed;                /* this run continues a checkpoint's (cti_report_open) */
@@ -55,14 +58,15 @@ cti_reporter *cti_reporter_new(const cti_reporter_opts *o) {
         ct_set_error(CT_ENOMEM, "ct_fit: out of host memory");
         return NULL;
     }
-    r->o = *o;
     r->opts = o->opts;
     r->pos = o->pos;
+    r->tensorboard = o->tensorboard;
+    r->device = o->device;
+    r->rank = o->rank;
+    r->size = o->size;
     r->start_time = cti_clock_monotonic();
     r->time_since = r->start_time;
-    r->last_report_time = r->start_time;
-    r->last_report_bt = r->pos->batches_trained;
-    r->last_report_records = r->pos->records_trained;
+    r->last_report_time = r->start_time; /* the rates' baseline position is cti_report_open's */
     r->eta_since_bt = -1;
     /* A live line (redrawn with \r and escape codes) only for a person at a
      * terminal: plain lines into a file or pipe, and under mpirun, which
@@ -90,9 +94,9 @@ void cti_time_add(cti_reporter *r, cti_time_kind kind, double since) {
  * device sync): bytes held by tensors now and at peak since the last
  * report. False off a GPU. */
 static bool gpu_memory(const cti_reporter *r, int64_t *now, int64_t *peak) {
-    if (r->o.device->type != CT_CUDA) return false;
-    return ct_cuda_memory_allocated(r->o.device->index, now) == CT_OK &&
-           ct_cuda_max_memory_allocated(r->o.device->index, peak) == CT_OK;
+    if (r->device->type != CT_CUDA) return false;
+    return ct_cuda_memory_allocated(r->device->index, now) == CT_OK &&
+           ct_cuda_max_memory_allocated(r->device->index, peak) == CT_OK;
 }
 
 /* The shares of wall time the loop spent, by kind: compute is train_batch
@@ -292,7 +296,7 @@ static double eta_seconds(const cti_reporter *r, double now, double interval_rat
 static void format_progress(cti_reporter *r, double now, char *buf, size_t len) {
     double dt = now - r->last_report_time;
     int64_t batches = r->pos->batches_trained - r->last_report_bt;
-    int64_t records = r->pos->records_trained + r->pos->records_pending * r->o.size - r->last_report_records;
+    int64_t records = r->pos->records_trained + r->pos->records_pending * r->size - r->last_report_records;
     int64_t total = r->pos->max_length_batches;
     double rate = dt > 0 ? (double)batches / dt : 0;
     double eta = eta_seconds(r, now, rate);
@@ -355,7 +359,7 @@ static void print_training(cti_reporter *r, const ct_value *metrics) {
 static int report(cti_reporter *r, const char *group, ct_value *metrics) {
     if (!ct_value_dict_get(metrics, "batches")) ct_value_dict_set(metrics, "batches", ct_value_int(r->pos->batches_trained));
     if (!ct_value_dict_get(metrics, "epochs")) ct_value_dict_set(metrics, "epochs", ct_value_float(epochs_of(r)));
-    if (r->o.rank != 0) return CT_OK;
+    if (r->rank != 0) return CT_OK;
     bool training = !strcmp(group, "training");
     json_t *timings = training ? take_timings(r) : NULL;
     if (r->metrics_log) {
@@ -372,7 +376,7 @@ static int report(cti_reporter *r, const char *group, ct_value *metrics) {
     }
     /* TensorBoard's event file opens with the first report it gets (none
      * with TensorBoard logging off). */
-    if (r->metrics_log && *r->o.tensorboard && !r->tb) {
+    if (r->metrics_log && *r->tensorboard && !r->tb) {
         if (!(r->tb = cti_tb_open(r->opts->output_dir, ""))) return ct_last_code();
         /* A resumed run: TensorBoard drops what the interrupted run logged
          * after the checkpoint (steps above its batch), as metrics.jsonl
@@ -382,7 +386,7 @@ static int report(cti_reporter *r, const char *group, ct_value *metrics) {
         if (resumed && cti_tb_add_session_start(r->tb, r->pos->initial_batch + 1, 0) != CT_OK)
             return ct_last_code();
     }
-    if (r->tb && *r->o.tensorboard) {
+    if (r->tb && *r->tensorboard) {
         int rc = add_scalars(r, group, metrics);
         if (rc != CT_OK) return rc;
     }
@@ -405,13 +409,13 @@ int cti_report(cti_reporter *r, const char *group, ct_value *metrics) {
     /* The GPU's peak restarts with each training line, once that line and
      * the progress line have both shown it (the progress line reads the
      * counters after the metrics.jsonl line is written). */
-    if (r->o.rank == 0 && !strcmp(group, "training") && r->o.device->type == CT_CUDA)
-        ct_cuda_reset_peak_memory_stats(r->o.device->index);
+    if (r->rank == 0 && !strcmp(group, "training") && r->device->type == CT_CUDA)
+        ct_cuda_reset_peak_memory_stats(r->device->index);
     return rc;
 }
 
 void cti_report_checkpoint(cti_reporter *r, const char *reason) {
-    if (r->o.rank != 0 || r->opts->quiet) return;
+    if (r->rank != 0 || r->opts->quiet) return;
     char line[256];
     snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)r->pos->batches_trained, reason);
     print_line(r, line);
@@ -441,14 +445,14 @@ static void format_records(int64_t n, char *buf, size_t len) {
 }
 
 void cti_report_setup(cti_reporter *r, const cti_setup_info *si) {
-    if (r->o.rank != 0 || r->opts->quiet) return;
+    if (r->rank != 0 || r->opts->quiet) return;
     char dev[32], line[4608];
-    ct_device_format(*r->o.device, dev, sizeof dev);
+    ct_device_format(*r->device, dev, sizeof dev);
     int64_t params = si->parameters;
     snprintf(line, sizeof line, "ctrial %s: trial %s on %s, %d intra-op thread%s per rank (%s), %d rank%s%s; %zu model%s, "
                                 "%lld parameter%s",
              ct_version(), si->trial_name ? si->trial_name : "(unnamed)", dev, ct_get_num_threads(),
-             ct_get_num_threads() == 1 ? "" : "s", si->threads_from, r->o.size, r->o.size == 1 ? "" : "s",
+             ct_get_num_threads() == 1 ? "" : "s", si->threads_from, r->size, r->size == 1 ? "" : "s",
              si->transport, si->n_models, si->n_models == 1 ? "" : "s", (long long)params, params == 1 ? "" : "s");
     print_line(r, line);
     if (si->deterministic)
@@ -462,7 +466,7 @@ void cti_report_setup(cti_reporter *r, const cti_setup_info *si) {
     else
         snprintf(epoch, sizeof epoch, "epochs of unknown length");
     snprintf(line, sizeof line, "data: training %s%s, %s (global batch size %lld); validation %s", train,
-             r->o.size > 1 ? " (rank 0's share)" : "", epoch, (long long)si->global_batch_size, val);
+             r->size > 1 ? " (rank 0's share)" : "", epoch, (long long)si->global_batch_size, val);
     print_line(r, line);
     char vp[128], cp[128];
     format_period(&r->opts->validation_period, vp, sizeof vp);
@@ -487,7 +491,7 @@ void cti_report_setup(cti_reporter *r, const cti_setup_info *si) {
 static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 void cti_report_preempted(cti_reporter *r, int sig, const char *last_checkpoint) {
-    if (r->o.rank != 0 || r->opts->quiet) return;
+    if (r->rank != 0 || r->opts->quiet) return;
     char line[4608];
     snprintf(line, sizeof line, "stopped by %s after batch %lld; resume with --resume %s", signal_name(sig),
              (long long)r->pos->batches_trained, last_checkpoint[0] ? last_checkpoint : "latest");
@@ -495,7 +499,7 @@ void cti_report_preempted(cti_reporter *r, int sig, const char *last_checkpoint)
 }
 
 void cti_report_stopped_before_training(cti_reporter *r, int sig, const char *resume_dir) {
-    if (r->o.rank != 0 || r->opts->quiet) return;
+    if (r->rank != 0 || r->opts->quiet) return;
     /* The checkpoint the run resumed (after the set-up), else the --resume
      * it was given, else latest: none yet starts from the beginning. */
     const char *resume = resume_dir[0]                           ? resume_dir
@@ -535,7 +539,7 @@ static void print_checkpoints(cti_reporter *r, const char *checkpoint_dir) {
 }
 
 void cti_report_summary(cti_reporter *r, const cti_summary_info *si) {
-    if (r->o.rank != 0 || r->opts->quiet) return;
+    if (r->rank != 0 || r->opts->quiet) return;
     int sig = si->signal;
     double secs = cti_clock_monotonic() - r->start_time;
     char line[1024];
