@@ -4,7 +4,9 @@
  * ct_set_error), so that pure-C code links, runs and reports errors without
  * libtorch. A message longer than the buffer is cut at a character
  * boundary. Formatting goes through a local buffer first: callers often pass
- * ct_last_error() itself as an argument, to prefix the message they got. */
+ * ct_last_error() itself as an argument, to prefix the message they got.
+ * No failure is left without words: an empty message gets the code's
+ * description. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,6 +63,13 @@ int ct_set_error(int code, const char *fmt, ...) {
         while (len > 0 && ((unsigned char)buf[len - 1] & 0xC0) == 0x80) len--;
     if (len > 0 && n >= (int)sizeof buf && ((unsigned char)buf[len - 1] & 0xC0) == 0xC0) len--;
     buf[len] = '\0';
+    /* Never an error without words: an empty message, or a prefix over one
+     * ("state_dict: " around a failure that said nothing), gets the code's
+     * own description. */
+    if (code != CT_OK && (len == 0 || (len >= 2 && strcmp(buf + len - 2, ": ") == 0))) {
+        snprintf(buf + len, sizeof buf - len, "%s (no further detail)", ct_strerror(code));
+        len = strlen(buf);
+    }
     memcpy(tl_msg, buf, len + 1);
     tl_code = code;
     return code;

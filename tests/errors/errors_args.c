@@ -153,6 +153,17 @@ static void chain_keeps_first_error(void) {
     CHECK(strcmp(ct_err_name(12345), "CT_UNKNOWN") == 0);
     CHECK(strcmp(ct_err_name(CT_ECHECKPOINT), "CT_ECHECKPOINT") == 0);
     CHECK(strcmp(ct_strerror(CT_EEXIT), "CT_EEXIT: the trial asked to exit") == 0);
+    /* No failure without words (issue 35: "optim_parity: state_dict: " and
+     * nothing after it): an empty message, or a prefix over an empty one,
+     * gets the code's description; a message with words stays as it is. */
+    CHECK(ct_set_error(CT_EIO, "%s", "") == CT_EIO);
+    CHECK(strcmp(ct_last_error(), "CT_EIO: input/output error (no further detail)") == 0);
+    CHECK(ct_set_error(CT_ETORCH, "%s: %s", "state_dict", "") == CT_ETORCH);
+    CHECK(strncmp(ct_last_error(), "state_dict: CT_ETORCH: ", 23) == 0);
+    CHECK(strstr(ct_last_error(), "(no further detail)") != NULL);
+    CHECK(ct_set_error(CT_EIO, "disk: read failed") == CT_EIO);
+    CHECK(strcmp(ct_last_error(), "disk: read failed") == 0);
+    ct_clear_error();
     /* Every row of the table: its value, a name that is its own, a phrase
      * after it, and no value given twice. */
     {
