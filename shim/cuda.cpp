@@ -10,7 +10,10 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+
+#include <cstdio>
 
 #include <map>
 #include <mutex>
@@ -148,3 +151,65 @@ extern "C" ct_tensor *ct_cuda_copy_in(const ct_tensor *t, int device) {
         return out;
     });
 }
+
+extern "C" int ct_cuda_copy_async(ct_tensor *dst, const ct_tensor *src) {
+    CT_IN_STATUS(dst);
+    CT_IN_STATUS(src);
+    return ct::status(__func__, [&] {
+        const at::Tensor &d = dst->t, &s = src->t;
+        if (d.is_cuda() == s.is_cuda())
+            throw ct::Failure{CT_EDEVICE, "one side must be a CUDA tensor and the other a host tensor (" +
+                                              ct::describe(d) + " <- " + ct::describe(s) + ")"};
+        if (d.sizes() != s.sizes() || d.scalar_type() != s.scalar_type())
+            throw ct::Failure{CT_ESHAPE, "dst " + ct::describe(d) + " and src " + ct::describe(s) + " differ"};
+        c10::cuda::CUDAGuard guard(d.is_cuda() ? d.device() : s.device());
+        dst->t.copy_(s, /*non_blocking=*/true);
+    });
+}
+
+extern "C" int ct_cuda_device_pci_id(int device, char *out, size_t len) {
+    if (!out || !len) return ct::fail(CT_EINVAL, __func__, "out is NULL or len is 0");
+    return ct::status(__func__, [&] {
+        check_device(device);
+        const cudaDeviceProp *p = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device));
+        snprintf(out, len, "%04x:%02x:%02x.0", static_cast<unsigned>(p->pciDomainID),
+                 static_cast<unsigned>(p->pciBusID), static_cast<unsigned>(p->pciDeviceID));
+    });
+}
+
+struct ct_cuda_event {
+    at::cuda::CUDAEvent ev;
+};
+
+extern "C" ct_cuda_event *ct_cuda_event_record(int device) {
+    try {
+        check_device(device);
+        const auto index = static_cast<c10::DeviceIndex>(device);
+        c10::cuda::CUDAGuard guard(index);
+        auto *e = new ct_cuda_event;
+        try {
+            e->ev.record(c10::cuda::getCurrentCUDAStream(index));
+        } catch (...) {
+            delete e;
+            throw;
+        }
+        return e;
+    } catch (...) {
+        ct::fail_exception(__func__);
+        return nullptr;
+    }
+}
+
+extern "C" int ct_cuda_event_query(ct_cuda_event *e) {
+    if (!e) return ct::fail(CT_EINVAL, __func__, "event is NULL");
+    int done = 0;
+    int rc = ct::status(__func__, [&] { done = e->ev.query() ? 1 : 0; });
+    return rc != CT_OK ? rc : done;
+}
+
+extern "C" int ct_cuda_event_wait(ct_cuda_event *e) {
+    if (!e) return ct::fail(CT_EINVAL, __func__, "event is NULL");
+    return ct::status(__func__, [&] { e->ev.synchronize(); });
+}
+
+extern "C" void ct_cuda_event_free(ct_cuda_event *e) { delete e; }

@@ -28,6 +28,15 @@ extern "C" ct_tensor *ct_cuda_copy_in(const ct_tensor *, int) {
     no_cuda(__func__);
     return nullptr;
 }
+extern "C" int ct_cuda_copy_async(ct_tensor *, const ct_tensor *) { return no_cuda(__func__); }
+extern "C" int ct_cuda_device_pci_id(int, char *, size_t) { return no_cuda(__func__); }
+extern "C" ct_cuda_event *ct_cuda_event_record(int) {
+    no_cuda(__func__);
+    return nullptr;
+}
+extern "C" int ct_cuda_event_query(ct_cuda_event *) { return no_cuda(__func__); }
+extern "C" int ct_cuda_event_wait(ct_cuda_event *) { return no_cuda(__func__); }
+extern "C" void ct_cuda_event_free(ct_cuda_event *) {}
 
 // ---- CUDA graphs: nothing can be captured, so nothing needs explaining ----
 

@@ -66,6 +66,30 @@ CT_API void *ct_cuda_data_ptr(const ct_tensor *t);
  * until the work queued there is done. NEW tensor (like ct_to_device), or
  * NULL + error. */
 CT_API ct_tensor *ct_cuda_copy_in(const ct_tensor *t, int device);
+/* dst.copy_(src, non_blocking=True): between a CUDA tensor and a host
+ * tensor, queued on the current stream of the CUDA side's device; with
+ * pinned host memory the host does not wait (a pageable side makes CUDA
+ * copy synchronously). Wait for it with an event recorded after it
+ * (below) before reading a host dst, and keep a host src unchanged until
+ * then. Same shapes and dtypes. Returns a status. */
+CT_API int ct_cuda_copy_async(ct_tensor *dst, const ct_tensor *src);
+/* The PCI address of a device, "dddd:bb:dd.f" as nvidia-smi prints it
+ * (torch.cuda.get_device_properties(d).pci_bus_id, with the domain):
+ * what tells two processes' devices apart where CUDA_VISIBLE_DEVICES gives
+ * each its own numbering. Writes at most len bytes with the terminator.
+ * Returns a status (CT_EDEVICE for no such device). */
+CT_API int ct_cuda_device_pci_id(int device, char *out, size_t len);
+
+/* An event (torch.cuda.Event): a point in a stream's work the host can
+ * ask about or wait for. ct_cuda_event_record returns a NEW event recorded
+ * on the current stream of `device` (NULL + error); _query says whether
+ * the work before it is done (1), not yet (0) or a negative code; _wait
+ * blocks the host until it is (a status); _free accepts NULL. */
+typedef struct ct_cuda_event ct_cuda_event;
+CT_API ct_cuda_event *ct_cuda_event_record(int device);
+CT_API int ct_cuda_event_query(ct_cuda_event *e);
+CT_API int ct_cuda_event_wait(ct_cuda_event *e);
+CT_API void ct_cuda_event_free(ct_cuda_event *e);
 
 /* ---- CUDA graphs (torch.cuda.CUDAGraph) -------------------------------------
  *

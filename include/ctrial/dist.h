@@ -32,8 +32,12 @@
  * CUDA collective at the same point): the call enqueues the collective on
  * the device's current stream and returns, so the result is there for work
  * that follows on that stream (or after ct_cuda_synchronize), as with
- * torch.distributed on NCCL. Without NCCL they are refused (CT_ENOTSUP) —
- * never a silent copy through host memory. Failures are CT_EDIST naming the
+ * torch.distributed on NCCL. Where NCCL cannot be used — a build without
+ * it, or ranks that share a GPU, which NCCL refuses — CUDA tensors are
+ * copied to host memory, reduced by MPI and copied back, as torch's gloo
+ * backend does (CTRIAL_CUDA_TRANSPORT=nccl asks for NCCL by name and is
+ * refused there; =host asks for host memory everywhere; docs/api/dist.md,
+ * "CUDA tensors"). Failures are CT_EDIST naming the
  * rank and the call; a rank that gets one should end the job
  * (ct_dist_abort), since its peers may be waiting inside the collective.
  */

@@ -3,7 +3,8 @@
  * MPI starts only when mpirun launched this process (its environment says
  * so), so a plain run pays nothing. Every call checks MPI's return code and
  * turns a failure into CT_EDIST naming the rank and the call. CUDA tensors
- * go to NCCL (nccl_comm.c), bootstrapped over this MPI. */
+ * go to NCCL (nccl_comm.c), bootstrapped over this MPI, or through host
+ * memory where NCCL cannot be used (cuda_transport.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "ctrial/dist.h"
 
@@ -23,6 +24,7 @@
 #include "ctrial/error.h"
 #include "ctrial/trial.h" /* CT_EXIT_DIST */
 #include "dist/agree.h"
+#include "dist/cuda_transport.h"
 #include "dist/group.h"
 #include "dist/host.h"
 #include "dist/nccl_comm.h"
@@ -54,6 +56,20 @@ int ct_dist_set_timeout(double seconds) {
 double ct_dist_timeout(void) { return g_timeout; }
 
 static const int64_t *progress; /* cti_dist_watch_progress: the loop's batches trained */
+
+/* ct_dist_allreduce's checks, made before any communication, the same way
+ * on every rank (the dtype is the same everywhere), so no rank is left in a
+ * collective; with one rank and without MPI too, so that a program does
+ * not fail only under mpirun. Returns a status. */
+static int allreduce_args(const ct_tensor *t, ct_dist_op op) {
+    if (!t) return ct_set_error(CT_EINVAL, "ct_dist_allreduce: t is NULL");
+    if ((int)op < CT_DIST_SUM || (int)op > CT_DIST_MIN) return ct_set_error(CT_EINVAL, "ct_dist_allreduce: op %d", (int)op);
+    if (op == CT_DIST_AVG && !ct_dtype_is_floating(ct_dtype_of(t)))
+        return ct_set_error(CT_EDTYPE, "ct_dist_allreduce: rank %d: CT_DIST_AVG needs a floating tensor, not %s (the "
+                            "mean of integers is not an integer: reduce with CT_DIST_SUM and divide)",
+                            g.rank, ct_dtype_name(ct_dtype_of(t)));
+    return CT_OK;
+}
 
 void cti_dist_watch_progress(const int64_t *batches) { progress = batches; }
 
@@ -448,6 +464,7 @@ int cti_dist_group_begin(int color) {
     MPI_CHECK(MPI_Comm_dup(base, &ctl));
     /* NCCL's communicators are the job's: the group makes its own */
     cti_nccl_finalize();
+    cti_cuda_transport_reset();
     grp.active = true;
     grp.base = base;
     grp.coll = coll_comm, grp.ctl = ctl_comm;
@@ -460,6 +477,7 @@ int cti_dist_group_begin(int color) {
 int cti_dist_group_end(void) {
     if (!grp.active) return CT_OK;
     cti_nccl_finalize();
+    cti_cuda_transport_reset();
     MPI_Comm_free(&coll_comm);
     MPI_Comm_free(&ctl_comm);
     MPI_Comm_free(&grp.base);
@@ -474,6 +492,7 @@ void ct_dist_finalize(void) {
     int done = 0;
     cti_dist_group_end();
     cti_nccl_finalize(); /* NCCL's communicators before the MPI that bootstrapped them */
+    cti_cuda_transport_reset();
     if (g.we_started_mpi && (MPI_Finalized(&done), !done)) {
         if (coll_comm != MPI_COMM_NULL) MPI_Comm_free(&coll_comm);
         if (ctl_comm != MPI_COMM_NULL) MPI_Comm_free(&ctl_comm);
@@ -535,20 +554,49 @@ static void *mpi_buffer(const ct_tensor *t, const char *fn, MPI_Datatype *type) 
 
 static bool is_cuda(const ct_tensor *t) { return ct_device_of(t).type == CT_CUDA; }
 
+/* The CPU side of a collective: MPI on t's host memory (bcast: broadcast
+ * from root, else allreduce with op; AVG divides after the sum). */
+static int mpi_collective(ct_tensor *t, const char *fn, bool bcast, int root, ct_dist_op op) {
+    MPI_Datatype type;
+    void *p = mpi_buffer(t, fn, &type);
+    if (!p) return ct_last_code();
+    if (bcast) return p2p_bcast(p, (int)ct_numel(t), type, root, fn);
+    int rc = p2p_allreduce(p, (int)ct_numel(t), type, mpi_op(op), fn);
+    if (rc != CT_OK) return rc;
+    return op == CT_DIST_AVG ? ct_mul_scalar_(t, 1.0 / g.size) : CT_OK;
+}
+
+/* A CUDA tensor through host memory (gloo's way with CUDA tensors): copied
+ * to the host once the device has computed it (half types as float32,
+ * which MPI has), reduced there, copied back on the current stream. */
+static int host_collective(ct_tensor *t, const char *fn, bool bcast, int root, ct_dist_op op) {
+    ct_dtype dt = ct_dtype_of(t);
+    ct_tensor *h = ct_to_device(t, ct_cpu(), false);
+    if (h && (dt == CT_F16 || dt == CT_BF16)) { /* MPI has no half types: added in float32, rounded once */
+        ct_tensor *f = ct_to_dtype(h, CT_F32);
+        ct_tensor_free(h);
+        h = f;
+    }
+    if (!h) return ct_last_code();
+    int rc = mpi_collective(h, fn, bcast, root, op);
+    if (rc == CT_OK) rc = ct_copy_(t, h);
+    ct_tensor_free(h);
+    return rc;
+}
+
 /* A collective on a CUDA tensor: NCCL on the tensor's device and current
- * stream (bcast: broadcast from root, else allreduce with op). Without NCCL
- * in the build: CT_ENOTSUP — never a copy through host memory behind the
- * caller's back. Returns a status. */
+ * stream (bcast: broadcast from root, else allreduce with op), or, where
+ * NCCL cannot be used (cuda_transport.h), through host memory: copied to
+ * the host, reduced by MPI as a CPU tensor, copied back. Returns a status. */
 static int cuda_collective(ct_tensor *t, const char *fn, bool bcast, int root, ct_dist_op op) {
-    if (!cti_nccl_is_built())
-        return ct_set_error(CT_ENOTSUP, "%s: rank %d: collectives on CUDA tensors need NCCL, and this ctrial was built "
-                            "without it (CTRIAL_HAVE_NCCL in ctrial/config.h is 0; copy to the CPU explicitly)",
-                            fn, g.rank);
     if (!ct_is_contiguous(t)) return ct_set_error(CT_EINVAL, "%s: rank %d: the tensor must be contiguous", fn, g.rank);
+    int device = ct_device_of(t).index;
+    int how = cti_cuda_transport_get(device);
+    if (how < 0) return how;
+    if (how == CTI_CUDA_HOST) return host_collective(t, fn, bcast, root, op);
     void *p = ct_cuda_data_ptr(t);
     if (!p) return ct_last_code();
     size_t n = (size_t)ct_numel(t);
-    int device = ct_device_of(t).index;
     return bcast ? cti_nccl_broadcast(p, n, ct_dtype_of(t), root, device, NULL)
                  : cti_nccl_allreduce(p, n, ct_dtype_of(t), op, device, NULL);
 }
@@ -557,30 +605,15 @@ int ct_dist_broadcast(ct_tensor *t, int root) {
     if (!t) return ct_set_error(CT_EINVAL, "ct_dist_broadcast: t is NULL");
     if (g.size == 1 || ct_numel(t) == 0) return CT_OK;
     if (is_cuda(t)) return cuda_collective(t, __func__, true, root, CT_DIST_SUM);
-    MPI_Datatype type;
-    void *p = mpi_buffer(t, __func__, &type);
-    if (!p) return ct_last_code();
-    return p2p_bcast(p, (int)ct_numel(t), type, root, "ct_dist_broadcast");
+    return mpi_collective(t, __func__, true, root, CT_DIST_SUM);
 }
 
 int ct_dist_allreduce(ct_tensor *t, ct_dist_op op) {
-    if (!t) return ct_set_error(CT_EINVAL, "ct_dist_allreduce: t is NULL");
-    if ((int)op < CT_DIST_SUM || (int)op > CT_DIST_MIN) return ct_set_error(CT_EINVAL, "ct_dist_allreduce: op %d", (int)op);
-    /* Refused before any communication, the same way on every rank (the
-     * dtype is the same everywhere), so no rank is left in a collective;
-     * with one rank too, so that a program does not fail only under mpirun. */
-    if (op == CT_DIST_AVG && !ct_dtype_is_floating(ct_dtype_of(t)))
-        return ct_set_error(CT_EDTYPE, "ct_dist_allreduce: rank %d: CT_DIST_AVG needs a floating tensor, not %s (the "
-                            "mean of integers is not an integer: reduce with CT_DIST_SUM and divide)",
-                            g.rank, ct_dtype_name(ct_dtype_of(t)));
+    int rc = allreduce_args(t, op);
+    if (rc != CT_OK) return rc;
     if (g.size == 1 || ct_numel(t) == 0) return CT_OK;
     if (is_cuda(t)) return cuda_collective(t, __func__, false, 0, op);
-    MPI_Datatype type;
-    void *p = mpi_buffer(t, __func__, &type);
-    if (!p) return ct_last_code();
-    int rc = p2p_allreduce(p, (int)ct_numel(t), type, mpi_op(op), "ct_dist_allreduce");
-    if (rc != CT_OK) return rc;
-    return op == CT_DIST_AVG ? ct_mul_scalar_(t, 1.0 / g.size) : CT_OK;
+    return mpi_collective(t, __func__, false, 0, op);
 }
 
 int ct_dist_broadcast_bytes(void *buf, size_t n, int root) {
@@ -689,9 +722,7 @@ void ct_dist_abort(int exit_code, const char *why) {
 }
 int ct_dist_barrier(void) { return CT_OK; }
 int ct_dist_broadcast(ct_tensor *t, int root) { return t ? CT_OK : ct_set_error(CT_EINVAL, "ct_dist_broadcast: t is NULL"); }
-int ct_dist_allreduce(ct_tensor *t, ct_dist_op op) {
-    return t ? CT_OK : ct_set_error(CT_EINVAL, "ct_dist_allreduce: t is NULL");
-}
+int ct_dist_allreduce(ct_tensor *t, ct_dist_op op) { return allreduce_args(t, op); }
 int ct_dist_broadcast_bytes(void *buf, size_t n, int root) { return CT_OK; }
 int ct_dist_allreduce_i64(int64_t *values, int n, ct_dist_op op) { return CT_OK; }
 int cti_dist_allreduce_i64_as(int64_t *values, int n, ct_dist_op op, const char *what) {

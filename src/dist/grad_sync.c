@@ -129,7 +129,21 @@
  * whole bucket on the current stream and the bucket is done as far as the
  * host is concerned. Hooks act on any thread there (autograd runs CUDA
  * backward on a device thread while the arming thread waits), and the
- * communicator is created in new, on the MPI thread. */
+ * communicator is created in new, on the MPI thread.
+ *
+ * CUDA through host memory ("staged": no NCCL in the build, or ranks
+ * sharing a GPU; cuda_transport.h). The slots, lending and flags are on the
+ * device as for NCCL (b->dev), and the bucket's buffer (b->buf) is on the
+ * host as for a CPU bucket: pinned, or in this rank's shared segment. The
+ * hook, on any thread, stages on the device, and once the bucket is full
+ * queues its copy to the host and records an event (B_COPYING); every
+ * slot's values are then in the host buffer, which the additions read. On
+ * the arming thread, advance polls the event without blocking and starts
+ * the host's reduction when it is done, so a bucket's messages can run
+ * while the device still computes later gradients; write_back queues the
+ * copy back on the current stream, where the optimizer step follows. The
+ * host buffer is written again only after the next window's copy to it,
+ * which the stream orders after that copy back. */
 #define _POSIX_C_SOURCE 200809L
 #include "dist/grad_sync.h"
 
@@ -148,6 +162,7 @@
 #include "ctrial/dist.h"
 #include "ctrial/error.h"
 #include "ctrial/tensor.h"
+#include "dist/cuda_transport.h"
 #include "dist/nccl_comm.h"
 #include "dist/watch.h"
 
@@ -168,6 +183,7 @@ enum { MSG_LEN = 512 };
 
 typedef enum {
     B_IDLE,    /* not launched in this window */
+    B_COPYING, /* staged: on its way from the device to the host bucket */
     B_RUNNING, /* message steps or shared-memory phases in flight */
     B_DONE,    /* reduced, or given up on after an MPI failure (s->err says so) */
 } bucket_state;
@@ -210,6 +226,8 @@ typedef struct {
     int64_t n;            /* numel + count */
     ct_tensor *buf;       /* NEW: [n] */
     char *base;           /* buf's first byte (CPU, or the device address) */
+    ct_tensor *dev;       /* NEW, staged: the bucket on the device, where the slots are ([n]) */
+    ct_cuda_event *copied; /* staged: the copy to the host is done once this is (NULL: none pending) */
     ct_tensor *grads;     /* NEW view buf[0 .. numel) (CUDA: zeroed in one kernel) */
     ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
     bool all_had;         /* every parameter staged in this window had a local gradient */
@@ -239,7 +257,8 @@ typedef struct {
 
 struct cti_grad_sync {
     int rank, size;
-    bool cuda;       /* the parameters are on cuda:device: NCCL instead of messages */
+    bool cuda;       /* the parameters are on cuda:device: NCCL instead of messages, unless staged */
+    bool staged;     /* CUDA through host memory (cuda_transport.h): slots on the device, buckets on the host */
     int device;
     size_t nparams;
     gs_param *params;
@@ -489,10 +508,23 @@ static void advance_shm(cti_grad_sync *s, int bi) {
     if (all_reached(s, bi, GATHERED)) bucket_done(s, b);
 }
 
-/* Moves bucket bi as far as the other ranks allow. On the last step the
+static void start_host(cti_grad_sync *s, int bi);
+
+/* Moves bucket bi as far as the other ranks allow (staged: first waits,
+ * without blocking, for its copy to the host). On the last step the
  * bucket is DONE and the stats count it. */
 static void advance(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
+    if (b->state == B_COPYING) {
+        if (b->copied) {
+            int q = ct_cuda_event_query(b->copied);
+            if (q == 0) return; /* the device is not there yet */
+            if (q < 0) record_last(s, "waiting for the copy to the host", bi, NULL);
+            ct_cuda_event_free(b->copied);
+            b->copied = NULL;
+        }
+        start_host(s, bi);
+    }
     if (b->state != B_RUNNING) return;
     if (b->shm) {
         advance_shm(s, bi);
@@ -505,8 +537,7 @@ static void advance(cti_grad_sync *s, int bi) {
 
 /* Every bucket in flight, one poll further. */
 static void progress(cti_grad_sync *s) {
-    for (int i = 0; i < s->next_launch; i++)
-        if (s->buckets[i].state == B_RUNNING) advance(s, i);
+    for (int i = 0; i < s->next_launch; i++) advance(s, i);
 }
 
 /* ---- launching ---------------------------------------------------------- */
@@ -630,14 +661,9 @@ static void stage(cti_grad_sync *s, gs_param *p) {
 }
 
 /* CUDA buckets: writes the flags (one kernel unless a parameter had no
- * local gradient) and enqueues one NCCL average of the whole bucket on the
- * current stream, after the kernels that produced and staged the
- * gradients. Nothing to poll: work that follows on the stream (the
- * optimizer step) sees the average, so the bucket counts as done. */
-static void launch_nccl(cti_grad_sync *s, int bi) {
+ * local gradient), on the device. */
+static bool write_device_flags(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    b->state = B_DONE;
-    b->t_launch = cti_clock_monotonic();
     ct_scope *sc = ct_scope_begin();
     int rc = ct_fill_(b->flags, 1.0);
     for (int i = b->first; rc == CT_OK && !b->all_had && i < b->first + b->count; i++) {
@@ -645,11 +671,20 @@ static void launch_nccl(cti_grad_sync *s, int bi) {
         rc = ct_zero_(ct_narrow(b->flags, 0, i - b->first, 1));
     }
     ct_scope_end(sc);
-    if (rc != CT_OK) {
-        record_last(s, "writing the has-gradient flags", bi, NULL);
-        return;
-    }
-    rc = cti_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
+    if (rc != CT_OK) record_last(s, "writing the has-gradient flags", bi, NULL);
+    return rc == CT_OK;
+}
+
+/* NCCL: the flags, then one NCCL average of the whole bucket enqueued on
+ * the current stream, after the kernels that produced and staged the
+ * gradients. Nothing to poll: work that follows on the stream (the
+ * optimizer step) sees the average, so the bucket counts as done. */
+static void launch_nccl(cti_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    b->state = B_DONE;
+    b->t_launch = cti_clock_monotonic();
+    if (!write_device_flags(s, bi)) return;
+    int rc = cti_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
     if (rc != CT_OK) {
         record(s, rc, "grad_sync: rank %d: bucket %d: %s", s->rank, bi, ct_last_error());
         return;
@@ -658,19 +693,31 @@ static void launch_nccl(cti_grad_sync *s, int bi) {
     s->stats.buckets++;
 }
 
-/* Stages the bucket's parameters that no hook staged in this window
- * (no gradient from this backward: an older one, or none) and posts the
- * first message step. */
-static void launch(cti_grad_sync *s, int bi) {
+/* Staged: the flags on the device, then the whole bucket queued for
+ * copying into its host buffer (pinned, or this rank's shared segment),
+ * with an event after it; advance starts the host's reduction once the
+ * event is done. Every slot's values are then in the host buffer, so the
+ * additions read them there (src). A failure is recorded and the bucket
+ * goes on: the other ranks wait for it. Any thread: no MPI here. */
+static void launch_copy(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    for (int i = b->first; i < b->first + b->count; i++)
-        if (!s->params[i].ready) stage(s, &s->params[i]);
-    if (s->cuda) {
-        launch_nccl(s, bi);
-        return;
+    b->state = B_COPYING;
+    if (write_device_flags(s, bi)) {
+        if (ct_cuda_copy_async(b->buf, b->dev) != CT_OK) record_last(s, "copying the bucket to the host", bi, NULL);
+        else if (!(b->copied = ct_cuda_event_record(s->device)))
+            record_last(s, "recording the copy's event", bi, NULL);
     }
+    for (int i = b->first; i < b->first + b->count; i++) {
+        gs_param *p = &s->params[i];
+        p->src = b->base + (size_t)p->off * b->elsize;
+    }
+}
+
+/* The host's part of a bucket whose gradients are in its buffer: shared
+ * memory's phases, or the first message step. */
+static void start_host(cti_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
     b->state = B_RUNNING;
-    b->t_launch = cti_clock_monotonic();
     if (b->shm) {
         b->phase = 0;
         memset(b->got, 0, (size_t)s->lay.local_size * sizeof *b->got);
@@ -678,6 +725,23 @@ static void launch(cti_grad_sync *s, int bi) {
         return;
     }
     if (!steps_start(s, b, bi)) b->state = B_DONE;
+}
+
+/* Stages the bucket's parameters that no hook staged in this window
+ * (no gradient from this backward: an older one, or none) and sends the
+ * bucket on its way: NCCL, the copy to the host (staged), or the host's
+ * reduction. */
+static void launch(cti_grad_sync *s, int bi) {
+    gs_bucket *b = &s->buckets[bi];
+    for (int i = b->first; i < b->first + b->count; i++)
+        if (!s->params[i].ready) stage(s, &s->params[i]);
+    if (s->cuda && !s->staged) {
+        launch_nccl(s, bi);
+        return;
+    }
+    b->t_launch = cti_clock_monotonic();
+    if (s->staged) launch_copy(s, bi);
+    else start_host(s, bi);
 }
 
 /* Launches, in index order, every bucket whose parameters are all ready. */
@@ -697,7 +761,12 @@ static void write_back(cti_grad_sync *s, int bi) {
      * gradient somewhere (a sync on the host): otherwise every flag holds
      * at least this rank's share and is nonzero. */
     unsigned char *host_flags = NULL;
-    if (s->cuda && !b->all_had) {
+    bool on_host = !s->cuda || s->staged; /* the flags are in b->base */
+    if (s->staged && ct_cuda_copy_async(b->dev, b->buf) != CT_OK) {
+        record_last(s, "copying the averages back to the device", bi, NULL);
+        return;
+    }
+    if (!on_host && !b->all_had) {
         size_t nb = (size_t)b->count * b->elsize;
         host_flags = malloc(nb);
         if (!host_flags) {
@@ -714,7 +783,7 @@ static void write_back(cti_grad_sync *s, int bi) {
         gs_param *p = &s->params[i];
         release(p);
         bool any;
-        if (!s->cuda) any = read_flag((const unsigned char *)b->base + (size_t)p->flag * b->elsize, b->elsize);
+        if (on_host) any = read_flag((const unsigned char *)b->base + (size_t)p->flag * b->elsize, b->elsize);
         else any = !host_flags || read_flag(host_flags + (size_t)(i - b->first) * b->elsize, b->elsize);
         if (!any) continue;
         ct_tensor *g = ct_grad(p->param);
@@ -742,8 +811,8 @@ static void complete(cti_grad_sync *s) {
         running = false;
         for (int i = 0; i < s->nbuckets; i++) {
             gs_bucket *b = &s->buckets[i];
-            if (b->state == B_RUNNING) advance(s, i);
-            if (b->state == B_RUNNING) {
+            advance(s, i);
+            if (b->state == B_RUNNING || b->state == B_COPYING) {
                 running = true;
             } else if (!b->written && !s->err) {
                 write_back(s, i);
@@ -781,7 +850,8 @@ static void on_grad(ct_tensor *t, void *ctx) {
     /* MPI runs FUNNELED: messages only move on the arming thread. NCCL
      * may be called from the autograd engine's device thread, which runs
      * CUDA backward while the arming thread waits in backward. */
-    if (!s->window || (!s->cuda && !pthread_equal(pthread_self(), s->arm_thread))) return;
+    bool on_arm = pthread_equal(pthread_self(), s->arm_thread);
+    if (!s->window || (!s->cuda && !on_arm)) return;
     gs_bucket *b = &s->buckets[p->bucket];
     if (b->state != B_IDLE) {
         record(s, CT_ESTATE,
@@ -798,7 +868,7 @@ static void on_grad(ct_tensor *t, void *ctx) {
         b->nready++;
     }
     launch_ready(s);
-    progress(s);
+    if (on_arm) progress(s); /* staged CUDA: copies from any thread, messages from this one */
 }
 
 /* ---- building the buckets ------------------------------------------------- */
@@ -826,21 +896,14 @@ static ct_tensor *shaped_view(ct_tensor *buf, int64_t off, int64_t len, int ndim
     return ct_keep(v);
 }
 
-/* Checks what a sync cannot take: non-floating dtypes (no gradient),
- * CUDA parameters without NCCL (gradients are never copied through host
- * memory), and parameters on more than one device (one sync is one
+/* Checks what a sync cannot take: non-floating dtypes (no gradient) and
+ * parameters on more than one device (one sync is one
  * communicator: the first parameter decides). Returns a status. */
 static int check_param(cti_grad_sync *s, const gs_param *p, bool first) {
     ct_device d = ct_device_of(p->param);
     if (!ct_dtype_is_floating(ct_dtype_of(p->param)))
         return ct_set_error(CT_EDTYPE, "grad_sync: rank %d: parameter '%s' is %s: only floating parameters have gradients",
                             s->rank, p->name, ct_dtype_name(ct_dtype_of(p->param)));
-    if (d.type == CT_CUDA && !cti_nccl_is_built())
-        return ct_set_error(CT_ENOTSUP,
-                            "grad_sync: rank %d: parameter '%s' is on cuda:%d: averaging CUDA gradients needs NCCL, "
-                            "which this ctrial was built without (CTRIAL_WITH_NCCL); they are never copied through "
-                            "host memory",
-                            s->rank, p->name, d.index);
     if (first) {
         s->cuda = d.type == CT_CUDA;
         s->device = d.index;
@@ -882,8 +945,9 @@ static int plan_buckets(cti_grad_sync *s, size_t bucket_bytes) {
 }
 
 /* Lays bucket b's parameters' slots (views shaped as the parameters) and
- * flags out in its buffer, in order. */
-static int make_slots(cti_grad_sync *s, gs_bucket *b) {
+ * flags out in buf (its buffer, or its device copy when staged), whose
+ * first byte is at base, in order. */
+static int make_slots(cti_grad_sync *s, gs_bucket *b, ct_tensor *buf, char *base) {
     int64_t off = 0;
     for (int i = b->first; i < b->first + b->count; i++) {
         gs_param *pr = &s->params[i];
@@ -892,9 +956,9 @@ static int make_slots(cti_grad_sync *s, gs_bucket *b) {
         if (nd < 0 || nd > 16)
             return ct_set_error(CT_ESHAPE, "grad_sync: rank %d: parameter '%s' has %d dims", s->rank, pr->name, nd);
         int64_t numel = ct_numel(pr->param);
-        pr->slot = shaped_view(b->buf, off, numel, nd, shape);
+        pr->slot = shaped_view(buf, off, numel, nd, shape);
         if (!pr->slot) return ct_last_code();
-        pr->at = b->base + (size_t)off * b->elsize;
+        pr->at = base + (size_t)off * b->elsize;
         pr->bytes = (size_t)numel * b->elsize;
         pr->off = off;
         pr->flag = b->numel + (i - b->first);
@@ -903,18 +967,37 @@ static int make_slots(cti_grad_sync *s, gs_bucket *b) {
     return CT_OK;
 }
 
-/* A CUDA bucket: its buffer on the device, views for zeroing the gradients
- * and writing the flags, and the slots; NCCL needs no message steps. */
+/* A bucket's buffer on the device (NEW), with views for zeroing the
+ * gradients and writing the flags; *base its device address. */
+static ct_tensor *device_bucket(cti_grad_sync *s, gs_bucket *b, char **base) {
+    ct_topts o = {.dtype = b->dtype, .device = ct_cuda(s->device)};
+    ct_tensor *buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
+    if (!buf) return NULL;
+    *base = ct_cuda_data_ptr(buf);
+    b->grads = flat_view(buf, 0, b->numel);
+    b->flags = flat_view(buf, b->numel, b->count);
+    if (!*base || !b->grads || !b->flags) {
+        ct_tensor_free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A CUDA bucket for NCCL: its buffer on the device and the slots; NCCL
+ * needs no message steps. */
 static int build_bucket_cuda(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    ct_topts o = {.dtype = b->dtype, .device = ct_cuda(s->device)};
-    b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
-    if (!b->buf) return ct_last_code();
-    b->base = ct_cuda_data_ptr(b->buf);
-    b->grads = flat_view(b->buf, 0, b->numel);
-    b->flags = flat_view(b->buf, b->numel, b->count);
-    if (!b->base || !b->grads || !b->flags) return ct_last_code();
-    return make_slots(s, b);
+    b->buf = device_bucket(s, b, &b->base);
+    return b->buf ? make_slots(s, b, b->buf, b->base) : ct_last_code();
+}
+
+/* The slots of a bucket whose buffer is on the host: in that buffer, or,
+ * staged, in a copy of it on the device. */
+static int host_bucket_slots(cti_grad_sync *s, gs_bucket *b) {
+    if (!s->staged) return make_slots(s, b, b->buf, b->base);
+    char *dbase = NULL;
+    b->dev = device_bucket(s, b, &dbase);
+    return b->dev ? make_slots(s, b, b->dev, dbase) : ct_last_code();
 }
 
 /* Bucket b's messages: among `group`, by its algorithm, over the elements
@@ -988,20 +1071,20 @@ static int build_bucket_shm(cti_grad_sync *s, int bi, size_t off) {
         int rc = make_steps(s, b, bi, &s->across, b->share_off[me], b->share_len[me]);
         if (rc != CT_OK) return rc;
     }
-    return make_slots(s, b);
+    return host_bucket_slots(s, b);
 }
 
 /* A bucket on messages through every rank: its buffer, the steps, the slots. */
 static int build_bucket(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
-    if (s->cuda) return build_bucket_cuda(s, bi);
-    ct_topts o = {.dtype = b->dtype};
+    if (s->cuda && !s->staged) return build_bucket_cuda(s, bi);
+    ct_topts o = {.dtype = b->dtype, .pin_memory = s->staged}; /* pinned: the copies do not block the host */
     b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
     if (!b->buf) return ct_last_code();
     b->base = ct_data_ptr(b->buf);
     if (!b->base) return ct_last_code();
     int rc = make_steps(s, b, bi, &s->all, 0, b->n);
-    return rc != CT_OK ? rc : make_slots(s, b);
+    return rc != CT_OK ? rc : host_bucket_slots(s, b);
 }
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -1087,7 +1170,7 @@ static int build_buckets(cti_grad_sync *s) {
         }
     }
     int rc = CT_OK;
-    if (!s->cuda) {
+    if (!s->cuda || s->staged) {
         bool forced = false;
         rc = choose_messages(s, &forced);
         if (rc == CT_OK) rc = cti_node_layout_get(s->comm, &s->lay);
@@ -1165,6 +1248,12 @@ cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes) {
         }
         s->all = (gs_group){.comm = s->comm, .p = s->size, .r = s->rank};
         if (plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES) != CT_OK) goto fail;
+        if (s->cuda) {
+            /* NCCL, or through host memory (cuda_transport.h): decided alike on every rank */
+            int how = cti_cuda_transport_get(s->device);
+            if (how < 0) goto fail;
+            s->staged = how == CTI_CUDA_HOST;
+        }
         int *tag_ub = NULL, flag = 0;
         MPI_Comm_get_attr(s->comm, MPI_TAG_UB, &tag_ub, &flag);
         if (flag && tag_ub && s->nbuckets > *tag_ub) {
@@ -1175,7 +1264,7 @@ cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes) {
         if (build_buckets(s) != CT_OK) goto fail;
         /* NCCL's communicator is created over MPI, which runs FUNNELED:
          * here, on this thread, not later in a hook on autograd's. */
-        if (s->cuda && cti_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
+        if (s->cuda && !s->staged && cti_nccl_allreduce(NULL, 0, s->buckets[0].dtype, CT_DIST_SUM, s->device, NULL) != CT_OK)
             goto fail;
         for (size_t i = 0; i < s->nparams; i++)
             if (ct_set_post_accumulate_grad_hook(s->params[i].param, on_grad, &s->params[i]) != CT_OK) goto fail;
@@ -1296,11 +1385,32 @@ static const char *messages_name(const bool uses[2], bool between_hosts) {
 }
 #endif
 
+#if CTRIAL_HAVE_MPI
+static const char *host_transport(const cti_grad_sync *s, char *why, size_t len);
+#endif
+
 const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len) {
     if (why && len) why[0] = '\0';
     if (!s || s->size == 1) return "none";
-    if (s->cuda) return "nccl";
+    if (s->cuda && !s->staged) return "nccl";
 #if CTRIAL_HAVE_MPI
+    const char *how = host_transport(s, why, len);
+    if (s->staged && why && len) {
+        /* "CUDA through host memory: <why NCCL is not used>[; <why not shared memory>]" */
+        char rest[200];
+        snprintf(rest, sizeof rest, "%s", why);
+        snprintf(why, len, "CUDA through host memory: %s%s%s", cti_cuda_transport_why(), rest[0] ? "; " : "", rest);
+    }
+    return how;
+#else
+    return "ring";
+#endif
+}
+
+#if CTRIAL_HAVE_MPI
+/* How the host's buckets are averaged, and why not by shared memory where
+ * it is not (cti_grad_sync_transport). */
+static const char *host_transport(const cti_grad_sync *s, char *why, size_t len) {
     /* a segment is made only when some bucket goes in it (build_buckets) */
     if (s->shm && s->lay.hosts > 1) {
         /* the float buckets' way between hosts (as this rank's share takes it: the same on every host rank
@@ -1315,10 +1425,8 @@ const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t le
     if (s->shm) return "shared memory";
     if (why && len) snprintf(why, len, "%s", s->why_not_shm);
     return messages_name(s->all.uses, false);
-#else
-    return "ring";
-#endif
 }
+#endif
 
 void cti_grad_sync_get_stats(const cti_grad_sync *s, cti_grad_sync_stats *out) {
     if (!out) return;
@@ -1363,6 +1471,8 @@ void cti_grad_sync_free(cti_grad_sync *s) {
         ct_tensor_free(b->scratch);
         ct_tensor_free(b->grads);
         ct_tensor_free(b->flags);
+        ct_tensor_free(b->dev);
+        ct_cuda_event_free(b->copied);
     }
     if (s->across.comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->across.comm);
     if (s->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&s->comm);

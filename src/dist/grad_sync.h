@@ -63,10 +63,13 @@
  * host never waits for the device: finish only enqueues what is left, and
  * the optimizer step that follows on the stream sees the averages. The
  * flags are read back (a host sync) only in a window where this rank had
- * no gradient for some parameter. Without NCCL in the build CUDA
- * parameters are refused (CT_ENOTSUP): gradients are never copied through
- * host memory behind the caller's back. The stats count bytes and buckets
- * but no seconds there (the host does not see the device's timing).
+ * no gradient for some parameter. The stats count bytes and buckets but no
+ * seconds there (the host does not see the device's timing). Where NCCL
+ * cannot be used (a build without it, ranks sharing a GPU:
+ * cuda_transport.h) the slots stay on the device and each bucket travels
+ * through host memory: the hook queues its copy to a host buffer and an
+ * event, and the host averages it as a CPU bucket once the event is done
+ * ("staged", grad_sync.c).
  * Handles have no lock: one thread at a time. */
 #ifndef CTRIAL_DIST_GRAD_SYNC_H
 #define CTRIAL_DIST_GRAD_SYNC_H
@@ -83,9 +86,9 @@ typedef struct cti_grad_sync cti_grad_sync;
  * post-accumulate-grad hooks on every parameter of model that requires grad.
  * A parameter has one such hook: a second sync over the same parameters
  * takes them over, and freeing either removes them, so keep one sync per
- * model. Collective under mpirun. NEW, or NULL + error (CT_ENOTSUP for CUDA
- * parameters without NCCL or parameters on several devices, CT_EDIST when
- * MPI or NCCL fails). */
+ * model. Collective under mpirun. NEW, or NULL + error (CT_ENOTSUP for
+ * parameters on several devices, CT_EDIST when MPI or NCCL fails, and what
+ * cti_cuda_transport_get refuses). */
 cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes);
 /* Whether the coming backward's gradients are reduced (optimizer-step
  * batches) or only accumulated. Called before every backward; a call while
@@ -120,7 +123,9 @@ typedef struct {
 /* How the float buckets travel: "shared memory" (every rank on this
  * machine: each reads the others' buckets directly, see grad_sync.c),
  * "shared memory + ALGO" (several hosts: shared memory on each, messages
- * between them), "ALGO" (MPI messages through every rank), "nccl" (CUDA),
+ * between them), "ALGO" (MPI messages through every rank), "nccl" (CUDA;
+ * CUDA through host memory names the host's way, and why begins "CUDA
+ * through host memory: " and the reason NCCL is not used),
  * or "none" (one rank); ALGO is "ring", "halving-doubling", or "ring and
  * halving-doubling" when the buckets' sizes choose both. A static string.
  * When why is not NULL, why (len bytes) says why shared memory is not used

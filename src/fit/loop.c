@@ -31,6 +31,7 @@
 #include "config/period.h"        /* defines: cti_period_fires, cti_period_in_batches, CT_SEED_MAX */
 
 /* the shim, through the public API */
+#include "ctrial/cuda.h"          /* defines: ct_cuda_device_count */
 #include "ctrial/dist.h"          /* defines: ct_dist_* (ranks, collectives) */
 
 /* data: the loaders */
@@ -1020,9 +1021,13 @@ static int setup_trial(cti_run *run) {
     ct_context *ctx = run->ctx;
     const ct_trial *t = ctx->trial;
     if (ctx->opts.device && ct_device_parse(ctx->opts.device, &ctx->device) != 0) return CT_ECONFIG;
-    /* "cuda" without an index under mpirun: each local rank takes its own GPU. */
-    if (ctx->device.type == CT_CUDA && ctx->opts.device && !strchr(ctx->opts.device, ':'))
-        ctx->device.index = ctx->local_rank;
+    /* "cuda" without an index under mpirun: each local rank takes its own
+     * GPU; with more ranks than GPUs they take turns (mpirun -np 2 on one
+     * GPU: both on cuda:0, their CUDA tensors through host memory). */
+    if (ctx->device.type == CT_CUDA && ctx->opts.device && !strchr(ctx->opts.device, ':')) {
+        int gpus = ct_cuda_device_count();
+        ctx->device.index = gpus > 0 ? ctx->local_rank % gpus : ctx->local_rank;
+    }
     if (choose_threads(run) != CT_OK) return ct_last_code();
     ctx->trial_seed = ctx->opts.seed;
     int rc = choose_global_batch_size(ctx);

@@ -101,6 +101,18 @@ def single_config(path, name, gbs, batches, val=None, ckpt=None, keep_all=True, 
     return path
 
 
+def exit_with_report(t0, work):
+    """Ends a driver of checks: the count and every failure, the work
+    folder removed when all passed (kept to look at otherwise); exits 1 on
+    any failure."""
+    print(f"{len(FAILURES)} failures; {time.time() - t0:.1f} s; work dir {work}")
+    for f in FAILURES:
+        print("FAILED: " + f)
+    if not FAILURES:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(1 if FAILURES else 0)
+
+
 def fail(msg):
     """Stops the driver: prints the failure and exits 1."""
     print("FAIL:", msg)

@@ -20,13 +20,20 @@
  * which one rank names a missing device fails on every rank, and the next
  * one succeeds.
  *
- * Without a GPU (or with fewer GPUs than ranks on a host: NCCL refuses two
- * ranks on one GPU) every rank prints one "SKIP: ..." line and passes. */
+ * The collectives run twice: through the transport chosen (NCCL where each
+ * rank has a GPU of its own; through host memory where ranks share one, as
+ * on a one-GPU machine, or the build has no NCCL), then through host memory
+ * by name (CTRIAL_CUDA_TRANSPORT=host). ct_nccl_* directly need a GPU per
+ * rank.
+ *
+ * Without a GPU every rank prints one "SKIP: ..." line and passes. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
 #include <ctrial/config.h>
 
 #include "ct_test.h"
+#include "dist/cuda_transport.h"
 #include "dist/nccl_comm.h" /* src/dist/nccl_comm.h */
 
 static int R, P, DEV;
@@ -136,7 +143,7 @@ static void test_nccl_without_gpu(void) {
     CHECK(one == P);
 }
 
-/* ---- with a GPU per rank --------------------------------------------------- */
+/* ---- with a GPU on every rank ----------------------------------------------- */
 
 static void test_allreduce(ct_dtype dtype) {
     double s1 = P * (P + 1) / 2.0, s2 = (double)P * (P - 1);
@@ -252,23 +259,26 @@ static void test_nccl_direct(void) {
     cti_nccl_finalize(); /* twice is fine */
 }
 
-/* Whether every rank has a GPU of its own; agreed, so all skip or none.
- * *none_anywhere: no rank sees a GPU at all. */
-static bool gpus_for_every_rank(char *why, size_t len, bool *none_anywhere) {
+/* Whether every rank sees a GPU, and whether each has its own (NCCL
+ * refuses two ranks on one); agreed, so all skip or none. *why says what is
+ * missing; *none_anywhere: no rank sees a GPU at all. */
+static bool gpus_for_every_rank(char *why, size_t len, bool *none_anywhere, bool *own) {
     int gpus = ct_cuda_device_count();
-    int64_t none = !ct_cuda_is_available(), missing = 0;
-    CHECK_OK(ct_dist_allreduce_i64(&none, 1, CT_DIST_MIN));
-    *none_anywhere = none != 0;
+    int64_t v[3] = {!ct_cuda_is_available(), 0, 0}; /* none here; missing here; shared here */
     if (!ct_cuda_is_available()) {
         snprintf(why, len, "no GPU (libtorch %s CUDA)", ct_cuda_is_built() ? "has" : "has no");
-        missing = 1;
+        v[1] = 1;
     } else if (gpus < ct_dist_local_size()) {
-        snprintf(why, len, "%d ranks on this host but %d GPU(s): NCCL needs one per rank", ct_dist_local_size(), gpus);
-        missing = 1;
+        snprintf(why, len, "%d ranks on this host but %d GPU(s)", ct_dist_local_size(), gpus);
+        v[2] = 1;
     }
-    CHECK_OK(ct_dist_allreduce_i64(&missing, 1, CT_DIST_MAX));
-    if (missing && !why[0]) snprintf(why, len, "another host has too few GPUs");
-    return !missing;
+    int64_t none = v[0];
+    CHECK_OK(ct_dist_allreduce_i64(&none, 1, CT_DIST_MIN));
+    CHECK_OK(ct_dist_allreduce_i64(v + 1, 2, CT_DIST_MAX));
+    *none_anywhere = none != 0;
+    *own = !v[2];
+    if (v[1] && !why[0]) snprintf(why, len, "another host has no GPU");
+    return !v[1];
 }
 
 int main(void) {
@@ -282,20 +292,33 @@ int main(void) {
     test_nccl_refusals();
 
     char why[128] = "";
-    bool none_anywhere = false;
-    if (!gpus_for_every_rank(why, sizeof why, &none_anywhere)) {
+    bool none_anywhere = false, own = false;
+    if (!gpus_for_every_rank(why, sizeof why, &none_anywhere, &own)) {
         if (none_anywhere) test_nccl_without_gpu();
         printf("SKIP: %s: dist_cuda (rank %d of %d) checked only what needs no GPU\n", why, R, P);
     } else {
         DEV = ct_dist_local_rank() % ct_cuda_device_count();
         CHECK_OK(ct_cuda_set_device(DEV));
-        const ct_dtype dtypes[] = {CT_F32, CT_BF16, CT_I64};
-        for (size_t i = 0; i < 3; i++) {
-            test_allreduce(dtypes[i]);
-            test_broadcast(dtypes[i]);
+        /* Twice: the transport chosen (NCCL with a GPU per rank, else
+         * through host memory), then through host memory by name. */
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) setenv("CTRIAL_CUDA_TRANSPORT", "host", 1);
+            cti_cuda_transport_reset();
+            const ct_dtype dtypes[] = {CT_F32, CT_BF16, CT_I64};
+            for (size_t i = 0; i < 3; i++) {
+                test_allreduce(dtypes[i]);
+                test_broadcast(dtypes[i]);
+            }
+            test_refusals();
+            if (P > 1 && R == 0)
+                printf("dist_cuda pass %d: %s%s\n", pass,
+                       cti_cuda_transport_why()[0] ? "through host memory: " : "NCCL", cti_cuda_transport_why());
+            CHECK(P == 1 || (cti_cuda_transport_why()[0] != '\0') == (pass == 1 || !own || !cti_nccl_is_built()));
         }
-        test_refusals();
-        test_nccl_direct();
+        unsetenv("CTRIAL_CUDA_TRANSPORT");
+        cti_cuda_transport_reset();
+        if (own) test_nccl_direct();
+        else if (R == 0) printf("SKIP: cti_nccl_* directly: %s: NCCL needs one per rank\n", why);
     }
 
     char name[64];

@@ -49,7 +49,8 @@
  *     (nobody holds its lock) is removed by the next set-up on the host,
  *     and one whose creator is alive is kept;
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
- *     NCCL give the same averages. */
+ *     NCCL, and through host memory (ranks sharing a GPU, or asked for by
+ *     name), give the same averages. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <pthread.h>
@@ -64,6 +65,7 @@
 #include "ct_test.h"
 #include "ctrial/cuda.h"
 #include "dist/grad_sync.h"
+#include "dist/cuda_transport.h"
 #include "dist/nccl_comm.h"
 #include "dist/host.h"
 #include "ctrial/config.h"
@@ -259,8 +261,8 @@ static void check_identical(ct_module *net) {
     }
 }
 
-/* NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): a host with
- * fewer GPUs than ranks skips the CUDA buckets, every rank alike. */
+/* NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): on a host
+ * with fewer GPUs than ranks CUDA buckets go through host memory. */
 static bool few_gpus_for_ranks(void) {
     int64_t few = ct_cuda_device_count() < ct_dist_local_size();
     CHECK_OK(ct_dist_allreduce_i64(&few, 1, CT_DIST_MAX));
@@ -608,21 +610,16 @@ int main(void) {
         cti_grad_sync_free(s6);
     }
 
-    /* 9. On a GPU (each rank its own when there are enough): CUDA buckets
-     * averaged by NCCL, hooks on autograd's device thread, the same
-     * averages; a parameter no rank reached keeps none (the flags read
-     * back), one only rank 0 reached gets its share. */
+    /* 9. On a GPU: CUDA buckets, hooks on autograd's device thread, the
+     * same averages, in two passes: the transport chosen (NCCL where each
+     * rank has a GPU of its own, else through host memory: ranks sharing a
+     * GPU, or a build without NCCL), then through host memory by name
+     * (CTRIAL_CUDA_TRANSPORT=host), whatever the GPUs. The second round of
+     * each goes into lent slots. */
     if (!ct_cuda_is_available()) {
-        if (R == 0) printf("SKIP: CUDA buckets (NCCL): no GPU here (ct_cuda_is_available() is false)\n");
-    } else if (!cti_nccl_is_built()) {
-        CHECK_OK(ct_nn_to_device(net, ct_cuda(0)));
-        CHECK(cti_grad_sync_new(net, 600) == NULL);
-        CHECK_ERR(CT_ENOTSUP, "NCCL");
-    } else if (few_gpus_for_ranks()) {
-        if (R == 0)
-            printf("SKIP: CUDA buckets (NCCL): %d ranks on this host but %d GPU(s): NCCL needs one per rank\n",
-                   ct_dist_local_size(), ct_cuda_device_count());
+        if (R == 0) printf("SKIP: CUDA buckets: no GPU here (ct_cuda_is_available() is false)\n");
     } else {
+        bool few = few_gpus_for_ranks();
         int dev = ct_dist_local_rank() % ct_cuda_device_count();
         CHECK_OK(ct_nn_to_device(net, ct_cuda(dev)));
         ct_tensor *xc = ct_keep(ct_to_device(x_local, ct_cuda(dev), false));
@@ -630,16 +627,33 @@ int main(void) {
         ct_tensor *xh = x_local, *yh = y_local;
         x_local = xc;
         y_local = yc;
-        cti_grad_sync *s4 = cti_grad_sync_new(net, 600);
-        CHECK(s4 != NULL);
-        for (int round = 0; round < 2; round++) { /* the second into lent slots */
-            CHECK_OK(ct_nn_zero_grad(net, true));
-            CHECK_OK(local_backward(s4, &n, true));
-            CHECK_OK(cti_grad_sync_finish(s4));
-            CHECK_OK(ct_cuda_synchronize(dev));
-            check_grads(net, mean, 1.0, 1e-6, "CUDA buckets through NCCL");
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) setenv("CTRIAL_CUDA_TRANSPORT", "host", 1);
+            cti_cuda_transport_reset();
+            cti_grad_sync *s4 = cti_grad_sync_new(net, 600);
+            CHECK(s4 != NULL);
+            char why[256];
+            const char *how = cti_grad_sync_transport(s4, why, sizeof why);
+            bool nccl = pass == 0 && cti_nccl_is_built() && !few;
+            if (P > 1) {
+                CHECK(strcmp(how, "nccl") == 0 || !nccl);
+                CHECK(nccl || strstr(why, "CUDA through host memory: ") == why);
+                if (!nccl && pass == 0)
+                    CHECK(strstr(why, cti_nccl_is_built() ? "share a GPU" : "built without NCCL") != NULL);
+                if (pass == 1) CHECK(strstr(why, "CTRIAL_CUDA_TRANSPORT=host") != NULL);
+                if (R == 0) printf("CUDA buckets, pass %d: %s%s%s\n", pass, how, why[0] ? ", " : "", why);
+            }
+            for (int round = 0; round < 2; round++) {
+                CHECK_OK(ct_nn_zero_grad(net, true));
+                CHECK_OK(local_backward(s4, &n, true));
+                CHECK_OK(cti_grad_sync_finish(s4));
+                CHECK_OK(ct_cuda_synchronize(dev));
+                check_grads(net, mean, 1.0, 1e-6, nccl ? "CUDA buckets through NCCL" : "CUDA buckets through the host");
+            }
+            cti_grad_sync_free(s4);
         }
-        cti_grad_sync_free(s4);
+        unsetenv("CTRIAL_CUDA_TRANSPORT");
+        cti_cuda_transport_reset();
         x_local = xh;
         y_local = yh;
         ct_tensor_free(xc);

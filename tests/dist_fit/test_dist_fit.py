@@ -29,7 +29,16 @@ program) under `mpirun -np N` and without mpirun, checked with real numbers.
 8. Training lines of metrics.jsonl say where the time went (timings), with
    the parts adding up to the wall time.
 
-Exits 77 (skipped) without mpirun.
+With DIST_FIT_DEVICE=cuda (the test dist_fit_cuda) every rank trains on
+cuda (all on one GPU where the machine has one): sections 1-4 run there,
+the ranks' CUDA gradients, metrics and buffers travelling through host
+memory, since NCCL refuses two ranks on one GPU; the start-up summary says
+so, and CTRIAL_CUDA_TRANSPORT=nccl, asking for NCCL by name, is refused
+naming the ranks that share the GPU. Sections 5-8 do not depend on the
+device and run on the CPU only.
+
+Exits 77 (skipped) without mpirun, and with DIST_FIT_DEVICE=cuda without a
+GPU.
 """
 import glob
 import itertools
@@ -45,10 +54,15 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, single_config, spawn, wait_or_kill  # noqa: E402
+from harness import (check, exit_with_report, mpirun_cmd, need_mpirun, run_cmd,  # noqa: E402
+                     single_config, spawn, wait_or_kill)
 
 TRIAL = os.path.abspath(sys.argv[1])
 MPIRUN = need_mpirun()
+DEVICE = os.environ.get("DIST_FIT_DEVICE", "cpu")
+if DEVICE == "cuda" and not torch.cuda.is_available():
+    print("SKIP: DIST_FIT_DEVICE=cuda, but no GPU is present (torch.cuda.is_available() is False)")
+    sys.exit(77)
 
 WORK = tempfile.mkdtemp(prefix="dist_fit_")
 T0 = time.time()
@@ -66,21 +80,21 @@ BASE = config("base")
 
 def command(out, np, args, full_eval=False, cfg=BASE):
     cmd = [TRIAL] + (["--full-eval"] if full_eval else [])
-    return mpirun_cmd(np, cmd + ["--config", cfg, "--output", out, "--threads", "1", *args])
+    return mpirun_cmd(np, cmd + ["--config", cfg, "--output", out, "--threads", "1", "--device", DEVICE, *args])
 
 
-def environ(out):
-    return dict(os.environ, OMP_NUM_THREADS="1", DIST_FIT_OUT=out)
+def environ(out, **extra):
+    return dict(os.environ, OMP_NUM_THREADS="1", DIST_FIT_OUT=out, **extra)
 
 
-def run(name, np, *args, full_eval=False, cfg=BASE, expect=0, out=None):
+def run(name, np, *args, full_eval=False, cfg=BASE, expect=0, out=None, env=None):
     """Runs the trial (np=0: without mpirun) into WORK/name; returns
     (returncode, output text, seconds, output dir)."""
     out = out or os.path.join(WORK, name)
     os.makedirs(out, exist_ok=True)
     cmd = command(out, np, args, full_eval, cfg)
     t = time.time()
-    code, text, _ = run_cmd(cmd, 60, env=environ(out), merge=True)
+    code, text, _ = run_cmd(cmd, 60, env=environ(out, **(env or {})), merge=True)
     took = time.time() - t
     if expect is not None and code != expect:
         print("$ " + " ".join(cmd) + "\n" + text[-4000:])
@@ -291,7 +305,11 @@ check_start("mlp without mpirun", mlp1, 0)
 check(sorted(checkpoints(mlp1)) == [25, 50], f"mlp without mpirun: checkpoints at {sorted(checkpoints(mlp1))}")
 for np in (1, 2, 3):
     name = f"mlp -np {np}"
-    _, _, took, out = run(f"mlp_np{np}", np)
+    _, text, took, out = run(f"mlp_np{np}", np)
+    if DEVICE == "cuda" and np > 1:
+        check(re.search(r"gradients: shared memory, CUDA through host memory: ranks 0 and 1 share a GPU", text),
+              f"{name}: the start-up summary names the transport (CUDA through host memory)" +
+              ("" if "CUDA through host memory" in text else ":\n" + text[-1500:]))
     check_start(name, out, np, ref_out=mlp1)
     check_end(name, out, np)
     compare_states(name, mlp1, out)
@@ -377,6 +395,17 @@ for np in (0, 3):
     path = os.path.join(out, "checkpoints", os.path.basename(ck.get(25, "missing")))
     run(f"agg_resume_np{np}", np, "--resume", path, cfg=agg_cfg, out=out)
     compare_states(f"aggregation 2: 2-rank mid-window checkpoint resumed on {max(np, 1)}", agg1, out)
+
+
+
+if DEVICE == "cuda":
+    # NCCL asked for by name where two ranks share the GPU: refused on every
+    # rank before a batch, naming the ranks (NCCL itself would fail or hang).
+    code, text, took, _ = run("nccl_by_name", 2, env={"CTRIAL_CUDA_TRANSPORT": "nccl"}, expect=None)
+    named = "CTRIAL_CUDA_TRANSPORT=nccl, but ranks 0 and 1 drive the same GPU" in text
+    check(code != 0 and named and took < 30, f"CTRIAL_CUDA_TRANSPORT=nccl on one GPU: refused naming the ranks "
+          f"(exit {code}, {took:.1f} s)" + ("" if named else ":\n" + text[-1500:]))
+    exit_with_report(T0, WORK)
 
 # ---- 5: a crashed rank ends the job ------------------------------------------------
 
@@ -485,9 +514,4 @@ for np in (0, 2):
     check(re.search(r"^time: data \d+%  compute \d+%  comm \d+%  optim \d+%  val \d+%  ckpt \d+%  other \d+%$",
                     text, re.M) is not None, f"{name}: the summary says where the time went")
 
-print(f"{len(FAILURES)} failures; {time.time() - T0:.1f} s; work dir {WORK}")
-for f in FAILURES:
-    print("FAILED: " + f)
-if not FAILURES:
-    shutil.rmtree(WORK, ignore_errors=True)
-sys.exit(1 if FAILURES else 0)
+exit_with_report(T0, WORK)

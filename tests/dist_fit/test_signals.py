@@ -31,7 +31,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import signal
 import sys
 import tempfile
@@ -40,7 +39,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, mpirun_cmd, need_mpirun, single_config, spawn, wait_or_kill  # noqa: E402
+from harness import check, exit_with_report, mpirun_cmd, need_mpirun, single_config, spawn, wait_or_kill  # noqa: E402
 
 TRIAL = os.path.abspath(sys.argv[1])
 PRELOAD = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
@@ -331,9 +330,4 @@ for np in (0, 2):
     check(ends == {r: -1 for r in range(max(np, 1))} or ends == {r: 0 for r in range(max(np, 1))},
           f"{name}: on_trial_shutdown still ran on every rank, no batch trained ({ends})")
 
-print(f"{len(FAILURES)} failures; {time.time() - T0:.1f} s; work dir {WORK}")
-for f in FAILURES:
-    print("FAILED: " + f)
-if not FAILURES:
-    shutil.rmtree(WORK, ignore_errors=True)
-sys.exit(1 if FAILURES else 0)
+exit_with_report(T0, WORK)

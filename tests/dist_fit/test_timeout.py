@@ -27,7 +27,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from harness import FAILURES, check, mpirun_cmd, need_mpirun, run_cmd, single_config  # noqa: E402
+from harness import check, exit_with_report, mpirun_cmd, need_mpirun, run_cmd, single_config  # noqa: E402
 
 TRIAL = os.path.abspath(sys.argv[1])
 MPIRUN = need_mpirun()
@@ -159,9 +158,4 @@ for how in ("--dist-timeout", "resources.dist_timeout"):
           and f"The timeout is {TIMEOUT} s" in lines[0][1],
           f"{name}: rank 0 names rank 1 ({lines[0][1][:160] if lines else None!r})")
 
-print(f"{len(FAILURES)} failures; {time.time() - T0:.1f} s; work dir {WORK}")
-for f in FAILURES:
-    print("FAILED: " + f)
-if not FAILURES:
-    shutil.rmtree(WORK, ignore_errors=True)
-sys.exit(1 if FAILURES else 0)
+exit_with_report(T0, WORK)

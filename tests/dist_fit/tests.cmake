@@ -21,6 +21,11 @@ endif()
 if(CTRIAL_HAVE_MPI)
   ct_py_test(dist_fit ${_df}/test_dist_fit.py $<TARGET_FILE:dist_trial>)
   set_tests_properties(dist_fit PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+  # The same on cuda (issue 35): every rank on the one GPU, so CUDA tensors
+  # travel through host memory; skipped (77) without a GPU.
+  ct_py_test(dist_fit_cuda ${_df}/test_dist_fit.py $<TARGET_FILE:dist_trial>)
+  set_tests_properties(dist_fit_cuda PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS cuda)
+  set_property(TEST dist_fit_cuda APPEND PROPERTY ENVIRONMENT DIST_FIT_DEVICE=cuda)
   if(CTRIAL_SANITIZE)
     # The ranks are sanitizer builds too (every memory error still aborts
     # them), but without the leak check at exit: in the 3-rank resume of a
