@@ -8,7 +8,8 @@
  * ATen's fused operator (aten::lstm.input, aten::gru.input,
  * aten::rnn_tanh.input, aten::rnn_relu.input) on the flat weights, as
  * _VF.lstm and its kin call it, so results and dropout's draws are
- * PyTorch's own. PackedSequence inputs and LSTM's proj_size are not
+ * PyTorch's own. On CUDA the weights are first laid out in one buffer for
+ * cuDNN, as flatten_parameters does (flatten_on_cuda). PackedSequence inputs and LSTM's proj_size are not
  * supported. */
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "ctrial/amp.h"
+#include "ctrial/cuda.h"
 #include "nn/layer.h"
 
 typedef enum { RNN_TANH, RNN_RELU, RNN_LSTM, RNN_GRU } rnn_mode;
@@ -29,6 +31,8 @@ typedef struct {
     bool bias, batch_first, bidirectional;
     double dropout;
     size_t nparams; /* the flat weights: the module's first parameters */
+    const ct_op *flatten; /* aten::_cudnn_rnn_flatten_weight (NULL: not looked up yet, or none) */
+    void **flat_at;      /* [nparams] where flatten put each weight on the device (NULL: never flattened) */
 } rnn_cfg;
 
 static const char *const kOpNames[] = {"aten::rnn_tanh.input", "aten::rnn_relu.input", "aten::lstm.input",
@@ -169,13 +173,67 @@ static int initial_states(const rnn_cfg *c, const ct_tensor *x, bool batched, co
     return h[0] && (n == 1 || h[1]) ? CT_OK : ct_last_code();
 }
 
+/* cuDNN's mode numbers (torch.backends.cudnn.rnn.get_cudnn_mode). */
+static const int64_t kCudnnModes[] = {1, 0, 2, 3};
+
+/* nn.RNNBase.flatten_parameters: on CUDA, cuDNN takes the weights as they
+ * are only when they lie in one buffer in its layout; otherwise every call
+ * copies them into one first. So, as PyTorch does after .cuda(), the
+ * weights are moved once into a buffer laid out for cuDNN
+ * (aten::_cudnn_rnn_flatten_weight, which makes each parameter a view of
+ * it with Tensor.set_, under no_grad): the same parameters, names and
+ * values, the state dict one storage as PyTorch saves it. Again whenever a
+ * weight is no longer where the last flattening put it (moved, replaced).
+ * As in Python, weights that are not all CUDA tensors of one dtype, or
+ * share memory, are left alone, and so is a libtorch without cuDNN. */
+static void flatten_on_cuda(rnn_cfg *c, const ct_tensor **params) {
+    ct_dtype dt = ct_dtype_of(params[0]);
+    bool flat = c->flat_at != NULL;
+    for (size_t i = 0; i < c->nparams; i++) {
+        ct_device d = ct_device_of(params[i]);
+        if (d.type != CT_CUDA || ct_dtype_of(params[i]) != dt || !ct_is_contiguous(params[i])) return;
+        flat = flat && ct_cuda_data_ptr(params[i]) == c->flat_at[i];
+    }
+    if (flat) return;
+    for (size_t i = 0; i < c->nparams; i++)
+        for (size_t j = 0; j < i; j++)
+            if (ct_cuda_data_ptr(params[i]) == ct_cuda_data_ptr(params[j])) return; /* shared weights */
+    if (!c->flatten && !(c->flatten = ct_op_find("aten::_cudnn_rnn_flatten_weight"))) {
+        ct_clear_error();
+        return;
+    }
+    if (!c->flat_at && !(c->flat_at = calloc(c->nparams, sizeof *c->flat_at))) return;
+    ct_arg a[] = {
+        ct_arg_tensors(c->nparams, params),
+        CT_I(c->bias ? 4 : 2),
+        CT_I(c->input_size),
+        CT_I(kCudnnModes[c->mode]),
+        CT_I(c->hidden_size),
+        CT_I(0), /* proj_size */
+        CT_I(c->num_layers),
+        CT_B(c->batch_first),
+        CT_B(c->bidirectional),
+    };
+    ct_tensor *buf = NULL;
+    ct_guard *g = ct_no_grad();
+    int rc = ct_op_call_n(c->flatten, sizeof a / sizeof *a, a, 1, &buf);
+    ct_guard_end(g);
+    ct_tensor_free(buf); /* the parameters hold its storage now */
+    if (rc < 0) { /* no cuDNN for these weights: the fused operator copies them, as without flattening */
+        ct_clear_error();
+        return;
+    }
+    for (size_t i = 0; i < c->nparams; i++) c->flat_at[i] = ct_cuda_data_ptr(params[i]);
+}
+
 /* The fused operator on x [T, N, in] (or [N, T, in]) and the states h:
  * out[0] the output, out[1] h_n (and out[2] c_n for LSTM); new tensors. */
-static int call_fused(ct_module *self, const rnn_cfg *c, const ct_tensor *x, ct_tensor *const h[2],
+static int call_fused(ct_module *self, rnn_cfg *c, const ct_tensor *x, ct_tensor *const h[2],
                       ct_tensor *out[3]) {
     const ct_tensor **params = malloc(c->nparams * sizeof *params);
     if (!params) return ct_set_error(CT_ENOMEM, "%s: out of host memory", c->type);
     for (size_t i = 0; i < c->nparams; i++) params[i] = ct_nn_param_at(self, i, NULL);
+    if (ct_device_of(x).type == CT_CUDA) flatten_on_cuda(c, params);
     const ct_tensor *states[2] = {h[0], h[1]};
     ct_arg a[] = {
         CT_T(x),
@@ -235,7 +293,7 @@ static ct_value *results(const rnn_cfg *c, bool batched, ct_tensor *out[3]) {
 }
 
 /* forward(input, hx=None); the tensors it makes belong to the current scope. */
-static ct_value *run(ct_module *self, const rnn_cfg *c, const ct_tensor *x, const ct_tensor *const given[2]) {
+static ct_value *run(ct_module *self, rnn_cfg *c, const ct_tensor *x, const ct_tensor *const given[2]) {
     int nd = ct_ndim(x);
     if (nd != 2 && nd != 3) {
         ct_set_error(CT_ESHAPE, "%s: Expected input to be 2D or 3D, got %dD %s", c->type, nd,
@@ -256,7 +314,7 @@ static ct_value *run(ct_module *self, const rnn_cfg *c, const ct_tensor *x, cons
 }
 
 static ct_value *rnn_forward(ct_module *self, const ct_value *args, const ct_value *kwargs) {
-    const rnn_cfg *c = ct_nn_user(self);
+    rnn_cfg *c = ct_nn_user(self);
     const ct_value *input = NULL, *hx = NULL;
     const ct_tensor *x = NULL, *h[2] = {NULL, NULL};
     if (bind_args(c, args, kwargs, &input, &hx) != CT_OK || unpack_args(c, input, hx, &x, h) != CT_OK) return NULL;
@@ -306,6 +364,12 @@ static int add_layer_params(ct_module *m, const rnn_cfg *c, int64_t layer, int d
     return CT_OK;
 }
 
+static void cfg_free(void *p) {
+    rnn_cfg *c = p;
+    if (c) free(c->flat_at);
+    free(c);
+}
+
 static ct_module *rnn_new(const char *fn, rnn_mode mode, int64_t input_size, int64_t hidden_size,
                           const ct_rnn_opts *opts) {
     ct_rnn_opts o = opts ? *opts : ct_rnn_defaults();
@@ -319,9 +383,9 @@ static ct_module *rnn_new(const char *fn, rnn_mode mode, int64_t input_size, int
         return NULL;
     }
     *c = (rnn_cfg){mode, kTypes[mode], op, input_size, hidden_size, o.num_layers, o.bias, o.batch_first,
-                   o.bidirectional, o.dropout, 0};
+                   o.bidirectional, o.dropout, 0, NULL, NULL};
     c->nparams = (size_t)(o.num_layers * num_directions(c) * (o.bias ? 4 : 2));
-    ct_module *m = ct_nn_module_value(c->type, rnn_forward, c, free);
+    ct_module *m = ct_nn_module_value(c->type, rnn_forward, c, cfg_free);
     if (!m) {
         free(c); /* user_free is not called on failure */
         return NULL;
