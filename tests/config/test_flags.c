@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/launch.h"
+#include "ctrial/config.h"
 #include "config/flags.h"
 #include "ct_test.h"
 
@@ -526,8 +527,13 @@ static void test_ct_main(void) {
     fit_seen.status = CT_EDIST;
     code = run_main((const char *[]){"--max-length", "5", "--hparam", "global_batch_size=8", NULL},
                     &err);
+#if CTRIAL_HAVE_MPI
     CHECK(code == CT_EXIT_DIST && fit_seen.calls == 1 && fit_seen.opts.global_batch_size == 8);
     CHECK(strncmp(err, "ctrial[rank 2]: ", 16) == 0);
+#else
+    /* A build without MPI refuses a launch of several ranks before the fit, saying why. */
+    CHECK(code != 0 && fit_seen.calls == 0 && strstr(err, "built without MPI") != NULL);
+#endif
     free(err);
     fit_seen.status = 0;
     setenv("OMPI_COMM_WORLD_RANK", "0", 1);

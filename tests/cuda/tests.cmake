@@ -8,3 +8,4 @@ set_tests_properties(cuda_fit PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 # without a GPU.
 ct_py_test(cuda_resnet_deterministic ${CMAKE_CURRENT_LIST_DIR}/test_cuda_resnet.py $<TARGET_FILE:resnet>)
 set_tests_properties(cuda_resnet_deterministic PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+set_property(TEST cuda_fit cuda_resnet_deterministic APPEND PROPERTY LABELS cuda)

@@ -5,3 +5,4 @@
 ct_c_test(cuda_graphs ${CMAKE_CURRENT_LIST_DIR}/test_cuda_graphs.c)
 set_tests_properties(cuda_graphs PROPERTIES TIMEOUT 300)
 ct_c_test(cuda_graphs_config ${CMAKE_CURRENT_LIST_DIR}/test_cuda_graphs_config.c MODULES config)
+set_property(TEST cuda_graphs APPEND PROPERTY LABELS cuda)

@@ -67,3 +67,9 @@ endif()
 # after the checks that need none, and passes.
 ct_c_test(dist_cuda ${_dist}/test_dist_cuda.c MODULES dist)
 ct_mpi_test(dist_cuda_np2 2 dist_cuda)
+# Label cuda: what tools/gpu-check.sh runs on a GPU (CUDA buckets and
+# collectives, through NCCL or host memory).
+set_property(TEST dist_cuda dist_grad_sync APPEND PROPERTY LABELS cuda)
+if(TEST dist_cuda_np2)
+  set_property(TEST dist_cuda_np2 dist_grad_sync_np2 APPEND PROPERTY LABELS cuda)
+endif()

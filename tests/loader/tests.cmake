@@ -10,3 +10,4 @@ ct_py_test(loader_chain ${_loader}/test_chain.py $<TARGET_FILE:loader_stream>)
 ct_c_test(loader_iterable ${_loader}/test_iterable.c MODULES data)
 # The loader's batch and image memory pool (src/data/pool.h, internal).
 ct_c_test(loader_pool ${_loader}/test_pool.c MODULES data)
+set_property(TEST loader_collate loader_threads APPEND PROPERTY LABELS cuda) # pinned memory, batches on the GPU
