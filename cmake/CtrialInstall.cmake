@@ -14,7 +14,7 @@ install(FILES ${PROJECT_BINARY_DIR}/include/ctrial/config.h DESTINATION ${CMAKE_
 # links what libctrial.so links (its NEEDED entries): libtorch's libraries, the
 # CUDA runtime and NCCL (the shim calls both directly; by full path: the wheel
 # ships no libcudart.so or libnccl.so for -l to find), MPI, jansson, libyaml, libpng, libjpeg,
-# zlib and the C++ runtime.
+# libcurl, libxml2, zlib and the C++ runtime.
 set(_torch_libs "")
 foreach(_n torch torch_cpu c10 c10_cuda)
   if(EXISTS "${CTRIAL_TORCH_LIBDIR}/lib${_n}.so")
@@ -25,7 +25,8 @@ list(APPEND _torch_libs ${CTRIAL_CUDART_LIBRARY})
 if(CTRIAL_HAVE_NCCL)
   list(APPEND _torch_libs "${CTRIAL_NCCL_LIBRARY}")
 endif()
-set(_system_libs ${JANSSON_LINK_LIBRARIES} ${YAML_LINK_LIBRARIES} ${PNG_LIBRARIES} ${JPEG_LIBRARIES} ${ZLIB_LIBRARIES})
+set(_system_libs ${JANSSON_LINK_LIBRARIES} ${YAML_LINK_LIBRARIES} ${PNG_LIBRARIES} ${JPEG_LIBRARIES} ${CURL_LIBRARIES}
+    ${LIBXML2_LIBRARIES} ${ZLIB_LIBRARIES})
 if(CTRIAL_HAVE_MPI)
   list(APPEND _system_libs ${MPI_C_LIBRARIES})
 endif()
@@ -140,7 +141,7 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/ctrial.pc.in ${PROJECT_BINARY_DIR}/ct
 # ctrial-static.pc: libctrial.a by path and everything it needs, with or
 # without --static.
 set(CTRIAL_PC_NAME ctrial-static)
-set(CTRIAL_PC_DESCRIPTION "ctrial as a static library (libctrial.a) with what it links: libtorch, MPI, jansson, libyaml, libpng, libjpeg, zlib")
+set(CTRIAL_PC_DESCRIPTION "ctrial as a static library (libctrial.a) with what it links: libtorch, MPI, jansson, libyaml, libpng, libjpeg, libcurl, libxml2, zlib")
 set(CTRIAL_PC_LIBS "\${libdir}/libctrial.a ${CTRIAL_PC_STATIC_DEPS}")
 set(CTRIAL_PC_LIBS_PRIVATE "")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ctrial.pc.in ${PROJECT_BINARY_DIR}/ctrial-static.pc @ONLY)

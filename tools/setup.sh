@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything ctrial needs on a Debian/Ubuntu machine, idempotently:
-# Debian packages (compiler, CMake, OpenMPI, jansson, libyaml, zlib, libpng, libjpeg-turbo, ccache) and a
+# Debian packages (compiler, CMake, OpenMPI, jansson, libyaml, zlib, libpng, libjpeg-turbo, libcurl, libxml2,
+# ccache) and a
 # project-local virtual environment (.venv) holding the pinned torch wheel,
 # whose libtorch the build links against, and numpy for the parity tests.
 # Takes seconds when everything is already there.
@@ -13,6 +14,7 @@ sudo_() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 debs=(build-essential cmake ninja-build ccache pkg-config git
       libopenmpi-dev openmpi-bin libjansson-dev libyaml-dev zlib1g-dev libpng-dev libjpeg-dev
+      libcurl4-openssl-dev libxml2-dev
       python3 python3-venv clang libclang-rt-dev)
 missing=()
 for p in "${debs[@]}"; do
@@ -59,3 +61,11 @@ case "$have" in
     "$py" -m pip install -q "pillow==$PILLOW_VERSION"
     ;;
 esac
+
+# moto's server: tests/store runs a real S3-compatible store on 127.0.0.1
+# (signatures checked) for the checkpoints kept in S3.
+MOTO_VERSION=5.2.5
+if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('moto') != '$MOTO_VERSION')" 2>/dev/null; then
+  echo "setup: installing moto[server]==$MOTO_VERSION into $venv"
+  "$py" -m pip install -q "moto[server]==$MOTO_VERSION"
+fi

@@ -53,7 +53,8 @@ extern "C" {
     XX(EDIST, -14, "distributed failure", "distributed: a rank failed or disagrees")           \
     XX(ECHECKPOINT, -15, "bad checkpoint", "a checkpoint is missing, corrupt or does not fit") \
     XX(ENAN, -16, "loss is not finite", "the loss became NaN or infinite")                     \
-    XX(EEXIT, -17, "the trial asked to exit", "the trial asked to end (ct_ctx_should_exit): not a failure")
+    XX(EEXIT, -17, "the trial asked to exit", "the trial asked to end (ct_ctx_should_exit): not a failure") \
+    XX(ENOENT, -18, "no such object", "no such object in a store (an S3 key), or file")
 
 enum {
 #define CT_ERRNO_ENUM_(name, value, phrase, meaning) CT_##name = value,

@@ -126,6 +126,15 @@ typedef struct {
      * lands in one (docs/design.md, "A stable ABI"). */
     CT_NEW_FIELD bool deterministic; /* deterministic algorithms while the fit runs (ct_set_deterministic;
                                     * Lightning's Trainer(deterministic=True)) (false) */
+    /* ---- version 3: checkpoints in object storage (docs/api/ckpt.md, "Object storage") */
+    CT_NEW_FIELD const char *checkpoint_storage; /* "s3://BUCKET[/PREFIX]": every checkpoint is also uploaded
+                                    * there (metadata.json last), retention applies there too, and
+                                    * resume "latest" takes the latest there; checkpoint_dir keeps
+                                    * the local copies. NULL: the disk alone */
+    const char *s3_endpoint_url;   /* an S3-compatible store, "http(s)://host[:port]" (NULL:
+                                    * AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL if set, else AWS) */
+    const char *s3_access_key;     /* NULL: AWS_ACCESS_KEY_ID */
+    const char *s3_secret_key;     /* NULL: AWS_SECRET_ACCESS_KEY */
 } ct_fit_opts;
 
 /* Fills the first `size` bytes of *o with the defaults noted above and

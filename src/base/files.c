@@ -3,9 +3,11 @@
 #define _POSIX_C_SOURCE 200809L /* posix_fadvise */
 #include "base/files.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -231,4 +233,21 @@ int cti_files_checksum(const char *path, ct_file_sum *out) {
     out->nbytes = total;
     out->crc32 = crc;
     return 0;
+}
+
+void cti_remove_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char child[4096];
+            if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child) continue;
+            struct stat st;
+            if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) cti_remove_tree(child);
+            else unlink(child);
+        }
+        closedir(d);
+    }
+    rmdir(path);
 }

@@ -14,6 +14,9 @@
  * directory": CT_EIO "cannot create output directory PATH: PART: errno's
  * text"). Returns a status. */
 int cti_make_dirs(const char *path, const char *what);
+/* rm -r: path and everything under it (links are removed, not followed);
+ * what cannot be removed stays, silently. */
+void cti_remove_tree(const char *path);
 
 /* Opens path for reading, refusing what is not a regular file (a FIFO, a
  * device such as /dev/zero or a link to one, a directory, a socket) before

@@ -61,6 +61,32 @@ void cti_ckpt_remove_leftovers(const char *checkpoint_dir);
  * `protect` (the one just written); deletes the rest. */
 int cti_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
                   bool smaller_is_better, const char *protect);
+/* metadata.json's text (len bytes; text is changed and restored while the
+ * seal is checked), parsed, sealed and checked for ctrial's keys and their
+ * types: NEW json and its commit sequence in *seq (0: an earlier version's
+ * checkpoint), or NULL with why (without any place) in `why`. */
+json_t *cti_ckpt_parse_metadata(char *text, size_t len, int64_t *seq, char *why, size_t why_len);
+
+/* One checkpoint in a listing (a folder's, or a store's: ckpt/remote.h),
+ * for ordering and retention. */
+typedef struct {
+    char name[256];
+    int64_t seq;   /* commit_sequence; 0 for an earlier version's checkpoint */
+    int64_t steps; /* steps_completed; for a damaged one what its name says (INT64_MAX: nothing) */
+    bool has_metric;
+    double metric;
+    char *damaged; /* why (owned), NULL when intact */
+} cti_ckpt_listed;
+/* Fills c's order and metric from its metadata m (seq: its commit
+ * sequence; metric: the validation metric to rank by, NULL for none). */
+void cti_ckpt_listed_fill(cti_ckpt_listed *c, const json_t *m, int64_t seq, const char *metric);
+/* Retention's choice over n committed checkpoints (sorted newest first
+ * here): the keep_latest newest, the keep_best best by their metric (at
+ * least the best one) and `protect`. NEW array of n flags, true for those
+ * kept (free it), or NULL + CT_ENOMEM. */
+bool *cti_ckpt_retain(cti_ckpt_listed *all, size_t n, int keep_latest, int keep_best, bool smaller_is_better,
+                      const char *protect);
+
 /* metadata.json of dir, a regular file, parsed, its seal checked (files
  * of earlier versions have none) and checked for ctrial's keys and their
  * types: NEW json, or NULL with CT_ECHECKPOINT "checkpoint DIR: why". */

@@ -40,31 +40,13 @@ static int sync_dir(const char *path) {
     return rc;
 }
 
-/* rm -r of a checkpoint directory (files and nested directories). */
-static void remove_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char child[4096];
-            if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child) continue;
-            struct stat st;
-            if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
-            else unlink(child);
-        }
-        closedir(d);
-    }
-    rmdir(path);
-}
-
 /* Deleting a checkpoint: renamed out of sight first (one atomic step), so a
  * crash mid-way never leaves a half-deleted checkpoint under a real name. */
 static void delete_checkpoint(const char *parent, const char *name) {
     char from[4096], to[4096];
     snprintf(from, sizeof from, "%s/%s", parent, name);
     snprintf(to, sizeof to, "%s/" DEL_PREFIX "%s", parent, name);
-    if (rename(from, to) == 0) remove_tree(to);
+    if (rename(from, to) == 0) cti_remove_tree(to);
 }
 
 static uint32_t fresh_tag(void) {
@@ -205,7 +187,7 @@ int cti_ckpt_commit(cti_ckpt_writer *w, json_t *metadata) {
 }
 
 void cti_ckpt_abort(cti_ckpt_writer *w) {
-    if (w->tmp[0]) remove_tree(w->tmp);
+    if (w->tmp[0]) cti_remove_tree(w->tmp);
     json_decref(w->files);
     w->files = NULL;
     w->tmp[0] = '\0';
@@ -219,7 +201,7 @@ void cti_ckpt_remove_leftovers(const char *checkpoint_dir) {
         if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) && strncmp(e->d_name, DEL_PREFIX, strlen(DEL_PREFIX)))
             continue;
         char path[4096];
-        if (snprintf(path, sizeof path, "%s/%s", checkpoint_dir, e->d_name) < (int)sizeof path) remove_tree(path);
+        if (snprintf(path, sizeof path, "%s/%s", checkpoint_dir, e->d_name) < (int)sizeof path) cti_remove_tree(path);
     }
     closedir(d);
 }
@@ -265,27 +247,10 @@ static const struct {
     {"trial_state", JSON_OBJECT, "an object"},       {"time", JSON_REAL, "a number"},
 };
 
-/* dir's metadata.json, read, sealed and checked: NEW json, and its commit
- * sequence in *seq (0: written before ctrial recorded one). NULL when
- * damaged, with why (without the directory) in `why`. */
-static json_t *load_metadata(const char *dir, int64_t *seq, char *why, size_t why_len) {
+json_t *cti_ckpt_parse_metadata(char *text, size_t len, int64_t *seq, char *why, size_t why_len) {
 #define DAMAGED(...) do { snprintf(why, why_len, __VA_ARGS__); goto damaged; } while (0)
-    char path[4200];
-    char *text = NULL;
-    size_t len = 0;
     json_t *m = NULL;
-    struct stat st;
     *seq = 0;
-    if (snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_METADATA_FILE) >= (int)sizeof path)
-        DAMAGED("its path is too long");
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) DAMAGED("not a directory");
-    if (stat(path, &st) != 0 && errno == ENOENT) DAMAGED("%s is missing", CT_CKPT_METADATA_FILE);
-    /* A regular file only: a FIFO would block, a device never end. */
-    if (cti_read_file_raw(path, CT_CKPT_METADATA_MAX, &text, &len) != CT_OK) {
-        const char *msg = ct_last_error();
-        size_t n = strlen(path);
-        DAMAGED("%s%s", CT_CKPT_METADATA_FILE, strncmp(msg, path, n) == 0 ? msg + n : msg);
-    }
     if (len == 0) DAMAGED("%s is empty", CT_CKPT_METADATA_FILE);
     json_error_t err;
     if (!(m = json_loadb(text, len, 0, &err)))
@@ -331,14 +296,45 @@ static json_t *load_metadata(const char *dir, int64_t *seq, char *why, size_t wh
         DAMAGED("%s: format is '%s', not '%s'", CT_CKPT_METADATA_FILE, format, CT_CKPT_FORMAT);
     if (!json_object_get(json_object_get(m, "files"), CT_CKPT_STATE_FILE))
         DAMAGED("%s does not list %s", CT_CKPT_METADATA_FILE, CT_CKPT_STATE_FILE);
-    free(text);
     return m;
 damaged:
-    free(text);
     json_decref(m);
     *seq = 0;
     return NULL;
 #undef DAMAGED
+}
+
+/* dir's metadata.json, read, sealed and checked: NEW json, and its commit
+ * sequence in *seq (0: written before ctrial recorded one). NULL when
+ * damaged, with why (without the directory) in `why`. */
+static json_t *load_metadata(const char *dir, int64_t *seq, char *why, size_t why_len) {
+    char path[4200];
+    char *text = NULL;
+    size_t len = 0;
+    struct stat st;
+    *seq = 0;
+    if (snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_METADATA_FILE) >= (int)sizeof path) {
+        snprintf(why, why_len, "its path is too long");
+        return NULL;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, why_len, "not a directory");
+        return NULL;
+    }
+    if (stat(path, &st) != 0 && errno == ENOENT) {
+        snprintf(why, why_len, "%s is missing", CT_CKPT_METADATA_FILE);
+        return NULL;
+    }
+    /* A regular file only: a FIFO would block, a device never end. */
+    if (cti_read_file_raw(path, CT_CKPT_METADATA_MAX, &text, &len) != CT_OK) {
+        const char *msg = ct_last_error();
+        size_t n = strlen(path);
+        snprintf(why, why_len, "%s%s", CT_CKPT_METADATA_FILE, strncmp(msg, path, n) == 0 ? msg + n : msg);
+        return NULL;
+    }
+    json_t *m = cti_ckpt_parse_metadata(text, len, seq, why, why_len);
+    free(text);
+    return m;
 }
 
 json_t *cti_ckpt_read_metadata(const char *dir) {
@@ -402,16 +398,7 @@ ct_value *ct_ckpt_metadata(const char *dir) {
 
 /* ---- listing ------------------------------------------------------------------- */
 
-/* A committed checkpoint (metadata.json readable, sealed and complete), or,
- * with `damaged`, a ckpt-* directory whose metadata.json is not. */
-typedef struct {
-    char name[256];
-    int64_t seq;   /* commit_sequence; 0 for an earlier version's checkpoint */
-    int64_t steps; /* steps_completed; for a damaged one what its name says (INT64_MAX: nothing) */
-    bool has_metric;
-    double metric;
-    char *damaged; /* why (owned), NULL when intact */
-} listed;
+typedef cti_ckpt_listed listed;
 
 typedef struct {
     listed *at;
@@ -475,14 +462,7 @@ static int list_checkpoints(const char *checkpoint_dir, const char *metric, list
             rc = ct_set_error(CT_ENOMEM, "out of memory listing %s", checkpoint_dir);
             break;
         }
-        c->seq = seq;
-        c->steps = json_integer_value(json_object_get(m, "steps_completed"));
-        json_t *v = metric ? json_object_get(json_object_get(m, "validation_metrics"), metric) : NULL;
-        /* A NaN or infinite metric is never the best (nor breaks the sort). */
-        if (json_is_number(v) && isfinite(json_number_value(v))) {
-            c->has_metric = true;
-            c->metric = json_number_value(v);
-        }
+        cti_ckpt_listed_fill(c, m, seq, metric);
         json_decref(m);
     }
     closedir(d);
@@ -491,6 +471,15 @@ static int list_checkpoints(const char *checkpoint_dir, const char *metric, list
         if (damaged) free_listing(damaged);
     }
     return rc;
+}
+
+void cti_ckpt_listed_fill(cti_ckpt_listed *c, const json_t *m, int64_t seq, const char *metric) {
+    c->seq = seq;
+    c->steps = json_integer_value(json_object_get(m, "steps_completed"));
+    json_t *v = metric ? json_object_get(json_object_get(m, "validation_metrics"), metric) : NULL;
+    /* A NaN or infinite metric is never the best (nor breaks the sort). */
+    c->has_metric = json_is_number(v) && isfinite(json_number_value(v));
+    c->metric = c->has_metric ? json_number_value(v) : 0.0;
 }
 
 /* Commit order, newest first: the commit sequence (checkpoints of earlier
@@ -672,6 +661,31 @@ int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is
     return rc;
 }
 
+bool *cti_ckpt_retain(cti_ckpt_listed *all, size_t n, int keep_latest, int keep_best, bool smaller_is_better,
+                     const char *protect) {
+    bool *keep = calloc(n ? n : 1, sizeof *keep);
+    listed *by_best = malloc((n ? n : 1) * sizeof *by_best);
+    if (!keep || !by_best) {
+        free(keep);
+        free(by_best);
+        ct_set_error(CT_ENOMEM, "out of memory choosing the checkpoints to keep");
+        return NULL;
+    }
+    if (n > 0) qsort(all, n, sizeof *all, newest_first);
+    for (size_t i = 0; i < n && (int)i < keep_latest; i++) keep[i] = true;
+    for (size_t i = 0; i < n; i++) keep[i] = keep[i] || (protect && strcmp(all[i].name, protect) == 0);
+    /* Mark the best ones by name: sort a copy. */
+    if (n > 0) memcpy(by_best, all, n * sizeof *all);
+    g_smaller = smaller_is_better;
+    if (n > 0) qsort(by_best, n, sizeof *by_best, best_first);
+    int want = keep_best > 1 ? keep_best : 1; /* the best one is never deleted */
+    for (size_t j = 0; j < n && (int)j < want && by_best[j].has_metric; j++)
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(all[i].name, by_best[j].name) == 0) keep[i] = true;
+    free(by_best);
+    return keep;
+}
+
 int cti_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, const char *metric,
                   bool smaller_is_better, const char *protect) {
     listing l;
@@ -680,31 +694,10 @@ int cti_ckpt_prune(const char *checkpoint_dir, int keep_latest, int keep_best, c
         free_listing(&l);
         return rc;
     }
-    size_t n = l.n;
-    listed *all = l.at;
-    bool *keep = calloc(n, sizeof *keep);
-    if (!keep) {
-        free_listing(&l);
-        return ct_set_error(CT_ENOMEM, "out of memory pruning %s", checkpoint_dir);
-    }
-    qsort(all, n, sizeof *all, newest_first);
-    for (size_t i = 0; i < n && (int)i < keep_latest; i++) keep[i] = true;
-    for (size_t i = 0; i < n; i++) keep[i] = keep[i] || (protect && strcmp(all[i].name, protect) == 0);
-    /* Mark the best ones by name: sort a copy. */
-    listed *by_best = malloc(n * sizeof *by_best);
-    if (by_best) {
-        memcpy(by_best, all, n * sizeof *all);
-        g_smaller = smaller_is_better;
-        qsort(by_best, n, sizeof *by_best, best_first);
-        int want = keep_best > 1 ? keep_best : 1; /* the best one is never deleted */
-        for (size_t j = 0; j < n && (int)j < want && by_best[j].has_metric; j++)
-            for (size_t i = 0; i < n; i++)
-                if (strcmp(all[i].name, by_best[j].name) == 0) keep[i] = true;
-        free(by_best);
-        for (size_t i = 0; i < n; i++)
-            if (!keep[i]) delete_checkpoint(checkpoint_dir, all[i].name);
-    }
+    bool *keep = cti_ckpt_retain(l.at, l.n, keep_latest, keep_best, smaller_is_better, protect);
+    for (size_t i = 0; keep && i < l.n; i++)
+        if (!keep[i]) delete_checkpoint(checkpoint_dir, l.at[i].name);
     free(keep);
     free_listing(&l);
-    return by_best ? CT_OK : ct_set_error(CT_ENOMEM, "out of memory pruning %s", checkpoint_dir);
+    return keep ? CT_OK : ct_last_code();
 }

@@ -632,20 +632,17 @@ static int on_checkpoint_policy(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
-static int on_storage_type(loader *L, const char *path, json_t *v) {
-    const char *s;
-    if (get_string(L, path, v, &s)) return CT_ECONFIG;
-    if (strcmp(s, "shared_fs") != 0)
-        return fail(L, "'%s' is '%s'; only 'shared_fs' (a local directory) is supported", path, s);
-    return 0;
-}
-
-/* host_path and storage_path are joined after the walk (either order). */
-static int on_storage_path(loader *L, const char *path, json_t *v) {
+/* The storage's string keys: checked here, used once the walk is done. */
+static int on_storage_string(loader *L, const char *path, json_t *v) {
     const char *s;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
     if (!s[0]) return fail(L, "'%s' is empty", path);
     return 0;
+}
+
+/* A key of Determined's that has no value here (null, its default) or a string. */
+static int on_storage_optional(loader *L, const char *path, json_t *v) {
+    return json_is_null(v) ? 0 : on_storage_string(L, path, v);
 }
 
 static int on_save_trial_latest(loader *L, const char *path, json_t *v) {
@@ -656,16 +653,83 @@ static int on_save_trial_best(loader *L, const char *path, json_t *v) {
     return get_int32(L, path, v, 0, &L->c->fit.save_trial_best);
 }
 
+/* A string of the storage's that the run keeps (NULL when absent or null). */
+static int keep_storage_string(loader *L, json_t *obj, const char *key, const char **out) {
+    const char *s = json_string_value(json_object_get(obj, key));
+    if (!s) return 0;
+    if (!(*out = cti_config_keep(L->c, s))) return CT_ENOMEM;
+    return 0;
+}
+
+/* Determined's storage types: shared_fs (host_path[/storage_path]),
+ * directory (container_path) and s3 (bucket, prefix, endpoint_url,
+ * access_key, secret_key: checkpoints uploaded there, their local copies in
+ * output/checkpoints); gcs and azure are refused, naming the way through
+ * S3. Each type takes its own keys, as Determined's schemas do. */
 static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
-    static const key_entry keys[] = {{"type", on_storage_type},
-                                     {"host_path", on_storage_path},
-                                     {"storage_path", on_storage_path},
-                                     {"save_trial_latest", on_save_trial_latest},
-                                     {"save_trial_best", on_save_trial_best},
-                                     /* one trial: the experiment's best is the trial's */
-                                     {"save_experiment_best", ignore_count},
-                                     {NULL, NULL}};
-    if (walk(L, path, v, keys)) return CT_ECONFIG;
+    if (want_type(L, path, v, json_is_object(v), "an object")) return CT_ECONFIG;
+    json_t *tv = json_object_get(v, "type");
+    char tpath[PATH_MAX_];
+    join(tpath, path, "type");
+    const char *type = "shared_fs";
+    if (tv && get_string(L, tpath, tv, &type)) return CT_ECONFIG;
+    static const key_entry shared_fs[] = {{"type", on_storage_string},
+                                          {"host_path", on_storage_string},
+                                          {"storage_path", on_storage_string},
+                                          {"propagation", ignore_string},
+                                          {"save_trial_latest", on_save_trial_latest},
+                                          {"save_trial_best", on_save_trial_best},
+                                          /* one trial: the experiment's best is the trial's */
+                                          {"save_experiment_best", ignore_count},
+                                          {NULL, NULL}};
+    static const key_entry directory[] = {{"type", on_storage_string},
+                                          {"container_path", on_storage_string},
+                                          {"save_trial_latest", on_save_trial_latest},
+                                          {"save_trial_best", on_save_trial_best},
+                                          {"save_experiment_best", ignore_count},
+                                          {NULL, NULL}};
+    static const key_entry s3[] = {{"type", on_storage_string},
+                                   {"bucket", on_storage_string},
+                                   {"prefix", on_storage_optional},
+                                   {"endpoint_url", on_storage_optional},
+                                   {"access_key", on_storage_optional},
+                                   {"secret_key", on_storage_optional},
+                                   {"save_trial_latest", on_save_trial_latest},
+                                   {"save_trial_best", on_save_trial_best},
+                                   {"save_experiment_best", ignore_count},
+                                   {NULL, NULL}};
+    if (strcmp(type, "gcs") == 0)
+        return fail(L, "'%s' is 'gcs': Google Cloud Storage is reached through its S3-compatible API here: type "
+                    "'s3' with endpoint_url 'https://storage.googleapis.com' and an HMAC key as access_key and "
+                    "secret_key", tpath);
+    if (strcmp(type, "azure") == 0)
+        return fail(L, "'%s' is 'azure': Azure Blob Storage is reached through an S3-compatible gateway here (MinIO's "
+                    "gateway, for one): type 's3' with the gateway's endpoint_url", tpath);
+    bool is_s3 = strcmp(type, "s3") == 0, is_dir = strcmp(type, "directory") == 0;
+    if (!is_s3 && !is_dir && strcmp(type, "shared_fs") != 0)
+        return fail(L, "'%s' is '%s'; expected 'shared_fs', 'directory' or 's3'", tpath, type);
+    if (walk(L, path, v, is_s3 ? s3 : is_dir ? directory : shared_fs)) return CT_ECONFIG;
+    ct_fit_opts *f = &L->c->fit;
+    if (is_s3) {
+        const char *bucket = json_string_value(json_object_get(v, "bucket"));
+        const char *prefix = json_string_value(json_object_get(v, "prefix"));
+        if (!bucket) return fail(L, "'%s' of type 's3' needs 'bucket'", path);
+        if (strchr(bucket, '/')) return fail(L, "'%s.bucket' is '%s': a bucket's name has no '/'", path, bucket);
+        char url[2048];
+        int n = snprintf(url, sizeof url, "s3://%s%s%s", bucket, prefix ? "/" : "", prefix ? prefix : "");
+        if (n < 0 || (size_t)n >= sizeof url) return fail(L, "'%s.prefix' is too long", path);
+        if (!(f->checkpoint_storage = cti_config_keep(L->c, url))) return CT_ENOMEM;
+        return keep_storage_string(L, v, "endpoint_url", &f->s3_endpoint_url) ||
+                       keep_storage_string(L, v, "access_key", &f->s3_access_key) ||
+                       keep_storage_string(L, v, "secret_key", &f->s3_secret_key)
+                   ? CT_ENOMEM
+                   : 0;
+    }
+    if (is_dir) {
+        const char *dir = json_string_value(json_object_get(v, "container_path"));
+        if (!dir) return fail(L, "'%s' of type 'directory' needs 'container_path'", path);
+        return keep_storage_string(L, v, "container_path", &f->checkpoint_dir) ? CT_ENOMEM : 0;
+    }
     const char *host = json_string_value(json_object_get(v, "host_path"));
     const char *sub = json_string_value(json_object_get(v, "storage_path"));
     if (sub && !host) return fail(L, "'%s.storage_path' needs '%s.host_path'", path, path);
@@ -676,7 +740,7 @@ static int on_checkpoint_storage(loader *L, const char *path, json_t *v) {
     if (n < 0 || (size_t)n >= sizeof dir) return fail(L, "'%s.host_path' is too long", path);
     const char *kept = cti_config_keep(L->c, dir);
     if (!kept) return CT_ENOMEM;
-    L->c->fit.checkpoint_dir = kept;
+    f->checkpoint_dir = kept;
     return 0;
 }
 

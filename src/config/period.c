@@ -156,8 +156,13 @@ static ct_fit_opts fit_defaults(void) {
 _Static_assert(offsetof(ct_fit_opts, deterministic) >= FIT_OPTS_V1_SIZE,
                "ct_fit_opts.deterministic must start past version 1 (CT_NEW_FIELD)");
 #define FIT_OPTS_V2_SIZE ROUND_UP(offsetof(ct_fit_opts, deterministic) + sizeof(bool), _Alignof(ct_fit_opts))
-_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V2_SIZE,
-               "ct_fit_opts grew: record its version 3 size here (see the comment above)");
+/* Version 3 adds checkpoint_storage and the S3 client's three strings. */
+_Static_assert(offsetof(ct_fit_opts, checkpoint_storage) >= FIT_OPTS_V2_SIZE,
+               "ct_fit_opts.checkpoint_storage must start past version 2 (CT_NEW_FIELD)");
+#define FIT_OPTS_V3_SIZE \
+    ROUND_UP(offsetof(ct_fit_opts, s3_secret_key) + sizeof(const char *), _Alignof(ct_fit_opts))
+_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V3_SIZE,
+               "ct_fit_opts grew: record its version 4 size here (see the comment above)");
 
 void ct_fit_opts_init(ct_fit_opts *o, size_t size) {
     ct_fit_opts d = fit_defaults();

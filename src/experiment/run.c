@@ -139,13 +139,17 @@ typedef struct {
 /* One ct_fit of trial `id` to `length`, from its latest checkpoint. */
 static int fit_once(run *r, int64_t id, int64_t length, train_result *res) {
     const cti_config *c = r->cfg;
-    char tdir[PATH_LEN], cdir[PATH_LEN];
+    char tdir[PATH_LEN], cdir[PATH_LEN], store[PATH_LEN];
     trial_dir(r, id, tdir, sizeof tdir);
     ct_fit_opts o = c->fit;
     o.output_dir = tdir;
     if (c->fit.checkpoint_dir) {
         snprintf(cdir, sizeof cdir, "%s/trials/%lld", c->fit.checkpoint_dir, (long long)id);
         o.checkpoint_dir = cdir;
+    }
+    if (c->fit.checkpoint_storage) { /* each trial under a prefix of its own in the store */
+        snprintf(store, sizeof store, "%s/trials/%lld", c->fit.checkpoint_storage, (long long)id);
+        o.checkpoint_storage = store;
     }
     o.max_length = (ct_period){.unit = c->fit.max_length.unit, .n = length};
     o.seed = cti_searcher_trial_seed(r->s, id);

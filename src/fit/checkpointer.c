@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"         /* defines: cti_ckpt_* (commit, verify, latest, prune) */
+#include "ckpt/remote.h"       /* defines: cti_ckpt_remote_* (the same in object storage) */
 #include "ctrial/dist.h"       /* defines: ct_dist_broadcast_bytes */
 #include "fit/report.h"        /* defines: cti_report_event_files */
 
@@ -23,7 +24,17 @@ struct cti_checkpointer {
     json_t *resume_meta;    /* its metadata.json */
     bool has_best;
     double best;
+    cti_ckpt_remote *remote; /* opts.checkpoint_storage (NULL: the disk alone) */
 };
+
+/* The S3 client's options from the run's. */
+static cti_s3_opts s3_opts(const ct_fit_opts *o) {
+    cti_s3_opts s = cti_s3_default_opts();
+    s.endpoint_url = o->s3_endpoint_url;
+    s.access_key = o->s3_access_key;
+    s.secret_key = o->s3_secret_key;
+    return s;
+}
 
 cti_checkpointer *cti_checkpointer_new(const ct_fit_opts *o, int rank) {
     cti_checkpointer *c = calloc(1, sizeof *c);
@@ -38,9 +49,18 @@ cti_checkpointer *cti_checkpointer_new(const ct_fit_opts *o, int rank) {
     return c;
 }
 
+int cti_checkpointer_open_storage(cti_checkpointer *c) {
+    const ct_fit_opts *o = c->opts;
+    if (!o->checkpoint_storage || !o->checkpoint_storage[0] || c->remote) return CT_OK;
+    cti_s3_opts so = s3_opts(o);
+    c->remote = cti_ckpt_remote_open(o->checkpoint_storage, &so);
+    return c->remote ? CT_OK : ct_last_code();
+}
+
 void cti_checkpointer_free(cti_checkpointer *c) {
     if (!c) return;
     json_decref(c->resume_meta);
+    cti_ckpt_remote_free(c->remote);
     free(c);
 }
 
@@ -52,12 +72,52 @@ const char *cti_checkpointer_last(const cti_checkpointer *c) { return c->last; }
 
 /* ---- resuming ------------------------------------------------------------------ */
 
+/* resume "latest" with object storage: the store's latest (rank 0 looks,
+ * every rank learns its name), fetched into this rank's checkpoint
+ * directory unless it is there already. Collective. */
+static int find_remote_latest(cti_checkpointer *c) {
+    struct {
+        int64_t rc;
+        int64_t none;
+        char name[256];
+        char msg[1024];
+    } found = {0};
+    if (c->rank == 0) {
+        int rc = cti_ckpt_remote_remove_incomplete(c->remote); /* what a cut-off upload left */
+        bool none = false;
+        if (rc == CT_OK) rc = cti_ckpt_remote_latest(c->remote, found.name, sizeof found.name, &none);
+        found.rc = rc;
+        found.none = none;
+        if (rc != CT_OK) snprintf(found.msg, sizeof found.msg, "%s", ct_last_error());
+    }
+    int rc = ct_dist_size() > 1 ? ct_dist_broadcast_bytes(&found, sizeof found, 0) : CT_OK;
+    if (rc != CT_OK) return rc;
+    if (found.rc != CT_OK)
+        return ct_set_error((int)found.rc, "%s%s", c->rank == 0 ? "" : "rank 0: ", found.msg);
+    if (found.none) {
+        c->resume_dir[0] = '\0';
+        if (!c->opts->quiet && c->rank == 0)
+            printf("no checkpoint in %s yet: starting from the beginning\n", cti_ckpt_remote_where(c->remote, NULL));
+        return CT_OK;
+    }
+    return cti_ckpt_remote_fetch(c->remote, found.name, c->dir, c->resume_dir, sizeof c->resume_dir);
+}
+
 int cti_checkpointer_find_resume(cti_checkpointer *c) {
     const ct_fit_opts *o = c->opts;
     if (c->rank == 0) cti_ckpt_remove_leftovers(c->dir);
     if (!o->resume || !o->resume[0]) return CT_OK;
     bool latest = strcmp(o->resume, "latest") == 0;
-    if (latest) {
+    if (latest && c->remote) {
+        int rc = find_remote_latest(c);
+        if (rc != CT_OK || !c->resume_dir[0]) return rc;
+        latest = false; /* on disk now: verified as any named checkpoint */
+    } else if (cti_ckpt_is_remote(o->resume)) {
+        cti_s3_opts so = s3_opts(o);
+        if (cti_ckpt_fetch_url(o->resume, &so, c->dir, c->resume_dir, sizeof c->resume_dir) != CT_OK)
+            return ct_last_code() == CT_ECHECKPOINT ? CT_ECHECKPOINT
+                                                     : ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
+    } else if (latest) {
         /* The latest in commit order. Only a folder without any checkpoint
          * starts from the beginning; a damaged one that may be the latest
          * is refused (CT_ECHECKPOINT naming it and the latest intact one),
@@ -72,7 +132,8 @@ int cti_checkpointer_find_resume(cti_checkpointer *c) {
         if (scan.skipped[0] && c->rank == 0)
             fprintf(stderr, "ctrial: warning: --resume latest passes over damaged checkpoints that trained less than "
                             "%s: %s\n", c->resume_dir, scan.skipped);
-    } else if (snprintf(c->resume_dir, sizeof c->resume_dir, "%s", o->resume) >= (int)sizeof c->resume_dir) {
+    } else if (!c->resume_dir[0] &&
+               snprintf(c->resume_dir, sizeof c->resume_dir, "%s", o->resume) >= (int)sizeof c->resume_dir) {
         return ct_set_error(CT_ECONFIG, "--resume: path too long");
     }
     int rc = latest ? cti_ckpt_verify_latest(c->dir, c->resume_dir) : ct_ckpt_verify(c->resume_dir);
@@ -92,15 +153,18 @@ int cti_checkpointer_guard(cti_checkpointer *c) {
     snprintf(log, sizeof log, "%s/metrics.jsonl", o->output_dir);
     struct stat st;
     bool has_log = stat(log, &st) == 0 && st.st_size > 0;
-    size_t ckpts = 0;
+    size_t ckpts = 0, stored = 0;
     int rc = cti_ckpt_count(c->dir, &ckpts);
+    if (rc == CT_OK && c->remote) rc = cti_ckpt_remote_count(c->remote, &stored);
     int events = rc == CT_OK ? cti_report_event_files(o->output_dir, false) : 0;
     if (rc != CT_OK || events < 0) return rc != CT_OK ? rc : events;
-    if (!has_log && ckpts == 0 && events == 0) return CT_OK;
+    if (!has_log && ckpts == 0 && events == 0 && stored == 0) return CT_OK;
     if (!o->overwrite) {
-        char what[4400];
-        snprintf(what, sizeof what, "%s%zu checkpoint%s in %s, %d TensorBoard event file%s",
-                 has_log ? "metrics.jsonl, " : "", ckpts, ckpts == 1 ? "" : "s", c->dir, events,
+        char what[4400], in_store[1700] = "";
+        if (stored)
+            snprintf(in_store, sizeof in_store, ", %zu in %s", stored, cti_ckpt_remote_where(c->remote, NULL));
+        snprintf(what, sizeof what, "%s%zu checkpoint%s in %s%s, %d TensorBoard event file%s",
+                 has_log ? "metrics.jsonl, " : "", ckpts, ckpts == 1 ? "" : "s", c->dir, in_store, events,
                  events == 1 ? "" : "s");
         return ct_set_error(CT_ECONFIG,
                             "%s holds an earlier run (%s): continue it with --resume latest, write this run to "
@@ -111,7 +175,8 @@ int cti_checkpointer_guard(cti_checkpointer *c) {
     if (has_log && unlink(log) != 0) return ct_set_error(CT_EIO, "--overwrite: cannot remove %s", log);
     events = cti_report_event_files(o->output_dir, true);
     if (events < 0) return events;
-    return cti_ckpt_remove_all(c->dir);
+    rc = cti_ckpt_remove_all(c->dir);
+    return rc == CT_OK && c->remote ? cti_ckpt_remote_remove_all(c->remote) : rc;
 }
 
 /* ---- writing ------------------------------------------------------------------- */
@@ -134,8 +199,30 @@ int cti_checkpointer_write(cti_checkpointer *c, int64_t bt, const ct_value *stat
     }
     json_decref(w.files);
     snprintf(c->last, sizeof c->last, "%s", w.final);
-    return cti_ckpt_prune(c->dir, c->opts->save_trial_latest, c->opts->save_trial_best, c->opts->searcher_metric,
-                          c->opts->smaller_is_better, w.name);
+    const ct_fit_opts *o = c->opts;
+    /* The store: uploaded (metadata.json last) before anything is pruned,
+     * so the newest checkpoint is always somewhere. */
+    if (c->remote && (rc = cti_ckpt_remote_upload(c->remote, w.final)) != CT_OK) {
+        char msg[2600];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        return ct_set_error(rc, "checkpoint at batch %lld (committed on disk in %s): %s", (long long)bt, w.final,
+                            msg);
+    }
+    rc = cti_ckpt_prune(c->dir, o->save_trial_latest, o->save_trial_best, o->searcher_metric, o->smaller_is_better,
+                        w.name);
+    if (rc == CT_OK && c->remote)
+        rc = cti_ckpt_remote_prune(c->remote, o->save_trial_latest, o->save_trial_best, o->searcher_metric,
+                                   o->smaller_is_better, w.name);
+    return rc;
+}
+
+int cti_checkpointer_fetch(const cti_checkpointer *c, const char *url, const char *parent, char *path, size_t len) {
+    cti_s3_opts so = s3_opts(c->opts);
+    return cti_ckpt_fetch_url(url, &so, parent, path, len);
+}
+
+const char *cti_checkpointer_storage(const cti_checkpointer *c) {
+    return c->remote ? cti_ckpt_remote_where(c->remote, NULL) : NULL;
 }
 
 int cti_checkpointer_share_last(cti_checkpointer *c) {

@@ -4,9 +4,11 @@
  *
  * The loop makes one per run. What a checkpoint holds is the context's and
  * the run's (state.h); writing one atomically, verifying and pruning is
- * the ckpt module's (ckpt/ckpt.h). The checkpointer keeps the run's side:
+ * the ckpt module's (ckpt/ckpt.h; in object storage ckpt/remote.h). The
+ * checkpointer keeps the run's side:
  *
  *     cti_checkpointer *c = cti_checkpointer_new(&opts, rank);
+ *     cti_checkpointer_open_storage(c);         // opts.checkpoint_storage: s3://
  *     cti_checkpointer_find_resume(c);          // opts.resume: verified, its metadata read
  *     cti_checkpointer_guard(c);                // an earlier run's results: refused or removed
  *     ...
@@ -20,6 +22,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ctrial/trial.h"
@@ -35,9 +38,26 @@ void cti_checkpointer_free(cti_checkpointer *c);
 /* The directory checkpoints go to. Borrowed. */
 const char *cti_checkpointer_dir(const cti_checkpointer *c);
 
+/* Connects to opts.checkpoint_storage when it names a store ("s3://..."):
+ * from then on every checkpoint is uploaded there after its commit on disk
+ * (metadata.json last), retention applies there too, resume "latest" takes
+ * the store's latest (fetched into the directory), and guard counts the
+ * store's checkpoints. Nothing is sent yet. Returns a status (CT_EINVAL for
+ * no credentials or a bad URL, CT_ENOTSUP for a store other than S3). */
+int cti_checkpointer_open_storage(cti_checkpointer *c);
+/* A checkpoint in a store ("s3://.../ckpt-...") on disk in parent, with
+ * the run's S3 options (whatever its checkpoint_storage). Returns a
+ * status. */
+int cti_checkpointer_fetch(const cti_checkpointer *c, const char *url, const char *parent, char *path, size_t len);
+/* "s3://BUCKET/PREFIX" of the store, or NULL without one. Borrowed. */
+const char *cti_checkpointer_storage(const cti_checkpointer *c);
+
 /* First, on rank 0, removes what an interrupted write left in the
  * directory. Then opts.resume: a checkpoint directory, or "latest" in the
  * directory (none yet: a fresh start, said on the console unless quiet).
+ * With a store, "latest" is the store's (rank 0 looks, after removing what
+ * cut-off uploads left; collective) and "s3://..." names one there: either
+ * is fetched into the directory unless it is there already.
  * The checkpoint is verified (every file's size and CRC) and its metadata
  * read. CT_OK, or CT_ECHECKPOINT naming it; CT_ECONFIG for a path too
  * long. */

@@ -23,7 +23,7 @@
 /* base: errors, clocks, files, the heap */
 #include "base/clock.h"           /* defines: cti_clock_monotonic */
 #include "base/cpus.h"            /* defines: cti_cpus_default_threads */
-#include "base/files.h"           /* defines: cti_make_dirs */
+#include "base/files.h"           /* defines: cti_make_dirs, cti_remove_tree */
 #include "base/heap.h"            /* defines: cti_heap_tune_for_training */
 #include "base/value_json.h"      /* defines: cti_json_from_value */
 
@@ -49,6 +49,7 @@
 
 /* ckpt: checkpoint directories */
 #include "ckpt/ckpt.h"            /* defines: CT_CKPT_STATE_FILE, cti_ckpt_read_metadata */
+#include "ckpt/remote.h"          /* defines: cti_ckpt_is_remote, cti_ckpt_fetch_url (checkpoints in S3) */
 
 /* fit: this module */
 #include "fit/checkpointer.h"     /* defines: cti_checkpointer (directory, resume source, latest, best) */
@@ -927,6 +928,20 @@ static int find_resume(cti_run *run) {
     return rc;
 }
 
+/* opts.warm_start, fetched first when it is in a store (into
+ * output_dir/.warm-start: not one of this run's checkpoints). */
+static int warm_start(cti_run *run) {
+    ct_context *ctx = run->ctx;
+    const char *from = ctx->opts.warm_start;
+    if (!cti_ckpt_is_remote(from)) return cti_context_warm_start(ctx, from);
+    char parent[4200], local[4400];
+    snprintf(parent, sizeof parent, "%s/.warm-start", ctx->opts.output_dir);
+    int rc = cti_checkpointer_fetch(run->ckpt, from, parent, local, sizeof local);
+    if (rc != CT_OK) return ct_last_code() == CT_ECHECKPOINT ? rc : ct_set_error(CT_ECHECKPOINT, "warm start: %s",
+                                                                                 ct_last_error());
+    return cti_context_warm_start(ctx, local);
+}
+
 /* A checkpoint's state_dict.pth, loaded: NEW in *state, or CT_ECHECKPOINT. */
 static int load_state_file(const char *dir, ct_value **state) {
     char path[4200];
@@ -1037,6 +1052,8 @@ static int setup_trial(cti_run *run) {
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.validation_period, "validation period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.checkpoint_period, "checkpoint period");
     if (rc == CT_OK) rc = records_to_batches(ctx, &ctx->opts.reporting_period, "reporting period");
+    if (rc == CT_OK && cti_checkpointer_open_storage(run->ckpt) != CT_OK)
+        rc = ct_set_error(CT_ECONFIG, "checkpoint_storage: %s", ct_last_error());
     if (rc == CT_OK) rc = find_resume(run);
     if (rc == CT_OK) rc = cti_checkpointer_guard(run->ckpt);
     if (rc == CT_OK && ctx->rank == 0) rc = cti_make_dirs(ctx->opts.output_dir, "output directory");
@@ -1132,7 +1149,7 @@ static int setup_rest(cti_run *run) {
     if (resumed) rc = load_resume_state(run);
     /* A warm start is a fresh trial from another run's trained state (a
      * resume of this run's own checkpoints wins: it is the same trial). */
-    else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = cti_context_warm_start(ctx, ctx->opts.warm_start);
+    else if (ctx->opts.warm_start && ctx->opts.warm_start[0]) rc = warm_start(run);
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
     if (rc == CT_OK && resumed) warn_changed_hparams(run);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
@@ -1305,6 +1322,17 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
     if (!dir || !trial || !out) return ct_set_error(CT_EINVAL, "ct_load_trial_from_checkpoint: an argument is NULL");
     if (!trial->init && !trial->build_model)
         return ct_set_error(CT_ETRIAL, "%s: init is required", trial->name ? trial->name : "trial");
+    if (cti_ckpt_is_remote(dir)) {
+        /* In a store: fetched into a folder of its own for the load, then removed. */
+        const char *tmpdir = getenv("TMPDIR");
+        char parent[4096], local[4400];
+        snprintf(parent, sizeof parent, "%s/ctrial-ckpt-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+        if (!mkdtemp(parent)) return ct_set_error(CT_EIO, "ct_load_trial_from_checkpoint: cannot make %s", parent);
+        int rc = cti_ckpt_fetch_url(dir, NULL, parent, local, sizeof local);
+        if (rc == CT_OK) rc = ct_load_trial_from_checkpoint(local, trial, hparams, device, out);
+        cti_remove_tree(parent);
+        return rc;
+    }
     int rc = ct_ckpt_verify(dir);
     json_t *meta = rc == CT_OK ? cti_ckpt_read_metadata(dir) : NULL;
     if (!meta) return ct_last_code();

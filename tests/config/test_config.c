@@ -276,6 +276,36 @@ static void test_minimal_config(void) {
     CHECK(strcmp(c.fit.checkpoint_dir, "ckpts") == 0);
     cti_config_free(&c);
 
+    /* Determined's s3 storage: the bucket and prefix as a URL, the client's
+     * keys as they are; null is Determined's default for the optional ones. */
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"ckpts\", \"prefix\": \"team/run\","
+            " \"endpoint_url\": \"http://127.0.0.1:9000\", \"access_key\": \"AK\", \"secret_key\": \"SK\","
+            " \"save_trial_latest\": 2}}", NULL));
+    CHECK_OK(cti_config_finish(&c, 1));
+    CHECK(c.fit.checkpoint_storage && strcmp(c.fit.checkpoint_storage, "s3://ckpts/team/run") == 0);
+    CHECK(c.fit.s3_endpoint_url && strcmp(c.fit.s3_endpoint_url, "http://127.0.0.1:9000") == 0);
+    CHECK(c.fit.s3_access_key && strcmp(c.fit.s3_access_key, "AK") == 0);
+    CHECK(c.fit.s3_secret_key && strcmp(c.fit.s3_secret_key, "SK") == 0);
+    CHECK(c.fit.save_trial_latest == 2 && c.fit.checkpoint_dir == NULL);
+    cti_config_free(&c);
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"b\", \"prefix\": null,"
+            " \"endpoint_url\": null}}", NULL));
+    CHECK(strcmp(c.fit.checkpoint_storage, "s3://b") == 0 && c.fit.s3_endpoint_url == NULL);
+    cti_config_free(&c);
+    /* directory: container_path is the checkpoint directory */
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"checkpoint_storage\": {\"type\": \"directory\", \"container_path\": \"/mnt/ckpts\"}}", NULL));
+    CHECK(strcmp(c.fit.checkpoint_dir, "/mnt/ckpts") == 0 && c.fit.checkpoint_storage == NULL);
+    cti_config_free(&c);
+
     /* The largest seed (Determined's 2^31 - 1) and global batch size (2^40). */
     CHECK_OK(cti_config_init(&c));
     CHECK_OK(cti_config_load_string(
@@ -415,8 +445,21 @@ static void test_errors(void) {
     FAIL("{\"searcher\": {\"name\": \"bayes\", \"max_length\": {\"batches\": 1}}}",
          "'searcher.name' is 'bayes', expected one of single, random, grid, adaptive_asha");
     FAIL("{\"searcher\": {\"max_length\": {\"batches\": 1}}}", "'searcher.name' is missing");
-    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"b\"}}",
-         "'checkpoint_storage.type' is 's3'; only 'shared_fs'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"gcs\", \"bucket\": \"b\"}}",
+         "'checkpoint_storage.type' is 'gcs': Google Cloud Storage is reached through its S3-compatible API here: "
+         "type 's3' with endpoint_url 'https://storage.googleapis.com'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"azure\", \"container\": \"c\"}}",
+         "'checkpoint_storage.type' is 'azure': Azure Blob Storage is reached through an S3-compatible gateway");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"ftp\"}}",
+         "'checkpoint_storage.type' is 'ftp'; expected 'shared_fs', 'directory' or 's3'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"prefix\": \"p\"}}",
+         "'checkpoint_storage' of type 's3' needs 'bucket'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"b\", \"host_path\": \"/x\"}}",
+         "unknown key 'checkpoint_storage.host_path'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"a/b\"}}",
+         "'checkpoint_storage.bucket' is 'a/b': a bucket's name has no '/'");
+    FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"directory\"}}",
+         "'checkpoint_storage' of type 'directory' needs 'container_path'");
     FAIL("{" ML ", \"checkpoint_storage\": {\"storage_path\": \"sub\"}}",
          "'checkpoint_storage.storage_path' needs 'checkpoint_storage.host_path'");
     FAIL("{" ML ", \"checkpoint_storage\": {\"host_path\": \"\"}}",
