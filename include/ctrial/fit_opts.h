@@ -135,6 +135,11 @@ typedef struct {
                                     * AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL if set, else AWS) */
     const char *s3_access_key;     /* NULL: AWS_ACCESS_KEY_ID */
     const char *s3_secret_key;     /* NULL: AWS_SECRET_ACCESS_KEY */
+    bool mixed_precision;          /* AMP in float16 with a GradScaler (ct_ctx_use_amp's defaults) unless
+                                    * the trial set up AMP itself: optimizations.mixed_precision O1
+                                    * (false) */
+    bool average_aggregated_gradients; /* with aggregation_frequency > 1, the step sees the mean of
+                                    * the window's gradients; false: their sum (true) */
 } ct_fit_opts;
 
 /* Fills the first `size` bytes of *o with the defaults noted above and

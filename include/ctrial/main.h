@@ -20,8 +20,10 @@ extern "C" {
 
 /* The standard program: parses flags and the experiment config (YAML or
  * JSON)
- * (--help lists them), runs ct_fit, prints a one-line cause on failure and
- * returns the process exit code (ct_exit_code). It catches SIGTERM and
+ * (--help lists them), runs ct_fit (again from the latest checkpoint after
+ * a failure, up to max_restarts times when the config gives it) or a
+ * search, prints a one-line cause on failure and returns the process exit
+ * code (ct_exit_code). It catches SIGTERM and
  * SIGINT from its first line until the process exits: one before ct_fit
  * stops the run before training (exit code 0, nothing to save), one after
  * it is recorded rather than fatal (docs/api/trial.md, "Stop signals"). */

@@ -13,6 +13,32 @@
 #include "ctrial/ctrial.h"
 #include "ctrial/dist.h"
 
+/* Failures a restart from the latest checkpoint may get past (the trial's
+ * code, libtorch, I/O, a non-finite loss), as a search retries them; not a
+ * config error, a bad checkpoint, memory, a lost rank or the trial's exit. */
+static bool restartable(int rc) {
+    return rc == CT_ETRIAL || rc == CT_ETORCH || rc == CT_EIO || rc == CT_ENAN || rc == CT_EFORMAT ||
+           rc == CT_ESHAPE || rc == CT_EDTYPE || rc == CT_EINDEX || rc == CT_ESTATE || rc == CT_EINVAL;
+}
+
+/* One trial: ct_fit, and when the config gives max_restarts, a failed run
+ * restarted from its latest checkpoint up to that many times, as Determined
+ * restarts a trial (a search's trials restart in cti_experiment_run). Not
+ * under mpirun, where a failed rank ends the job (run it again with
+ * --resume latest). */
+static int fit_with_restarts(const ct_trial *trial, const cti_config *c) {
+    ct_fit_opts o = c->fit;
+    int limit = c->max_restarts_given && !ct_dist_is_distributed() ? c->max_restarts : 0;
+    for (int n = 0;; n++) {
+        int rc = ct_fit(trial, &o);
+        if (rc == CT_OK || n >= limit || !restartable(rc)) return rc;
+        fprintf(stderr, "ctrial: the trial failed (%s: %s); restarting it from its latest checkpoint (restart %d of "
+                "%d)\n", ct_err_name(rc), ct_last_error(), n + 1, limit);
+        o.resume = "latest";
+        o.overwrite = false;
+    }
+}
+
 int ct_exit_code(int status) {
     switch (status) {
     case CT_OK: return CT_EXIT_OK;
@@ -85,9 +111,13 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
     if (args.cfg.cluster_keys[0] && cti_launch_world_rank() == 0)
         fprintf(stderr, "ctrial: warning: %s: ignoring what only a Determined cluster uses: %s\n", args.cfg.origin,
                 args.cfg.cluster_keys);
+    if (args.cfg.horovod_keys[0] && cti_launch_world_rank() == 0)
+        fprintf(stderr, "ctrial: warning: %s: ignoring what only Horovod acts on (ctrial's gradient all-reduce is "
+                "its own, in full precision, its buckets sized by optimizations.bucket_cap_mb): %s\n",
+                args.cfg.origin, args.cfg.horovod_keys);
     rc = ct_dist_init();
     if (rc == CT_OK && cti_config_is_search(&args.cfg)) rc = cti_experiment_run(trial, &args.cfg);
-    else if (rc == CT_OK) rc = ct_fit(trial, &args.cfg.fit);
+    else if (rc == CT_OK) rc = fit_with_restarts(trial, &args.cfg);
     cti_main_args_free(&args);
     if (rc && ct_dist_is_distributed()) {
         /* The other ranks may be waiting for this one in a collective: end

@@ -446,7 +446,7 @@ static int on_scheduling_unit(loader *L, const char *path, json_t *v) {
 
 static int on_searcher_name(loader *L, const char *path, json_t *v) {
     static const cti_searcher_kind kinds[] = {CT_SEARCHER_SINGLE, CT_SEARCHER_RANDOM, CT_SEARCHER_GRID,
-                                             CT_SEARCHER_ADAPTIVE_ASHA};
+                                             CT_SEARCHER_ADAPTIVE_ASHA, CT_SEARCHER_ASYNC_HALVING};
     const char *s;
     if (get_string(L, path, v, &s)) return CT_ECONFIG;
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
@@ -458,7 +458,7 @@ static int on_searcher_name(loader *L, const char *path, json_t *v) {
         strcmp(s, "custom") == 0)
         return fail(L, "'%s': the '%s' searcher has been removed from Determined and is not supported; use "
                        "'adaptive_asha'", path, s);
-    return fail(L, "'%s' is '%s', expected one of single, random, grid, adaptive_asha", path, s);
+    return fail(L, "'%s' is '%s', expected one of single, random, grid, adaptive_asha, async_halving", path, s);
 }
 
 static int on_max_trials(loader *L, const char *path, json_t *v) {
@@ -475,6 +475,13 @@ static int on_max_rungs(loader *L, const char *path, json_t *v) {
     int64_t n = 0;
     if (get_int(L, path, v, 1, CT_ASHA_MAX_RUNGS, &n)) return CT_ECONFIG;
     L->c->search.max_rungs = (int)n;
+    return 0;
+}
+
+static int on_num_rungs(loader *L, const char *path, json_t *v) {
+    int64_t n = 0;
+    if (get_int(L, path, v, 1, CT_ASHA_MAX_RUNGS, &n)) return CT_ECONFIG;
+    L->c->search.num_rungs = (int)n;
     return 0;
 }
 
@@ -563,14 +570,16 @@ static int on_source_checkpoint(loader *L, const char *path, json_t *v) {
  * schemas have additionalProperties false per searcher). */
 #define FOR_RANDOM (1u << CT_SEARCHER_RANDOM)
 #define FOR_GRID (1u << CT_SEARCHER_GRID)
-#define FOR_ASHA (1u << CT_SEARCHER_ADAPTIVE_ASHA)
+#define FOR_ADAPTIVE (1u << CT_SEARCHER_ADAPTIVE_ASHA)
+#define FOR_ASYNC (1u << CT_SEARCHER_ASYNC_HALVING)
+#define FOR_ASHA (FOR_ADAPTIVE | FOR_ASYNC)
 static const struct {
     const char *key;
     unsigned searchers;
 } searcher_only[] = {
     {"max_trials", FOR_RANDOM | FOR_ASHA}, {"max_concurrent_trials", FOR_RANDOM | FOR_GRID | FOR_ASHA},
-    {"mode", FOR_ASHA}, {"divisor", FOR_ASHA}, {"max_rungs", FOR_ASHA}, {"bracket_rungs", FOR_ASHA},
-    {"stop_once", FOR_ASHA}, {"time_metric", FOR_ASHA}, {"max_time", FOR_ASHA},
+    {"mode", FOR_ADAPTIVE}, {"divisor", FOR_ASHA}, {"max_rungs", FOR_ADAPTIVE}, {"bracket_rungs", FOR_ADAPTIVE},
+    {"num_rungs", FOR_ASYNC}, {"stop_once", FOR_ASHA}, {"time_metric", FOR_ASHA}, {"max_time", FOR_ASHA},
 };
 
 /* time_metric + max_time (Determined 0.38) as max_length. */
@@ -603,20 +612,28 @@ static int on_searcher(loader *L, const char *path, json_t *v) {
                                      {"mode", on_mode},
                                      {"divisor", on_divisor},
                                      {"max_rungs", on_max_rungs},
+                                     {"num_rungs", on_num_rungs},
                                      {"bracket_rungs", on_bracket_rungs},
                                      {"stop_once", on_stop_once},
                                      {"time_metric", on_time_metric},
                                      {"max_time", on_max_time},
                                      {NULL, NULL}};
     if (walk(L, path, v, keys)) return CT_ECONFIG;
-    if (!json_object_get(v, "name")) return fail(L, "'%s.name' is missing (single, random, grid or adaptive_asha)", path);
+    if (!json_object_get(v, "name"))
+        return fail(L, "'%s.name' is missing (single, random, grid, adaptive_asha or async_halving)", path);
     cti_searcher_kind kind = L->c->search.kind;
     const char *name = cti_searcher_kind_name(kind);
     for (size_t i = 0; i < sizeof searcher_only / sizeof *searcher_only; i++)
         if (json_object_get(v, searcher_only[i].key) && !(searcher_only[i].searchers & (1u << kind)))
             return fail(L, "'%s.%s' is not a key of searcher '%s'", path, searcher_only[i].key, name);
-    if ((kind == CT_SEARCHER_RANDOM || kind == CT_SEARCHER_ADAPTIVE_ASHA) && !json_object_get(v, "max_trials"))
+    if ((kind == CT_SEARCHER_RANDOM || cti_searcher_kind_is_asha(kind)) && !json_object_get(v, "max_trials"))
         return fail(L, "'%s.max_trials' is missing: searcher '%s' needs the number of trials", path, name);
+    if (kind == CT_SEARCHER_ASYNC_HALVING) {
+        if (!json_object_get(v, "num_rungs"))
+            return fail(L, "'%s.num_rungs' is missing: searcher 'async_halving' needs the number of rungs", path);
+        /* current Determined's async_halving stops trials early and never promotes */
+        if (!json_object_get(v, "stop_once")) L->c->search.stop_once = true;
+    }
     return time_as_length(L, path, v);
 }
 
@@ -790,6 +807,72 @@ static int on_tune_malloc(loader *L, const char *path, json_t *v) {
     return get_bool(L, path, v, &L->c->fit.tune_malloc);
 }
 
+/* Determined's mixed_precision: apex's opt levels. O1 (autocast, with
+ * dynamic loss scaling) is AMP; O2 and O3 keep the weights in half
+ * precision, which PyTorch's AMP does not do. */
+static int on_mixed_precision(loader *L, const char *path, json_t *v) {
+    const char *s = "O0";
+    if (!json_is_null(v) && get_string(L, path, v, &s)) return CT_ECONFIG;
+    if (strcmp(s, "O0") == 0 || strcmp(s, "O1") == 0) {
+        L->c->fit.mixed_precision = strcmp(s, "O1") == 0;
+        return 0;
+    }
+    if (strcmp(s, "O2") == 0 || strcmp(s, "O3") == 0)
+        return fail(L, "'%s' is '%s': apex's O2 and O3 keep the weights in half precision, which has no "
+                    "equivalent here; 'O1' is AMP (autocast with a GradScaler, as ct_ctx_use_amp), what PyTorch "
+                    "recommends over apex", path, s);
+    return fail(L, "'%s' must be O0, O1, O2 or O3, got '%s'", path, s);
+}
+
+static int on_average_aggregated_gradients(loader *L, const char *path, json_t *v) {
+    if (json_is_null(v)) return 0;
+    return get_bool(L, path, v, &L->c->fit.average_aggregated_gradients);
+}
+
+/* Appends path to the keys only Horovod acts on (ct_main names them in one
+ * warning). */
+static void horovod_only(loader *L, const char *path) {
+    char *keys = L->c->horovod_keys;
+    size_t n = strlen(keys);
+    if (n + strlen(path) + 3 < sizeof L->c->horovod_keys)
+        snprintf(keys + n, sizeof L->c->horovod_keys - n, "%s%s", n ? ", " : "", path);
+}
+
+/* Horovod's knobs: named when set to something other than Determined's
+ * default (a full config copied from Determined says nothing). */
+static int on_horovod_bool(loader *L, const char *path, json_t *v) {
+    bool b = false;
+    if (json_is_null(v)) return 0;
+    if (get_bool(L, path, v, &b)) return CT_ECONFIG;
+    if (b) horovod_only(L, path);
+    return 0;
+}
+
+static int on_fusion_cycle_time(loader *L, const char *path, json_t *v) {
+    int64_t ms = 1;
+    if (json_is_null(v)) return 0;
+    if (get_int(L, path, v, 0, INT64_MAX, &ms)) return CT_ECONFIG;
+    if (ms != 1) horovod_only(L, path);
+    return 0;
+}
+
+static int on_grad_updates_size_file(loader *L, const char *path, json_t *v) {
+    const char *s;
+    if (json_is_null(v)) return 0;
+    if (get_string(L, path, v, &s)) return CT_ECONFIG;
+    horovod_only(L, path);
+    return 0;
+}
+
+/* Horovod's fusion buffer in MB is what a gradient bucket is here: it
+ * sets bucket_cap_mb unless that is given too (0, Horovod's "no fusion",
+ * is the smallest bucket, 1 MB). Checked here, applied after the walk. */
+static int on_fusion_threshold(loader *L, const char *path, json_t *v) {
+    int64_t mb = 64;
+    if (json_is_null(v)) return 0;
+    return get_int(L, path, v, 0, 1 << 20, &mb) ? CT_ECONFIG : 0;
+}
+
 static int on_optimizations(loader *L, const char *path, json_t *v) {
     static const key_entry keys[] = {{"aggregation_frequency", on_aggregation_frequency},
                                      {"bucket_cap_mb", on_bucket_cap_mb},
@@ -798,8 +881,22 @@ static int on_optimizations(loader *L, const char *path, json_t *v) {
                                      {"tune_malloc", on_tune_malloc},
                                      /* ctrial always averages across ranks, as true does */
                                      {"average_training_metrics", ignore_bool},
+                                     {"mixed_precision", on_mixed_precision},
+                                     {"average_aggregated_gradients", on_average_aggregated_gradients},
+                                     {"tensor_fusion_threshold", on_fusion_threshold},
+                                     /* Horovod's alone */
+                                     {"gradient_compression", on_horovod_bool},
+                                     {"auto_tune_tensor_fusion", on_horovod_bool},
+                                     {"tensor_fusion_cycle_time", on_fusion_cycle_time},
+                                     {"grad_updates_size_file", on_grad_updates_size_file},
                                      {NULL, NULL}};
-    return walk(L, path, v, keys);
+    if (walk(L, path, v, keys)) return CT_ECONFIG;
+    json_t *fusion = json_object_get(v, "tensor_fusion_threshold");
+    if (json_is_integer(fusion) && !json_object_get(v, "bucket_cap_mb")) {
+        json_int_t mb = json_integer_value(fusion);
+        L->c->fit.bucket_cap_mb = mb > 0 ? mb : 1;
+    }
+    return 0;
 }
 
 /* ctrial's own key: where the trial trains, "cpu", "cuda" or "cuda:N"
@@ -846,6 +943,7 @@ static int on_slots_per_trial(loader *L, const char *path, json_t *v) {
 }
 
 static int on_max_restarts(loader *L, const char *path, json_t *v) {
+    L->c->max_restarts_given = true;
     return get_int32(L, path, v, 0, &L->c->max_restarts);
 }
 
@@ -1145,7 +1243,7 @@ static int finish_search(cti_config *c, int world_size) {
         return ct_set_error(CT_ECONFIG, "%s: 'resources.slots_per_trial' is %d, which does not divide the %d ranks "
                             "of this job: a search trains each trial on a group of slots_per_trial ranks",
                             c->origin, slots, world_size);
-    if (c->search.kind != CT_SEARCHER_ADAPTIVE_ASHA) return 0;
+    if (!cti_searcher_kind_is_asha(c->search.kind)) return 0;
     cti_searcher *s = cti_searcher_new(&c->search, c->space);
     if (!s) return ct_set_error(ct_last_code(), "%s: %s", c->origin, ct_last_error());
     cti_searcher_free(s);

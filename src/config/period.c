@@ -130,6 +130,7 @@ static ct_fit_opts fit_defaults(void) {
         .searcher_metric = "validation_loss",
         .smaller_is_better = true,
         .aggregation_frequency = 1,
+        .average_aggregated_gradients = true,
         .bucket_cap_mb = 25,
         .cuda_graph_warmup = 3,
         .tune_malloc = true,
@@ -156,11 +157,12 @@ static ct_fit_opts fit_defaults(void) {
 _Static_assert(offsetof(ct_fit_opts, deterministic) >= FIT_OPTS_V1_SIZE,
                "ct_fit_opts.deterministic must start past version 1 (CT_NEW_FIELD)");
 #define FIT_OPTS_V2_SIZE ROUND_UP(offsetof(ct_fit_opts, deterministic) + sizeof(bool), _Alignof(ct_fit_opts))
-/* Version 3 adds checkpoint_storage and the S3 client's three strings. */
+/* Version 3 adds checkpoint_storage and the S3 client's three strings,
+ * mixed_precision and average_aggregated_gradients. */
 _Static_assert(offsetof(ct_fit_opts, checkpoint_storage) >= FIT_OPTS_V2_SIZE,
                "ct_fit_opts.checkpoint_storage must start past version 2 (CT_NEW_FIELD)");
 #define FIT_OPTS_V3_SIZE \
-    ROUND_UP(offsetof(ct_fit_opts, s3_secret_key) + sizeof(const char *), _Alignof(ct_fit_opts))
+    ROUND_UP(offsetof(ct_fit_opts, average_aggregated_gradients) + sizeof(bool), _Alignof(ct_fit_opts))
 _Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V3_SIZE,
                "ct_fit_opts grew: record its version 4 size here (see the comment above)");
 

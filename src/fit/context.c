@@ -331,8 +331,10 @@ static int step_on_gradients(ct_context *ctx, ct_optim *opt, const ct_step_opts 
     for (size_t i = 0; i < n; i++) params[i] = ct_optim_param(opt, i);
     int rc = CT_OK;
     /* Accumulated gradients are sums over aggregation_frequency batches:
-     * make them a mean, as a single large batch would have given. */
-    if (ctx->aggregation_frequency > 1) {
+     * make them a mean, as a single large batch would have given
+     * (average_aggregated_gradients, Determined's default; false keeps the
+     * sum). */
+    if (ctx->aggregation_frequency > 1 && ctx->opts.average_aggregated_gradients) {
         ct_scope *s = ct_scope_begin();
         for (size_t i = 0; i < n && rc == CT_OK; i++) {
             ct_tensor *g = ct_grad(params[i]);

@@ -1058,6 +1058,9 @@ static int setup_trial(cti_run *run) {
     if (rc == CT_OK) rc = cti_checkpointer_guard(run->ckpt);
     if (rc == CT_OK && ctx->rank == 0) rc = cti_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = cti_context_build_trial(ctx);
+    /* optimizations.mixed_precision O1: AMP as ct_ctx_use_amp's defaults,
+     * unless the trial set AMP up itself in init. */
+    if (rc == CT_OK && ctx->opts.mixed_precision && !ctx->amp && !ctx->scaler) rc = ct_ctx_use_amp(ctx, NULL);
     if (rc != CT_OK) return rc;
     ct_clear_error(); /* each call into the trial's code starts with no error pending (error.h) */
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return cti_context_trial_failed("build_callbacks");

@@ -48,12 +48,17 @@ cti_searcher_opts cti_searcher_defaults(void) {
     return o;
 }
 
+bool cti_searcher_kind_is_asha(cti_searcher_kind k) {
+    return k == CT_SEARCHER_ADAPTIVE_ASHA || k == CT_SEARCHER_ASYNC_HALVING;
+}
+
 const char *cti_searcher_kind_name(cti_searcher_kind k) {
     switch (k) {
     case CT_SEARCHER_SINGLE: return "single";
     case CT_SEARCHER_RANDOM: return "random";
     case CT_SEARCHER_GRID: return "grid";
     case CT_SEARCHER_ADAPTIVE_ASHA: return "adaptive_asha";
+    case CT_SEARCHER_ASYNC_HALVING: return "async_halving";
     }
     return "?";
 }
@@ -86,7 +91,8 @@ cti_searcher *cti_searcher_new(const cti_searcher_opts *o, const cti_hp_space *s
             rc = ct_set_error(CT_ECONFIG, "searcher 'grid': the hyperparameters have no point to try (no "
                                           "hyperparameter at all)");
         break;
-    case CT_SEARCHER_ADAPTIVE_ASHA: {
+    case CT_SEARCHER_ADAPTIVE_ASHA:
+    case CT_SEARCHER_ASYNC_HALVING: {
         cti_asha_opts a = cti_asha_defaults();
         a.max_trials = o->max_trials;
         a.max_length = o->max_length;
@@ -96,6 +102,18 @@ cti_searcher *cti_searcher_new(const cti_searcher_opts *o, const cti_hp_space *s
         a.mode = o->mode;
         a.bracket_rungs = o->n_bracket_rungs ? o->bracket_rungs : NULL;
         a.n_bracket_rungs = o->n_bracket_rungs;
+        if (o->kind == CT_SEARCHER_ASYNC_HALVING) {
+            /* asha_stopping.go: one bracket of num_rungs; at once min(mc, T),
+             * or, for mc 0, d^(num_rungs-1) clamped to [1, T] (enough for one
+             * trial to reach the top rung). */
+            a.bracket_rungs = &o->num_rungs;
+            a.n_bracket_rungs = 1;
+            a.max_rungs = o->num_rungs;
+            if (o->max_concurrent_trials == 0) {
+                double at = pow(o->divisor, o->num_rungs - 1);
+                a.max_concurrent_trials = at < 1 ? 1 : at > (double)o->max_trials ? o->max_trials : (int64_t)at;
+            }
+        }
         rc = cti_asha_plan_make(&a, &s->plan);
         for (int b = 0; rc == 0 && b < s->plan.n; b++) {
             s->total += s->plan.b[b].max_trials;
@@ -109,7 +127,7 @@ cti_searcher *cti_searcher_new(const cti_searcher_opts *o, const cti_hp_space *s
     /* The trials created at the start: each holds its hyperparameters and
      * its record from then on. */
     int64_t at_once = 0;
-    if (o->kind == CT_SEARCHER_ADAPTIVE_ASHA)
+    if (cti_searcher_kind_is_asha(o->kind))
         for (int b = 0; b < s->plan.n; b++) at_once += s->plan.b[b].initial;
     else
         at_once = s->o.max_concurrent_trials == 0 || s->o.max_concurrent_trials > s->total
@@ -190,7 +208,7 @@ static int register_creates(cti_searcher *s, const cti_search_ops *out, size_t f
     for (size_t i = from; i < out->n; i++) {
         if (out->v[i].kind != CT_SEARCH_CREATE) continue;
         int rc = register_trial(s, out->v[i].trial, bracket);
-        if (!rc && s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA) rc = cti_rungs_created(s->brackets[bracket], out->v[i].trial);
+        if (!rc && cti_searcher_kind_is_asha(s->o.kind)) rc = cti_rungs_created(s->brackets[bracket], out->v[i].trial);
         if (rc) return rc;
     }
     return 0;
@@ -209,7 +227,7 @@ static int create_whole(cti_searcher *s, cti_search_ops *out) {
 /* ---- operations -------------------------------------------------------------- */
 
 int cti_searcher_start(cti_searcher *s, cti_search_ops *out) {
-    if (s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA) {
+    if (cti_searcher_kind_is_asha(s->o.kind)) {
         for (int b = 0; b < s->plan.n; b++) {
             size_t from = out->n;
             int rc = cti_rungs_start(s->brackets[b], out);
@@ -236,7 +254,7 @@ static trial_info *known(const cti_searcher *s, int64_t trial) {
 int cti_searcher_validated(cti_searcher *s, int64_t trial, double metric, cti_search_ops *out) {
     trial_info *t = known(s, trial);
     if (!t) return CT_EINVAL;
-    if (s->o.kind != CT_SEARCHER_ADAPTIVE_ASHA) return 0; /* its CLOSE is already out */
+    if (!cti_searcher_kind_is_asha(s->o.kind)) return 0; /* its CLOSE is already out */
     if (isnan(metric)) metric = s->o.smaller_is_better ? INFINITY : -INFINITY;
     size_t from = out->n;
     int rc = cti_rungs_validated(s->brackets[t->bracket], trial, metric, out);
@@ -252,7 +270,7 @@ int cti_searcher_exited(cti_searcher *s, int64_t trial, cti_search_ops *out) {
     trial_info *t = known(s, trial);
     if (!t) return CT_EINVAL;
     s->closed++;
-    if (s->o.kind != CT_SEARCHER_ADAPTIVE_ASHA) return replace(s, out);
+    if (!cti_searcher_kind_is_asha(s->o.kind)) return replace(s, out);
     size_t from = out->n;
     int rc = cti_rungs_exited(s->brackets[t->bracket], trial, out);
     return rc ? rc : register_creates(s, out, from, t->bracket);
@@ -262,7 +280,7 @@ int cti_searcher_closed(cti_searcher *s, int64_t trial, cti_search_ops *out) {
     trial_info *t = known(s, trial);
     if (!t) return CT_EINVAL;
     s->closed++;
-    if (s->o.kind != CT_SEARCHER_ADAPTIVE_ASHA) return replace(s, out);
+    if (!cti_searcher_kind_is_asha(s->o.kind)) return replace(s, out);
     return cti_rungs_closed(s->brackets[t->bracket], trial);
 }
 
@@ -291,5 +309,5 @@ int cti_searcher_bracket(const cti_searcher *s, int64_t trial) {
 }
 
 const cti_asha_plan *cti_searcher_plan(const cti_searcher *s) {
-    return s->o.kind == CT_SEARCHER_ADAPTIVE_ASHA ? &s->plan : NULL;
+    return cti_searcher_kind_is_asha(s->o.kind) ? &s->plan : NULL;
 }

@@ -54,6 +54,7 @@ typedef enum {
     CT_SEARCHER_RANDOM,
     CT_SEARCHER_GRID,
     CT_SEARCHER_ADAPTIVE_ASHA,
+    CT_SEARCHER_ASYNC_HALVING, /* adaptive_asha's one bracket of num_rungs (Determined's async_halving) */
 } cti_searcher_kind;
 
 /* searcher: its keys, Determined's defaults in brackets. */
@@ -63,9 +64,11 @@ typedef struct {
     int64_t max_concurrent_trials; /* (16); 0: no limit */
     int64_t max_length;            /* >= 1, in the length's own unit */
     bool smaller_is_better;        /* (true) */
-    bool stop_once;                /* adaptive_asha: early stopping instead of promotion (false) */
+    bool stop_once;                /* adaptive_asha: early stopping instead of promotion (false; async_halving's
+                                    * config default is true, as current Determined's) */
     double divisor;                /* adaptive_asha (4) */
     int max_rungs;                 /* adaptive_asha (5) */
+    int num_rungs;                 /* async_halving: required, >= 1 */
     cti_asha_mode mode;             /* adaptive_asha (standard) */
     int bracket_rungs[CT_ASHA_MAX_BRACKETS];
     int n_bracket_rungs;           /* 0: brackets from mode */
@@ -73,7 +76,9 @@ typedef struct {
 } cti_searcher_opts;
 
 cti_searcher_opts cti_searcher_defaults(void);
-/* "single", "random", "grid", "adaptive_asha". */
+/* Whether k runs rungs (adaptive_asha, async_halving). */
+bool cti_searcher_kind_is_asha(cti_searcher_kind k);
+/* "single", "random", "grid", "adaptive_asha", "async_halving". */
 const char *cti_searcher_kind_name(cti_searcher_kind k);
 
 typedef struct cti_searcher cti_searcher;

@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -354,6 +355,36 @@ vals = {m["batches"]: m["metrics"]["validation_loss"] for m in metrics(out) if m
 best = min(vals, key=lambda b: vals[b])
 want = sorted({36, 40, best})
 check(sorted(checkpoints(out)) == want, f"retention keeps {want} (latest 2 + best {best}): {sorted(checkpoints(out))}")
+
+# ---- max_restarts: a single trial restarted from its latest checkpoint ------------
+# As Determined restarts a failed trial. fail_once_at: batch 20 fails the first
+# time only (it leaves a marker file); the restart resumes from the latest
+# checkpoint before it and the run ends equal to the uninterrupted one. Without max_restarts in
+# the config a single trial fails at once; with a failure that comes back every
+# time it fails after max_restarts restarts.
+
+marker = os.path.join(WORK, "failed_once")
+restart_cfg = config(os.path.join(WORK, "restarts.json"), max_restarts=2,
+                     hyperparameters={"global_batch_size": 16, "fail_once_at": 19, "fail_marker": marker})
+out = os.path.join(WORK, "restarted")
+p = run(out, cfg=restart_cfg)
+check("ctrial: the trial failed (CT_ETRIAL: train_batch: ckpt_trial: fail_once_at 19)" in p.stderr and "(restart 1 of 2)" in p.stderr
+      and "restart 2 of 2" not in p.stderr, f"max_restarts 2: one failure, one restart ({p.stderr.strip()[-300:]})")
+before = max(k for k in checkpoints(ref) if k < 20)
+check(re.search(rf"resumed from \S+ckpt-{before:06d}-\S+ after batch {before}", p.stdout) is not None,
+      f"the restart resumes from the latest checkpoint before the failure ({before})")
+compare_runs("restarted after a failure", ref, out)
+os.remove(marker)
+out = os.path.join(WORK, "no_restarts")
+p = run(out, cfg=config(os.path.join(WORK, "no_restarts.json"),
+                        hyperparameters={"global_batch_size": 16, "fail_once_at": 19, "fail_marker": marker}),
+        expect=1)
+check("restarting" not in p.stderr, "without max_restarts in the config a single trial is not restarted")
+out = os.path.join(WORK, "always_fails")
+p = run(out, cfg=config(os.path.join(WORK, "always.json"), max_restarts=1,
+                        hyperparameters={"global_batch_size": 16, "fail_at": 19}), expect=1)
+check(p.stderr.count("restarting it from its latest checkpoint") == 1 and "(restart 1 of 1)" in p.stderr,
+      f"a failure that comes back: one restart, then exit 1 ({p.stderr.strip()[-200:]})")
 
 # ---- ctrial-ckpt ---------------------------------------------------------------
 

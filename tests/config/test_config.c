@@ -298,6 +298,55 @@ static void test_minimal_config(void) {
             " \"endpoint_url\": null}}", NULL));
     CHECK(strcmp(c.fit.checkpoint_storage, "s3://b") == 0 && c.fit.s3_endpoint_url == NULL);
     cti_config_free(&c);
+    /* async_halving: one bracket of num_rungs; Determined's current
+     * async_halving stops trials early (stop_once true unless given). */
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"hyperparameters\": {\"global_batch_size\": 8, \"lr\": {\"type\": \"double\", \"minval\": 0.1,"
+            " \"maxval\": 1}}, \"searcher\": {\"name\": \"async_halving\", \"metric\": \"validation_loss\","
+            " \"num_rungs\": 3, \"max_trials\": 9, \"divisor\": 3, \"max_length\": {\"batches\": 90}}}", NULL));
+    CHECK_OK(cti_config_finish(&c, 1));
+    CHECK(c.search.kind == CT_SEARCHER_ASYNC_HALVING && c.search.num_rungs == 3 && c.search.max_trials == 9 &&
+          c.search.stop_once && c.search.max_length == 90);
+    cti_config_free(&c);
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"hyperparameters\": {\"global_batch_size\": 8}, \"searcher\": {\"name\": \"async_halving\","
+            " \"metric\": \"m\", \"num_rungs\": 2, \"max_trials\": 4, \"stop_once\": false,"
+            " \"time_metric\": \"batches\", \"max_time\": 40}}", NULL));
+    CHECK(c.search.kind == CT_SEARCHER_ASYNC_HALVING && !c.search.stop_once && c.fit.max_length.n == 40);
+    cti_config_free(&c);
+
+    /* Determined's optimizations: mixed_precision O1 is AMP, the fusion
+     * threshold sizes the buckets, Horovod's own knobs are named once (and
+     * only when set to something other than their defaults). */
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"optimizations\": {\"aggregation_frequency\": 1, \"average_aggregated_gradients\": true,"
+            " \"average_training_metrics\": true, \"gradient_compression\": false, \"mixed_precision\": \"O0\","
+            " \"tensor_fusion_threshold\": 64, \"tensor_fusion_cycle_time\": 1, \"auto_tune_tensor_fusion\": false,"
+            " \"grad_updates_size_file\": null}}", NULL));
+    CHECK(!c.fit.mixed_precision && c.fit.average_aggregated_gradients && c.fit.bucket_cap_mb == 64);
+    CHECK(c.horovod_keys[0] == '\0'); /* Determined's defaults, written out: nothing to say */
+    cti_config_free(&c);
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"optimizations\": {\"mixed_precision\": \"O1\", \"average_aggregated_gradients\": false,"
+            " \"gradient_compression\": true, \"tensor_fusion_cycle_time\": 5, \"tensor_fusion_threshold\": 0,"
+            " \"grad_updates_size_file\": \"/tmp/g\", \"auto_tune_tensor_fusion\": true}}", NULL));
+    CHECK(c.fit.mixed_precision && !c.fit.average_aggregated_gradients && c.fit.bucket_cap_mb == 1);
+    CHECK(strcmp(c.horovod_keys, "optimizations.gradient_compression, optimizations.tensor_fusion_cycle_time, "
+                                 "optimizations.grad_updates_size_file, optimizations.auto_tune_tensor_fusion") == 0);
+    cti_config_free(&c);
+    CHECK_OK(cti_config_init(&c)); /* ctrial's own bucket_cap_mb wins over the fusion threshold, in any order */
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"optimizations\": {\"bucket_cap_mb\": 8, \"tensor_fusion_threshold\": 32}}", NULL));
+    CHECK(c.fit.bucket_cap_mb == 8);
+    cti_config_free(&c);
+
     /* directory: container_path is the checkpoint directory */
     CHECK_OK(cti_config_init(&c));
     CHECK_OK(cti_config_load_string(
@@ -347,8 +396,8 @@ static void test_errors(void) {
          "exp.json: unknown key 'searcher.max_length.batchs'");
     FAIL("{" ML ", \"checkpoint_storage\": {\"host_pth\": \"/x\"}}",
          "unknown key 'checkpoint_storage.host_pth'");
-    FAIL("{" ML ", \"optimizations\": {\"mixed_precision\": \"O1\"}}",
-         "unknown key 'optimizations.mixed_precision'");
+    FAIL("{" ML ", \"optimizations\": {\"mixed_precison\": \"O1\"}}",
+         "unknown key 'optimizations.mixed_precison'");
     FAIL("{" ML ", \"reproducibility\": {\"seed\": 1}}", "unknown key 'reproducibility.seed'");
     FAIL("{" ML ", \"resources\": {\"slots\": 1}}", "unknown key 'resources.slots'");
     FAIL("{" ML ", \"resources\": {\"device\": \"gpu0\"}}", "'resources.device' must be cpu, cuda or cuda:N, got 'gpu0'");
@@ -443,7 +492,7 @@ static void test_errors(void) {
     FAIL("{\"searcher\": {\"name\": \"sync_halving\", \"max_length\": {\"batches\": 1}}}",
          "the 'sync_halving' searcher has been removed from Determined");
     FAIL("{\"searcher\": {\"name\": \"bayes\", \"max_length\": {\"batches\": 1}}}",
-         "'searcher.name' is 'bayes', expected one of single, random, grid, adaptive_asha");
+         "'searcher.name' is 'bayes', expected one of single, random, grid, adaptive_asha, async_halving");
     FAIL("{\"searcher\": {\"max_length\": {\"batches\": 1}}}", "'searcher.name' is missing");
     FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"gcs\", \"bucket\": \"b\"}}",
          "'checkpoint_storage.type' is 'gcs': Google Cloud Storage is reached through its S3-compatible API here: "
@@ -458,6 +507,22 @@ static void test_errors(void) {
          "unknown key 'checkpoint_storage.host_path'");
     FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"s3\", \"bucket\": \"a/b\"}}",
          "'checkpoint_storage.bucket' is 'a/b': a bucket's name has no '/'");
+    FAIL("{\"searcher\": {\"name\": \"async_halving\", \"max_trials\": 4, \"max_length\": {\"batches\": 8}}}",
+         "'searcher.num_rungs' is missing: searcher 'async_halving' needs the number of rungs");
+    FAIL("{\"searcher\": {\"name\": \"async_halving\", \"num_rungs\": 2, \"max_trials\": 4, \"mode\": \"standard\","
+         " \"max_length\": {\"batches\": 8}}}",
+         "'searcher.mode' is not a key of searcher 'async_halving'");
+    FAIL("{\"searcher\": {\"name\": \"adaptive_asha\", \"num_rungs\": 2, \"max_trials\": 4,"
+         " \"max_length\": {\"batches\": 8}}}",
+         "'searcher.num_rungs' is not a key of searcher 'adaptive_asha'");
+    FAIL("{" ML ", \"optimizations\": {\"mixed_precision\": \"O2\"}}",
+         "'optimizations.mixed_precision' is 'O2': apex's O2 and O3 keep the weights in half precision");
+    FAIL("{" ML ", \"optimizations\": {\"mixed_precision\": \"fp16\"}}",
+         "'optimizations.mixed_precision' must be O0, O1, O2 or O3, got 'fp16'");
+    FAIL("{" ML ", \"optimizations\": {\"tensor_fusion_threshold\": -1}}",
+         "'optimizations.tensor_fusion_threshold'");
+    FAIL("{" ML ", \"optimizations\": {\"gradient_compression\": \"yes\"}}",
+         "'optimizations.gradient_compression'");
     FAIL("{" ML ", \"checkpoint_storage\": {\"type\": \"directory\"}}",
          "'checkpoint_storage' of type 'directory' needs 'container_path'");
     FAIL("{" ML ", \"checkpoint_storage\": {\"storage_path\": \"sub\"}}",

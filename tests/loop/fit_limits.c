@@ -23,8 +23,16 @@ typedef struct {
 
 static int64_t g_batches;       /* train_batch calls */
 static int64_t g_deterministic; /* of them, under deterministic algorithms */
+static int64_t g_scaled;        /* of them, with the context's GradScaler (fp16 AMP) */
+static const char *g_own_amp;   /* init's own ct_ctx_use_amp dtype ("bf16"), or NULL */
+static ct_dtype g_amp_dtype;    /* the dtype a training step's forward ran in */
 
 static void *init(ct_context *ctx) {
+    if (g_own_amp) {
+        ct_amp_opts a = ct_amp_defaults();
+        a.dtype = CT_BF16;
+        if (ct_ctx_use_amp(ctx, &a) != CT_OK) return NULL;
+    }
     Trial *t = calloc(1, sizeof *t);
     t->lin = ct_ctx_wrap_model(ctx, ct_nn_linear(1, 1, false));
     ct_sgd_opts o = ct_sgd_defaults();
@@ -46,6 +54,8 @@ static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch,
                              int64_t batch_idx) {
     g_batches++;
     g_deterministic += ct_get_deterministic();
+    g_scaled += ct_ctx_grad_scaler(ctx) != NULL;
+    g_amp_dtype = ct_dtype_of(ct_nn_forward(((Trial *)self)->lin, ct_batch_at(batch, 0)));
     ct_tensor *loss = mse(self, batch);
     if (ct_ctx_backward(ctx, loss) || ct_ctx_step_optimizer(ctx, ((Trial *)self)->opt, NULL, NULL)) return NULL;
     return ct_value_tensor(loss);
@@ -175,6 +185,26 @@ static unsigned char *older_struct(size_t size, void (*init_at)(void *, size_t),
 }
 
 static void init_fit_opts(void *p, size_t size) { ct_fit_opts_init(p, size); }
+
+/* ct_fit_opts.mixed_precision (optimizations.mixed_precision O1): the
+ * trial trains under fp16 autocast with the context's GradScaler, as if its
+ * init had called ct_ctx_use_amp; a trial that sets AMP up itself keeps its
+ * own (bf16 here, no scaler). */
+static void test_mixed_precision(void) {
+    ct_fit_opts o = opts();
+    o.mixed_precision = true;
+    g_batches = g_scaled = 0;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_batches == 3 && g_scaled == 3 && g_amp_dtype == CT_F16);
+    g_own_amp = "bf16";
+    g_batches = g_scaled = 0;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_batches == 3 && g_scaled == 0 && g_amp_dtype == CT_BF16);
+    g_own_amp = NULL;
+    o.mixed_precision = false;
+    CHECK_OK(ct_fit(&trial, &o));
+    CHECK(g_amp_dtype == CT_F32);
+}
 
 /* ct_fit_opts.deterministic: deterministic algorithms while the fit runs
  * (uninitialised memory NaN-filled, as PyTorch's), given back after. */
@@ -344,6 +374,7 @@ int main(void) {
     test_fit_options();
     test_abi();
     test_deterministic();
+    test_mixed_precision();
     test_loader_limits();
     return ct_test_result("loop_fit_limits");
 }

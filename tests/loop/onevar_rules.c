@@ -581,6 +581,16 @@ int main(void) {
     expect_run("aggregation", &t, &o, "T10 V10 C10:end");
     CHECK_NEAR(g_rec[0].val_losses[0], pow998(10), 1e-6); /* (0.998^5)^2 */
 
+    /* average_aggregated_gradients false: each of the 5 steps sees the sum
+     * of its window's two gradients, and moves w twice as far. */
+    reset_recorders();
+    o = base_opts(h16);
+    o.max_length = ct_batches(10);
+    o.aggregation_frequency = 2;
+    o.average_aggregated_gradients = false;
+    expect_run("aggregation, summed", &t, &o, "T10 V10 C10:end");
+    CHECK_NEAR(g_rec[0].val_losses[0], pow(0.996, 10), 1e-6); /* (0.996^5)^2 */
+
     /* Clipping changes the trajectory: one step with the gradient (-2) cut
      * to norm 1e-4 moves w by 1e-7 instead of 0.002. */
     reset_recorders();

@@ -92,6 +92,46 @@ static void adaptive(void) {
     cti_hp_space_free(space);
 }
 
+/* async_halving: adaptive_asha's one bracket of num_rungs (asha_stopping.go):
+ * rung k of r at L / d^(r-1-k), every trial in it, started min(mc, T) at
+ * once, or for mc 0 d^(r-1) clamped to [1, T]. */
+static void async_halving(void) {
+    json_t *none = json_object();
+    cti_hp_space *space = cti_hp_space_new(none, "hyperparameters", false);
+    json_decref(none);
+    cti_searcher_opts o = cti_searcher_defaults();
+    o.kind = CT_SEARCHER_ASYNC_HALVING;
+    o.max_trials = 5;
+    o.max_length = 900;
+    o.num_rungs = 3;
+    o.divisor = 3;
+    o.stop_once = true;
+    o.max_concurrent_trials = 2;
+    CHECK(strcmp(cti_searcher_kind_name(o.kind), "async_halving") == 0 && cti_searcher_kind_is_asha(o.kind));
+    cti_searcher *s = cti_searcher_new(&o, space);
+    const cti_asha_plan *p = s ? cti_searcher_plan(s) : NULL;
+    CHECK(p && p->n == 1 && p->b[0].rungs == 3 && p->b[0].max_trials == 5 && p->b[0].initial == 2 &&
+          p->b[0].units[0] == 100 && p->b[0].units[1] == 300 && p->b[0].units[2] == 900);
+    CHECK(s && cti_searcher_total(s) == 5);
+    /* early stopping, smaller is better: .1 .. .5 get worse, so after the
+     * first trial each stops at its first rung */
+    trace t;
+    CHECK(s && drive(s, tenth, &t));
+    check_lengths(&t, (const char *const[]){"100 300 900", "100", "100", "100", "100"}, 5, "async_halving");
+    cti_searcher_free(s);
+    o.max_concurrent_trials = 0; /* 3^2 = 9, clamped to the 5 trials */
+    s = cti_searcher_new(&o, space);
+    p = s ? cti_searcher_plan(s) : NULL;
+    CHECK(p && p->b[0].initial == 5);
+    cti_searcher_free(s);
+    o.num_rungs = 1; /* 3^0 = 1 at once */
+    s = cti_searcher_new(&o, space);
+    p = s ? cti_searcher_plan(s) : NULL;
+    CHECK(p && p->b[0].initial == 1 && p->b[0].units[0] == 900);
+    cti_searcher_free(s);
+    cti_hp_space_free(space);
+}
+
 static void random_and_single(void) {
     json_t *hps = json_pack("{s{sssfsf}}", "lr", "type", "double", "minval", 0.0, "maxval", 1.0);
     cti_hp_space *space = cti_hp_space_new(hps, "hyperparameters", false);
@@ -226,6 +266,7 @@ static void too_many_at_once(void) {
 int main(void) {
     too_many_at_once();
     adaptive();
+    async_halving();
     random_and_single();
     grid();
     return ct_test_result("search_searcher");
