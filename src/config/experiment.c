@@ -628,12 +628,11 @@ static int on_searcher(loader *L, const char *path, json_t *v) {
             return fail(L, "'%s.%s' is not a key of searcher '%s'", path, searcher_only[i].key, name);
     if ((kind == CT_SEARCHER_RANDOM || cti_searcher_kind_is_asha(kind)) && !json_object_get(v, "max_trials"))
         return fail(L, "'%s.max_trials' is missing: searcher '%s' needs the number of trials", path, name);
-    if (kind == CT_SEARCHER_ASYNC_HALVING) {
-        if (!json_object_get(v, "num_rungs"))
-            return fail(L, "'%s.num_rungs' is missing: searcher 'async_halving' needs the number of rungs", path);
-        /* current Determined's async_halving stops trials early and never promotes */
-        if (!json_object_get(v, "stop_once")) L->c->search.stop_once = true;
-    }
+    if (kind == CT_SEARCHER_ASYNC_HALVING && !json_object_get(v, "num_rungs"))
+        return fail(L, "'%s.num_rungs' is missing: searcher 'async_halving' needs the number of rungs", path);
+    /* Determined from 0.38 on stops trials early and never promotes (its
+     * asha_stopping.go); stop_once false keeps the promotions of before. */
+    if (cti_searcher_kind_is_asha(kind) && !json_object_get(v, "stop_once")) L->c->search.stop_once = true;
     return time_as_length(L, path, v);
 }
 

@@ -726,6 +726,7 @@ static int started(run *r, bool resumed) {
                           (json_int_t)cti_searcher_total(r->s), "max_length", (json_int_t)so->max_length, "unit",
                           cti_exp_unit_name(c->fit.max_length.unit), "hyperparameters", c->hp_spec);
     const cti_asha_plan *plan = cti_searcher_plan(r->s);
+    if (plan) json_object_set_new(e, "stop_once", json_boolean(so->stop_once));
     if (plan) {
         json_t *brackets = json_array();
         for (int b = 0; b < plan->n; b++) {
@@ -737,7 +738,9 @@ static int started(run *r, bool resumed) {
         }
         json_object_set_new(e, "brackets", brackets);
     }
-    char rungs[256] = "";
+    char rungs[320] = "";
+    if (plan) /* the mode, which changed in Determined 0.38: said first */
+        snprintf(rungs, sizeof rungs, ", %s", so->stop_once ? "stopping early (stop_once)" : "promoting (stop_once false)");
     for (int b = 0; plan && b < plan->n; b++) {
         size_t n = strlen(rungs);
         snprintf(rungs + n, sizeof rungs - n, "%s%lld trials at", b ? "; " : ", brackets: ",

@@ -64,8 +64,8 @@ typedef struct {
     int64_t max_concurrent_trials; /* (16); 0: no limit */
     int64_t max_length;            /* >= 1, in the length's own unit */
     bool smaller_is_better;        /* (true) */
-    bool stop_once;                /* adaptive_asha: early stopping instead of promotion (false; async_halving's
-                                    * config default is true, as current Determined's) */
+    bool stop_once;                /* adaptive_asha, async_halving: early stopping instead of promotion
+                                    * (false here; the config's default is true, as Determined's from 0.38) */
     double divisor;                /* adaptive_asha (4) */
     int max_rungs;                 /* adaptive_asha (5) */
     int num_rungs;                 /* async_halving: required, >= 1 */

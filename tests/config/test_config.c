@@ -309,6 +309,13 @@ static void test_minimal_config(void) {
     CHECK(c.search.kind == CT_SEARCHER_ASYNC_HALVING && c.search.num_rungs == 3 && c.search.max_trials == 9 &&
           c.search.stop_once && c.search.max_length == 90);
     cti_config_free(&c);
+    /* adaptive_asha too stops early unless stop_once false asks for the promotions of before 0.38 */
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"hyperparameters\": {\"global_batch_size\": 8}, \"searcher\": {\"name\": \"adaptive_asha\","
+            " \"metric\": \"m\", \"max_trials\": 4, \"max_length\": {\"batches\": 8}}}", NULL));
+    CHECK(c.search.kind == CT_SEARCHER_ADAPTIVE_ASHA && c.search.stop_once);
+    cti_config_free(&c);
     CHECK_OK(cti_config_init(&c));
     CHECK_OK(cti_config_load_string(
         &c, "{\"hyperparameters\": {\"global_batch_size\": 8}, \"searcher\": {\"name\": \"async_halving\","

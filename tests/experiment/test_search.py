@@ -50,8 +50,9 @@ def config(name, **over):
             "dropout": {"type": "double", "minval": 0.0, "maxval": 0.5},
             "hidden": {"type": "int", "minval": 8, "maxval": 32},
         },
+        # stop_once false: promotions (Determined before 0.38), which pause and resume trials
         "searcher": {"name": "adaptive_asha", "metric": "validation_loss", "smaller_is_better": True,
-                     "max_trials": 8, "divisor": 3, "max_length": {"batches": 36}},
+                     "max_trials": 8, "divisor": 3, "max_length": {"batches": 36}, "stop_once": False},
         "min_validation_period": {"batches": 12},
         "reproducibility": {"experiment_seed": 7},
     }
@@ -83,6 +84,8 @@ started = ev[0]
 check(started["brackets"] == [{"trials": 5, "max_concurrent": 8, "rungs": [12, 36]},
                               {"trials": 3, "max_concurrent": 8, "rungs": [36]}],
       f"Determined's plan for T 8, L 36, d 3: {started['brackets']}")
+check(started["stop_once"] is False and "started adaptive_asha: 8 trials of up to 36 batches, promoting (stop_once "
+      "false), brackets:" in p.stdout, "the first line and experiment_started say the mode (promotions, as asked)")
 created = [e for e in ev if e["event"] == "trial_created"]
 check([e["trial"] for e in created] == list(range(1, 9)), "8 trials created, ids 1..8")
 closed = [e for e in ev if e["event"] in ("trial_completed", "trial_stopped")]

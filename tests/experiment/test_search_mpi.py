@@ -74,8 +74,9 @@ meta = json.load(open(os.path.join(dp4, "trials", "1", "checkpoints",
 check(meta["trial_state"]["world_size"] == 2, "4 ranks, slots_per_trial 2: each trial trains on 2 ranks")
 check(trial_logs(dp2) == trial_logs(dp4), "4 ranks in 2 groups of 2: every trial as with 2 ranks in one group")
 
+# promotions (stop_once false): trials pause and are promoted later, across groups
 asha = {"name": "adaptive_asha", "metric": "validation_loss", "max_trials": 8, "divisor": 3,
-        "max_length": {"batches": 36}}
+        "max_length": {"batches": 36}, "stop_once": False}
 ref = os.path.join(WORK, "asha")
 run(2, config("asha", asha), ref)
 solo = os.path.join(WORK, "asha_solo")
