@@ -254,7 +254,7 @@ typedef struct {
 } flag_def;
 
 static const flag_def flags[] = {
-    {"--config", "FILE", "JSON experiment config (a subset of Determined's); flags override it", NULL},
+    {"--config", "FILE", "experiment config, YAML or JSON (Determined's keys); flags override it", NULL},
     {"--hparam", "KEY=VALUE", "set a hyperparameter, repeatable (a.b=V: nested); VALUE is JSON "
                               "if it parses, else text", f_hparam},
     {"--max-length", "LEN", "train for LEN (overrides searcher.max_length)", f_max_length},

@@ -468,13 +468,24 @@ void cti_report_setup(cti_reporter *r, const cti_setup_info *si) {
     snprintf(line, sizeof line, "data: training %s%s, %s (global batch size %lld); validation %s", train,
              r->size > 1 ? " (rank 0's share)" : "", epoch, (long long)si->global_batch_size, val);
     print_line(r, line);
-    char vp[128], cp[128];
+    char vp[128], cp[128], policy[320] = "", store[1200] = "";
     format_period(&r->opts->validation_period, vp, sizeof vp);
     format_period(&r->opts->checkpoint_period, cp, sizeof cp);
-    snprintf(line, sizeof line, "plan: %lld batches (%.2f epochs); validation %s, checkpoint %s; output in %s",
+    /* The checkpoint policy adds checkpoints after validations. */
+    bool validates = r->opts->validation_period.unit != CT_NEVER;
+    if (validates && r->opts->checkpoint_policy == CT_CKPT_BEST)
+        snprintf(policy, sizeof policy, "%s after every validation that improves %s",
+                 r->opts->checkpoint_period.unit == CT_NEVER ? "only" : "and", r->opts->searcher_metric);
+    else if (validates && r->opts->checkpoint_policy == CT_CKPT_ALL)
+        snprintf(policy, sizeof policy, "%s after every validation",
+                 r->opts->checkpoint_period.unit == CT_NEVER ? "only" : "and");
+    if (policy[0] && r->opts->checkpoint_period.unit == CT_NEVER) cp[0] = '\0';
+    if (r->opts->checkpoint_storage && r->opts->checkpoint_storage[0])
+        snprintf(store, sizeof store, " (kept in %s too)", r->opts->checkpoint_storage);
+    snprintf(line, sizeof line, "plan: %lld batches (%.2f epochs); validation %s, checkpoint %s%s%s%s; output in %s",
              (long long)r->pos->max_length_batches,
              r->pos->epoch_len > 0 ? (double)r->pos->max_length_batches / (double)r->pos->epoch_len : 0.0, vp, cp,
-             r->opts->output_dir);
+             cp[0] && policy[0] ? " " : "", policy, store, r->opts->output_dir);
     print_line(r, line);
     if (si->resume_dir && si->resume_dir[0]) {
         snprintf(line, sizeof line, "resumed from %s after batch %lld (epoch %.2f)", si->resume_dir,

@@ -107,8 +107,9 @@ check(re.fullmatch(r"ctrial \d+\.\d+\.\d+: trial console on cpu, 1 intra-op thre
                    r"1 model, 1 parameter", lines[0]) is not None, f"summary line 1: {lines[0]!r}")
 check(lines[1] == "data: training 64 records, 16 batches per epoch (global batch size 4); validation 32 records",
       f"summary line 2: {lines[1]!r}")
-check(lines[2] == f"plan: 40 batches (2.50 epochs); validation every 10 batches, checkpoint every 20 batches; "
-                  f"output in {out}", f"summary line 3: {lines[2]!r}")
+check(lines[2] == f"plan: 40 batches (2.50 epochs); validation every 10 batches, checkpoint every 20 batches and "
+                  f"after every validation that improves validation_loss; output in {out}",
+      f"summary line 3 (the period and the policy best): {lines[2]!r}")
 progress = [PROGRESS.match(l) for l in lines if l.startswith("[")]
 check(len(progress) == 8 and all(progress), f"a progress line every 5 batches: {len(progress)}")
 check(all(int(m.group(4)) > 0 and float(m.group(3)) > 0 for m in progress if m),
