@@ -69,3 +69,9 @@ if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('moto') !
   echo "setup: installing moto[server]==$MOTO_VERSION into $venv"
   "$py" -m pip install -q "moto[server]==$MOTO_VERSION"
 fi
+# Lightning: tests/callbacks compares the stock callbacks with its own.
+LIGHTNING_VERSION=2.6.6
+if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('lightning') != '$LIGHTNING_VERSION')" 2>/dev/null; then
+  echo "setup: installing lightning==$LIGHTNING_VERSION into $venv"
+  "$py" -m pip install -q "lightning==$LIGHTNING_VERSION"
+fi

@@ -78,6 +78,43 @@ struct ct_callback {
 /* Registering one: ct_ctx_add_callback (trial.h, with every ct_ctx_*
  * function). */
 
+/* ---- stock callbacks -------------------------------------------------------
+ *
+ * Early stopping, as Lightning's EarlyStopping: after each validation the
+ * monitored metric is compared with the best so far; a value better by more
+ * than min_delta is the new best and resets the wait, anything else adds one
+ * to it, and once the wait reaches patience the trial is asked to stop
+ * (ct_ctx_request_stop: the loop ends after this validation, checkpoints and
+ * returns CT_OK, as when the trial stops itself). A value that is not finite
+ * stops at once (check_finite), as does one past stopping_threshold (good
+ * enough) or divergence_threshold (hopeless). Its state (wait_count,
+ * stopped_epoch, best_score, patience: Lightning's keys) is saved in
+ * checkpoints as callback "early_stopping", so a resumed run goes on
+ * counting. In init:
+ *
+ *     ct_early_stopping_opts es = ct_early_stopping_defaults();
+ *     es.monitor = "validation_loss";
+ *     es.patience = 5;
+ *     if (ct_ctx_add_early_stopping(ctx, &es) != 0) ...
+ */
+typedef struct {
+    const char *monitor;         /* the validation metric watched (required); copied */
+    double min_delta;            /* an improvement smaller than this does not count (0) */
+    int patience;                /* validations without improvement before stopping (3) */
+    bool maximize;               /* mode "max": larger is better (false: "min") */
+    bool strict;                 /* a validation without the metric is CT_ETRIAL (true); false: skipped */
+    bool check_finite;           /* NaN or infinity stops at once (true) */
+    bool has_stopping_threshold; /* stop as soon as the metric is better than stopping_threshold */
+    double stopping_threshold;
+    bool has_divergence_threshold; /* stop as soon as the metric is worse than divergence_threshold */
+    double divergence_threshold;
+    bool verbose;                /* say on the console why it stops, and each improvement (false: only why) */
+} ct_early_stopping_opts;
+CT_API ct_early_stopping_opts ct_early_stopping_defaults(void);
+/* Registers the callback (named "early_stopping"). Returns a status:
+ * CT_EINVAL for no monitor or patience < 0. */
+CT_API int ct_ctx_add_early_stopping(ct_context *ctx, const ct_early_stopping_opts *o);
+
 #ifdef __cplusplus
 }
 #endif
