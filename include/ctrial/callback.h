@@ -115,6 +115,16 @@ CT_API ct_early_stopping_opts ct_early_stopping_defaults(void);
  * CT_EINVAL for no monitor or patience < 0. */
 CT_API int ct_ctx_add_early_stopping(ct_context *ctx, const ct_early_stopping_opts *o);
 
+/* A learning-rate monitor, as Lightning's LearningRateMonitor: every
+ * training report (metrics.jsonl's training lines, TensorBoard's training
+ * scalars) also holds each wrapped optimizer's learning rate per parameter
+ * group, named as Lightning names them: "lr-Adam"; "lr-Adam/pg1",
+ * "lr-Adam/pg2" for several groups; "lr-Adam-1" for a second optimizer of
+ * the same type. The rates are read when the report is made (after the
+ * schedulers' steps of its last batch). In init; CT_ESTATE after training
+ * started. Returns a status. */
+CT_API int ct_ctx_add_lr_monitor(ct_context *ctx);
+
 #ifdef __cplusplus
 }
 #endif

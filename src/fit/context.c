@@ -479,6 +479,14 @@ int ct_ctx_use_amp(ct_context *ctx, const ct_amp_opts *o) {
 
 ct_grad_scaler *ct_ctx_grad_scaler(const ct_context *ctx) { return ctx ? ctx->scaler : NULL; }
 
+int ct_ctx_add_lr_monitor(ct_context *ctx) {
+    if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_add_lr_monitor: ctx is NULL");
+    if (ctx->training)
+        return ct_set_error(CT_ESTATE, "ct_ctx_add_lr_monitor: call it in the trial's init, before training");
+    ctx->lr_monitor = true;
+    return CT_OK;
+}
+
 int ct_ctx_set_profiler(ct_context *ctx, const ct_profiler_opts *o) {
     if (!ctx) return ct_set_error(CT_EINVAL, "ct_ctx_set_profiler: ctx is NULL");
     if (ctx->training)

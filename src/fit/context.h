@@ -53,6 +53,7 @@ struct ct_context {
     size_t n_models;
     ct_optim **optims;
     size_t n_optims;
+    bool lr_monitor;      /* ct_ctx_add_lr_monitor: learning rates in every training report */
     cti_wrapped_sched *scheds;
     size_t n_scheds;
     /* One per model, from the loop's start: averages its gradients across

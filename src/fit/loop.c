@@ -746,6 +746,29 @@ static int check_finite_loss(ct_context *ctx, const ct_value *workload, const ct
                         (long long)ctx->pos.batches_trained);
 }
 
+/* Lightning's LearningRateMonitor (ct_ctx_add_lr_monitor): every wrapped
+ * optimizer's learning rate per parameter group into the training report,
+ * named as Lightning names them: "lr-Adam", "lr-Adam/pg1" and "lr-Adam/pg2"
+ * for several groups, "lr-Adam-1" for a second optimizer of the same type. */
+static int add_learning_rates(const ct_context *ctx, ct_value *metrics) {
+    for (size_t i = 0; i < ctx->n_optims; i++) {
+        const ct_optim *o = ctx->optims[i];
+        const char *type = ct_optim_type(o);
+        int same = 0; /* earlier optimizers of this type */
+        for (size_t j = 0; j < i; j++) same += strcmp(ct_optim_type(ctx->optims[j]), type) == 0;
+        size_t groups = ct_optim_num_groups(o);
+        for (size_t g = 0; g < groups; g++) {
+            char key[160], suffix[24] = "", pg[24] = "";
+            if (same) snprintf(suffix, sizeof suffix, "-%d", same);
+            if (groups > 1) snprintf(pg, sizeof pg, "/pg%zu", g + 1);
+            snprintf(key, sizeof key, "lr-%s%s%s", type, suffix, pg);
+            if (ct_value_dict_set(metrics, key, ct_value_float(ct_optim_get_lr(o, g))) != CT_OK)
+                return ct_last_code();
+        }
+    }
+    return CT_OK;
+}
+
 /* Whether any callback has an on_training_workload_end. */
 static bool any_workload_hook(const ct_context *ctx) {
     for (size_t i = 0; i < ctx->n_callbacks; i++)
@@ -769,6 +792,7 @@ static int report_training(cti_run *run, ct_value *workload) {
     ct_value *avg = cti_metrics_training(workload, ctx->reducers, ctx->n_reducers);
     if (!avg) return ct_last_code();
     if (rc == CT_OK && ctx->opts.stop_on_nan) rc = check_finite_loss(ctx, workload, avg);
+    if (rc == CT_OK && ctx->lr_monitor) rc = add_learning_rates(ctx, avg);
     if (rc == CT_OK) rc = cti_report(run->report, "training", avg);
     if (rc == CT_OK) warn_unread_hparams(run);
     if (rc == CT_OK && any_workload_hook(ctx)) {

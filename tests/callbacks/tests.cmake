@@ -5,3 +5,9 @@ ct_c_program(es_trial ${CMAKE_CURRENT_LIST_DIR}/es_trial.c)
 target_include_directories(es_trial PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 ct_py_test(callbacks_early_stopping ${CMAKE_CURRENT_LIST_DIR}/test_early_stopping.py $<TARGET_FILE:es_trial>)
 set_tests_properties(callbacks_early_stopping PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+# The learning-rate monitor: Lightning's LearningRateMonitor names over three
+# optimizers, StepLR's rates in every training line and in TensorBoard.
+ct_c_program(lr_trial ${CMAKE_CURRENT_LIST_DIR}/lr_trial.c)
+target_include_directories(lr_trial PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+ct_py_test(callbacks_lr_monitor ${CMAKE_CURRENT_LIST_DIR}/test_lr_monitor.py $<TARGET_FILE:lr_trial>)
+set_tests_properties(callbacks_lr_monitor PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
