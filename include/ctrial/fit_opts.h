@@ -140,6 +140,9 @@ typedef struct {
                                     * (false) */
     bool average_aggregated_gradients; /* with aggregation_frequency > 1, the step sees the mean of
                                     * the window's gradients; false: their sum (true) */
+    int64_t records_per_epoch;     /* Determined's records_per_epoch: epochs here are the training
+                                    * data's; a value that differs from its length is warned about
+                                    * (0: not given) */
 } ct_fit_opts;
 
 /* Fills the first `size` bytes of *o with the defaults noted above and

@@ -115,6 +115,11 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
         fprintf(stderr, "ctrial: warning: %s: ignoring what only Horovod acts on (ctrial's gradient all-reduce is "
                 "its own, in full precision, its buckets sized by optimizations.bucket_cap_mb): %s\n",
                 args.cfg.origin, args.cfg.horovod_keys);
+    /* A single trial trains on the ranks mpirun started, whatever slots_per_trial says. */
+    if (!cti_config_is_search(&args.cfg) && args.cfg.slots_per_trial > world && cti_launch_world_rank() == 0)
+        fprintf(stderr, "ctrial: warning: %s: resources.slots_per_trial is %d, but this run has %d rank%s: it trains "
+                "on %d (start it with mpirun -np %d for %d)\n", args.cfg.origin, args.cfg.slots_per_trial, world,
+                world == 1 ? "" : "s", world, args.cfg.slots_per_trial, args.cfg.slots_per_trial);
     rc = ct_dist_init();
     if (rc == CT_OK && cti_config_is_search(&args.cfg)) rc = cti_experiment_run(trial, &args.cfg);
     else if (rc == CT_OK) rc = fit_with_restarts(trial, &args.cfg);

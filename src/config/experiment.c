@@ -922,6 +922,12 @@ static int cluster_only(loader *L, const char *path, json_t *v) {
     return 0;
 }
 
+/* Determined's records_per_epoch: epochs are the data's here; kept to be
+ * compared with the data's length (a warning when they differ). */
+static int on_records_per_epoch(loader *L, const char *path, json_t *v) {
+    return get_int(L, path, v, 0, INT64_MAX, &L->c->fit.records_per_epoch);
+}
+
 /* ctrial's own key, as --dist-timeout: seconds a rank waits in a
  * collective (a number >= 0, or "never"; 0 and "never" wait forever). */
 static int on_dist_timeout(loader *L, const char *path, json_t *v) {
@@ -1006,7 +1012,7 @@ static const key_entry top_keys[] = {
     {"data", on_data},
     {"warm_start", on_warm_start},
     /* accepted as in Determined, and ignored */
-    {"records_per_epoch", ignore_count},
+    {"records_per_epoch", on_records_per_epoch},
     {"description", ignore_string},
     {"labels", ignore_labels},
     {"entrypoint", ignore_string},

@@ -158,11 +158,11 @@ _Static_assert(offsetof(ct_fit_opts, deterministic) >= FIT_OPTS_V1_SIZE,
                "ct_fit_opts.deterministic must start past version 1 (CT_NEW_FIELD)");
 #define FIT_OPTS_V2_SIZE ROUND_UP(offsetof(ct_fit_opts, deterministic) + sizeof(bool), _Alignof(ct_fit_opts))
 /* Version 3 adds checkpoint_storage and the S3 client's three strings,
- * mixed_precision and average_aggregated_gradients. */
+ * mixed_precision, average_aggregated_gradients and records_per_epoch. */
 _Static_assert(offsetof(ct_fit_opts, checkpoint_storage) >= FIT_OPTS_V2_SIZE,
                "ct_fit_opts.checkpoint_storage must start past version 2 (CT_NEW_FIELD)");
 #define FIT_OPTS_V3_SIZE \
-    ROUND_UP(offsetof(ct_fit_opts, average_aggregated_gradients) + sizeof(bool), _Alignof(ct_fit_opts))
+    ROUND_UP(offsetof(ct_fit_opts, records_per_epoch) + sizeof(int64_t), _Alignof(ct_fit_opts))
 _Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V3_SIZE,
                "ct_fit_opts grew: record its version 4 size here (see the comment above)");
 

@@ -1097,6 +1097,13 @@ static int setup_trial(cti_run *run) {
     run->train_loader = t->build_training_data_loader(ctx->self, ctx);
     ctx->training = true; /* what belongs in init is refused from now on */
     if (!run->train_loader) return cti_context_trial_failed("build_training_data_loader");
+    int64_t records = ct_loader_num_samples(run->train_loader);
+    if (ctx->opts.records_per_epoch > 0 && records >= 0 && records != ctx->opts.records_per_epoch && ctx->rank == 0 &&
+        !ctx->opts.quiet)
+        fprintf(stderr, "ctrial: warning: records_per_epoch is %lld, but the training data holds %lld records: an "
+                "epoch here is the data's %lld (Determined would have counted %lld)\n",
+                (long long)ctx->opts.records_per_epoch, (long long)records, (long long)records,
+                (long long)ctx->opts.records_per_epoch);
     if (ctx->repro_checks && cti_loader_is_iterable(run->train_loader))
         return ct_set_error(CT_ETRIAL, "build_training_data_loader returned an iterable loader, whose resume is "
                                        "only as exact as its iterator is deterministic: call "
