@@ -53,6 +53,7 @@ typedef struct {
     bool stopped;      /* a stop signal ended a TRAIN: the search stops too */
     bool resumed;      /* the folder held this search's log: it goes on */
     bool logged_start; /* that log holds the search's start (an empty one does not) */
+    bool logged_end;   /* and its end (experiment_completed): a resume has nothing to do */
 } run;
 
 static int oom(void) { return ct_set_error(CT_ENOMEM, "search: out of memory"); }
@@ -634,6 +635,7 @@ static int load_replay(run *r, json_t *events, json_t *recorded) {
         if ((id >= 0 && strncmp(name, "trial_", 6) == 0) || strcmp(name, "experiment_completed") == 0)
             json_object_set_new(recorded, key, json_true());
         if (strcmp(name, "experiment_started") == 0) r->logged_start = true;
+        if (strcmp(name, "experiment_completed") == 0) r->logged_end = true;
         char tkey[32];
         snprintf(tkey, sizeof tkey, "%lld", (long long)id);
         if (strcmp(name, "trial_created") == 0) json_object_set(created, tkey, json_object_get(e, "hparams"));
@@ -754,6 +756,13 @@ static int started(run *r, bool resumed) {
      * without the start itself (empty: killed before its first line was
      * written) starts the search now */
     if (resumed && !r->logged_start) resumed = false;
+    /* a finished search resumed: nothing runs, and its log keeps ending with experiment_completed */
+    if (resumed && r->logged_end) {
+        json_decref(e);
+        if (r->world_rank == 0 && !c->fit.quiet)
+            printf("the search in %s is complete: nothing to resume (its results follow)\n", r->dir);
+        return CT_OK;
+    }
     return cti_exp_log_event(&r->log, resumed ? "experiment_resumed" : "experiment_started", -1,
                             -1, e, "%s %s: %lld trials of up to %lld %s%s, "
                             "%s %s, seed %u", resumed ? "resumed" : "started", cti_searcher_kind_name(so->kind),
