@@ -2,12 +2,14 @@
  * (summary.h). */
 #include "experiment/summary.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctrial/ckpt.h"
 #include "ctrial/error.h"
+#include "experiment/events.h"
 
 const char *cti_exp_state_name(cti_exp_state s) {
     switch (s) {
@@ -59,15 +61,54 @@ void cti_exp_describe_hparams(const json_t *spec, const json_t *point, char *buf
     if (!buf[0]) flatten(spec, point, "", true, buf, len);
 }
 
+/* A trial's best validation metric over every validation it logged (its
+ * metrics.jsonl), the searcher's rungs and the validations between them
+ * alike: what its best checkpoint holds (checkpoint policy best), so the
+ * summary pairs a trial's best with the checkpoint of that best. *out
+ * keeps the rungs' best (`rung`, may be NAN) when the log has none. */
+static bool trial_best(const char *dir, int64_t id, const char *metric, bool smaller, bool has_rung, double rung,
+                       double *out) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/trials/%lld/metrics.jsonl", dir, (long long)id);
+    long n = 0;
+    json_t *lines = cti_exp_log_read(path, false, &n);
+    bool has = has_rung;
+    double best = rung;
+    size_t i;
+    json_t *e;
+    json_array_foreach(lines, i, e) {
+        const char *group = json_string_value(json_object_get(e, "group"));
+        json_t *v = json_object_get(json_object_get(e, "metrics"), metric);
+        if (!group || strcmp(group, "validation") != 0 || !json_is_number(v) || !isfinite(json_number_value(v)))
+            continue;
+        double x = json_number_value(v);
+        if (!has || (smaller ? x < best : x > best)) best = x;
+        has = true;
+    }
+    json_decref(lines);
+    ct_clear_error(); /* a trial that never wrote a log (errored at once): the rungs' best, if any */
+    *out = best;
+    return has;
+}
+
 int cti_exp_finish(cti_exp_log *log, const cti_searcher *s, const cti_config *c, const char *dir,
                   const cti_exp_trial *trials, int64_t n_trials) {
     const char *metric = c->fit.searcher_metric;
     bool smaller = c->fit.smaller_is_better;
     int64_t best = 0, errored = 0, created = cti_searcher_created(s);
+    /* one best per trial, the same in the table, the best trial, its checkpoint and experiment_completed */
+    double *bests = calloc((size_t)(created > 0 ? created + 1 : 1), sizeof *bests);
+    bool *has = calloc((size_t)(created > 0 ? created + 1 : 1), sizeof *has);
+    if (!bests || !has) {
+        free(bests);
+        free(has);
+        return ct_set_error(CT_ENOMEM, "search: out of memory");
+    }
     for (int64_t id = 1; id <= created && id < n_trials; id++) {
         const cti_exp_trial *t = &trials[id];
         errored += t->state == CT_EXP_ERRORED;
-        if (t->has_best && (!best || (smaller ? t->best < trials[best].best : t->best > trials[best].best))) best = id;
+        has[id] = trial_best(dir, id, metric, smaller, t->has_best, t->has_best ? t->best : NAN, &bests[id]);
+        if (has[id] && (!best || (smaller ? bests[id] < bests[best] : bests[id] > bests[best]))) best = id;
     }
     char ckpt[4096] = "", cdir[4096];
     if (best) {
@@ -86,12 +127,12 @@ int cti_exp_finish(cti_exp_log *log, const cti_searcher *s, const cti_config *c,
             const cti_exp_trial *t = &trials[id];
             char hp[1024] = "", m[32] = "-";
             cti_exp_describe_hparams(c->hp_spec, cti_searcher_hparams(s, id), hp, sizeof hp);
-            if (t->has_best) snprintf(m, sizeof m, "%.6g", t->best);
+            if (has[id]) snprintf(m, sizeof m, "%.6g", bests[id]);
             printf("%-6lld %-10s %-*s %-10lld %s%s\n", (long long)id, cti_exp_state_name(t->state), w, m,
                    (long long)t->batches, hp, id == best ? "   <- best" : "");
         }
         if (best)
-            printf("\nbest trial: %lld, %s %.6g\ncheckpoint: %s\n", (long long)best, metric, trials[best].best,
+            printf("\nbest trial: %lld, %s %.6g\ncheckpoint: %s\n", (long long)best, metric, bests[best],
                    ckpt[0] ? ckpt : "(none kept)");
         else
             printf("\nno trial reported a finite %s\n", metric);
@@ -100,10 +141,12 @@ int cti_exp_finish(cti_exp_log *log, const cti_searcher *s, const cti_config *c,
     json_t *e = json_pack("{sIsIsI}", "trials", (json_int_t)created, "errored", (json_int_t)errored, "best_trial",
                           (json_int_t)best);
     if (best) {
-        json_object_set_new(e, "best_metric", json_real(trials[best].best));
+        json_object_set_new(e, "best_metric", json_real(bests[best]));
         json_object_set_new(e, "best_hparams", json_deep_copy(cti_searcher_hparams(s, best)));
         json_object_set_new(e, "best_checkpoint", ckpt[0] ? json_string(ckpt) : json_null());
     }
+    free(bests);
+    free(has);
     int rc = cti_exp_log_event(log, "experiment_completed", -1, -1, e, "completed: %lld trials, %lld errored",
                               (long long)created, (long long)errored);
     if (rc) return rc;

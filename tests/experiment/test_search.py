@@ -88,6 +88,16 @@ check(started["stop_once"] is False and "started adaptive_asha: 8 trials of up t
       "false), brackets:" in p.stdout, "the first line and experiment_started say the mode (promotions, as asked)")
 created = [e for e in ev if e["event"] == "trial_created"]
 check([e["trial"] for e in created] == list(range(1, 9)), "8 trials created, ids 1..8")
+# one best per trial, the same everywhere: the best trial's best validation
+# (over all its validations), the metric of the checkpoint named beside it
+done = ev[-1]
+vals = [json.loads(l)["metrics"]["validation_loss"] for l in open(os.path.join(ref, "trials", str(done["best_trial"]),
+                                                                                "metrics.jsonl")) if '"validation"' in l]
+ck_meta = json.load(open(os.path.join(done["best_checkpoint"], "metadata.json")))
+check(done["best_metric"] == min(vals) == ck_meta["validation_metrics"]["validation_loss"]
+      and f"best trial: {done['best_trial']}, validation_loss {min(vals):.6g}" in p.stdout,
+      f"the best trial's best, its checkpoint's metric and the summary agree ({done['best_metric']}, {min(vals)}, "
+      f"{ck_meta['validation_metrics']['validation_loss']})")
 closed = [e for e in ev if e["event"] in ("trial_completed", "trial_stopped")]
 check(sorted(e["trial"] for e in closed) == list(range(1, 9)), "every trial closed exactly once")
 promoted = [e for e in ev if e["event"] == "trial_promoted"]
