@@ -6,6 +6,8 @@
  *     ctrial-ckpt list   FILE.pth       every key with its dtype and shape
  *     ctrial-ckpt verify DIR            checks metadata.json's and every file's CRC-32 (exit 0 if good)
  *     ctrial-ckpt latest CHECKPOINT_DIR prints the latest committed checkpoint (commit order)
+ *     ctrial-ckpt best   CHECKPOINT_DIR prints the best by the run's searcher metric, and its value
+ *     ctrial-ckpt list   SEARCH_DIR     each trial's checkpoints (a search's folder: trials/<id>)
  *
  * Listing a run (docs/api/ckpt.md, "ctrial-ckpt"): two '#' lines (the
  * folder and counts, then the column names), then per checkpoint
@@ -330,9 +332,43 @@ static int list_run(const char *folder) {
     return rc;
 }
 
+/* A search's folder (experiment.jsonl and trials/ inside): each trial's
+ * checkpoints, trial by trial in id order, under a "# trial N" line. */
+static int list_search(const char *dir) {
+    char trials[PATH_LEN];
+    join(trials, dir, "trials");
+    int64_t ids[4096];
+    size_t n = 0;
+    DIR *d = opendir(trials);
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < sizeof ids / sizeof *ids) {
+        char *end = NULL;
+        long long id = strtoll(e->d_name, &end, 10);
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && end && !*end) ids[n++] = id;
+    }
+    if (d) closedir(d);
+    for (size_t i = 1; i < n; i++) /* few trials: insertion sort */
+        for (size_t j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+            int64_t t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    printf("# search %s: %zu trial%s\n", dir, n, n == 1 ? "" : "s");
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char tdir[PATH_LEN + 32], ck[PATH_LEN], num[24];
+        snprintf(num, sizeof num, "%lld", (long long)ids[i]);
+        if (!join(tdir, trials, num)) continue;
+        printf("\n# trial %lld\n", (long long)ids[i]);
+        if (list_run(join(ck, tdir, "checkpoints") && exists(ck, true) ? ck : tdir) != 0) rc = 1;
+    }
+    return rc;
+}
+
 /* DIR is a checkpoint (metadata.json or state_dict.pth inside: today's
- * listing of its keys), a run's output folder (checkpoints/ inside) or a
- * checkpoints folder (anything else). */
+ * listing of its keys), a search's folder (experiment.jsonl and trials/:
+ * each trial's checkpoints), a run's output folder (checkpoints/ inside)
+ * or a checkpoints folder (anything else). */
 static int list_dir(const char *path) {
     char dir[PATH_LEN], file[PATH_LEN];
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
@@ -343,13 +379,18 @@ static int list_dir(const char *path) {
     bool is_checkpoint = (join(file, dir, "metadata.json") && exists(file, false)) ||
                          (join(file, dir, "state_dict.pth") && exists(file, false));
     if (is_checkpoint) return list_checkpoint(path);
+    char trials[PATH_LEN];
+    if (join(file, dir, "experiment.jsonl") && exists(file, false) && join(trials, dir, "trials") &&
+        exists(trials, true))
+        return list_search(dir);
     return list_run(join(file, dir, "checkpoints") && exists(file, true) ? file : dir);
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: ctrial-ckpt list OUTPUT_DIR|CHECKPOINTS_DIR|CKPT_DIR|FILE.pth\n"
+    fprintf(stderr, "usage: ctrial-ckpt list OUTPUT_DIR|SEARCH_DIR|CHECKPOINTS_DIR|CKPT_DIR|FILE.pth\n"
                     "       ctrial-ckpt verify DIR\n"
-                    "       ctrial-ckpt latest CHECKPOINT_DIR\n");
+                    "       ctrial-ckpt latest CHECKPOINT_DIR|OUTPUT_DIR\n"
+                    "       ctrial-ckpt best CHECKPOINT_DIR|OUTPUT_DIR\n");
     return 2;
 }
 
@@ -369,10 +410,35 @@ int main(int argc, char **argv) {
         printf("%s: OK\n", path);
         return 0;
     }
+    /* A run's output folder stands for its checkpoints/ folder. */
+    char folder[PATH_LEN];
+    if (join(folder, path, "checkpoints") && !exists(folder, true)) snprintf(folder, sizeof folder, "%s", path);
     if (strcmp(cmd, "latest") == 0) {
         char buf[4096];
-        if (ct_ckpt_latest(path, buf, sizeof buf) != 0) return fail("latest");
+        if (ct_ckpt_latest(folder, buf, sizeof buf) != 0) return fail("latest");
         printf("%s\n", buf);
+        return 0;
+    }
+    if (strcmp(cmd, "best") == 0) {
+        /* By the searcher metric the run's latest checkpoint records: what
+         * retention keeps and the run's summary names. */
+        char latest[4096], buf[4096];
+        if (ct_ckpt_latest(folder, latest, sizeof latest) != 0) return fail("best");
+        searcher sr;
+        read_searcher(latest, &sr);
+        if (!sr.metric[0]) {
+            fprintf(stderr, "ctrial-ckpt: best: %s records no searcher metric\n", latest);
+            return 1;
+        }
+        double v = 0;
+        if (ct_ckpt_best(folder, sr.metric, sr.smaller_is_better, buf, sizeof buf, &v) != 0) return fail("best");
+        /* the shortest digits that read back as v, as Python's repr */
+        char num[32];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(num, sizeof num, "%.*g", prec, v);
+            if (strtod(num, NULL) == v) break;
+        }
+        printf("%s\t%s %s\n", buf, sr.metric, num);
         return 0;
     }
     return usage();

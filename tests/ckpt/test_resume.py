@@ -394,6 +394,15 @@ check(p.returncode == 0 and "models_state_dict[0].0.weight" in p.stdout and "[16
       and "steps_completed" in p.stdout, "ctrial-ckpt list shows keys, dtypes, shapes and metadata")
 p = subprocess.run([CKPT_TOOL, "latest", os.path.join(ref, "checkpoints")], capture_output=True, text=True)
 check(p.returncode == 0 and p.stdout.strip() == d, f"ctrial-ckpt latest: {p.stdout.strip()}")
+p = subprocess.run([CKPT_TOOL, "latest", ref], capture_output=True, text=True)
+check(p.returncode == 0 and p.stdout.strip() == d, f"ctrial-ckpt latest on the output folder: {p.stdout.strip()}")
+# best: by the run's searcher metric, with its value written as Python's repr writes it
+by_metric = {path: json.load(open(os.path.join(path, "metadata.json"))).get("validation_metrics", {}).get("validation_loss")
+             for path in checkpoints(ref).values()}
+best_path = min((v, k) for k, v in by_metric.items() if v is not None)[1]
+p = subprocess.run([CKPT_TOOL, "best", ref], capture_output=True, text=True)
+check(p.returncode == 0 and p.stdout.strip() == f"{best_path}\tvalidation_loss {by_metric[best_path]!r}",
+      f"ctrial-ckpt best: {p.stdout.strip()!r} (want {best_path}, {by_metric[best_path]!r})")
 flip_dir = os.path.join(WORK, "flipped")
 shutil.copytree(d, flip_dir)
 flip_byte(flip_dir)

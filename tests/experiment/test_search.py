@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +35,7 @@ from harness import FAILURES, check, run_cmd, spawn, wait_or_kill  # noqa: E402
 from search_files import events, metrics, outcome, trial_logs  # noqa: E402
 
 TRIAL = sys.argv[1]
+CKPT_TOOL = sys.argv[2] if len(sys.argv) > 2 else None
 WORK = tempfile.mkdtemp(prefix="search_")
 LIMIT = 300
 
@@ -88,6 +90,14 @@ check(started["stop_once"] is False and "started adaptive_asha: 8 trials of up t
       "false), brackets:" in p.stdout, "the first line and experiment_started say the mode (promotions, as asked)")
 created = [e for e in ev if e["event"] == "trial_created"]
 check([e["trial"] for e in created] == list(range(1, 9)), "8 trials created, ids 1..8")
+# ctrial-ckpt list on the search's folder: each trial's checkpoints, trial by trial
+if CKPT_TOOL:
+    lp = subprocess.run([CKPT_TOOL, "list", ref], capture_output=True, text=True)
+    heads = [l for l in lp.stdout.splitlines() if l.startswith("# trial ")]
+    check(lp.returncode == 0 and lp.stdout.startswith(f"# search {ref}: 8 trials")
+          and heads == [f"# trial {i}" for i in range(1, 9)] and "ckpt-" in lp.stdout,
+          f"ctrial-ckpt list on a search folder lists its 8 trials' checkpoints ({lp.stdout[:200]!r})")
+
 # one best per trial, the same everywhere: the best trial's best validation
 # (over all its validations), the metric of the checkpoint named beside it
 done = ev[-1]

@@ -3,7 +3,7 @@
 # (SIGTERM) or killed (SIGKILL) resumes to the same end, restarts and errored
 # trials, grid order and Determined's draws, refusals naming the key, the
 # cluster-only keys' warning. Runs tests/ckpt's ckpt_trial.
-ct_py_test(experiment_search ${CMAKE_CURRENT_LIST_DIR}/test_search.py $<TARGET_FILE:ckpt_trial>)
+ct_py_test(experiment_search ${CMAKE_CURRENT_LIST_DIR}/test_search.py $<TARGET_FILE:ckpt_trial> $<TARGET_FILE:ctrial-ckpt>)
 set_tests_properties(experiment_search PROPERTIES TIMEOUT 600)
 # Under mpirun: ranks in groups of slots_per_trial, one trial per group —
 # trials equal to one process's (groups of 1) and to one group's (groups of
