@@ -16,6 +16,7 @@
 #include <cstdio>
 
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace {
@@ -186,14 +187,9 @@ extern "C" ct_cuda_event *ct_cuda_event_record(int device) {
         check_device(device);
         const auto index = static_cast<c10::DeviceIndex>(device);
         c10::cuda::CUDAGuard guard(index);
-        auto *e = new ct_cuda_event;
-        try {
-            e->ev.record(c10::cuda::getCurrentCUDAStream(index));
-        } catch (...) {
-            delete e;
-            throw;
-        }
-        return e;
+        auto e = std::make_unique<ct_cuda_event>();
+        e->ev.record(c10::cuda::getCurrentCUDAStream(index));
+        return e.release();
     } catch (...) {
         ct::fail_exception(__func__);
         return nullptr;

@@ -80,6 +80,9 @@ typedef struct {
 /* Fills c's order and metric from its metadata m (seq: its commit
  * sequence; metric: the validation metric to rank by, NULL for none). */
 void cti_ckpt_listed_fill(cti_ckpt_listed *c, const json_t *m, int64_t seq, const char *metric);
+/* Sorts n checkpoints newest first, in commit order: the commit sequence,
+ * then the steps trained, then the name (never the clock). */
+void cti_ckpt_sort_newest(cti_ckpt_listed *l, size_t n);
 /* Retention's choice over n committed checkpoints (sorted newest first
  * here): the keep_latest newest, the keep_best best by their metric (at
  * least the best one) and `protect`. NEW array of n flags, true for those

@@ -493,6 +493,10 @@ static int newest_first(const void *a, const void *b) {
     return -strcmp(x->name, y->name);
 }
 
+void cti_ckpt_sort_newest(cti_ckpt_listed *l, size_t n) {
+    if (n > 0) qsort(l, n, sizeof *l, newest_first);
+}
+
 static int next_sequence(const char *checkpoint_dir, int64_t *seq) {
     listing all;
     int rc = list_checkpoints(checkpoint_dir, NULL, &all, NULL);
@@ -549,7 +553,7 @@ int cti_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, cti_
     if (rc != CT_OK) return rc;
     scan->intact = all.n;
     scan->damaged = damaged.n;
-    if (all.n) qsort(all.at, all.n, sizeof *all.at, newest_first);
+    cti_ckpt_sort_newest(all.at, all.n);
     /* A damaged checkpoint may be the latest unless its name says it trained
      * less than the latest intact one: the furthest-looking of those. */
     const listed *latest = all.n ? &all.at[0] : NULL, *blocking = NULL;
@@ -604,7 +608,7 @@ int cti_ckpt_verify_latest(const char *checkpoint_dir, const char *path) {
      * newest first (only on this failure path). */
     listing all;
     if (list_checkpoints(checkpoint_dir, NULL, &all, NULL) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "%s", why);
-    if (all.n) qsort(all.at, all.n, sizeof *all.at, newest_first);
+    cti_ckpt_sort_newest(all.at, all.n);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     char alternative[4096] = "";
     bool past = false;
@@ -671,7 +675,7 @@ bool *cti_ckpt_retain(cti_ckpt_listed *all, size_t n, int keep_latest, int keep_
         ct_set_error(CT_ENOMEM, "out of memory choosing the checkpoints to keep");
         return NULL;
     }
-    if (n > 0) qsort(all, n, sizeof *all, newest_first);
+    cti_ckpt_sort_newest(all, n);
     for (size_t i = 0; i < n && (int)i < keep_latest; i++) keep[i] = true;
     for (size_t i = 0; i < n; i++) keep[i] = keep[i] || (protect && strcmp(all[i].name, protect) == 0);
     /* Mark the best ones by name: sort a copy. */

@@ -163,8 +163,8 @@ static cti_ckpt_listed *grow(cti_ckpt_listed **l, size_t *n, size_t *cap, const 
 /* One checkpoint's objects objs[0 .. k) (keys prefix/name/file): its
  * metadata.json fetched and checked, every file it lists there with its
  * size. NEW json and *seq, or NULL with why. */
-static json_t *check_one(cti_ckpt_remote *r, const char *name, const cti_s3_object *objs, size_t k, size_t skip,
-                         int64_t *seq, char *why, size_t why_len) {
+static json_t *check_one(cti_ckpt_remote *r, const cti_s3_object *objs, size_t k, size_t skip, int64_t *seq,
+                         char *why, size_t why_len) {
     const cti_s3_object *meta = NULL;
     for (size_t i = 0; i < k; i++)
         if (strcmp(objs[i].key + skip, CT_CKPT_METADATA_FILE) == 0) meta = &objs[i];
@@ -196,7 +196,6 @@ static json_t *check_one(cti_ckpt_remote *r, const char *name, const cti_s3_obje
             return NULL;
         }
     }
-    (void)name;
     return m;
 }
 
@@ -226,7 +225,7 @@ int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed
         name[nl] = '\0';
         char why[1024] = "";
         int64_t seq = 0;
-        json_t *m = check_one(r, name, objs + i, j - i, bl + nl + 1, &seq, why, sizeof why);
+        json_t *m = check_one(r, objs + i, j - i, bl + nl + 1, &seq, why, sizeof why);
         if (m) {
             cti_ckpt_listed *e = grow(intact, n, &cap, name);
             if (e) cti_ckpt_listed_fill(e, m, seq, metric);
@@ -252,20 +251,27 @@ int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed
     return rc;
 }
 
+static int remove_one(cti_ckpt_remote *r, const char *name);
+
+/* Whether a listed name is what an upload cut off left (no metadata.json). */
+static bool cut_off(const cti_ckpt_listed *e) {
+    static const char cut[] = "no " CT_CKPT_METADATA_FILE;
+    return e->damaged && strncmp(e->damaged, cut, sizeof cut - 1) == 0;
+}
+
 int cti_ckpt_remote_latest(cti_ckpt_remote *r, char *name, size_t len, bool *none) {
-    cti_ckpt_listed *l = NULL;
-    size_t n = 0;
-    int rc = cti_ckpt_remote_list(r, NULL, &l, &n, NULL, NULL);
-    if (rc != CT_OK) return rc;
+    cti_ckpt_listed *l = NULL, *d = NULL;
+    size_t n = 0, nd = 0;
+    int rc = cti_ckpt_remote_list(r, NULL, &l, &n, &d, &nd);
+    for (size_t i = 0; rc == CT_OK && i < nd; i++)
+        if (cut_off(&d[i])) rc = remove_one(r, d[i].name);
     *none = n == 0;
     name[0] = '\0';
-    if (n > 0) {
-        bool *keep = cti_ckpt_retain(l, n, 1, 0, true, NULL); /* sorts newest first */
-        free(keep);
-        snprintf(name, len, "%s", l[0].name);
-    }
+    cti_ckpt_sort_newest(l, n);
+    if (rc == CT_OK && n > 0) snprintf(name, len, "%s", l[0].name);
     cti_ckpt_remote_listing_free(l, n);
-    return CT_OK;
+    cti_ckpt_remote_listing_free(d, nd);
+    return rc;
 }
 
 /* ---- downloading --------------------------------------------------------------------- */
@@ -384,26 +390,18 @@ int cti_ckpt_remote_prune(cti_ckpt_remote *r, int keep_latest, int keep_best, co
     return rc;
 }
 
-/* The store's checkpoint names, committed or not (only_cut: only those an
- * upload cut off, without metadata.json): counted into *count (may be
- * NULL), and deleted when `remove`. Returns a status. */
-static int sweep(cti_ckpt_remote *r, bool only_cut, bool remove, size_t *count) {
+/* The store's checkpoint names, committed or not: counted into *count (may
+ * be NULL), and deleted when `remove`. Returns a status. */
+static int sweep(cti_ckpt_remote *r, bool remove, size_t *count) {
     cti_ckpt_listed *l = NULL, *d = NULL;
-    size_t n = 0, nd = 0, seen = 0;
+    size_t n = 0, nd = 0;
     int rc = cti_ckpt_remote_list(r, NULL, &l, &n, &d, &nd);
-    static const char cut[] = "no " CT_CKPT_METADATA_FILE;
-    for (size_t i = 0; rc == CT_OK && i < n + nd; i++) {
-        const cti_ckpt_listed *e = i < n ? &l[i] : &d[i - n];
-        if (only_cut && (!e->damaged || strncmp(e->damaged, cut, sizeof cut - 1) != 0)) continue;
-        seen++;
-        if (remove) rc = remove_one(r, e->name);
-    }
-    if (count) *count = seen;
+    for (size_t i = 0; remove && rc == CT_OK && i < n + nd; i++) rc = remove_one(r, i < n ? l[i].name : d[i - n].name);
+    if (count) *count = n + nd;
     cti_ckpt_remote_listing_free(l, n);
     cti_ckpt_remote_listing_free(d, nd);
     return rc;
 }
 
-int cti_ckpt_remote_remove_incomplete(cti_ckpt_remote *r) { return sweep(r, true, true, NULL); }
-int cti_ckpt_remote_count(cti_ckpt_remote *r, size_t *count) { return sweep(r, false, false, count); }
-int cti_ckpt_remote_remove_all(cti_ckpt_remote *r) { return sweep(r, false, true, NULL); }
+int cti_ckpt_remote_count(cti_ckpt_remote *r, size_t *count) { return sweep(r, false, count); }
+int cti_ckpt_remote_remove_all(cti_ckpt_remote *r) { return sweep(r, true, NULL); }

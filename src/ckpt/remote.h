@@ -58,8 +58,10 @@ int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed
                          cti_ckpt_listed **damaged, size_t *nd);
 void cti_ckpt_remote_listing_free(cti_ckpt_listed *l, size_t n);
 
-/* The latest committed checkpoint in commit order (as on disk): its name
- * into name, or *none when the store holds none. Returns a status. */
+/* For a resume: first removes what uploads cut off left (ckpt-* names
+ * without metadata.json), then the latest committed checkpoint in commit
+ * order (as on disk): its name into name, or *none when the store holds
+ * none. One listing. Returns a status. */
 int cti_ckpt_remote_latest(cti_ckpt_remote *r, char *name, size_t len, bool *none);
 /* The checkpoint `name` on disk in parent/name: kept when it is there and
  * verifies, else downloaded into parent/.tmp-<name>-<pid> (metadata.json
@@ -76,9 +78,6 @@ int cti_ckpt_fetch_url(const char *url, const cti_s3_opts *opts, const char *par
 /* Retention in the store, as cti_ckpt_prune on disk. Returns a status. */
 int cti_ckpt_remote_prune(cti_ckpt_remote *r, int keep_latest, int keep_best, const char *metric,
                           bool smaller_is_better, const char *protect);
-/* Removes what uploads cut off left (ckpt-* names without a committed
- * checkpoint). Returns a status. */
-int cti_ckpt_remote_remove_incomplete(cti_ckpt_remote *r);
 /* How many checkpoints the store holds, committed or not. */
 int cti_ckpt_remote_count(cti_ckpt_remote *r, size_t *n);
 /* Deletes every checkpoint in the store (--overwrite). Returns a status. */

@@ -828,13 +828,16 @@ static int on_average_aggregated_gradients(loader *L, const char *path, json_t *
     return get_bool(L, path, v, &L->c->fit.average_aggregated_gradients);
 }
 
-/* Appends path to the keys only Horovod acts on (ct_main names them in one
- * warning). */
-static void horovod_only(loader *L, const char *path) {
-    char *keys = L->c->horovod_keys;
+/* Appends path to a comma-separated list of keys (what one warning of
+ * ct_main names); a path that does not fit is left out. */
+static void list_key(char *keys, size_t cap, const char *path) {
     size_t n = strlen(keys);
-    if (n + strlen(path) + 3 < sizeof L->c->horovod_keys)
-        snprintf(keys + n, sizeof L->c->horovod_keys - n, "%s%s", n ? ", " : "", path);
+    if (n + strlen(path) + 3 < cap) snprintf(keys + n, cap - n, "%s%s", n ? ", " : "", path);
+}
+
+/* The keys only Horovod acts on. */
+static void horovod_only(loader *L, const char *path) {
+    list_key(L->c->horovod_keys, sizeof L->c->horovod_keys, path);
 }
 
 /* Horovod's knobs: named when set to something other than Determined's
@@ -915,10 +918,7 @@ static int on_device(loader *L, const char *path, json_t *v) {
  * c->cluster_keys), so Determined's own configs run unchanged. */
 static int cluster_only(loader *L, const char *path, json_t *v) {
     (void)v;
-    char *keys = L->c->cluster_keys;
-    size_t n = strlen(keys);
-    if (n + strlen(path) + 3 < sizeof L->c->cluster_keys)
-        snprintf(keys + n, sizeof L->c->cluster_keys - n, "%s%s", n ? ", " : "", path);
+    list_key(L->c->cluster_keys, sizeof L->c->cluster_keys, path);
     return 0;
 }
 

@@ -29,8 +29,8 @@ typedef enum {
  * rank, or without MPI: CTI_CUDA_NCCL without any exchange. */
 int cti_cuda_transport_get(int device);
 
-/* Why the last decision went as it did ("ranks 0 and 1 share cuda:0
- * (0000:19:00.0)", "this ctrial was built without NCCL",
+/* Why the last decision went as it did ("ranks 0 and 1 share a GPU, which
+ * NCCL refuses", "this ctrial was built without NCCL",
  * "CTRIAL_CUDA_TRANSPORT=host"; "" for NCCL by default). Borrowed. */
 const char *cti_cuda_transport_why(void);
 

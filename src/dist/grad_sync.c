@@ -228,8 +228,8 @@ typedef struct {
     char *base;           /* buf's first byte (CPU, or the device address) */
     ct_tensor *dev;       /* NEW, staged: the bucket on the device, where the slots are ([n]) */
     ct_cuda_event *copied; /* staged: the copy to the host is done once this is (NULL: none pending) */
-    ct_tensor *grads;     /* NEW view buf[0 .. numel) (CUDA: zeroed in one kernel) */
-    ct_tensor *flags;     /* NEW view buf[numel .. n) (CUDA: filled by kernels) */
+    ct_tensor *grads;     /* NEW view buf[0 .. numel), dev's when staged (CUDA: zeroed in one kernel) */
+    ct_tensor *flags;     /* NEW view buf[numel .. n), dev's when staged (CUDA: filled by kernels) */
     bool all_had;         /* every parameter staged in this window had a local gradient */
     ct_tensor *scratch;   /* NEW: what an addition step receives */
     cti_ar_step *steps;    /* the messages of its all-reduce (allreduce_steps.h) */
@@ -1383,31 +1383,7 @@ static const char *messages_name(const bool uses[2], bool between_hosts) {
     int which = !uses[CT_AR_HALVING_DOUBLING] ? 0 : uses[CT_AR_RING] ? 2 : 1;
     return names[between_hosts][which];
 }
-#endif
 
-#if CTRIAL_HAVE_MPI
-static const char *host_transport(const cti_grad_sync *s, char *why, size_t len);
-#endif
-
-const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len) {
-    if (why && len) why[0] = '\0';
-    if (!s || s->size == 1) return "none";
-    if (s->cuda && !s->staged) return "nccl";
-#if CTRIAL_HAVE_MPI
-    const char *how = host_transport(s, why, len);
-    if (s->staged && why && len) {
-        /* "CUDA through host memory: <why NCCL is not used>[; <why not shared memory>]" */
-        char rest[200];
-        snprintf(rest, sizeof rest, "%s", why);
-        snprintf(why, len, "CUDA through host memory: %s%s%s", cti_cuda_transport_why(), rest[0] ? "; " : "", rest);
-    }
-    return how;
-#else
-    return "ring";
-#endif
-}
-
-#if CTRIAL_HAVE_MPI
 /* How the host's buckets are averaged, and why not by shared memory where
  * it is not (cti_grad_sync_transport). */
 static const char *host_transport(const cti_grad_sync *s, char *why, size_t len) {
@@ -1427,6 +1403,24 @@ static const char *host_transport(const cti_grad_sync *s, char *why, size_t len)
     return messages_name(s->all.uses, false);
 }
 #endif
+
+const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len) {
+    if (why && len) why[0] = '\0';
+    if (!s || s->size == 1) return "none";
+    if (s->cuda && !s->staged) return "nccl";
+#if CTRIAL_HAVE_MPI
+    const char *how = host_transport(s, why, len);
+    if (s->staged && why && len) {
+        /* "CUDA through host memory: <why NCCL is not used>[; <why not shared memory>]" */
+        char rest[200];
+        snprintf(rest, sizeof rest, "%s", why);
+        snprintf(why, len, "CUDA through host memory: %s%s%s", cti_cuda_transport_why(), rest[0] ? "; " : "", rest);
+    }
+    return how;
+#else
+    return "ring";
+#endif
+}
 
 void cti_grad_sync_get_stats(const cti_grad_sync *s, cti_grad_sync_stats *out) {
     if (!out) return;

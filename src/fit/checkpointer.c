@@ -83,9 +83,8 @@ static int find_remote_latest(cti_checkpointer *c) {
         char msg[1024];
     } found = {0};
     if (c->rank == 0) {
-        int rc = cti_ckpt_remote_remove_incomplete(c->remote); /* what a cut-off upload left */
-        bool none = false;
-        if (rc == CT_OK) rc = cti_ckpt_remote_latest(c->remote, found.name, sizeof found.name, &none);
+        bool none = false; /* what a cut-off upload left goes first */
+        int rc = cti_ckpt_remote_latest(c->remote, found.name, sizeof found.name, &none);
         found.rc = rc;
         found.none = none;
         if (rc != CT_OK) snprintf(found.msg, sizeof found.msg, "%s", ct_last_error());
@@ -113,8 +112,7 @@ int cti_checkpointer_find_resume(cti_checkpointer *c) {
         if (rc != CT_OK || !c->resume_dir[0]) return rc;
         latest = false; /* on disk now: verified as any named checkpoint */
     } else if (cti_ckpt_is_remote(o->resume)) {
-        cti_s3_opts so = s3_opts(o);
-        if (cti_ckpt_fetch_url(o->resume, &so, c->dir, c->resume_dir, sizeof c->resume_dir) != CT_OK)
+        if (cti_checkpointer_fetch(c, o->resume, c->dir, c->resume_dir, sizeof c->resume_dir) != CT_OK)
             return ct_last_code() == CT_ECHECKPOINT ? CT_ECHECKPOINT
                                                      : ct_set_error(CT_ECHECKPOINT, "%s", ct_last_error());
     } else if (latest) {
@@ -219,10 +217,6 @@ int cti_checkpointer_write(cti_checkpointer *c, int64_t bt, const ct_value *stat
 int cti_checkpointer_fetch(const cti_checkpointer *c, const char *url, const char *parent, char *path, size_t len) {
     cti_s3_opts so = s3_opts(c->opts);
     return cti_ckpt_fetch_url(url, &so, parent, path, len);
-}
-
-const char *cti_checkpointer_storage(const cti_checkpointer *c) {
-    return c->remote ? cti_ckpt_remote_where(c->remote, NULL) : NULL;
 }
 
 int cti_checkpointer_share_last(cti_checkpointer *c) {

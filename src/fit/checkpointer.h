@@ -49,8 +49,6 @@ int cti_checkpointer_open_storage(cti_checkpointer *c);
  * the run's S3 options (whatever its checkpoint_storage). Returns a
  * status. */
 int cti_checkpointer_fetch(const cti_checkpointer *c, const char *url, const char *parent, char *path, size_t len);
-/* "s3://BUCKET/PREFIX" of the store, or NULL without one. Borrowed. */
-const char *cti_checkpointer_storage(const cti_checkpointer *c);
 
 /* First, on rank 0, removes what an interrupted write left in the
  * directory. Then opts.resume: a checkpoint directory, or "latest" in the

@@ -9,8 +9,8 @@
  * aten::rnn_tanh.input, aten::rnn_relu.input) on the flat weights, as
  * _VF.lstm and its kin call it, so results and dropout's draws are
  * PyTorch's own. On CUDA the weights are first laid out in one buffer for
- * cuDNN, as flatten_parameters does (flatten_on_cuda). PackedSequence inputs and LSTM's proj_size are not
- * supported. */
+ * cuDNN, as flatten_parameters does (flatten_on_cuda). PackedSequence
+ * inputs and LSTM's proj_size are not supported. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
