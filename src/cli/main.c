@@ -115,6 +115,10 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
         fprintf(stderr, "ctrial: warning: %s: ignoring what only Horovod acts on (ctrial's gradient all-reduce is "
                 "its own, in full precision, its buckets sized by optimizations.bucket_cap_mb): %s\n",
                 args.cfg.origin, args.cfg.horovod_keys);
+    if (args.cfg.amp_level[0] && cti_launch_world_rank() == 0)
+        fprintf(stderr, "ctrial: warning: %s: optimizations.mixed_precision is %s: apex's half-precision weights "
+                "have no equivalent here, so it runs as O1: AMP (float16 autocast with a GradScaler, float32 "
+                "weights)\n", args.cfg.origin, args.cfg.amp_level);
     /* A single trial trains on the ranks mpirun started, whatever slots_per_trial says. */
     if (!cti_config_is_search(&args.cfg) && args.cfg.slots_per_trial > world && cti_launch_world_rank() == 0)
         fprintf(stderr, "ctrial: warning: %s: resources.slots_per_trial is %d, but this run has %d rank%s: it trains "

@@ -807,20 +807,18 @@ static int on_tune_malloc(loader *L, const char *path, json_t *v) {
 }
 
 /* Determined's mixed_precision: apex's opt levels. O1 (autocast, with
- * dynamic loss scaling) is AMP; O2 and O3 keep the weights in half
- * precision, which PyTorch's AMP does not do. */
+ * dynamic loss scaling) is AMP. O2 and O3 keep the weights in half
+ * precision, which PyTorch's AMP does not do: Determined accepts them, so
+ * they run as O1 and ct_main says so (amp_level). */
 static int on_mixed_precision(loader *L, const char *path, json_t *v) {
     const char *s = "O0";
     if (!json_is_null(v) && get_string(L, path, v, &s)) return CT_ECONFIG;
-    if (strcmp(s, "O0") == 0 || strcmp(s, "O1") == 0) {
-        L->c->fit.mixed_precision = strcmp(s, "O1") == 0;
-        return 0;
-    }
-    if (strcmp(s, "O2") == 0 || strcmp(s, "O3") == 0)
-        return fail(L, "'%s' is '%s': apex's O2 and O3 keep the weights in half precision, which has no "
-                    "equivalent here; 'O1' is AMP (autocast with a GradScaler, as ct_ctx_use_amp), what PyTorch "
-                    "recommends over apex", path, s);
-    return fail(L, "'%s' must be O0, O1, O2 or O3, got '%s'", path, s);
+    bool o2 = strcmp(s, "O2") == 0 || strcmp(s, "O3") == 0;
+    if (strcmp(s, "O0") != 0 && strcmp(s, "O1") != 0 && !o2)
+        return fail(L, "'%s' must be O0, O1, O2 or O3, got '%s'", path, s);
+    L->c->fit.mixed_precision = strcmp(s, "O0") != 0;
+    snprintf(L->c->amp_level, sizeof L->c->amp_level, "%s", o2 ? s : "");
+    return 0;
 }
 
 static int on_average_aggregated_gradients(loader *L, const char *path, json_t *v) {

@@ -58,6 +58,7 @@ typedef struct {
     int slots_per_trial;  /* resources.slots_per_trial: ranks per trial in a search (0: not given) */
     char cluster_keys[512]; /* "environment, bind_mounts": keys only a Determined cluster uses, ignored */
     char horovod_keys[512]; /* optimizations that only Horovod acts on, given other than their defaults: ignored */
+    char amp_level[4];    /* optimizations.mixed_precision O2 or O3, which run as O1 ("" otherwise) */
     /* Owned copies of every string put in fit (see cti_config_keep). */
     char **strs;
     size_t nstrs, capstrs;

@@ -210,11 +210,12 @@ check(all(int(m.group(4)) > 0 for m in rates if m), "the live line's records/s i
 
 # ---- Determined's keys that do not fit the run: one warning each --------------------------
 # records_per_epoch other than the data's length (epochs are the data's here),
-# and slots_per_trial more than the ranks of a single trial.
+# slots_per_trial more than the ranks of a single trial, and apex's O2.
 cfg = config("warnings", 4)
 c = json.load(open(cfg))
 c["records_per_epoch"] = 50
 c["resources"] = {"slots_per_trial": 4}
+c["optimizations"] = {"mixed_precision": "O2"}
 json.dump(c, open(cfg, "w"))
 p = subprocess.run(command(cfg, os.path.join(WORK, "warnings")), capture_output=True, text=True, timeout=120)
 check(p.returncode == 0 and "warning: records_per_epoch is 50, but the training data holds 64 records: an epoch here "
@@ -222,6 +223,8 @@ check(p.returncode == 0 and "warning: records_per_epoch is 50, but the training 
       f"records_per_epoch that disagrees with the data: one warning ({p.stderr.strip()})")
 check("resources.slots_per_trial is 4, but this run has 1 rank: it trains on 1" in p.stderr,
       f"slots_per_trial above the ranks: one warning ({p.stderr.strip()})")
+check("optimizations.mixed_precision is O2: apex's half-precision weights have no equivalent here, so it runs as O1"
+      in p.stderr, f"mixed_precision O2 (which Determined accepts) runs as O1, saying so ({p.stderr.strip()})")
 
 print(f"{failures} failed" if failures else "all passed")
 sys.exit(1 if failures else 0)
