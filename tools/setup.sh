@@ -75,3 +75,12 @@ if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('lightnin
   echo "setup: installing lightning==$LIGHTNING_VERSION into $venv"
   "$py" -m pip install -q "lightning==$LIGHTNING_VERSION"
 fi
+# Determined's harness: tests/loop runs its Trainer (local mode) beside
+# ctrial. Without its dependencies, which pin an older requests and pull in
+# cloud SDKs: determined.pytorch imports with these four.
+DETERMINED_VERSION=0.38.1
+if ! "$py" -c "import importlib.metadata as m, sys; sys.exit(m.version('determined') != '$DETERMINED_VERSION')" 2>/dev/null; then
+  echo "setup: installing determined==$DETERMINED_VERSION (without its dependencies) into $venv"
+  "$py" -m pip install -q --no-deps "determined==$DETERMINED_VERSION" ruamel.yaml==0.19.1 psutil==7.2.2 \
+    appdirs==1.4.4 pathspec==1.1.1
+fi

@@ -451,6 +451,10 @@ def main():
     W = {"digits": Digits, "resnet": ResNet, "resnet_folder": ResNetFolder, "charlm": CharLM}[a.workload](hp, a.data, a.seed, device, fused,
                                                                             a.graphs)
     W.model.train()
+    # Determined's loop makes its training iterator here, and torch's
+    # DataLoader draws the workers' _base_seed from the global generator as
+    # it does: ctrial draws it too, so the dropout masks that follow agree.
+    torch.empty((), dtype=torch.int64).random_()
 
     def to_device(t):
         return t.pin_memory().to(device, non_blocking=True) if cuda else t

@@ -33,6 +33,7 @@
 /* the shim, through the public API */
 #include "ctrial/cuda.h"          /* defines: ct_cuda_device_count */
 #include "ctrial/dist.h"          /* defines: ct_dist_* (ranks, collectives) */
+#include "ctrial/ops.h"           /* defines: ct_call (the loader seed draw: aten::random_) */
 
 /* data: the loaders */
 #include "data/loader.h"          /* defines: cti_loader_use_* (the training chain, shards, device) */
@@ -423,6 +424,25 @@ static void format_names(const ct_value *m, char *buf, size_t len) {
     if (at < len) snprintf(buf + at, len - at, "}");
 }
 
+/* torch's DataLoader draws its workers' _base_seed, one int64 random_()
+ * from the global CPU generator, each time an iterator is made
+ * (_BaseDataLoaderIter.__init__), whatever its num_workers. Determined's
+ * loop makes the training iterator once per process, after building both
+ * loaders and before restoring a checkpoint (whose RNG state then replaces
+ * the draw), and one validation iterator per evaluate_batch validation; a
+ * trial's evaluate_full_dataset iterates the loader on rank 0. ctrial's
+ * loader needs no such seed, but draws it where Determined's loop does, so
+ * that the dropout masks (and any other draw from the global generator) of
+ * a trial ported from Determined are the same, step for step. */
+static int draw_iterator_seed(void) {
+    ct_scope *s = ct_scope_begin();
+    ct_tensor *seed = ct_empty(0, NULL, &(ct_topts){.dtype = CT_I64});
+    ct_tensor *drawn = seed ? ct_call("aten::random_", 1, (ct_arg[]){CT_T(seed)}) : NULL;
+    int rc = drawn ? CT_OK : ct_set_error(ct_last_code(), "the data loader's seed: %s", ct_last_error());
+    ct_scope_end(s);
+    return rc;
+}
+
 /* evaluate_batch over one pass of this rank's shard of the validation
  * loader; outputs receives the per-batch metric dicts. Like Determined,
  * every batch must report the same metric names as the first. */
@@ -430,6 +450,7 @@ static int evaluate_pass(cti_run *run, ct_value *outputs) {
     ct_context *ctx = run->ctx;
     ct_value *batch = NULL;
     int rc = ct_loader_reset(run->val_loader);
+    if (rc == CT_OK) rc = draw_iterator_seed();
     for (int64_t i = 0; rc == CT_OK; i++) {
         int got = ct_loader_next(run->val_loader, &batch);
         if (got <= 0) return got;
@@ -481,6 +502,7 @@ static int evaluate_batches(cti_run *run, ct_value *outputs) {
 static ct_value *evaluate_full(cti_run *run) {
     ct_context *ctx = run->ctx;
     int rc = ct_loader_reset(run->val_loader);
+    if (rc == CT_OK) rc = draw_iterator_seed(); /* the trial's `for batch in loader` */
     ct_scope *s = ct_scope_begin();
     if (rc == CT_OK) rc = amp_enter(ctx);
     if (rc == CT_OK) ct_clear_error();
@@ -1178,6 +1200,7 @@ static int setup_rest(cti_run *run) {
         return user_sampler_refused("build_validation_data_loader");
     if (t->evaluate_batch && ctx->auto_to_device) rc = cti_loader_use_device(run->val_loader, ctx->device);
     if (rc == CT_OK && t->evaluate_batch) rc = cti_loader_use_validation_shard(run->val_loader, ctx->rank, ctx->size);
+    if (rc == CT_OK) rc = draw_iterator_seed(); /* Determined's iter(self.training_loader) */
     if (rc != CT_OK) return rc;
     bool resumed = cti_checkpointer_resume_dir(run->ckpt)[0] != '\0';
     if (resumed) rc = load_resume_state(run);

@@ -15,11 +15,12 @@ is exported here by tools/export_model.py (seed 0), then:
    batch): every batch's training loss equals PyTorch's training of the
    same module from the same weights on the same batches (1e-6 relative;
    dropout's masks from the same seed);
-2. the validation at batch 20 equals the module's own eval() on the
+2. the validation at batch 20 (one ran at 10 too) equals the module's own eval() on the
    validation data after those 20 steps in PyTorch (1e-6);
 3. the checkpoint's models_state_dict[0] loads into a fresh module with
    strict=True and gives that validation again;
-4. a run stopped at batch 10 and resumed (--resume latest) reports the
+4. a run stopped at batch 10 (its last validation there, as the
+   uninterrupted run's) and resumed (--resume latest) reports the
    same 20 losses and validation, and its checkpoint holds the same bytes;
 5. under `mpirun -np 2` (skipped without mpirun) the losses equal 2-rank
    data parallelism computed in PyTorch: each rank a replica with its own
@@ -106,7 +107,7 @@ def write_config(case, work, name, pt2, batches):
         hp.update(model="exported", model_file=pt2, sample_tokens=0)
     cfg["searcher"]["max_length"] = {"batches": batches}
     cfg["scheduling_unit"] = 1
-    cfg["min_validation_period"] = {"batches": 20}
+    cfg["min_validation_period"] = {"batches": 10}
     cfg["checkpoint_policy"] = "none"
     path = os.path.join(work, name + ".json")
     with open(path, "w") as f:
@@ -229,18 +230,31 @@ class Text:
         return ids[int(len(ids) * 0.9):]
 
 
-def pytorch_run(case, hp, seed, steps, ranks=1):
+def pytorch_run(case, hp, seed, steps, ranks=1, validate_every=10):
     """The module trained in PyTorch: `ranks` replicas (data parallelism as
-    ctrial does it) on the same batches as ct_main. Returns (the losses as
-    reported, rank 0's model, the data)."""
+    ctrial does it) on the same batches as ct_main. Each rank draws the
+    _base_seed of the iterators Determined's loop makes (torch's DataLoader
+    draws it from the global generator): the training iterator's at the
+    start, a validation iterator's every validate_every batches (where the
+    trial's validation iterates a loader on that rank). Returns
+    (the losses as reported, rank 0's model, the data)."""
     data = (Images if case["kind"] == "image" else Text)(case, hp, seed)
     model = build(case)
     torch.manual_seed(seed)  # ct_fit seeds before init; loading the archive draws nothing
     reps = [model] + [copy.deepcopy(model) for _ in range(ranks - 1)]
     opts = [data.optimizer(m) for m in reps]
+    torch.empty((), dtype=torch.int64).random_()  # the training iterator's _base_seed, as Determined's loop draws it
     rng = [torch.get_rng_state() for _ in reps]  # every rank seeds its generator with the trial seed
     losses = []
-    for _ in range(steps):
+    for step in range(steps):
+        if step and step % validate_every == 0:
+            # the validation's iterator: on every rank for evaluate_batch
+            # (the image trial), on rank 0 only for charlm's
+            # evaluate_full_dataset, as Determined's chief alone iterates
+            for r in range(ranks if case["kind"] == "image" else 1):
+                torch.set_rng_state(rng[r])
+                torch.empty((), dtype=torch.int64).random_()
+                rng[r] = torch.get_rng_state()
         x, y = data.batch()
         per_rank = []
         for r, m in enumerate(reps):

@@ -41,3 +41,10 @@ ct_c_test(loop_stale_errors ${CMAKE_CURRENT_LIST_DIR}/stale_errors.c)
 # Determined's test_max_batches_leq_steps_completed: a checkpoint at or past
 # this run's max_length trains and validates nothing and ends without error.
 ct_c_test(loop_past_end ${CMAKE_CURRENT_LIST_DIR}/past_end.c)
+# Step for step with Determined's own loop (its Trainer, local mode): a
+# trial with dropout gives the same losses, the DataLoader iterators'
+# _base_seed draws included, with evaluate_batch and evaluate_full_dataset.
+# Skipped (77) without the determined package.
+ct_c_program(determined_order ${CMAKE_CURRENT_LIST_DIR}/determined_order.c)
+ct_py_test(loop_determined_order ${CMAKE_CURRENT_LIST_DIR}/test_determined_order.py $<TARGET_FILE:determined_order>)
+set_tests_properties(loop_determined_order PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
