@@ -22,6 +22,7 @@
 #ifndef CTRIAL_CALLBACK_H
 #define CTRIAL_CALLBACK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "trial.h"
@@ -124,6 +125,46 @@ CT_API int ct_ctx_add_early_stopping(ct_context *ctx, const ct_early_stopping_op
  * schedulers' steps of its last batch). In init; CT_ESTATE after training
  * started. Returns a status. */
 CT_API int ct_ctx_add_lr_monitor(ct_context *ctx);
+
+/* An exponential moving average of a model's weights, as Lightning's
+ * EMAWeightAveraging (torch.optim.swa_utils.AveragedModel with
+ * get_ema_avg_fn(decay)). The average starts as a copy of the model; after
+ * each optimizer step whose zero-based index is at least
+ * update_starting_at_step and a multiple of update_every_n_steps, each
+ * averaged entry becomes decay * average + (1 - decay) * current (the first
+ * update copies the model); parameters always, buffers (BatchNorm's running
+ * statistics) with use_buffers, else they are copied. A batch that only
+ * accumulates gradients (aggregation_frequency) is not a step. With
+ * validate_with_average, every validation runs on the averaged weights: the
+ * model and the average trade values before it and back after it, so the
+ * reported metrics, the `best` policy and early stopping see the average,
+ * and training goes on from the model's own weights. Checkpoints keep both:
+ * the model's weights in models_state_dict as always, and the callback's
+ * state, named "ema" (model 0) or "ema_<k>" (model k), beside them:
+ * {"state_dict": the averaged state dict under the model's names,
+ *  "n_averaged", "latest_update_step"}; in Python,
+ * model.load_state_dict(torch.load(path)["callbacks"]["ema"]["state_dict"])
+ * gives the averaged model, and a resumed run goes on averaging exactly.
+ * In init, after wrapping the model (NULL: every model the trial wraps,
+ * which also serves trials that build their model with build_model):
+ *
+ *     ct_ema_opts ema = ct_ema_defaults();
+ *     ema.decay = 0.999;
+ *     if (ct_ctx_add_ema(ctx, model, &ema) != 0) ...
+ */
+typedef struct {
+    double decay;                    /* 0.999; in [0, 1] */
+    bool use_buffers;                /* true: buffers averaged too (Lightning's default) */
+    int64_t update_every_n_steps;    /* 1 */
+    int64_t update_starting_at_step; /* 0 */
+    bool validate_with_average;      /* true: validations run on the averaged weights */
+} ct_ema_opts;
+CT_API ct_ema_opts ct_ema_defaults(void);
+/* Registers the average of `model` (a wrapped model, or NULL: all). opts
+ * NULL: the defaults. Returns a status: CT_EINVAL for a decay outside
+ * [0, 1], a schedule below 1 / 0, a model the trial did not wrap or one
+ * already averaged; CT_ESTATE once training has started. */
+CT_API int ct_ctx_add_ema(ct_context *ctx, ct_module *model, const ct_ema_opts *o);
 
 #ifdef __cplusplus
 }

@@ -97,6 +97,7 @@ void ct_ctx_free(ct_context *ctx) {
     for (size_t i = 0; i < ctx->n_optims; i++) ct_optim_free(ctx->optims[i]);
     for (size_t i = 0; i < ctx->n_models; i++) ct_nn_free(ctx->models[i]);
     free(ctx->callbacks);
+    free(ctx->emas);
     free(ctx->reducers);
     free(ctx->scheds);
     free(ctx->optims);

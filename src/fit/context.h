@@ -54,6 +54,10 @@ struct ct_context {
     ct_optim **optims;
     size_t n_optims;
     bool lr_monitor;      /* ct_ctx_add_lr_monitor: learning rates in every training report */
+    struct cti_ema **emas;       /* ct_ctx_add_ema: weight averages (ema.h), each its callback's self */
+    size_t n_emas;
+    bool ema_all;                /* ct_ctx_add_ema(ctx, NULL, ...): every model, once wrapped */
+    ct_ema_opts ema_all_opts;
     cti_wrapped_sched *scheds;
     size_t n_scheds;
     /* One per model, from the loop's start: averages its gradients across

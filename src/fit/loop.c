@@ -55,6 +55,7 @@
 /* fit: this module */
 #include "fit/checkpointer.h"     /* defines: cti_checkpointer (directory, resume source, latest, best) */
 #include "fit/context.h"          /* defines: struct ct_context (what the trial sees) */
+#include "fit/ema.h"              /* defines: cti_ema_* (ct_ctx_add_ema's averages) */
 #include "fit/graph_step.h"       /* defines: cti_graph_step (the step as a CUDA graph) */
 #include "fit/outcome.h"          /* defines: cti_fit_ex */
 #include "fit/report.h"           /* defines: cti_reporter (metrics.jsonl, console, time) */
@@ -578,7 +579,14 @@ static int run_validation(cti_run *run) {
 
 static int validate(cti_run *run) {
     double t0 = cti_clock_monotonic();
-    int rc = run_validation(run);
+    /* The weight averages (ct_ctx_add_ema) validate in the models' place,
+     * and give it back whatever the validation's outcome. */
+    int rc = cti_ema_swap(run->ctx);
+    if (rc == CT_OK) {
+        rc = run_validation(run);
+        int back = cti_ema_swap(run->ctx);
+        if (rc == CT_OK) rc = back;
+    }
     cti_time_add(run->report, CT_TIME_VALIDATION, t0);
     run->ctx->pos.validations_run++;
     return rc;
@@ -686,7 +694,8 @@ static int train_one(cti_run *run, const ct_value *batch, ct_value *workload) {
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx); /* read in train_batch with the wrong type */
     if (rc != CT_OK) return rc;
     int64_t n = idx + 1;
-    rc = auto_step_schedulers(ctx, idx);
+    if (ctx->n_emas && cti_context_is_step_batch(ctx, idx)) rc = cti_ema_after_step(ctx, n / ctx->aggregation_frequency);
+    if (rc == CT_OK) rc = auto_step_schedulers(ctx, idx);
     if (ctx->pos.epoch_len > 0 && n % ctx->pos.epoch_len == 0) CALL_HOOKS(rc, ctx, on_training_epoch_end, epoch);
     return rc;
 }
@@ -1107,6 +1116,7 @@ static int setup_trial(cti_run *run) {
     /* optimizations.mixed_precision O1: AMP as ct_ctx_use_amp's defaults,
      * unless the trial set AMP up itself in init. */
     if (rc == CT_OK && ctx->opts.mixed_precision && !ctx->amp && !ctx->scaler) rc = ct_ctx_use_amp(ctx, NULL);
+    if (rc == CT_OK) rc = cti_ema_start(ctx); /* ct_ctx_add_ema(ctx, NULL, ...): the models are built now */
     if (rc != CT_OK) return rc;
     ct_clear_error(); /* each call into the trial's code starts with no error pending (error.h) */
     if (t->build_callbacks && t->build_callbacks(ctx->self, ctx) != 0) return cti_context_trial_failed("build_callbacks");

@@ -11,3 +11,9 @@ ct_c_program(lr_trial ${CMAKE_CURRENT_LIST_DIR}/lr_trial.c)
 target_include_directories(lr_trial PRIVATE ${PROJECT_SOURCE_DIR}/tests)
 ct_py_test(callbacks_lr_monitor ${CMAKE_CURRENT_LIST_DIR}/test_lr_monitor.py $<TARGET_FILE:lr_trial>)
 set_tests_properties(callbacks_lr_monitor PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+# The weight average (ct_ctx_add_ema) against Lightning's EMAWeightAveraging:
+# training and validation losses, the averaged state dict beside the model
+# in the checkpoint, and a resume.
+ct_c_program(ema_trial ${CMAKE_CURRENT_LIST_DIR}/ema_trial.c)
+ct_py_test(callbacks_ema ${CMAKE_CURRENT_LIST_DIR}/test_ema.py $<TARGET_FILE:ema_trial>)
+set_tests_properties(callbacks_ema PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
