@@ -150,6 +150,19 @@ typedef struct ct_trial {
  * code with ct_last_error() saying why. */
 CT_API int ct_fit(const ct_trial *trial, const ct_fit_opts *o);
 
+/* Lightning's trainer.validate(ckpt_path=...), Determined's evaluation of a
+ * checkpoint: the trial's validation alone (every validation loader, named
+ * ones included) on the models of `checkpoint`, restored as a resume would
+ * restore them: a checkpoint directory, an s3:// URL, or "latest" / "best"
+ * (by o->searcher_metric) of o's checkpoint directory. Nothing is trained,
+ * checkpointed, or changed in the output directory but one line appended
+ * to <output_dir>/evaluation.jsonl on rank 0 ({"checkpoint", "batches",
+ * "metrics"}); the metrics are printed. Under mpirun every rank takes part,
+ * as in a validation. *metrics (may be NULL) receives the reduced metrics, a
+ * NEW dict, on every rank. Returns 0 or a negative code (CT_ECHECKPOINT for
+ * a checkpoint that is missing or does not fit the trial). */
+CT_API int ct_evaluate(const ct_trial *trial, const ct_fit_opts *o, const char *checkpoint, ct_value **metrics);
+
 /* The stop signal (SIGTERM or SIGINT) of the last ct_fit in this process,
  * or 0: the one that stopped training (agreed across ranks: every rank
  * returns the same, whichever rank got it), or one that came after
@@ -418,6 +431,19 @@ CT_API ct_value *ct_ctx_to_device(ct_context *ctx, const ct_value *v);
  * data.h), whose resume is only as exact as its iterator is deterministic.
  * Call it in init; without it such a loader is refused. */
 CT_API void ct_ctx_disable_dataset_reproducibility_checks(ct_context *ctx);
+/* More validation loaders beside the one build_validation_data_loader
+ * returns, as Lightning's several val_dataloaders: each is validated after
+ * the main one at every validation, by the same evaluate_batch (or
+ * evaluate_full_dataset), reduced on its own, and its metrics reported under
+ * "<name>/<metric>" ("test/validation_loss") beside the main loader's. Call
+ * it in build_validation_data_loader (or init); it takes the loader (also
+ * on failure). name: letters, digits, '_', '-' and '.', unique, copied.
+ * CT_EINVAL for a bad or repeated name or a NULL loader; CT_ESTATE during
+ * training. */
+CT_API int ct_ctx_add_validation_loader(ct_context *ctx, const char *name, ct_loader *loader);
+/* The name of the validation loader evaluate_batch / evaluate_full_dataset
+ * is called for: NULL for build_validation_data_loader's (borrowed). */
+CT_API const char *ct_ctx_validation_loader_name(const ct_context *ctx);
 
 /* The i-th wrapped model / optimizer (wrap order), borrowed; NULL past the end. */
 CT_API ct_module *ct_ctx_model(const ct_context *ctx, size_t i);

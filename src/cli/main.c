@@ -125,7 +125,11 @@ int ct_main_ex(int argc, char **argv, const ct_trial *trial, const ct_main_param
                 "on %d (start it with mpirun -np %d for %d)\n", args.cfg.origin, args.cfg.slots_per_trial, world,
                 world == 1 ? "" : "s", world, args.cfg.slots_per_trial, args.cfg.slots_per_trial);
     rc = ct_dist_init();
-    if (rc == CT_OK && cti_config_is_search(&args.cfg)) rc = cti_experiment_run(trial, &args.cfg);
+    if (rc == CT_OK && args.cfg.evaluate && cti_config_is_search(&args.cfg))
+        rc = ct_set_error(CT_ECONFIG, "--evaluate: %s is a search: evaluate one trial's checkpoint with that "
+                          "trial's config (its hyperparameters are in the trial's folder)", args.cfg.origin);
+    else if (rc == CT_OK && args.cfg.evaluate) rc = ct_evaluate(trial, &args.cfg.fit, args.cfg.evaluate, NULL);
+    else if (rc == CT_OK && cti_config_is_search(&args.cfg)) rc = cti_experiment_run(trial, &args.cfg);
     else if (rc == CT_OK) rc = fit_with_restarts(trial, &args.cfg);
     cti_main_args_free(&args);
     if (rc && ct_dist_is_distributed()) {

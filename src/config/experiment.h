@@ -55,6 +55,7 @@ typedef struct {
     bool hp_sampled;      /* hp_spec holds an int, double, log or categorical */
     int max_restarts;     /* max_restarts: a failed trial's retries in a search (5) */
     bool max_restarts_given; /* the config gives it: a single trial restarts too (ct_main) */
+    const char *evaluate;    /* --evaluate CHECKPOINT: ct_evaluate instead of ct_fit (kept) */
     int slots_per_trial;  /* resources.slots_per_trial: ranks per trial in a search (0: not given) */
     char cluster_keys[512]; /* "environment, bind_mounts": keys only a Determined cluster uses, ignored */
     char horovod_keys[512]; /* optimizations that only Horovod acts on, given other than their defaults: ignored */

@@ -167,6 +167,10 @@ static int f_resume(cti_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.resume, flag, val);
 }
 
+static int f_evaluate(cti_config *c, const char *flag, const char *val) {
+    return keep_into(c, &c->evaluate, flag, val);
+}
+
 static int f_warm_start(cti_config *c, const char *flag, const char *val) {
     return keep_into(c, &c->fit.warm_start, flag, val);
 }
@@ -270,6 +274,9 @@ static const flag_def flags[] = {
                                 "checkpoint", f_resume},
     {"--overwrite", NULL, "replace an earlier run's results in the output directory (metrics.jsonl, "
                           "TensorBoard files, checkpoints) instead of refusing to start", f_overwrite},
+    {"--evaluate", "CHECKPOINT", "validate a checkpoint (a directory, an s3:// URL, latest or best) on the "
+                                 "trial's validation loaders and append its metrics to evaluation.jsonl; "
+                                 "nothing is trained", f_evaluate},
     {"--warm-start", "DIR", "start a new trial from the models, optimizers and LR schedulers of "
                             "checkpoint DIR (ctrial's or Determined's), at batch 0 (overrides "
                             "warm_start)", f_warm_start},

@@ -98,6 +98,11 @@ void ct_ctx_free(ct_context *ctx) {
     for (size_t i = 0; i < ctx->n_models; i++) ct_nn_free(ctx->models[i]);
     free(ctx->callbacks);
     free(ctx->emas);
+    for (size_t i = 0; i < ctx->n_val_loaders; i++) {
+        ct_loader_free(ctx->val_loaders[i].loader);
+        free(ctx->val_loaders[i].name);
+    }
+    free(ctx->val_loaders);
     free(ctx->reducers);
     free(ctx->scheds);
     free(ctx->optims);
@@ -698,3 +703,28 @@ ct_value *ct_ctx_to_device(ct_context *ctx, const ct_value *v) {
 void ct_ctx_disable_dataset_reproducibility_checks(ct_context *ctx) {
     if (ctx) ctx->repro_checks = false;
 }
+
+int ct_ctx_add_validation_loader(ct_context *ctx, const char *name, ct_loader *loader) {
+    int rc = CT_OK;
+    if (!ctx || !loader) rc = ct_set_error(CT_EINVAL, "ct_ctx_add_validation_loader: %s is NULL", ctx ? "loader" : "ctx");
+    else if (ctx->val_loaders_closed)
+        rc = ct_set_error(CT_ESTATE, "ct_ctx_add_validation_loader: call it in build_validation_data_loader or init");
+    else if (!name || !name[0] || strlen(name) > 200 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                     "0123456789_-.") != strlen(name))
+        rc = ct_set_error(CT_EINVAL, "ct_ctx_add_validation_loader: the name '%s' must be 1 to 200 letters, digits, "
+                          "'_', '-' or '.'", name ? name : "(null)");
+    for (size_t i = 0; rc == CT_OK && i < ctx->n_val_loaders; i++)
+        if (!strcmp(ctx->val_loaders[i].name, name))
+            rc = ct_set_error(CT_EINVAL, "ct_ctx_add_validation_loader: '%s' is already a validation loader", name);
+    cti_named_loader v = {.loader = loader};
+    if (rc == CT_OK && !(v.name = strdup(name))) rc = ct_set_error(CT_ENOMEM, "ct_ctx_add_validation_loader: out of memory");
+    if (rc == CT_OK && !push((void **)&ctx->val_loaders, &ctx->n_val_loaders, sizeof v, &v))
+        rc = ct_set_error(CT_ENOMEM, "ct_ctx_add_validation_loader: out of memory");
+    if (rc != CT_OK) {
+        free(v.name);
+        ct_loader_free(loader);
+    }
+    return rc;
+}
+
+const char *ct_ctx_validation_loader_name(const ct_context *ctx) { return ctx ? ctx->val_name : NULL; }

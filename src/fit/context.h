@@ -15,6 +15,13 @@
 #include "ctrial/trial.h"
 #include "fit/position.h"
 
+/* A validation loader of the trial's beside the main one
+ * (ct_ctx_add_validation_loader). */
+typedef struct {
+    char *name;
+    ct_loader *loader;
+} cti_named_loader;
+
 typedef struct {
     ct_sched *sched;
     ct_step_mode mode;
@@ -54,6 +61,10 @@ struct ct_context {
     ct_optim **optims;
     size_t n_optims;
     bool lr_monitor;      /* ct_ctx_add_lr_monitor: learning rates in every training report */
+    cti_named_loader *val_loaders; /* ct_ctx_add_validation_loader's, owned */
+    size_t n_val_loaders;
+    const char *val_name;        /* the named loader being validated (NULL: the main one) */
+    bool val_loaders_closed;     /* build_validation_data_loader has returned */
     struct cti_ema **emas;       /* ct_ctx_add_ema: weight averages (ema.h), each its callback's self */
     size_t n_emas;
     bool ema_all;                /* ct_ctx_add_ema(ctx, NULL, ...): every model, once wrapped */

@@ -447,13 +447,13 @@ static int draw_iterator_seed(void) {
 /* evaluate_batch over one pass of this rank's shard of the validation
  * loader; outputs receives the per-batch metric dicts. Like Determined,
  * every batch must report the same metric names as the first. */
-static int evaluate_pass(cti_run *run, ct_value *outputs) {
+static int evaluate_pass(cti_run *run, ct_loader *loader, ct_value *outputs) {
     ct_context *ctx = run->ctx;
     ct_value *batch = NULL;
-    int rc = ct_loader_reset(run->val_loader);
+    int rc = ct_loader_reset(loader);
     if (rc == CT_OK) rc = draw_iterator_seed();
     for (int64_t i = 0; rc == CT_OK; i++) {
-        int got = ct_loader_next(run->val_loader, &batch);
+        int got = ct_loader_next(loader, &batch);
         if (got <= 0) return got;
         ct_scope *s = ct_scope_begin();
         rc = amp_enter(ctx);
@@ -486,9 +486,9 @@ static int evaluate_pass(cti_run *run, ct_value *outputs) {
 
 /* evaluate_pass on every rank; the ranks agree on its outcome before they
  * count batches, so a failure on one rank never leaves the others waiting. */
-static int evaluate_batches(cti_run *run, ct_value *outputs) {
+static int evaluate_batches(cti_run *run, ct_loader *loader, ct_value *outputs) {
     const ct_context *ctx = run->ctx;
-    int rc = cti_ranks_agree(evaluate_pass(run, outputs));
+    int rc = cti_ranks_agree(evaluate_pass(run, loader, outputs));
     /* A rank may get no validation batches (a small set over many ranks);
      * all ranks together must get some. */
     int64_t total = (int64_t)ct_value_len(outputs);
@@ -500,14 +500,14 @@ static int evaluate_batches(cti_run *run, ct_value *outputs) {
 /* evaluate_full_dataset on rank 0, over a fresh pass of the whole
  * (unsharded) validation loader, as Python's `for batch in loader` starts
  * one each call. NEW dict, or NULL + error. */
-static ct_value *evaluate_full(cti_run *run) {
+static ct_value *evaluate_full(cti_run *run, ct_loader *loader) {
     ct_context *ctx = run->ctx;
-    int rc = ct_loader_reset(run->val_loader);
+    int rc = ct_loader_reset(loader);
     if (rc == CT_OK) rc = draw_iterator_seed(); /* the trial's `for batch in loader` */
     ct_scope *s = ct_scope_begin();
     if (rc == CT_OK) rc = amp_enter(ctx);
     if (rc == CT_OK) ct_clear_error();
-    ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, run->val_loader) : NULL;
+    ct_value *mine = rc == CT_OK ? ctx->trial->evaluate_full_dataset(ctx->self, ctx, loader) : NULL;
     if (rc == CT_OK) amp_exit(ctx);
     ct_scope_end(s);
     if (rc == CT_OK) rc = mine ? CT_OK : cti_context_trial_failed("evaluate_full_dataset");
@@ -518,10 +518,71 @@ static ct_value *evaluate_full(cti_run *run) {
     return NULL;
 }
 
+/* evaluate_batch's outputs reduced: by the trial's evaluation_reducer (NULL:
+ * the mean) and its wrapped reducers. NEW dict, or NULL + error. */
+static ct_value *reduce_outputs(ct_context *ctx, const ct_value *outputs) {
+    ct_clear_error();
+    ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
+    if (!spec && ct_last_code() != CT_OK) {
+        ct_set_error(ct_last_code(), "evaluation_reducer: %s", ct_last_error());
+        return NULL;
+    }
+    ct_value *metrics = cti_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers);
+    ct_value_free(spec);
+    return metrics;
+}
+
+/* evaluate_full_dataset on rank 0 over `loader`; every rank gets its answer
+ * (or its error). NEW dict, or NULL + error. */
+static ct_value *full_dataset_metrics(cti_run *run, ct_loader *loader) {
+    ct_context *ctx = run->ctx;
+    ct_value *mine = ctx->rank == 0 ? evaluate_full(run, loader) : NULL;
+    ct_value *metrics = cti_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
+    ct_value_free(mine);
+    return metrics;
+}
+
+/* The trial's other validation loaders (ct_ctx_add_validation_loader), one
+ * after the other, as the main one but without the validation-epoch hooks:
+ * each pass reduced on its own, its metrics added to `metrics` under
+ * "<name>/<metric>". */
+static int validate_named(cti_run *run, ct_value *metrics) {
+    ct_context *ctx = run->ctx;
+    int rc = CT_OK;
+    for (size_t k = 0; rc == CT_OK && k < ctx->n_val_loaders; k++) {
+        cti_named_loader *v = &ctx->val_loaders[k];
+        ctx->val_name = v->name;
+        cti_reducers_reset(ctx->reducers, ctx->n_reducers);
+        ct_value *mine = NULL;
+        if (ctx->trial->evaluate_batch) {
+            ct_value *outputs = ct_value_list();
+            rc = outputs ? evaluate_batches(run, v->loader, outputs) : ct_last_code();
+            mine = rc == CT_OK ? reduce_outputs(ctx, outputs) : NULL;
+            ct_value_free(outputs);
+        } else {
+            mine = full_dataset_metrics(run, v->loader);
+        }
+        if (!mine && rc == CT_OK) rc = ct_last_code();
+        for (size_t i = 0; rc == CT_OK && i < ct_value_len(mine); i++) {
+            const char *key = NULL;
+            const ct_value *m = ct_value_dict_at(mine, i, &key, NULL);
+            char name[512];
+            snprintf(name, sizeof name, "%s/%s", v->name, key);
+            ct_value *copy = ct_value_copy(m, false);
+            rc = copy ? ct_value_dict_set(metrics, name, copy) : ct_last_code();
+        }
+        if (rc != CT_OK) ct_set_error(rc, "validation loader '%s': %s", v->name, ct_last_error());
+        ct_value_free(mine);
+        ctx->val_name = NULL;
+    }
+    return rc;
+}
+
 /* Determined's _validate: on_validation_start; with evaluate_batch the
- * validation-epoch hooks around the pass (evaluate_full_dataset has no
- * batches to hand them, and Determined calls them only for evaluate_batch);
- * the reduced metrics; on_validation_end. */
+ * validation-epoch hooks around the main loader's pass (evaluate_full_dataset
+ * has no batches to hand them, and Determined calls them only for
+ * evaluate_batch); the trial's named loaders; the reduced metrics;
+ * on_validation_end. */
 static int run_validation(cti_run *run) {
     ct_context *ctx = run->ctx;
     cti_reducers_reset(ctx->reducers, ctx->n_reducers);
@@ -541,31 +602,21 @@ static int run_validation(cti_run *run) {
     ct_value *outputs = ct_value_list();
     ct_value *metrics = NULL;
     if (batches) {
-        rc = evaluate_batches(run, outputs);
+        rc = evaluate_batches(run, run->val_loader, outputs);
         if (rc == CT_OK) CALL_HOOKS(rc, ctx, on_validation_epoch_end, outputs);
-        if (rc == CT_OK) {
-            /* NULL means AVG, unless the trial's function set an error */
-            ct_clear_error();
-            ct_value *spec = ctx->trial->evaluation_reducer ? ctx->trial->evaluation_reducer(ctx->self, ctx) : NULL;
-            if (!spec && ct_last_code() != CT_OK) rc = ct_set_error(ct_last_code(), "evaluation_reducer: %s", ct_last_error());
-            metrics = rc == CT_OK ? cti_metrics_validation(outputs, spec, ctx->reducers, ctx->n_reducers) : NULL;
-            ct_value_free(spec);
-            if (!metrics && rc == CT_OK) rc = ct_last_code();
-        }
+        if (rc == CT_OK) metrics = reduce_outputs(ctx, outputs);
     } else {
-        /* Rank 0 evaluates the whole set; every rank gets its answer (or
-         * its error). */
-        ct_value *mine = ctx->rank == 0 ? evaluate_full(run) : NULL;
-        metrics = cti_metrics_full_dataset(mine, ctx->reducers, ctx->n_reducers);
-        ct_value_free(mine);
-        rc = metrics ? CT_OK : ct_last_code();
+        metrics = full_dataset_metrics(run, run->val_loader);
     }
+    if (!metrics && rc == CT_OK) rc = ct_last_code();
+    if (rc == CT_OK) rc = validate_named(run, metrics);
     ct_guard_end(g);
     set_train_mode(ctx, true);
     ct_value_free(outputs);
     if (rc == CT_OK) {
         ctx->pos.last_validation_bt = ctx->pos.batches_trained;
-        rc = cti_report(run->report, "validation", metrics);
+        /* ct_evaluate writes its own line (evaluation.jsonl), not the run's */
+        if (!run->evaluate) rc = cti_report(run->report, "validation", metrics);
     }
     CALL_HOOKS(rc, ctx, on_validation_end, metrics);
     if (rc != CT_OK) {
@@ -1208,8 +1259,16 @@ static int setup_rest(cti_run *run) {
                                        "ct_ctx_disable_dataset_reproducibility_checks in init to use it");
     if (ctx->repro_checks && cti_loader_has_user_sampler(run->val_loader))
         return user_sampler_refused("build_validation_data_loader");
-    if (t->evaluate_batch && ctx->auto_to_device) rc = cti_loader_use_device(run->val_loader, ctx->device);
-    if (rc == CT_OK && t->evaluate_batch) rc = cti_loader_use_validation_shard(run->val_loader, ctx->rank, ctx->size);
+    ctx->val_loaders_closed = true;
+    for (size_t k = 0; k <= ctx->n_val_loaders && rc == CT_OK; k++) {
+        ct_loader *l = k == 0 ? run->val_loader : ctx->val_loaders[k - 1].loader;
+        if (ctx->repro_checks && k > 0 && (cti_loader_is_iterable(l) || cti_loader_has_user_sampler(l)))
+            return ct_set_error(CT_ETRIAL, "validation loader '%s' is an iterable loader or has its own sampler: "
+                                "call ct_ctx_disable_dataset_reproducibility_checks in init to use it",
+                                ctx->val_loaders[k - 1].name);
+        if (t->evaluate_batch && ctx->auto_to_device) rc = cti_loader_use_device(l, ctx->device);
+        if (rc == CT_OK && t->evaluate_batch) rc = cti_loader_use_validation_shard(l, ctx->rank, ctx->size);
+    }
     if (rc == CT_OK) rc = draw_iterator_seed(); /* Determined's iter(self.training_loader) */
     if (rc != CT_OK) return rc;
     bool resumed = cti_checkpointer_resume_dir(run->ckpt)[0] != '\0';
@@ -1221,7 +1280,7 @@ static int setup_rest(cti_run *run) {
     if (rc == CT_OK && resumed) warn_changed_hparams(run);
     /* The metrics log is opened (and, on resume, cut back to the checkpoint)
      * only once the checkpoint has been accepted. */
-    if (rc == CT_OK && ctx->rank == 0) rc = cti_report_open(run->report, resumed);
+    if (rc == CT_OK && ctx->rank == 0 && !run->evaluate) rc = cti_report_open(run->report, resumed);
     return rc;
 }
 
@@ -1259,9 +1318,77 @@ static void report_setup(cti_run *run) {
     cti_report_setup(run->report, &si);
 }
 
+/* ---- evaluating a checkpoint (ct_evaluate) ---------------------------------- */
+
+/* ct_evaluate(..., "best"): the checkpoint of the checkpoint directory whose
+ * searcher metric is best, as ctrial-ckpt best finds it. */
+static int find_best(cti_run *run) {
+    const ct_fit_opts *o = &run->ctx->opts;
+    const char *metric = o->searcher_metric ? o->searcher_metric : "validation_loss";
+    if (ct_ckpt_best(cti_checkpointer_dir(run->ckpt), metric, o->smaller_is_better, run->best_path,
+                     sizeof run->best_path, NULL) != CT_OK)
+        return ct_set_error(CT_ECHECKPOINT, "ct_evaluate: best: %s", ct_last_error());
+    run->ctx->opts.resume = run->best_path;
+    return CT_OK;
+}
+
+/* One validation of the restored checkpoint: its metrics printed, and, on
+ * rank 0, one line appended to evaluation.jsonl (the run's metrics.jsonl,
+ * TensorBoard files and checkpoints stay as they are). */
+static int evaluate_checkpoint(cti_run *run) {
+    ct_context *ctx = run->ctx;
+    int rc = validate(run);
+    if (rc != CT_OK || ctx->rank != 0) return rc;
+    const char *ckpt = cti_checkpointer_resume_dir(run->ckpt);
+    json_t *line = json_object();
+    json_t *metrics = cti_json_from_value(run->last_validation);
+    if (!line || !metrics || json_object_set_new(line, "checkpoint", json_string(ckpt)) ||
+        json_object_set_new(line, "batches", json_integer(ctx->pos.batches_trained)) ||
+        json_object_set_new(line, "metrics", metrics)) {
+        json_decref(line);
+        return ct_set_error(CT_ENOMEM, "ct_evaluate: out of memory");
+    }
+    char *text = json_dumps(line, JSON_COMPACT);
+    json_decref(line);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/evaluation.jsonl", ctx->opts.output_dir);
+    FILE *f = text ? fopen(path, "a") : NULL;
+    bool ok = f && fprintf(f, "%s\n", text) > 0;
+    if (f && fclose(f) != 0) ok = false;
+    free(text);
+    if (!ok) return ct_set_error(CT_EIO, "ct_evaluate: cannot append to %s", path);
+    printf("evaluation of %s (batch %lld):", ckpt, (long long)ctx->pos.batches_trained);
+    for (size_t i = 0; i < ct_value_len(run->last_validation); i++) {
+        const char *key = NULL;
+        double v = 0;
+        const ct_value *m = ct_value_dict_at(run->last_validation, i, &key, NULL);
+        if (ct_value_get_float(m, &v) == CT_OK) printf(" %s %.6g", key, v);
+        ct_clear_error();
+    }
+    printf("\n");
+    fflush(stdout);
+    return CT_OK;
+}
+
 /* ---- the entry point ------------------------------------------------------- */
 
-int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return cti_fit_ex(trial, o, NULL); }
+static int fit_run(const ct_trial *trial, const ct_fit_opts *o, const char *evaluate, cti_fit_outcome *out);
+
+int ct_fit(const ct_trial *trial, const ct_fit_opts *o) { return fit_run(trial, o, NULL, NULL); }
+
+int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out) {
+    return fit_run(trial, o, NULL, out);
+}
+
+int ct_evaluate(const ct_trial *trial, const ct_fit_opts *o, const char *checkpoint, ct_value **metrics) {
+    if (metrics) *metrics = NULL;
+    if (!checkpoint || !checkpoint[0]) return ct_set_error(CT_EINVAL, "ct_evaluate: no checkpoint to evaluate");
+    cti_fit_outcome out;
+    int rc = fit_run(trial, o, checkpoint, &out);
+    if (rc == CT_OK && metrics) *metrics = out.last_validation;
+    else ct_value_free(out.last_validation);
+    return rc;
+}
 
 /* What a run owns beside the context, freed after it (the trial's destroy
  * runs first, as it always has: it may still use what it wrapped). */
@@ -1274,7 +1401,9 @@ static void free_run(cti_run *run) {
     ct_value_free(run->workload);
 }
 
-int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out) {
+/* ct_fit, or with `evaluate` (a checkpoint) ct_evaluate: the same set-up
+ * from that checkpoint, then one validation instead of training. */
+static int fit_run(const ct_trial *trial, const ct_fit_opts *o, const char *evaluate, cti_fit_outcome *out) {
     if (out) *out = (cti_fit_outcome){.last_validation_bt = -1};
     if (!trial || !o) return ct_set_error(CT_EINVAL, "ct_fit: %s is NULL", trial ? "opts" : "trial");
     /* The caller's options as this library's struct: a program built
@@ -1282,6 +1411,10 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     ct_fit_opts opts;
     int rc = cti_fit_opts_take(o, &opts);
     if (rc != CT_OK) return rc;
+    if (evaluate) {
+        opts.resume = evaluate; /* restored as a resume restores it; "best" is found below */
+        opts.overwrite = false;
+    }
     o = &opts;
     rc = check_trial(trial);
     if (rc == CT_OK) rc = check_opts(o);
@@ -1307,6 +1440,8 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
         return rc;
     }
     ctx->reporter = run->report;
+    run->evaluate = evaluate;
+    if (evaluate && !strcmp(evaluate, "best")) rc = find_best(run);
     saved_signals saved;
     catch_stop_signals(&saved);
     /* The collective timeout for this fit (0: as it is: CTRIAL_DIST_TIMEOUT
@@ -1330,15 +1465,18 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     if (rc == CT_OK && !run->preempted) {
         set_up = true;
         rc = setup(run);
+        if (rc == CT_OK && run->evaluate && !cti_checkpointer_resume_dir(run->ckpt)[0])
+            rc = ct_set_error(CT_ECHECKPOINT, "ct_evaluate: no checkpoint in %s to evaluate",
+                              cti_checkpointer_dir(run->ckpt));
         if (rc == CT_OK) rc = cti_ranks_agree(broadcast_models(ctx, false));
         if (rc == CT_OK) rc = cti_ranks_agree(start_grad_sync(ctx));
         if (rc == CT_OK && ctx->opts.cuda_graphs) rc = cti_ranks_agree(cti_graph_step_new(ctx, &ctx->graph));
-        if (rc == CT_OK) report_setup(run);
+        if (rc == CT_OK && !run->evaluate) report_setup(run);
         if (rc == CT_OK) rc = agree_on_preemption(run);
     }
     if (rc == CT_OK && run->preempted)
         cti_report_stopped_before_training(run->report, g_agreed_signal, cti_checkpointer_resume_dir(run->ckpt));
-    else if (rc == CT_OK) rc = train(run);
+    else if (rc == CT_OK) rc = run->evaluate ? evaluate_checkpoint(run) : train(run);
     ct_profiler_free(run->profiler); /* writes a window still recording */
     run->profiler = NULL;
     /* Shutdown hooks run in reverse, also after a failure; the first
@@ -1354,7 +1492,7 @@ int cti_fit_ex(const ct_trial *trial, const ct_fit_opts *o, cti_fit_outcome *out
     }
     if (failure[0]) ct_set_error(rc, "%s", failure);
     /* The last lines say whether training ran to its end, and if not, why. */
-    if (rc == CT_OK && set_up) {
+    if (rc == CT_OK && set_up && !run->evaluate) {
         cti_summary_info si = {.signal = g_agreed_signal, .exit_requested = ctx->exit_requested != 0,
                                .checkpoint_dir = cti_checkpointer_dir(run->ckpt)};
         si.has_best = cti_checkpointer_best(run->ckpt, &si.best_metric);

@@ -32,6 +32,9 @@ typedef struct {
     bool hparams_warned;         /* the hyperparameters never read were reported */
     ct_profiler *profiler;       /* ct_ctx_set_profiler's, while training */
     char threads_from[96];       /* where the intra-op thread count came from (the summary says) */
+    const char *evaluate;        /* ct_evaluate: the checkpoint validated; nothing is trained, written
+                                  * or checkpointed but evaluation.jsonl (NULL: a fit) */
+    char best_path[4096];        /* ct_evaluate(..., "best"): the checkpoint found */
 } cti_run;
 
 #endif

@@ -5,7 +5,8 @@
  * likewise from i = 48). With --hparam full=1 it validates with
  * evaluate_full_dataset (rank 0 iterates the loader itself) instead of
  * evaluate_batch. test_determined_order.py runs the same trial in
- * Determined's own loop and compares the losses. */
+ * Determined's own loop and compares the losses; test_evaluate.py
+ * evaluates its checkpoints (ct_evaluate), with a named validation loader. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,13 @@ static ct_loader *loader(ct_context *ctx, int64_t first, int64_t n) {
 }
 
 static ct_loader *train_loader(void *self, ct_context *ctx) { return loader(ctx, 0, 48); }
-static ct_loader *val_loader(void *self, ct_context *ctx) { return loader(ctx, 48, 16); }
+/* With the hyperparameter named (a string), a second validation loader of
+ * that name over 24 records from i = 64 (test_evaluate.py). */
+static ct_loader *val_loader(void *self, ct_context *ctx) {
+    const char *named = ct_ctx_hparam_str(ctx, "named", "");
+    if (named[0] && ct_ctx_add_validation_loader(ctx, named, loader(ctx, 64, 24)) != 0) return NULL;
+    return loader(ctx, 48, 16);
+}
 
 static ct_tensor *loss_of(Trial *t, const ct_value *batch) {
     return ct_cross_entropy(ct_nn_forward(t->model, ct_batch_at(batch, 0)), ct_batch_at(batch, 1));

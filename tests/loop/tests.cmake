@@ -48,3 +48,8 @@ ct_c_test(loop_past_end ${CMAKE_CURRENT_LIST_DIR}/past_end.c)
 ct_c_program(determined_order ${CMAKE_CURRENT_LIST_DIR}/determined_order.c)
 ct_py_test(loop_determined_order ${CMAKE_CURRENT_LIST_DIR}/test_determined_order.py $<TARGET_FILE:determined_order>)
 set_tests_properties(loop_determined_order PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
+# --evaluate CHECKPOINT (ct_evaluate) and named validation loaders
+# (ct_ctx_add_validation_loader): metrics against PyTorch's on the
+# checkpoint's weights, evaluation.jsonl, nothing else changed.
+ct_py_test(loop_evaluate ${CMAKE_CURRENT_LIST_DIR}/test_evaluate.py $<TARGET_FILE:determined_order>)
+set_tests_properties(loop_evaluate PROPERTIES TIMEOUT 180)
