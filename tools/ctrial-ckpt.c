@@ -33,6 +33,8 @@
 
 #include <ctrial/ctrial.h>
 
+#include "base/json_write.h" /* cti_float_repr: compiled into the tool, the library hides it */
+
 static void print_value(const char *path, const ct_value *v);
 
 /* One line per leaf: "path  float32 [128, 64]" or "path  0.001". */
@@ -59,8 +61,9 @@ static void print_leaf(const char *path, const ct_value *v) {
     }
     case CT_VALUE_FLOAT: {
         double d = 0;
+        char num[CTI_FLOAT_REPR_LEN];
         ct_value_get_float(v, &d);
-        printf("%-60s %.17g\n", path, d);
+        printf("%-60s %s\n", path, cti_float_repr(d, num));
         break;
     }
     case CT_VALUE_STR: printf("%-60s '%s'\n", path, ct_value_get_str(v)); break;
@@ -432,13 +435,8 @@ int main(int argc, char **argv) {
         }
         double v = 0;
         if (ct_ckpt_best(folder, sr.metric, sr.smaller_is_better, buf, sizeof buf, &v) != 0) return fail("best");
-        /* the shortest digits that read back as v, as Python's repr */
-        char num[32];
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(num, sizeof num, "%.*g", prec, v);
-            if (strtod(num, NULL) == v) break;
-        }
-        printf("%s\t%s %s\n", buf, sr.metric, num);
+        char num[CTI_FLOAT_REPR_LEN];
+        printf("%s\t%s %s\n", buf, sr.metric, cti_float_repr(v, num)); /* as Python's repr */
         return 0;
     }
     return usage();

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/crc32.h"
 #include "base/files.h"
+#include "base/json_write.h"
 #include "base/value_json.h"
 #include "pth/pth.h"
 
@@ -164,7 +165,7 @@ int cti_ckpt_commit(cti_ckpt_writer *w, json_t *metadata) {
     json_object_set_new(metadata, "time", json_real(cti_clock_wall())); /* for people: nothing orders by it */
     json_object_del(metadata, CT_CKPT_CRC_KEY);
     json_object_set_new(metadata, CT_CKPT_CRC_KEY, json_string("00000000")); /* last: sealed below */
-    char *text = json_dumps(metadata, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    char *text = cti_json_dumps(metadata, JSON_INDENT(2));
     json_decref(metadata);
     if (!text) return ct_set_error(CT_ENOMEM, "cannot format %s", CT_CKPT_METADATA_FILE);
     size_t len = strlen(text);

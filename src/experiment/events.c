@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/files.h"
+#include "base/json_write.h"
 #include "ctrial/error.h"
 
 void cti_exp_event_key(char *buf, size_t len, const char *name, int64_t trial, int64_t length) {
@@ -57,7 +58,7 @@ int cti_exp_log_event(cti_exp_log *l, const char *name, int64_t trial, int64_t l
         /* "event" and "time" first, for a reader's eye. */
         json_t *out = json_pack("{sssf}", "event", name, "time", cti_clock_wall());
         if (!out || json_object_update(out, event)) rc = ct_set_error(CT_ENOMEM, "search: out of memory");
-        char *text = rc ? NULL : json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        char *text = rc ? NULL : cti_json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(out);
         if (!rc && !text) rc = ct_set_error(CT_ENOMEM, "search: out of memory");
         if (!rc && (fprintf(l->f, "%s\n", text) < 0 || fflush(l->f) != 0 || fsync(fileno(l->f)) != 0))

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/files.h"
+#include "base/json_write.h"
 #include "base/value_json.h"
 #include "ckpt/ckpt.h"
 #include "ctrial/dist.h"
@@ -439,7 +440,7 @@ static int exchange(run *r, train_result *res, int n, int groups) {
             snprintf(key, sizeof key, "%d", k);
             if (!res[k].replayed) json_object_set_new(j, key, result_to_json(&res[k]));
         }
-        mine = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        mine = j ? cti_json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!mine) return oom();
     }
@@ -460,7 +461,7 @@ static int exchange(run *r, train_result *res, int n, int groups) {
             json_object_foreach(x, key, v) json_array_set(arr, (size_t)atoi(key), v);
             json_decref(x);
         }
-        text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+        text = arr ? cti_json_dumps(arr, JSON_COMPACT) : NULL;
         json_decref(arr);
         if (!text) rc = oom();
         else len = (int64_t)strlen(text) + 1;

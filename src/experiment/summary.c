@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_write.h"
 #include "ctrial/ckpt.h"
 #include "ctrial/error.h"
 #include "experiment/events.h"
@@ -48,7 +49,7 @@ static void flatten(const json_t *spec, const json_t *point, const char *prefix,
         if (n + 1 >= len) return;
         if (json_is_real(v)) snprintf(buf + n, len - n, "%s%s=%.4g", n ? " " : "", name, json_real_value(v));
         else {
-            char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            char *text = cti_json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
             snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", name, text ? text : "?");
             free(text);
         }

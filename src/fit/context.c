@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/json_write.h"
 #include "base/value_json.h"
 #include "dist/grad_sync.h"
 #include "fit/graph_step.h"
@@ -529,7 +530,7 @@ static const ct_value *hparam(ct_context *ctx, const char *name) {
  * trial function that read it returns. */
 static void wrong_type(ct_context *ctx, const char *name, const char *want, const ct_value *v) {
     json_t *j = cti_json_from_value(v);
-    char *text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *text = cti_json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
     json_decref(j);
     ct_set_error(CT_ECONFIG, "hyperparameter '%s' is %s (%s), but the trial reads it as %s", name,
                  text ? text : "?", ct_value_kind_name(ct_value_kind_of(v)), want);

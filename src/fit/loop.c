@@ -25,6 +25,7 @@
 #include "base/cpus.h"            /* defines: cti_cpus_default_threads */
 #include "base/files.h"           /* defines: cti_make_dirs, cti_remove_tree */
 #include "base/heap.h"            /* defines: cti_heap_tune_for_training */
+#include "base/json_write.h"      /* defines: cti_json_dumps (reals as Python writes them) */
 #include "base/value_json.h"      /* defines: cti_json_from_value */
 
 /* config: periods and their rules */
@@ -789,8 +790,8 @@ static void warn_changed_hparams(cti_run *run) {
             json_t *other = json_object_get(pass ? now : saved, key);
             if (pass && other) continue;
             if (other && json_equal(v, other)) continue;
-            char *a = json_dumps(pass ? other : v, JSON_ENCODE_ANY | JSON_COMPACT);
-            char *b = json_dumps(pass ? v : other, JSON_ENCODE_ANY | JSON_COMPACT);
+            char *a = cti_json_dumps(pass ? other : v, JSON_ENCODE_ANY | JSON_COMPACT);
+            char *b = cti_json_dumps(pass ? v : other, JSON_ENCODE_ANY | JSON_COMPACT);
             if (at < sizeof line)
                 at += (size_t)snprintf(line + at, sizeof line - at, "%s%s %s (checkpoint: %s)", at ? "; " : "", key,
                                        a ? a : "absent", b ? b : "absent");

@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/files.h"
 #include "base/launch.h"
+#include "base/json_write.h"
 #include "ctrial/ctrial.h" /* ct_version, ckpt.h */
 #include "ctrial/cuda.h"
 #include "formats/tbevents.h"
@@ -367,7 +368,7 @@ static int report(cti_reporter *r, const char *group, ct_value *metrics) {
                                  (json_int_t)r->pos->batches_trained, "epochs", epochs_of(r), "metrics",
                                  cti_json_from_value(metrics), "time", cti_clock_wall(), "timings", timings);
         timings = NULL; /* json_pack took it, even on failure */
-        char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        char *text = line ? cti_json_dumps(line, JSON_COMPACT) : NULL;
         json_decref(line);
         if (!text) return ct_set_error(CT_ENOMEM, "cannot format a metrics.jsonl line");
         int bad = fprintf(r->metrics_log, "%s\n", text) < 0 || fflush(r->metrics_log) != 0;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json_write.h"
 #include "base/value_json.h"
 #include "ckpt/ckpt.h"
 #include "dist/value_wire.h"
@@ -418,7 +419,7 @@ int cti_run_restore_state(cti_run *run, const ct_value *state, const char *dir) 
 
 /* A field's value for messages: its JSON text (cut short), or "missing". */
 static void shown(const json_t *v, char *buf, size_t len) {
-    char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char *text = v ? cti_json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     if (!text) {
         snprintf(buf, len, "%s", v ? "unprintable" : "missing");
         return;

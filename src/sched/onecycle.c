@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/json_write.h"
 #include "sched/scheduler.h"
 
 /* The group keys a phase names, in the order OneCycleLR adds them. */
@@ -227,7 +228,7 @@ static int put_group_keys(ct_optim *opt, const double *vals, int nkeys) {
 
 ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
     static const char *fn = "ct_sched_onecycle";
-    char buf[32];
+    char buf[CTI_FLOAT_REPR_LEN];
     if (!opt || !o) {
         ct_set_error(CT_EINVAL, "%s: optimizer or options are NULL", fn);
         return NULL;
@@ -239,7 +240,7 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
     }
     if (o->pct_start < 0 || o->pct_start > 1) {
         ct_set_error(CT_EINVAL, "%s: Expected float between 0 and 1 pct_start, but got %s", fn,
-                     cti_py_repr(o->pct_start, buf));
+                     cti_float_repr(o->pct_start, buf));
         return NULL;
     }
     if (o->anneal_strategy != CT_ANNEAL_COS && o->anneal_strategy != CT_ANNEAL_LINEAR) {
@@ -248,7 +249,7 @@ ct_sched *ct_sched_onecycle(ct_optim *opt, const ct_onecycle_opts *o) {
         return NULL;
     }
     if (!(o->max_lr > 0)) {
-        ct_set_error(CT_EINVAL, "%s: max_lr must be positive, but got %s", fn, cti_py_repr(o->max_lr, buf));
+        ct_set_error(CT_EINVAL, "%s: max_lr must be positive, but got %s", fn, cti_float_repr(o->max_lr, buf));
         return NULL;
     }
     /* Python: "momentum" or "betas" in optimizer.defaults. */

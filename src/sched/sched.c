@@ -16,7 +16,7 @@
 
 #include "sched/scheduler.h"
 
-/* ---- Python's arithmetic and repr -------------------------------------- */
+/* ---- Python's arithmetic ------------------------------------------------ */
 
 int64_t cti_py_floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
@@ -28,47 +28,6 @@ int cti_py_div(double a, double b, double *out, const char *fn) {
     if (b == 0) return ct_set_error(CT_EINVAL, "%s: float division by zero", fn);
     *out = a / b;
     return CT_OK;
-}
-
-/* repr(float): the shortest digits that read back as x, in fixed notation
- * for 1e-4 <= |x| < 1e16 and in exponent notation otherwise. */
-const char *cti_py_repr(double x, char buf[32]) {
-    if (isnan(x)) return strcpy(buf, "nan");
-    if (isinf(x)) return strcpy(buf, x > 0 ? "inf" : "-inf");
-    if (x == 0) return strcpy(buf, signbit(x) ? "-0.0" : "0.0");
-    char sci[40];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(sci, sizeof sci, "%.*e", p - 1, x);
-        if (strtod(sci, NULL) == x) break;
-    }
-    /* sci is "-d.ddde+XX": collect the digits and the decimal point. */
-    char digits[24];
-    int nd = 0, exp10 = 0;
-    const char *c = sci + (sci[0] == '-');
-    for (; *c && *c != 'e'; c++)
-        if (*c != '.') digits[nd++] = *c;
-    exp10 = atoi(c + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
-    digits[nd] = '\0';
-    int decpt = exp10 + 1;
-    char *o = buf;
-    if (x < 0) *o++ = '-';
-    if (decpt <= -4 || decpt > 16) {
-        *o++ = digits[0];
-        if (nd > 1) o += sprintf(o, ".%s", digits + 1);
-        sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
-    } else if (decpt <= 0) {
-        o += sprintf(o, "0.");
-        for (int i = 0; i < -decpt; i++) *o++ = '0';
-        strcpy(o, digits);
-    } else if (decpt >= nd) {
-        o += sprintf(o, "%s", digits);
-        for (int i = nd; i < decpt; i++) *o++ = '0';
-        strcpy(o, ".0");
-    } else {
-        sprintf(o, "%.*s.%s", decpt, digits, digits + decpt);
-    }
-    return buf;
 }
 
 /* ---- construction ---------------------------------------------------------- */

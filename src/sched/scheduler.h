@@ -85,8 +85,6 @@ int cti_sched_check_groups(const ct_sched *s, const char *fn);
 /* Whether group g has the numeric option `key`, without touching the
  * thread's last error when it has not. */
 bool cti_sched_has_option(const ct_optim *o, size_t g, const char *key, double *out);
-/* Python's repr() of a float ("0.1", "1e-05", "inf"), for messages. */
-const char *cti_py_repr(double x, char buf[32]);
 /* Python's // and % for ints (floor division). */
 int64_t cti_py_floordiv(int64_t a, int64_t b);
 
