@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -734,6 +737,164 @@ extern "C" ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x) {
         ct::fail_exception(fn.empty() ? __func__ : fn.c_str());
         return nullptr;
     }
+}
+
+// ---- calls written as Python's: m(x, key_padding_mask=pad) -------------------
+
+namespace {
+
+// One argument of a call format: "code" or "name=code".
+struct FormatArg {
+    std::string name; // empty: positional
+    char code;        // t i f b s n v
+};
+
+bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n'; }
+
+// Parses fmt into out. On a malformed format records CT_EINVAL quoting it
+// and naming the argument and the character (1-based) where it went wrong.
+bool parse_call_format(const char *fn, const char *fmt, std::vector<FormatArg> &out) {
+    if (!fmt) {
+        ct::fail(CT_EINVAL, fn, "argument 'format' is NULL");
+        return false;
+    }
+    const std::string f = fmt;
+    auto bad = [&](size_t at, size_t arg, const std::string &why) {
+        ct::fail(CT_EINVAL, fn,
+                 "format \"" + f + "\": " + why + " at character " + std::to_string(at + 1) + " (argument " +
+                     std::to_string(arg) + "); an argument is a code or name=code, codes t (tensor), i (int64_t), "
+                     "f (double), b (bool), s (string), n (None), v (value)");
+        return false;
+    };
+    size_t i = 0;
+    while (i < f.size() && is_space(f[i])) i++;
+    if (i == f.size()) return true; // "" or blanks: no arguments
+    std::unordered_set<std::string> names;
+    for (size_t arg = 1;; arg++) {
+        while (i < f.size() && is_space(f[i])) i++;
+        const size_t start = i;
+        size_t end = f.find(',', i);
+        if (end == std::string::npos) end = f.size();
+        size_t last = end; // one past the argument's last non-blank
+        while (last > start && is_space(f[last - 1])) last--;
+        if (last == start) return bad(start, arg, "an empty argument");
+        FormatArg a;
+        size_t eq = f.find('=', start);
+        size_t code_at = start;
+        if (eq != std::string::npos && eq < last) {
+            size_t name_end = eq;
+            while (name_end > start && is_space(f[name_end - 1])) name_end--;
+            if (name_end == start) return bad(start, arg, "an empty keyword name");
+            a.name = f.substr(start, name_end - start);
+            for (size_t k = 0; k < a.name.size(); k++)
+                if (!(k == 0 ? is_name_start(a.name[k]) : is_name_char(a.name[k])))
+                    return bad(start + k, arg, "keyword '" + a.name + "' is not a Python identifier");
+            if (!names.insert(a.name).second) return bad(start, arg, "a duplicate keyword '" + a.name + "'");
+            code_at = eq + 1;
+            while (code_at < last && is_space(f[code_at])) code_at++;
+            if (code_at == last) return bad(code_at, arg, "keyword '" + a.name + "' has no type code");
+        } else if (!names.empty()) {
+            return bad(start, arg, "a positional argument after a keyword argument");
+        }
+        const std::string code = f.substr(code_at, last - code_at);
+        if (code.size() != 1 || !std::strchr("tifbsnv", code[0]))
+            return bad(code_at, arg, "an unknown type code '" + code + "'");
+        a.code = code[0];
+        out.push_back(std::move(a));
+        if (end == f.size()) return true;
+        i = end + 1;
+    }
+}
+
+// What one vararg of code `c` becomes: a NEW value, or NULL + error (a NULL
+// tensor or value keeps a pending error, as the ops do).
+ct_value *format_value(const char *fn, char c, const std::string &what, va_list *ap) {
+    switch (c) {
+    case 't': {
+        const ct_tensor *t = va_arg(*ap, const ct_tensor *);
+        if (!ct::check(t, fn, what.c_str())) return nullptr;
+        // Another handle on the caller's tensor (ct_alias): no copy, and the
+        // value frees only its own handle.
+        return ct_value_tensor(ct::wrap_unscoped(t->t));
+    }
+    case 'i': return ct_value_int(va_arg(*ap, int64_t));
+    case 'f': return ct_value_float(va_arg(*ap, double));
+    case 'b': return ct_value_bool(va_arg(*ap, int) != 0);
+    case 's': {
+        const char *s = va_arg(*ap, const char *);
+        if (!s) ct::fail(CT_EINVAL, fn, "argument '" + what + "' (s) is NULL: pass None with n");
+        return s ? ct_value_str(s) : nullptr;
+    }
+    case 'n': return ct_value_none();
+    default: { // 'v'
+        const ct_value *v = va_arg(*ap, const ct_value *);
+        if (!v && !ct::error_pending()) ct::fail(CT_EINVAL, fn, "argument '" + what + "' (v) is NULL");
+        return v ? ct_value_copy(v, false) : nullptr; // tensors shared, not copied
+    }
+    }
+}
+
+// m(*args, **kwargs) with the arguments the format describes: a NEW value,
+// or NULL + error.
+ct_value *call_format(const char *fn, ct_module *m, const char *fmt, va_list *ap) {
+    if (!check_module(m, fn, "m")) return nullptr;
+    try {
+        std::vector<FormatArg> spec;
+        if (!parse_call_format(fn, fmt, spec)) return nullptr;
+        using Value = std::unique_ptr<ct_value, void (*)(ct_value *)>;
+        Value args(ct_value_tuple(), ct_value_free), kwargs(ct_value_dict(), ct_value_free);
+        bool ok = args && kwargs;
+        for (size_t i = 0; ok && i < spec.size(); i++) {
+            const FormatArg &a = spec[i];
+            std::string what = a.name.empty() ? "args[" + std::to_string(i) + "]" : a.name;
+            ct_value *v = format_value(fn, a.code, what, ap);
+            if (!v) ok = false;
+            else if (a.name.empty()) ok = ct_value_list_append(args.get(), v) == CT_OK; // steals v
+            else ok = ct_value_dict_set(kwargs.get(), a.name.c_str(), v) == CT_OK;
+        }
+        if (!ok) {
+            if (!ct::error_pending()) ct::fail(CT_ENOMEM, fn, "out of host memory");
+            return nullptr;
+        }
+        return ct_nn_call(m, args.get(), kwargs.get());
+    } catch (...) {
+        ct::fail_exception(fn);
+        return nullptr;
+    }
+}
+
+}  // namespace
+
+extern "C" ct_value *ct_nn_callf(ct_module *m, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    ct_value *y = call_format(__func__, m, format, &ap);
+    va_end(ap);
+    return y;
+}
+
+extern "C" ct_tensor *ct_nn_forwardf(ct_module *m, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    ct_value *y = call_format(__func__, m, format, &ap);
+    va_end(ap);
+    if (!y) return nullptr;
+    ct_tensor *out = nullptr;
+    if (ct_value_kind_of(y) == CT_VALUE_TENSOR) {
+        out = ct_alias(ct_value_get_tensor(y)); // a handle in the current scope
+    } else {
+        try {
+            ct::fail(CT_EINVAL, __func__,
+                     "forward of " + where(m) + " returned a " + ct_value_kind_name(ct_value_kind_of(y)) +
+                         ", not a tensor: use ct_nn_callf");
+        } catch (...) {
+            ct::fail_exception(__func__);
+        }
+    }
+    ct_value_free(y);
+    return out;
 }
 
 extern "C" const char *ct_nn_type(const ct_module *m) { return m ? m->type.c_str() : ""; }

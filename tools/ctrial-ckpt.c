@@ -9,6 +9,16 @@
  *     ctrial-ckpt best   CHECKPOINT_DIR prints the best by the run's searcher metric, and its value
  *     ctrial-ckpt list   SEARCH_DIR     each trial's checkpoints (a search's folder: trials/<id>)
  *
+ * Each also takes a store's URL in place of a folder (checkpoint_storage
+ * type s3): s3://BUCKET/PREFIX for the checkpoints there (list, latest,
+ * best; only metadata.json files are read), s3://BUCKET/PREFIX/ckpt-... for
+ * one (list, verify: downloaded into a temporary folder, removed after).
+ * Credentials and the endpoint are the library's (ctrial/ckpt.h, Part 3:
+ * the AWS_* variables as boto3 reads them); --endpoint-url URL sets
+ * AWS_ENDPOINT_URL_S3. Only committed checkpoints count, as a resume
+ * decides; an upload cut off (no metadata.json) is no checkpoint and is not
+ * listed. Nothing in the store is changed.
+ *
  * Listing a run (docs/api/ckpt.md, "ctrial-ckpt"): two '#' lines (the
  * folder and counts, then the column names), then per checkpoint
  *
@@ -22,14 +32,16 @@
  * stderr says why (as --resume latest refuses it).
  *
  * Exit codes: 0 good, 1 a bad or unreadable checkpoint, 2 bad usage. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <ctrial/ctrial.h>
 
@@ -109,15 +121,17 @@ static int list_pth(const char *file) {
     return 0;
 }
 
-static int list_checkpoint(const char *dir) {
+/* One checkpoint's metadata and keys; `shown` names it in the output (the
+ * store's URL of one fetched into dir). */
+static int list_checkpoint(const char *dir, const char *shown) {
     ct_value *meta = ct_ckpt_metadata(dir);
-    if (!meta) return fail(dir);
-    printf("== %s/metadata.json\n", dir);
+    if (!meta) return fail(shown);
+    printf("== %s/metadata.json\n", shown);
     print_value("", meta);
     ct_value_free(meta);
     char file[4200];
     snprintf(file, sizeof file, "%s/state_dict.pth", dir);
-    printf("== %s\n", file);
+    printf("== %s/state_dict.pth\n", shown);
     return list_pth(file);
 }
 
@@ -165,14 +179,19 @@ static bool join(char *buf, const char *dir, const char *name) {
     return snprintf(buf, PATH_LEN, "%s/%s", dir, name) < PATH_LEN;
 }
 
-static void read_searcher(const char *latest, searcher *s) {
+/* The searcher of the latest checkpoint's metadata (NULL: none). */
+static void searcher_of(const ct_value *meta, searcher *s) {
     memset(s, 0, sizeof *s);
     s->smaller_is_better = true;
-    ct_value *meta = latest[0] ? ct_ckpt_metadata(latest) : NULL;
     const ct_value *ts = meta ? ct_value_dict_get(meta, "trial_state") : NULL;
     const char *name = ts ? ct_value_get_str(ct_value_dict_get(ts, "searcher_metric")) : NULL;
     if (name) snprintf(s->metric, sizeof s->metric, "%s", name);
     if (ts) ct_value_get_bool(ct_value_dict_get(ts, "smaller_is_better"), &s->smaller_is_better);
+}
+
+static void read_searcher(const char *latest, searcher *s) {
+    ct_value *meta = latest[0] ? ct_ckpt_metadata(latest) : NULL;
+    searcher_of(meta, s);
     ct_value_free(meta);
 }
 
@@ -302,6 +321,29 @@ static void print_rows(const char *folder, const rows *t, const searcher *s, con
     }
 }
 
+/* The rows sorted and printed under `folder`, the damaged ones also on
+ * stderr (exit 1); the caller frees t. no_latest: why none is marked latest. */
+static int print_listing(const char *folder, rows *t, const searcher *s, const char *latest, const char *best,
+                         const char *no_latest) {
+    if (t->n) qsort(t->at, t->n, sizeof *t->at, by_training_order); /* t->at is NULL when empty */
+    print_rows(folder, t, s, latest, best);
+    int rc = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->at[i].state == DAMAGED) {
+            fprintf(stderr, "ctrial-ckpt: damaged: %s\n", t->at[i].error ? t->at[i].error : t->at[i].name);
+            rc = 1;
+        }
+    }
+    /* Not "none yet": a damaged checkpoint may be the latest. */
+    if (!latest[0] && count(t, DAMAGED)) fprintf(stderr, "ctrial-ckpt: no latest: %s\n", no_latest);
+    return rc;
+}
+
+static void free_rows(rows *t) {
+    for (size_t i = 0; i < t->n; i++) free(t->at[i].error);
+    free(t->at);
+}
+
 /* Every checkpoint in a checkpoints folder, one a line. latest and best
  * are the library's answers (what --resume latest picks, what retention
  * keeps and the run's summary names), not worked out again here. Exit 1
@@ -318,21 +360,130 @@ static int list_run(const char *folder) {
         return fail(folder);
     rows t = {0};
     int rc = scan(folder, &s, &t);
-    if (rc == 0) {
-        if (t.n) qsort(t.at, t.n, sizeof *t.at, by_training_order); /* t.at is NULL when empty */
-        print_rows(folder, &t, &s, latest, best);
-    }
-    for (size_t i = 0; i < t.n; i++) {
-        if (t.at[i].state == DAMAGED) {
-            fprintf(stderr, "ctrial-ckpt: damaged: %s\n", t.at[i].error ? t.at[i].error : t.at[i].name);
-            rc = 1;
-        }
-        free(t.at[i].error);
-    }
-    /* Not "none yet": a damaged checkpoint may be the latest. */
-    if (!latest[0] && count(&t, DAMAGED)) fprintf(stderr, "ctrial-ckpt: no latest: %s\n", no_latest);
-    free(t.at);
+    if (rc == 0) rc = print_listing(folder, &t, &s, latest, best, no_latest);
+    free_rows(&t);
     return rc;
+}
+
+/* ---- checkpoints in a store (s3://) ------------------------------------------------ */
+
+static bool is_store(const char *path) { return strstr(path, "://") != NULL; }
+
+/* url without trailing '/' into buf (PATH_LEN); false when too long. */
+static bool trim_url(char *buf, const char *url) {
+    if (snprintf(buf, PATH_LEN, "%s", url) >= PATH_LEN) {
+        fprintf(stderr, "ctrial-ckpt: %.64s...: the URL is too long\n", url);
+        return false;
+    }
+    for (size_t n = strlen(buf); n > 5 && buf[n - 1] == '/'; n--) buf[n - 1] = '\0';
+    return true;
+}
+
+/* Whether the URL names one checkpoint (its last part ckpt-...) rather than
+ * the prefix they are kept under. */
+static bool names_checkpoint(const char *url) {
+    const char *slash = strrchr(url, '/');
+    return slash && slash > strstr(url, "://") + 2 && starts_with(slash + 1, CKPT_PREFIX);
+}
+
+static const char *row_str(const ct_value *entry, const char *key) {
+    const char *v = ct_value_get_str(ct_value_dict_get(entry, key));
+    return v ? v : "";
+}
+
+/* The last committed row of ct_ckpt_store_list's answer: the latest, in
+ * commit order (borrowed; NULL when none). */
+static const ct_value *store_latest(const ct_value *all) {
+    const ct_value *latest = NULL;
+    for (size_t i = 0; i < ct_value_len(all); i++)
+        if (!strcmp(row_str(ct_value_list_get(all, i), "state"), "committed")) latest = ct_value_list_get(all, i);
+    return latest;
+}
+
+/* A store's checkpoints as a folder's are listed, from their metadata.json
+ * alone: committed ones, and damaged ones (exit 1). Uploads cut off are no
+ * checkpoints and are not listed. */
+static int list_store(const char *url) {
+    ct_value *all = ct_ckpt_store_list(url);
+    if (!all) return fail(url);
+    const ct_value *last = store_latest(all);
+    char latest[256] = "", best[256] = "", found[PATH_LEN], no_latest[PATH_LEN + 64] = "";
+    if (last) snprintf(latest, sizeof latest, "%s", row_str(last, "name"));
+    else snprintf(no_latest, sizeof no_latest, "no checkpoint in %s", url);
+    searcher s;
+    searcher_of(last ? ct_value_dict_get(last, "metadata") : NULL, &s);
+    if (s.metric[0] && marked_name(ct_ckpt_best(url, s.metric, s.smaller_is_better, found, sizeof found, NULL), found,
+                                   best, sizeof best)) {
+        ct_value_free(all);
+        return fail(url);
+    }
+    rows t = {0};
+    for (size_t i = 0; i < ct_value_len(all); i++) {
+        const ct_value *entry = ct_value_list_get(all, i);
+        const char *name = row_str(entry, "name"), *state = row_str(entry, "state");
+        if (strlen(name) >= sizeof t.at->name) continue; /* as a folder's listing passes them over */
+        if (!strcmp(state, "committed")) {
+            fill_committed(add_row(&t, name, COMMITTED), ct_value_dict_get(entry, "metadata"), &s);
+        } else if (!strcmp(state, "damaged")) {
+            char why[PATH_LEN + 1400]; /* named as a folder's are: "checkpoint WHERE: why" */
+            snprintf(why, sizeof why, "checkpoint %s/%s: %s", url, name, row_str(entry, "why"));
+            add_row(&t, name, DAMAGED)->error = strdup(why);
+        }
+    }
+    int rc = print_listing(url, &t, &s, latest, best, no_latest);
+    free_rows(&t);
+    ct_value_free(all);
+    return rc;
+}
+
+/* A temporary folder for what is fetched from a store, removed at exit. */
+static char g_tmp[PATH_LEN];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0) fprintf(stderr, "ctrial-ckpt: cannot remove %s: %s\n", path, strerror(errno));
+    return 0;
+}
+
+static void remove_tmp(void) {
+    if (g_tmp[0]) nftw(g_tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    g_tmp[0] = '\0';
+}
+
+/* The checkpoint at url downloaded into the temporary folder (verified as
+ * it comes: ct_ckpt_fetch); its path into local. Returns 0 or 1. */
+static int fetch(const char *what, const char *url, char *local, size_t len) {
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(g_tmp, sizeof g_tmp, "%s/ctrial-ckpt-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!mkdtemp(g_tmp)) {
+        fprintf(stderr, "ctrial-ckpt: cannot make %s: %s\n", g_tmp, strerror(errno));
+        g_tmp[0] = '\0';
+        return 1;
+    }
+    atexit(remove_tmp);
+    if (ct_ckpt_fetch(url, g_tmp, local, len) != 0) return fail(what);
+    return 0;
+}
+
+/* list s3://.../ckpt-...: as a checkpoint folder's, named by its URL. */
+static int show_store(const char *url) {
+    char local[PATH_LEN];
+    if (fetch(url, url, local, sizeof local)) return 1;
+    return list_checkpoint(local, url);
+}
+
+static int verify_store(const char *url) {
+    char local[PATH_LEN];
+    if (!names_checkpoint(url)) {
+        fprintf(stderr, "ctrial-ckpt: verify: %s names no checkpoint (s3://BUCKET/PREFIX/ckpt-...)\n", url);
+        return 1;
+    }
+    if (fetch("verify", url, local, sizeof local)) return 1;
+    if (ct_ckpt_verify(local) != 0) return fail("verify");
+    printf("%s: OK\n", url);
+    return 0;
 }
 
 /* A search's folder (experiment.jsonl and trials/ inside): each trial's
@@ -381,7 +532,7 @@ static int list_dir(const char *path) {
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = '\0'; /* "out/" lists as "out" */
     bool is_checkpoint = (join(file, dir, "metadata.json") && exists(file, false)) ||
                          (join(file, dir, "state_dict.pth") && exists(file, false));
-    if (is_checkpoint) return list_checkpoint(path);
+    if (is_checkpoint) return list_checkpoint(path, path);
     char trials[PATH_LEN];
     if (join(file, dir, "experiment.jsonl") && exists(file, false) && join(trials, dir, "trials") &&
         exists(trials, true))
@@ -390,16 +541,86 @@ static int list_dir(const char *path) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: ctrial-ckpt list OUTPUT_DIR|SEARCH_DIR|CHECKPOINTS_DIR|CKPT_DIR|FILE.pth\n"
+    fprintf(stderr, "usage: ctrial-ckpt [--endpoint-url URL] COMMAND PATH\n"
+                    "       ctrial-ckpt list OUTPUT_DIR|SEARCH_DIR|CHECKPOINTS_DIR|CKPT_DIR|FILE.pth\n"
                     "       ctrial-ckpt verify DIR\n"
                     "       ctrial-ckpt latest CHECKPOINT_DIR|OUTPUT_DIR\n"
-                    "       ctrial-ckpt best CHECKPOINT_DIR|OUTPUT_DIR\n");
+                    "       ctrial-ckpt best CHECKPOINT_DIR|OUTPUT_DIR\n"
+                    "A store's s3://BUCKET/PREFIX stands for a checkpoints folder (list, latest, best),\n"
+                    "s3://BUCKET/PREFIX/ckpt-... for one checkpoint (list, verify; fetched into a\n"
+                    "temporary folder and removed). Credentials and region: AWS_ACCESS_KEY_ID,\n"
+                    "AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION; the endpoint of an\n"
+                    "S3-compatible store: --endpoint-url, else AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL.\n");
     return 2;
 }
 
+/* best: by the searcher metric the latest checkpoint records (what
+ * retention keeps and the run's summary names); latest_meta is its
+ * metadata, `where` names it in messages. */
+static int print_best(const char *folder, const ct_value *latest_meta, const char *where) {
+    searcher sr;
+    searcher_of(latest_meta, &sr);
+    if (!sr.metric[0]) {
+        fprintf(stderr, "ctrial-ckpt: best: %s records no searcher metric\n", where);
+        return 1;
+    }
+    char buf[4096];
+    double v = 0;
+    if (ct_ckpt_best(folder, sr.metric, sr.smaller_is_better, buf, sizeof buf, &v) != 0) return fail("best");
+    char num[CTI_FLOAT_REPR_LEN];
+    printf("%s\t%s %s\n", buf, sr.metric, cti_float_repr(v, num)); /* as Python's repr */
+    return 0;
+}
+
+/* The subcommands on a store's URL. */
+static int store_command(const char *cmd, const char *path) {
+    char url[PATH_LEN];
+    if (!trim_url(url, path)) return 1;
+    if (strcmp(cmd, "list") == 0) return names_checkpoint(url) ? show_store(url) : list_store(url);
+    if (strcmp(cmd, "verify") == 0) return verify_store(url);
+    if (strcmp(cmd, "latest") == 0) {
+        char buf[4096];
+        if (ct_ckpt_latest(url, buf, sizeof buf) != 0) return fail("latest");
+        printf("%s\n", buf);
+        return 0;
+    }
+    if (strcmp(cmd, "best") == 0) {
+        ct_value *all = ct_ckpt_store_list(url);
+        if (!all) return fail("best");
+        const ct_value *last = store_latest(all);
+        int rc;
+        if (!last) {
+            fprintf(stderr, "ctrial-ckpt: best: no checkpoint in %s\n", url);
+            rc = 1;
+        } else {
+            char where[PATH_LEN + 256];
+            snprintf(where, sizeof where, "%s/%s", url, row_str(last, "name"));
+            rc = print_best(url, ct_value_dict_get(last, "metadata"), where);
+        }
+        ct_value_free(all);
+        return rc;
+    }
+    return usage();
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) return usage();
-    const char *cmd = argv[1], *path = argv[2];
+    const char *args[2];
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--endpoint-url") == 0 || strncmp(a, "--endpoint-url=", 15) == 0) {
+            const char *url = a[14] == '=' ? a + 15 : i + 1 < argc ? argv[++i] : NULL;
+            if (!url || !url[0]) return usage();
+            setenv("AWS_ENDPOINT_URL_S3", url, 1); /* over AWS_ENDPOINT_URL, as boto3 takes them */
+        } else if (n < 2) {
+            args[n++] = a;
+        } else {
+            return usage();
+        }
+    }
+    if (n != 2) return usage();
+    const char *cmd = args[0], *path = args[1];
+    if (is_store(path)) return store_command(cmd, path);
     if (strcmp(cmd, "list") == 0) {
         struct stat st;
         if (stat(path, &st) != 0) {
@@ -423,21 +644,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "best") == 0) {
-        /* By the searcher metric the run's latest checkpoint records: what
-         * retention keeps and the run's summary names. */
-        char latest[4096], buf[4096];
+        char latest[4096];
         if (ct_ckpt_latest(folder, latest, sizeof latest) != 0) return fail("best");
-        searcher sr;
-        read_searcher(latest, &sr);
-        if (!sr.metric[0]) {
-            fprintf(stderr, "ctrial-ckpt: best: %s records no searcher metric\n", latest);
-            return 1;
-        }
-        double v = 0;
-        if (ct_ckpt_best(folder, sr.metric, sr.smaller_is_better, buf, sizeof buf, &v) != 0) return fail("best");
-        char num[CTI_FLOAT_REPR_LEN];
-        printf("%s\t%s %s\n", buf, sr.metric, cti_float_repr(v, num)); /* as Python's repr */
-        return 0;
+        ct_value *meta = ct_ckpt_metadata(latest);
+        int rc = print_best(folder, meta, latest);
+        ct_value_free(meta);
+        return rc;
     }
     return usage();
 }

@@ -129,7 +129,7 @@
  * The text is then read only to sample (its characters name the indices).
  *
  * The RNNModel is a module of several inputs and outputs (ct_nn_module_value):
- * called with ct_nn_call, it takes (input, hidden) and returns (logits,
+ * called with ct_nn_callf, it takes (input, hidden) and returns (logits,
  * hidden), and its nn.LSTM returns (output, (h_n, c_n)), as in Python.
  *
  * Or the model is any language model exported from Python (hparam "model":
@@ -446,7 +446,7 @@ typedef struct {
 } RNNModel;
 
 /* forward(input, hidden=None) -> (logits, hidden): a value module, called
- * with ct_nn_call; hidden is the LSTM's (h, c) tuple, or None for zeros. */
+ * with ct_nn_callf; hidden is the LSTM's (h, c) tuple, or None for zeros. */
 static ct_value *rnn_model_forward(ct_module *self, const ct_value *args, const ct_value *kwargs) {
     RNNModel *r = ct_nn_user(self);
     size_t nargs = ct_value_len(args), nkw = ct_value_len(kwargs);
@@ -460,11 +460,8 @@ static ct_value *rnn_model_forward(ct_module *self, const ct_value *args, const 
     }
     ct_tensor *emb = ct_nn_forward(r->drop, ct_nn_forward(r->encoder, input));
     if (!emb) return NULL;
-    ct_value *rnn_args = ct_value_tuple(); /* self.rnn(emb, hidden) */
-    ct_value_list_append(rnn_args, ct_value_tensor(emb));
-    ct_value_list_append(rnn_args, hidden ? ct_value_copy(hidden, false) : ct_value_none());
-    ct_value *rnn_out = ct_nn_call(r->rnn, rnn_args, NULL); /* (output, (h_n, c_n)) */
-    ct_value_free(rnn_args);
+    /* self.rnn(emb, hidden): (output, (h_n, c_n)) */
+    ct_value *rnn_out = hidden ? ct_nn_callf(r->rnn, "t, v", emb, hidden) : ct_nn_callf(r->rnn, "t, n", emb);
     if (!rnn_out) return NULL; /* the LSTM's error, kept */
     ct_tensor *output = ct_value_get_tensor(ct_value_list_get(rnn_out, 0));
     ct_tensor *logits = output ? ct_nn_forward(r->decoder, ct_nn_forward(r->drop, output)) : NULL;
@@ -788,14 +785,10 @@ static int clip_grads(ct_tensor *const *params, size_t n, void *ctx) {
  * (logits, hidden), so it is called as Python calls it: logits, _ = model(x). */
 static ct_tensor *logits_of(const CharLM *t, ct_module *model, const ct_tensor *x) {
     if (!t->lstm && !t->exported) return ct_nn_forward(model, x);
-    if (!x) return NULL; /* keeps the error that made it */
-    ct_value *args = ct_value_tuple();
-    ct_value_list_append(args, ct_value_tensor(ct_alias(x)));
-    ct_value *out = ct_nn_call(model, args, NULL);
+    ct_value *out = ct_nn_callf(model, "t", x); /* NULL x: keeps the error that made it */
     ct_value_kind k = out ? ct_value_kind_of(out) : CT_VALUE_NONE; /* an exported model may return either */
     const ct_value *first = k == CT_VALUE_TUPLE || k == CT_VALUE_LIST ? ct_value_list_get(out, 0) : out;
     ct_tensor *logits = first ? ct_alias(ct_value_get_tensor(first)) : NULL;
-    ct_value_free(args);
     ct_value_free(out);
     return logits;
 }

@@ -32,9 +32,21 @@
  *     <checkpoint_dir>/<name>/metadata.json    steps_completed, framework, format, ...,
  *                                              files: {name: {size, crc32}}, trial_state
  *
- * Errors: CT_EIO (the file system), CT_EFORMAT (a file that is not what it
- * should be: the message names the file and the entry, key or opcode),
- * CT_ECHECKPOINT (a checkpoint directory that fails verification).
+ * Part 3: checkpoints in a store (checkpoint_storage type s3): the same
+ * checkpoints under s3://BUCKET/PREFIX/<name>/, listed, found (ct_ckpt_latest
+ * and ct_ckpt_best take the URL in place of a folder) and fetched, without
+ * changing the store. Credentials, region and endpoint come from the
+ * environment as boto3 reads them (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL).
+ *
+ *     char latest[4096], local[4096];
+ *     if (ct_ckpt_latest("s3://ckpts/run1", latest, sizeof latest) == 0 &&    // s3://ckpts/run1/ckpt-...
+ *         ct_ckpt_fetch(latest, "/tmp/ckpts", local, sizeof local) == 0)       // /tmp/ckpts/ckpt-...
+ *         ...
+ *
+ * Errors: CT_EIO (the file system, the store), CT_EFORMAT (a file that is
+ * not what it should be: the message names the file and the entry, key or
+ * opcode), CT_ECHECKPOINT (a checkpoint directory that fails verification).
  */
 #ifndef CTRIAL_CKPT_H
 #define CTRIAL_CKPT_H
@@ -119,16 +131,46 @@ CT_API ct_value *ct_ckpt_metadata(const char *dir);
  * name does not say it trained less than that one may itself be the
  * latest: CT_ECHECKPOINT naming it and the latest intact checkpoint.
  * Returns 0, or CT_ECHECKPOINT when there is none ("no checkpoint in DIR")
- * or a damaged one may be the latest, or another error. */
+ * or a damaged one may be the latest, or another error.
+ * checkpoint_dir may be a store's "s3://BUCKET[/PREFIX]" (Part 3): the
+ * latest of its committed checkpoints (in the same order) as
+ * "s3://BUCKET/PREFIX/<name>", as --resume latest finds it there; a damaged
+ * one or an upload cut off never counts, and nothing is removed. */
 CT_API int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len);
 /* The committed checkpoint in checkpoint_dir whose validation metric
  * `metric` (metadata.json's validation_metrics) is best: the smallest when
  * smaller_is_better, else the largest; NaN and infinities never count; of
  * equal ones the latest in commit order. Its path is written to buf and, when value is
  * not NULL, its metric to *value. Returns 0, or CT_ECHECKPOINT when no
- * checkpoint has a finite value of the metric, or another error. */
+ * checkpoint has a finite value of the metric, or another error. A store's
+ * URL is taken as by ct_ckpt_latest. */
 CT_API int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,
                         double *value);
+
+/* ==== Part 3: checkpoints in a store ========================================= */
+
+/* The checkpoints under url, "s3://BUCKET[/PREFIX]", as a NEW list of
+ * dicts, one per ckpt-* name in the store: the committed ones in commit
+ * order (as ct_ckpt_latest orders them: the latest is the last of them),
+ * then the others by name:
+ *   {"name": "ckpt-000100-1a2b3c4d", "state": "committed", "metadata": {...}}
+ *   {"name": ..., "state": "damaged", "why": "state_dict.pth is missing"}
+ *   {"name": ..., "state": "uncommitted", "why": "no metadata.json: ..."}
+ * A checkpoint is committed when its metadata.json is there, sealed, valid,
+ * and lists files that are all there at their sizes (the rule --resume
+ * applies); "metadata" is its metadata.json as ct_ckpt_metadata gives it.
+ * "uncommitted" is what an upload cut off (or still under way) leaves: no
+ * metadata.json; "damaged" any other failure. Only the metadata.json files
+ * are downloaded. NULL + error (CT_EIO naming the store and the request,
+ * CT_EINVAL for a URL that is not s3://, CT_ENOTSUP for gs:// and az://). */
+CT_API ct_value *ct_ckpt_store_list(const char *url);
+
+/* The committed checkpoint at url, "s3://BUCKET[/PREFIX]/ckpt-<steps>-<tag>",
+ * downloaded into parent/<name> (parent is made; metadata.json last), every
+ * file checked against metadata.json (ct_ckpt_verify), and its path written
+ * to buf. A whole copy already there is kept. Returns 0, CT_ECHECKPOINT for
+ * one the store does not hold whole, or another error. */
+CT_API int ct_ckpt_fetch(const char *url, const char *parent, char *buf, size_t len);
 
 /* ct_load_trial_from_checkpoint (Determined's load_trial_from_checkpoint_path)
  * builds a trial from a checkpoint: it is the trial's (module fit), so it

@@ -2,7 +2,8 @@
  * ctrial/nn.h — modules: named parameters, buffers and children, built-in
  * layers, and user modules whose forward is a C function: on one tensor
  * (ct_nn_module, ct_nn_forward), or on value trees in and out, like
- * Python's forward(*args, **kwargs) (ct_nn_module_value, ct_nn_call).
+ * Python's forward(*args, **kwargs) (ct_nn_module_value, ct_nn_call; in one
+ * line with a format, ct_nn_callf and ct_nn_forwardf).
  *
  * A module mirrors torch.nn.Module: it owns parameters (tensors with grad),
  * buffers (running statistics) and child modules, each under a name, and its
@@ -26,6 +27,17 @@
  *     n->fc2 = ct_nn_add_module(net, "fc2", ct_nn_linear(128, 10, true));
  *     ...
  *     ct_nn_free(net);                         // children, parameters, user
+ *
+ * Value modules take positional and keyword arguments as Python's do; the
+ * arguments are written after a format ("t" a tensor, "b" a bool, ...):
+ *
+ *     // y = enc(x, src_key_padding_mask=pad)
+ *     ct_tensor *y = ct_nn_forwardf(enc, "t, src_key_padding_mask=t", x, pad);
+ *     // out, _ = mha(q, k, v, key_padding_mask=pad, need_weights=False)
+ *     ct_value *r = ct_nn_callf(mha, "t, t, t, key_padding_mask=t, need_weights=b", q, k, v, pad, false);
+ *     ct_tensor *out = ct_value_get_tensor(ct_value_list_get(r, 0));   // borrowed from r
+ *     ...
+ *     ct_value_free(r);
  *
  * Ownership: a module owns its parameters, buffers, children and user data.
  * Getters return borrowed references valid while the module lives. Handles
@@ -214,6 +226,29 @@ CT_API ct_tensor *ct_nn_forward(ct_module *m, const ct_tensor *x);
  * calls its first child with args and kwargs and each next child with the
  * result before it, as Python's does. */
 CT_API ct_value *ct_nn_call(ct_module *m, const ct_value *args, const ct_value *kwargs);
+/* m(x, key_padding_mask=pad, need_weights=False) in one line: the arguments
+ * are described by a format and passed after it, as printf's are. The
+ * format is comma-separated arguments, each a type code or name=code
+ * (keywords after the positional ones, each name once, blanks ignored):
+ *   t  const ct_tensor *  borrowed: the module sees the caller's tensor
+ *                         (another handle on it, ct_alias: no copy)
+ *   i  int64_t            cast literals: (int64_t)3
+ *   f  double             a literal with a point: 0.5, 1.0
+ *   b  bool               (passed as int)
+ *   s  const char *       copied; NULL is refused (None is n)
+ *   n  None               takes no vararg
+ *   v  const ct_value *   borrowed: a tuple such as an LSTM's (h, c), a
+ *                         list, a dict (copied, its tensors shared)
+ * ct_nn_callf returns m(...) as a NEW value, as ct_nn_call; ct_nn_forwardf
+ * a new tensor in the current scope, as ct_nn_forward (CT_EINVAL naming
+ * the module when the result is not a tensor: use ct_nn_callf).
+ * A malformed format (an unknown code, a positional argument after a
+ * keyword, a keyword twice, an empty name or argument) is CT_EINVAL quoting
+ * the format with the argument and the character where it went wrong.
+ * NULL-propagating: a NULL module, tensor (t) or value (v) keeps a pending
+ * error (the first failure). */
+CT_API ct_value *ct_nn_callf(ct_module *m, const char *format, ...);
+CT_API ct_tensor *ct_nn_forwardf(ct_module *m, const char *format, ...);
 /* "Linear", "Sequential", or the user type name. */
 CT_API const char *ct_nn_type(const ct_module *m);
 /* Child by name or dotted path ("features.0"); borrowed; NULL + error if none. */

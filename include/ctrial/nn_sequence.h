@@ -6,12 +6,13 @@
  * They are written in C on the public API (module nn, src/nn/), as Python
  * builds them from other layers and functional calls, and are modules like
  * any other (nn.h, which includes this header): the same state-dict names
- * and initialisation as PyTorch's, value modules called with ct_nn_call.
+ * and initialisation as PyTorch's, value modules called with ct_nn_call
+ * (or ct_nn_callf and ct_nn_forwardf, the arguments after a format).
  *
  *     ct_rnn_opts o = ct_rnn_defaults();
  *     o.batch_first = true;
  *     ct_module *lstm = ct_nn_lstm(64, 128, &o);
- *     ct_value *out = ct_nn_call(lstm, args, NULL);   // (output, (h_n, c_n))
+ *     ct_value *out = ct_nn_callf(lstm, "t, v", x, hx);   // lstm(x, (h_0, c_0)): (output, (h_n, c_n))
  */
 #ifndef CTRIAL_NN_SEQUENCE_H
 #define CTRIAL_NN_SEQUENCE_H

@@ -83,6 +83,10 @@ void cti_ckpt_listed_fill(cti_ckpt_listed *c, const json_t *m, int64_t seq, cons
 /* Sorts n checkpoints newest first, in commit order: the commit sequence,
  * then the steps trained, then the name (never the clock). */
 void cti_ckpt_sort_newest(cti_ckpt_listed *l, size_t n);
+/* Sorts n checkpoints best first by their metric (those without a finite
+ * one last), equal ones newest first: ct_ckpt_best's and retention's
+ * order. */
+void cti_ckpt_sort_best(cti_ckpt_listed *l, size_t n, bool smaller_is_better);
 /* Retention's choice over n committed checkpoints (sorted newest first
  * here): the keep_latest newest, the keep_best best by their metric (at
  * least the best one) and `protect`. NEW array of n flags, true for those

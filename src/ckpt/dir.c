@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/remote.h" /* defines: cti_ckpt_is_remote, cti_ckpt_remote_pick (a store's latest and best) */
 
 #include "base/clock.h"
 #include "base/crc32.h"
@@ -598,6 +599,7 @@ int cti_ckpt_find_latest(const char *checkpoint_dir, char *buf, size_t len, cti_
 }
 
 int ct_ckpt_latest(const char *checkpoint_dir, char *buf, size_t len) {
+    if (cti_ckpt_is_remote(checkpoint_dir)) return cti_ckpt_remote_pick(checkpoint_dir, NULL, true, buf, len, NULL);
     return cti_ckpt_find_latest(checkpoint_dir, buf, len, NULL);
 }
 
@@ -647,14 +649,20 @@ static int best_first(const void *a, const void *b) {
     return newest_first(a, b);
 }
 
+void cti_ckpt_sort_best(cti_ckpt_listed *l, size_t n, bool smaller_is_better) {
+    g_smaller = smaller_is_better;
+    if (n > 0) qsort(l, n, sizeof *l, best_first);
+}
+
 int ct_ckpt_best(const char *checkpoint_dir, const char *metric, bool smaller_is_better, char *buf, size_t len,
                  double *value) {
     if (!checkpoint_dir || !metric || !buf) return ct_set_error(CT_EINVAL, "ct_ckpt_best: argument is NULL");
+    if (cti_ckpt_is_remote(checkpoint_dir))
+        return cti_ckpt_remote_pick(checkpoint_dir, metric, smaller_is_better, buf, len, value);
     listing all;
     int rc = list_checkpoints(checkpoint_dir, metric, &all, NULL);
     if (rc != CT_OK) return rc;
-    g_smaller = smaller_is_better;
-    if (all.n > 0) qsort(all.at, all.n, sizeof *all.at, best_first);
+    cti_ckpt_sort_best(all.at, all.n, smaller_is_better);
     if (all.n == 0 || !all.at[0].has_metric)
         rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s has a finite validation metric '%s'", checkpoint_dir,
                           metric);
@@ -681,8 +689,7 @@ bool *cti_ckpt_retain(cti_ckpt_listed *all, size_t n, int keep_latest, int keep_
     for (size_t i = 0; i < n; i++) keep[i] = keep[i] || (protect && strcmp(all[i].name, protect) == 0);
     /* Mark the best ones by name: sort a copy. */
     if (n > 0) memcpy(by_best, all, n * sizeof *all);
-    g_smaller = smaller_is_better;
-    if (n > 0) qsort(by_best, n, sizeof *by_best, best_first);
+    cti_ckpt_sort_best(by_best, n, smaller_is_better);
     int want = keep_best > 1 ? keep_best : 1; /* the best one is never deleted */
     for (size_t j = 0; j < n && (int)j < want && by_best[j].has_metric; j++)
         for (size_t i = 0; i < n; i++)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/files.h"
+#include "base/value_json.h"
 #include "ctrial/error.h"
 
 struct cti_ckpt_remote {
@@ -199,8 +200,28 @@ static json_t *check_one(cti_ckpt_remote *r, const cti_s3_object *objs, size_t k
     return m;
 }
 
-int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed **intact, size_t *n,
-                         cti_ckpt_listed **damaged, size_t *nd) {
+/* What an upload cut off leaves: objects under a ckpt-* name, no metadata.json. */
+static const char kCutOff[] = "no " CT_CKPT_METADATA_FILE;
+
+/* One row of ct_ckpt_store_list: {"name", "state", "metadata" or "why"};
+ * m (borrowed) for a committed one. Returns a status. */
+static int add_row(ct_value *rows, const char *name, const json_t *m, const char *why) {
+    ct_value *row = ct_value_dict();
+    ct_value *meta = m ? cti_value_from_json(m) : NULL;
+    const char *state = m ? "committed" : strncmp(why, kCutOff, sizeof kCutOff - 1) == 0 ? "uncommitted" : "damaged";
+    bool ok = row && (!m || meta) && ct_value_dict_set(row, "name", ct_value_str(name)) == CT_OK &&
+              ct_value_dict_set(row, "state", ct_value_str(state)) == CT_OK;
+    if (ok) ok = ct_value_dict_set(row, m ? "metadata" : "why", m ? meta : ct_value_str(why)) == CT_OK;
+    else ct_value_free(meta);
+    if (ok) return ct_value_list_append(rows, row);
+    ct_value_free(row);
+    return ct_set_error(CT_ENOMEM, "out of memory listing checkpoints");
+}
+
+/* cti_ckpt_remote_list, and when rows is not NULL one row per ckpt-* name
+ * in key order, as ct_ckpt_store_list gives them. */
+static int list_store(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed **intact, size_t *n,
+                      cti_ckpt_listed **damaged, size_t *nd, ct_value *rows) {
     *intact = NULL;
     *n = 0;
     if (damaged) *damaged = NULL;
@@ -230,11 +251,12 @@ int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed
             cti_ckpt_listed *e = grow(intact, n, &cap, name);
             if (e) cti_ckpt_listed_fill(e, m, seq, metric);
             else rc = ct_set_error(CT_ENOMEM, "out of memory");
-            json_decref(m);
         } else if (damaged) {
             cti_ckpt_listed *e = grow(damaged, nd, &dcap, name);
             if (!e || !(e->damaged = strdup(why))) rc = ct_set_error(CT_ENOMEM, "out of memory");
         }
+        if (rc == CT_OK && rows) rc = add_row(rows, name, m, why);
+        json_decref(m);
         i = j;
     }
     cti_s3_objects_free(objs, count);
@@ -251,12 +273,94 @@ int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed
     return rc;
 }
 
+int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed **intact, size_t *n,
+                         cti_ckpt_listed **damaged, size_t *nd) {
+    return list_store(r, metric, intact, n, damaged, nd, NULL);
+}
+
+/* ---- reading a store without changing it: ctrial/ckpt.h's calls on s3:// URLs ---------- */
+
+int cti_ckpt_remote_pick(const char *url, const char *metric, bool smaller_is_better, char *buf, size_t len,
+                         double *value) {
+    const char *fn = metric ? "ct_ckpt_best" : "ct_ckpt_latest";
+    if (!buf || !len) return ct_set_error(CT_EINVAL, "%s: the buffer is NULL or empty", fn);
+    buf[0] = '\0';
+    cti_ckpt_remote *r = cti_ckpt_remote_open(url, NULL);
+    if (!r) return ct_last_code();
+    cti_ckpt_listed *l = NULL;
+    size_t n = 0;
+    int rc = cti_ckpt_remote_list(r, metric, &l, &n, NULL, NULL); /* committed ones only */
+    if (rc == CT_OK) {
+        if (metric) cti_ckpt_sort_best(l, n, smaller_is_better);
+        else cti_ckpt_sort_newest(l, n);
+        const char *where = cti_ckpt_remote_where(r, NULL);
+        if (n == 0 && !metric)
+            rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s", where);
+        else if (n == 0 || (metric && !l[0].has_metric))
+            rc = ct_set_error(CT_ECHECKPOINT, "no checkpoint in %s has a finite validation metric '%s'", where,
+                              metric);
+        else if (snprintf(buf, len, "%s", cti_ckpt_remote_where(r, l[0].name)) >= (int)len) {
+            buf[0] = '\0';
+            rc = ct_set_error(CT_EINVAL, "%s: buffer of %zu bytes is too small", fn, len);
+        } else if (value && metric) {
+            *value = l[0].metric;
+        }
+    }
+    cti_ckpt_remote_listing_free(l, n);
+    cti_ckpt_remote_free(r);
+    return rc;
+}
+
+/* The row of rows named `name` (borrowed), NULL when none is. */
+static const ct_value *row_named(const ct_value *rows, const char *name) {
+    for (size_t i = 0; i < ct_value_len(rows); i++) {
+        const ct_value *row = ct_value_list_get(rows, i);
+        const char *n = ct_value_get_str(ct_value_dict_get(row, "name"));
+        if (n && strcmp(n, name) == 0) return row;
+    }
+    return NULL;
+}
+
+ct_value *ct_ckpt_store_list(const char *url) {
+    cti_ckpt_remote *r = cti_ckpt_remote_open(url, NULL);
+    ct_value *rows = r ? ct_value_list() : NULL, *out = r ? ct_value_list() : NULL;
+    cti_ckpt_listed *l = NULL, *d = NULL;
+    size_t n = 0, nd = 0;
+    int rc = !r ? ct_last_code() : rows && out ? list_store(r, NULL, &l, &n, &d, &nd, rows) : CT_ENOMEM;
+    /* the committed ones in commit order, oldest first; then the others by name */
+    cti_ckpt_sort_newest(l, n);
+    for (size_t i = n; rc == CT_OK && i-- > 0;) {
+        const ct_value *row = row_named(rows, l[i].name);
+        if (row) rc = ct_value_list_append(out, ct_value_copy(row, false));
+    }
+    for (size_t i = 0; rc == CT_OK && i < ct_value_len(rows); i++) {
+        const ct_value *row = ct_value_list_get(rows, i);
+        if (strcmp(ct_value_get_str(ct_value_dict_get(row, "state")), "committed") != 0)
+            rc = ct_value_list_append(out, ct_value_copy(row, false));
+    }
+    if (rc == CT_ENOMEM) ct_set_error(CT_ENOMEM, "out of memory listing %s", url);
+    if (rc != CT_OK) {
+        ct_value_free(out);
+        out = NULL;
+    }
+    ct_value_free(rows);
+    cti_ckpt_remote_listing_free(l, n);
+    cti_ckpt_remote_listing_free(d, nd);
+    cti_ckpt_remote_free(r);
+    return out;
+}
+
+int ct_ckpt_fetch(const char *url, const char *parent, char *buf, size_t len) {
+    if (!url || !parent || !buf || !len) return ct_set_error(CT_EINVAL, "ct_ckpt_fetch: an argument is NULL or empty");
+    buf[0] = '\0';
+    return cti_ckpt_fetch_url(url, NULL, parent, buf, len);
+}
+
 static int remove_one(cti_ckpt_remote *r, const char *name);
 
 /* Whether a listed name is what an upload cut off left (no metadata.json). */
 static bool cut_off(const cti_ckpt_listed *e) {
-    static const char cut[] = "no " CT_CKPT_METADATA_FILE;
-    return e->damaged && strncmp(e->damaged, cut, sizeof cut - 1) == 0;
+    return e->damaged && strncmp(e->damaged, kCutOff, sizeof kCutOff - 1) == 0;
 }
 
 int cti_ckpt_remote_latest(cti_ckpt_remote *r, char *name, size_t len, bool *none) {

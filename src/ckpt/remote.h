@@ -58,6 +58,15 @@ int cti_ckpt_remote_list(cti_ckpt_remote *r, const char *metric, cti_ckpt_listed
                          cti_ckpt_listed **damaged, size_t *nd);
 void cti_ckpt_remote_listing_free(cti_ckpt_listed *l, size_t n);
 
+/* ct_ckpt_latest (metric NULL) and ct_ckpt_best on a store's URL,
+ * "s3://BUCKET[/PREFIX]", with the environment's credentials and endpoint:
+ * the committed checkpoint the store's listing puts first, in commit order
+ * or by `metric`, as "s3://BUCKET/PREFIX/<name>" into buf (*value: its
+ * metric). Changes nothing in the store (a resume's listing removes cut-off
+ * uploads; this one passes over them). Returns a status. */
+int cti_ckpt_remote_pick(const char *url, const char *metric, bool smaller_is_better, char *buf, size_t len,
+                         double *value);
+
 /* For a resume: first removes what uploads cut off left (ckpt-* names
  * without metadata.json), then the latest committed checkpoint in commit
  * order (as on disk): its name into name, or *none when the store holds

@@ -1349,7 +1349,7 @@ static int evaluate_checkpoint(cti_run *run) {
         json_decref(line);
         return ct_set_error(CT_ENOMEM, "ct_evaluate: out of memory");
     }
-    char *text = json_dumps(line, JSON_COMPACT);
+    char *text = cti_json_dumps(line, JSON_COMPACT);
     json_decref(line);
     char path[4200];
     snprintf(path, sizeof path, "%s/evaluation.jsonl", ctx->opts.output_dir);

@@ -13,6 +13,10 @@ ct_py_test(nn_forward_parity ${_nn}/test_forward_parity.py $<TARGET_FILE:nn_forw
 
 ct_c_test(nn_module ${_nn}/test_module.c)
 ct_c_test(nn_module_value ${_nn}/test_module_value.c)
+# ct_nn_callf / ct_nn_forwardf: a call written with a format equals
+# ct_nn_call with the tuple and dict built by hand (transformer, attention,
+# LSTM), every code, every malformed format.
+ct_c_test(nn_callf ${_nn}/test_callf.c MODULES nn)
 
 # The layers of issue 18, one file per family (each with its own parity
 # programs and scripts): recurrent layers, attention and transformers, and

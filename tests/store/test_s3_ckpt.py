@@ -2,7 +2,7 @@
 with checkpoint_storage type s3 against moto's server (signatures checked)
 through a proxy that can stall or refuse requests (s3_server.py).
 
-    test_s3_ckpt.py CKPT_TRIAL
+    test_s3_ckpt.py CKPT_TRIAL CTRIAL_CKPT
 
 "Equal" means the final checkpoint's state_dict.pth (weights, Adam and
 StepLR state, the RNG state) is equal tensor for tensor with the
@@ -27,6 +27,13 @@ uninterrupted run's on disk.
    checkpoint on disk.
 7. gs:// and a type 'gcs' are refused before anything runs (exit 2), naming
    the S3-compatible way.
+8. ctrial-ckpt on s3://: list, latest and best of the prefix print what they
+   print for the same checkpoints on disk (the folder's name aside), list
+   and verify of one checkpoint too; with an upload cut off in the prefix
+   (no metadata.json) nothing changes, and verifying it fails; a checkpoint
+   whose state_dict.pth is missing is listed as damaged (exit 1). The
+   endpoint from the environment or --endpoint-url; what was fetched is
+   removed.
 """
 import glob
 import json
@@ -46,6 +53,7 @@ from harness import check, exit_with_report, run_cmd, spawn, wait_or_kill  # noq
 from s3_server import AK, BUCKET, MOTO, PROXY, SK, Plan, s3, stop  # noqa: E402
 
 TRIAL = os.path.abspath(sys.argv[1])
+TOOL = os.path.abspath(sys.argv[2])
 T0 = time.time()
 WORK = tempfile.mkdtemp(prefix="s3_ckpt_")
 ENV = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_REGION="us-east-1", OMP_NUM_THREADS="1")
@@ -237,6 +245,71 @@ check("storage.googleapis.com" in p.stderr, f"type gcs: refused naming the S3-co
 p, _ = run("gs_url", config("gsurl"), "--warm-start", "gs://bucket/ckpt-000008-00000000", expect=3)
 check("Google Cloud Storage is not supported" in p.stderr and "HMAC" in p.stderr,
       f"a gs:// checkpoint: refused naming the way through S3 ({p.stderr.strip()[-300:]})")
+
+# ---- 8: ctrial-ckpt on s3:// ---------------------------------------------------------------------
+
+FETCHED = tempfile.mkdtemp(prefix="tool_tmp_", dir=WORK)  # the tool's TMPDIR: empty again after each run
+TOOL_ENV = dict(ENV, TMPDIR=FETCHED, AWS_ENDPOINT_URL=MOTO)
+DISK, URL = os.path.join(out5, "checkpoints"), f"s3://{BUCKET}/mirror"
+
+
+def tool(*args, expect=0, env=None):
+    p = run_cmd([TOOL, *args], None, env=env or TOOL_ENV)
+    if p.returncode != expect:
+        print("ctrial-ckpt", " ".join(args), "\n", p.stdout[-3000:], p.stderr[-3000:])
+    check(p.returncode == expect, f"ctrial-ckpt {' '.join(args)}: exit code {p.returncode} (want {expect})")
+    check(os.listdir(FETCHED) == [], f"ctrial-ckpt {' '.join(args)} left nothing in TMPDIR ({os.listdir(FETCHED)})")
+    return p
+
+
+def on_disk_and_in_store(cmd, name=""):
+    """ctrial-ckpt CMD on the disk's folder and on the store's prefix: the
+    same text once each names the same place FOLDER."""
+    d, u = (DISK + name, URL + name)
+    a, b = tool(cmd, d).stdout, tool(cmd, u).stdout
+    return a.replace(d, "FOLDER"), b.replace(u, "FOLDER")
+
+
+names = sorted(local(out5))
+lines = {}
+for cmd in ("list", "latest", "best"):
+    a, b = on_disk_and_in_store(cmd)
+    lines[cmd] = b
+    check(a == b and a.strip(), f"ctrial-ckpt {cmd} s3://: what it says on disk\n{a}---\n{b}")
+check(len([ln for ln in lines["list"].splitlines() if ln.startswith("ckpt-")]) == len(names)
+      and " latest" in lines["list"] and "best" in lines["list"],
+      f"list: every checkpoint, latest and best marked\n{lines['list']}")
+latest = lines["latest"].strip().rsplit("/", 1)[-1]
+check(latest in names and lines["best"].startswith("FOLDER/ckpt-") and "\tvalidation_loss " in lines["best"],
+      f"latest {latest}, best {lines['best'].strip()}")
+a, b = on_disk_and_in_store("list", "/" + latest)
+check(a == b and "models_state_dict" in a and "== FOLDER/metadata.json" in a,
+      f"list of one checkpoint in the store: its metadata and keys as on disk\n{b[:400]}")
+p = tool("verify", f"{URL}/{latest}/")
+check(p.stdout.strip() == f"{URL}/{latest}: OK", f"verify s3://.../{latest}: {p.stdout.strip()}")
+no_env = {k: v for k, v in TOOL_ENV.items() if not k.startswith("AWS_ENDPOINT_URL")}
+p = tool("--endpoint-url", PROXY, "latest", URL, env=no_env)
+check(p.stdout == tool("latest", URL).stdout, f"--endpoint-url names the store as the environment does ({p.stdout})")
+
+# an upload cut off after its state_dict.pth: no checkpoint, not listed
+cut = "ckpt-000099-0badc0de"
+s3.put_object(Bucket=BUCKET, Key=f"mirror/{cut}/state_dict.pth", Body=b"\0" * 1000)
+for cmd in ("list", "latest", "best"):
+    a, b = on_disk_and_in_store(cmd)
+    check(a == b == lines[cmd], f"ctrial-ckpt {cmd} s3:// with an upload cut off: unchanged\n{b}")
+p = tool("verify", f"{URL}/{cut}", expect=1)
+check("no metadata.json there (not a committed checkpoint)" in p.stderr, f"verify of the cut-off: {p.stderr.strip()}")
+check(cut in stored("mirror"), "and the store is left as it was (the tool removes nothing)")
+
+# metadata.json without its state_dict.pth: damaged
+bad = "ckpt-000098-0badf00d"
+s3.copy_object(Bucket=BUCKET, Key=f"mirror/{bad}/metadata.json", CopySource=f"{BUCKET}/mirror/{latest}/metadata.json")
+p = tool("list", URL, expect=1)
+row = [ln for ln in p.stdout.splitlines() if ln.startswith(bad)]
+why = f"damaged: checkpoint {URL}/{bad}: state_dict.pth is missing"
+check(row and row[0].endswith(why) and "1 damaged, 0 uncommitted" in p.stdout and why in p.stderr,
+      f"a checkpoint without its state_dict.pth is listed as damaged\n{p.stdout}{p.stderr}")
+check(tool("latest", URL).stdout == lines["latest"].replace("FOLDER", URL), "latest passes over the damaged one")
 
 stop()
 exit_with_report(T0, WORK)
