@@ -437,10 +437,9 @@ static int exp_f32(double v, double *out) {
     return t ? ct_item(t, out) : ct_last_code();
 }
 
-static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
-    int64_t s[3];
-    if (chw(img, "Resize", s)) return NULL;
-    int64_t h = s[1], w = s[2], new_h = t->h, new_w = t->w;
+/* Resize's output size for an h x w image. */
+static void resized_size(const ct_transform *t, int64_t h, int64_t w, int64_t *out_h, int64_t *out_w) {
+    int64_t new_h = t->h, new_w = t->w;
     if (t->w == 0) { /* _compute_resized_output_size with one size */
         int64_t shorter = w <= h ? w : h, longer = w <= h ? h : w;
         int64_t new_short = t->h, new_long = (int64_t)((double)(t->h * longer) / (double)shorter);
@@ -451,6 +450,13 @@ static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
         new_w = w <= h ? new_short : new_long;
         new_h = w <= h ? new_long : new_short;
     }
+    *out_h = new_h, *out_w = new_w;
+}
+
+static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
+    int64_t s[3], new_h, new_w;
+    if (chw(img, "Resize", s)) return NULL;
+    resized_size(t, s[1], s[2], &new_h, &new_w);
     return resize_to(img, new_h, new_w);
 }
 
@@ -542,11 +548,17 @@ static int random_crop_at(const ct_transform *t, int64_t ph, int64_t pw, ct_rng 
     return 0;
 }
 
-static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
-    int64_t s[3];
-    if (chw(img, "RandomCrop", s)) return NULL;
+/* RandomCrop's parameters: the padding (pad_if_needed's added), the padded
+ * size ph x pw and the crop's top and left in it. */
+typedef struct {
+    ct_crop_padding p;
+    int64_t ph, pw, top, left;
+} crop_params;
+
+/* RandomCrop.make_params for an h x w image. 0, or -1 + error. */
+static int random_crop_params(const ct_transform *t, int64_t h, int64_t w, ct_rng *rng, crop_params *c) {
     ct_crop_padding p = t->pad;
-    int64_t ph = s[1] + p.top + p.bottom, pw = s[2] + p.left + p.right;
+    int64_t ph = h + p.top + p.bottom, pw = w + p.left + p.right;
     if (p.if_needed) {
         if (ph < t->h) {
             int64_t diff = t->h - ph;
@@ -566,22 +578,43 @@ static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img,
                      "RandomCrop: required crop size (%" PRId64 ", %" PRId64 ") is larger than the %sinput image size (%" PRId64
                      ", %" PRId64 ")",
                      t->h, t->w, (t->pad.left | t->pad.top | t->pad.right | t->pad.bottom) ? "padded " : "", ph, pw);
-        return NULL;
+        return -1;
     }
-    int64_t top, left;
-    if (random_crop_at(t, ph, pw, rng, &top, &left)) return NULL;
-    ct_tensor *x = ct_alias(img);
-    if (p.left || p.top || p.right || p.bottom) x = pad(x, (int64_t[]){p.left, p.right, p.top, p.bottom}, p.fill, p.mode);
-    if (!x || (ph == t->h && pw == t->w)) return x;
-    return crop(x, top, left, t->h, t->w);
+    c->p = p, c->ph = ph, c->pw = pw;
+    return random_crop_at(t, ph, pw, rng, &c->top, &c->left);
 }
 
-static ct_tensor *apply_hflip(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+/* RandomCrop's transform of one input with the drawn parameters, its
+ * constant padding `fill`. */
+static ct_tensor *random_crop_with(const ct_transform *t, const ct_tensor *img, const crop_params *c, double fill) {
+    const ct_crop_padding *p = &c->p;
+    ct_tensor *x = ct_alias(img);
+    if (p->left || p->top || p->right || p->bottom)
+        x = pad(x, (int64_t[]){p->left, p->right, p->top, p->bottom}, fill, p->mode);
+    if (!x || (c->ph == t->h && c->pw == t->w)) return x;
+    return crop(x, c->top, c->left, t->h, t->w);
+}
+
+static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int64_t s[3];
+    crop_params c;
+    if (chw(img, "RandomCrop", s) || random_crop_params(t, s[1], s[2], rng, &c)) return NULL;
+    return random_crop_with(t, img, &c, t->pad.fill);
+}
+
+/* RandomHorizontalFlip's draw: 1 flip, 0 not, -1 + error. */
+static int hflip_draw(const ct_transform *t, ct_rng *rng) {
     double u;
-    if (ct_rng_rand(rng, &u)) return NULL;
+    if (ct_rng_rand(rng, &u)) return -1;
     /* torch.rand(1) >= self.p, compared in float32: no flip */
-    if ((float)u >= (float)t->p) return ct_alias(img);
-    return CT_CALL("aten::flip", CT_T(img), CT_INTS(-1));
+    return (float)u >= (float)t->p ? 0 : 1;
+}
+
+static ct_tensor *hflip(const ct_tensor *img) { return CT_CALL("aten::flip", CT_T(img), CT_INTS(-1)); }
+
+static ct_tensor *apply_hflip(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int flip = hflip_draw(t, rng);
+    return flip < 0 ? NULL : flip ? hflip(img) : ct_alias(img);
 }
 
 static ct_tensor *apply_color_jitter(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
