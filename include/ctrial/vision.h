@@ -1,6 +1,6 @@
 /*
- * ctrial/vision.h — images: decoding, image folders, CIFAR, and torchvision's
- * transforms.
+ * ctrial/vision.h — images: decoding, image folders, segmentation folders,
+ * CIFAR, and torchvision's transforms.
  *
  * What torchvision's ImageFolder pipeline is in Python,
  *
@@ -23,7 +23,9 @@
  *
  * Intended usage:
  *   1. Decode with ct_image_read / ct_image_decode, or let a dataset do it:
- *      ct_dataset_image_folder (one folder per class), ct_dataset_cifar.
+ *      ct_dataset_image_folder (one folder per class), ct_dataset_cifar,
+ *      ct_dataset_segmentation_folder (images and masks paired by name;
+ *      masks are int64 class maps [H, W], ct_image_read_mask).
  *      Images are uint8 (uint16 for 16-bit PNGs, but for a folder's in
  *      any mode but UNCHANGED) tensors [C, H, W], as
  *      torchvision.io.decode_image returns them.
@@ -117,6 +119,19 @@ CT_API int64_t ct_image_set_max_pixels(int64_t max_pixels);
  * not a regular file, CT_EFORMAT when larger than 2^31 bytes). */
 CT_API ct_tensor *ct_image_read(const char *path, ct_image_mode mode);
 
+/* A segmentation mask: a NEW int64 tensor [H, W] of class indices, what
+ * torch.as_tensor(np.array(PIL.Image.open(file))).long() gives. A palette
+ * PNG (VOC's SegmentationClass) gives its palette's indices, not their
+ * colours (tRNS ignored); a grayscale PNG (Oxford-IIIT Pet's trimaps) its
+ * values: 8- and 16-bit as stored, 1-bit as 0 and 1, 2- and 4-bit scaled
+ * to 8 bits as PIL scales them (x 85, x 17); a grayscale JPEG its values.
+ * Anything with colour or alpha channels (RGB, RGBA, gray + alpha, a
+ * colour JPEG: np.array would give [H, W, C], not a class map) is
+ * CT_EFORMAT naming the file; other errors and limits as ct_image_decode's
+ * (data, size, name) and ct_image_read's (path). */
+CT_API ct_tensor *ct_image_decode_mask(const void *data, size_t size, const char *name);
+CT_API ct_tensor *ct_image_read_mask(const char *path);
+
 /* ==== datasets ============================================================ */
 
 /*
@@ -171,6 +186,54 @@ CT_API const char *ct_image_folder_class(const ct_dataset *d, int64_t k);
 /* Sample i's file (its path under root, as torchvision's samples[i][0]),
  * BORROWED, or NULL + error. */
 CT_API const char *ct_image_folder_path(const ct_dataset *d, int64_t i);
+
+/*
+ * Images and their segmentation masks, paired by name: image
+ * images_dir/<stem><ext> with mask masks_dir/<stem><mask_suffix>, e.g.
+ * Oxford-IIIT Pet's images/Abyssinian_1.jpg with
+ * annotations/trimaps/Abyssinian_1.png, or VOC's 2007_000032.jpg with
+ * SegmentationClass/2007_000032.png (from a folder of the segmentation
+ * split's images: JPEGImages also holds images without masks, which are
+ * refused). The images are the files directly
+ * in images_dir (sub-folders are not walked) whose name ends in one of the
+ * extensions, as ct_dataset_image_folder counts them (case-insensitively;
+ * a counted file of a format ctrial does not decode is refused), sorted by
+ * name (byte order, as Python's sorted(os.listdir)); the stem is the name
+ * without its extension (os.path.splitext). Sample i is the tuple (image
+ * [C, H, W] decoded as ct_dataset_image_folder decodes it, mask int64
+ * [H, W] as ct_image_read_mask gives it): what a PyTorch dataset returning
+ * (decode_image(image, mode), torch.as_tensor(np.array(Image.open(mask)))
+ * .long()) gives. Files are decoded when a sample is fetched (on the
+ * loader's workers).
+ *
+ * Errors at creation, each naming the file or folder: a folder missing or
+ * unreadable (CT_EIO); no image (CT_EINVAL); an image without its mask,
+ * two images of one stem (CT_EINVAL); a file of masks_dir ending in
+ * mask_suffix with no image of its stem (CT_EINVAL, unless
+ * ignore_unpaired_masks; files that do not end in mask_suffix are
+ * ignored). Errors of the sample that holds the file, naming it: an
+ * unreadable or corrupt image or mask, a mask that is not a class map
+ * (ct_image_read_mask), a mask whose size differs from its image's
+ * (CT_ESHAPE naming both files and sizes). New dataset.
+ */
+typedef struct {
+    ct_image_mode mode;                  /* the images' (CT_IMAGE_RGB); masks are always class maps */
+    const char *const *extensions;       /* the images that count; NULL: torchvision's IMG_EXTENSIONS (NULL) */
+    int num_extensions;                  /* >= 1 when extensions is given */
+    const char *mask_suffix;             /* a mask's name is its image's stem + this (NULL: ".png") */
+    bool ignore_unpaired_masks;          /* masks without an image are left out, not refused (false) */
+} ct_segmentation_folder_opts;
+
+CT_API ct_segmentation_folder_opts ct_segmentation_folder_defaults(void);
+/* o NULL: ct_segmentation_folder_defaults(). */
+CT_API ct_dataset *ct_dataset_segmentation_folder(const char *images_dir, const char *masks_dir,
+                                                  const ct_segmentation_folder_opts *o);
+/* Sample i's image and mask files (their paths under images_dir and
+ * masks_dir, as given), BORROWED (they live as long as d), or NULL +
+ * CT_EINVAL when d is not a segmentation folder itself, CT_EINDEX when i
+ * is out of range. */
+CT_API const char *ct_segmentation_folder_image_path(const ct_dataset *d, int64_t i);
+CT_API const char *ct_segmentation_folder_mask_path(const ct_dataset *d, int64_t i);
 
 /*
  * CIFAR-10 and CIFAR-100, from the "binary version" of each archive,
