@@ -21,6 +21,22 @@
  *     ct_dataset_free(folder);               // train holds its own reference
  *     // sample i: (image float32 [3, 224, 224], label int64 0-dim)
  *
+ * A segmentation model's images and masks, transformed together as v2
+ * transforms (image, tv_tensors.Mask(mask)) (the mask: one draw, NEAREST,
+ * untouched by colour steps),
+ *
+ *     ct_dataset *pairs = ct_dataset_segmentation_folder("pets/images", "pets/annotations/trimaps", NULL);
+ *     ct_transform *seg[] = {
+ *         ct_tf_random_resized_crop(256, 256, 0.5, 1.0, 3.0 / 4, 4.0 / 3),
+ *         ct_tf_random_horizontal_flip(0.5),
+ *         ct_tf_color_jitter(0.2, 0.2, 0.2, 0),
+ *         ct_tf_to_tensor(),
+ *         ct_tf_normalize(3, mean, std),
+ *     };
+ *     ct_dataset *seg_train = ct_dataset_transform_pair(pairs, 0, 1, ct_tf_compose(5, seg));
+ *     ct_dataset_free(pairs);
+ *     // sample i: (image float32 [3, 256, 256], mask int64 [256, 256])
+ *
  * Intended usage:
  *   1. Decode with ct_image_read / ct_image_decode, or let a dataset do it:
  *      ct_dataset_image_folder (one folder per class), ct_dataset_cifar,
@@ -30,8 +46,9 @@
  *      any mode but UNCHANGED) tensors [C, H, W], as
  *      torchvision.io.decode_image returns them.
  *   2. Build the transforms (ct_tf_*), chain them with ct_tf_compose, and
- *      attach them with ct_dataset_transform. They run per record on the
- *      loader's worker threads (data.h's ct_dataset_map).
+ *      attach them with ct_dataset_transform (ct_dataset_transform_pair
+ *      for an image and its mask). They run per record on the loader's
+ *      worker threads (data.h's ct_dataset_map).
  *   3. Random transforms draw from the record's generator (ct_rng, seeded
  *      by ct_record_seed(loader seed, epoch, index)), so a record's
  *      augmentation depends on nothing else: not the number of workers,
@@ -302,8 +319,15 @@ typedef struct {
 
 /* v2.RandomCrop((h, w), ...): pads (NULL: no padding), then crops [h, w] at
  * a uniformly drawn position. An image (padded) smaller than the crop is a
- * CT_ESHAPE error of its record. */
+ * CT_ESHAPE error of its record. A mask (ct_transform_apply_pair) is padded
+ * in the same mode, with the same fill, as v2 pads every input with a
+ * single fill. */
 CT_API ct_transform *ct_tf_random_crop(int64_t h, int64_t w, const ct_crop_padding *padding);
+/* ct_tf_random_crop whose constant padding of a mask is mask_fill, the
+ * image's still padding->fill: v2.RandomCrop(..., fill={tv_tensors.Image:
+ * padding->fill, tv_tensors.Mask: mask_fill}), e.g. 255, the label that
+ * CrossEntropyLoss(ignore_index=255) leaves out. */
+CT_API ct_transform *ct_tf_random_crop_ex(int64_t h, int64_t w, const ct_crop_padding *padding, double mask_fill);
 /* v2.RandomHorizontalFlip(p). */
 CT_API ct_transform *ct_tf_random_horizontal_flip(double p);
 /* v2.ColorJitter(brightness, contrast, saturation, hue), each a single
@@ -335,6 +359,24 @@ CT_API void ct_transform_free(ct_transform *t);
  * transform and the image's shape. */
 CT_API ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng);
 
+/* Applies t to an image [..., C, H, W] and its segmentation mask [..., H,
+ * W] (the same H and W; any dtype, int64 from ct_image_read_mask) at
+ * once, as v2 transforms (image, tv_tensors.Mask(mask)): one draw of each
+ * step's random parameters, the same as ct_transform_apply draws for the
+ * image alone, applied to both. Geometric steps (Resize, CenterCrop,
+ * RandomResizedCrop, RandomCrop with its padding, RandomHorizontalFlip)
+ * move the mask's pixels as the image's, resizing it with NEAREST (no
+ * antialiasing), padding it with 0 (CenterCrop) or RandomCrop's mask fill
+ * (ct_tf_random_crop_ex); ColorJitter, ToTensor and Normalize change the
+ * image only. On success *img_out and *mask_out are NEW tensors (the mask
+ * keeps its dtype and leading dims; either may share storage with its
+ * input, a crop being a view) and 0 is returned; on failure both are NULL
+ * and the error names the step and both shapes: CT_EINVAL (a NULL
+ * argument, a random t without rng), CT_ESHAPE (an image of fewer than 3
+ * dims, a mask of fewer than 2 or of another H or W), or a step's. */
+CT_API int ct_transform_apply_pair(const ct_transform *t, const ct_tensor *img, const ct_tensor *mask, ct_rng *rng,
+                                   ct_tensor **img_out, ct_tensor **mask_out);
+
 /* Decodes an image (ct_image_decode's data, size, mode and name) and
  * applies t to it, drawing from rng: the same tensor as
  * ct_transform_apply(t, ct_image_decode(...), rng), pixel for pixel and
@@ -362,6 +404,15 @@ CT_API ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, 
  * reference. A NULL d or t (a constructor that failed) keeps that
  * failure's message. New dataset. */
 CT_API ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t);
+/* The dataset d with t applied jointly (ct_transform_apply_pair) to the
+ * image in field image_field and the mask in field mask_field of each
+ * sample (a tuple or list; 0 and 1 for ct_dataset_segmentation_folder's),
+ * per record on the loader's worker threads through ct_dataset_map, so
+ * the record's draws are those of ct_dataset_transform; other fields are
+ * copied. Takes t (also on failure); d is not taken. Fields < 0 or equal
+ * are CT_EINVAL; a sample whose fields are not tensors is an error of its
+ * record. A NULL d or t keeps its constructor's message. New dataset. */
+CT_API ct_dataset *ct_dataset_transform_pair(ct_dataset *d, int image_field, int mask_field, ct_transform *t);
 
 #ifdef __cplusplus
 }

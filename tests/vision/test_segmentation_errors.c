@@ -1,5 +1,5 @@
-/* Segmentation folders and masks refused where they should be, each
- * message naming the file (vision.h):
+/* Segmentation folders, masks and joint transforms refused where they
+ * should be, each message naming the file or the shapes (vision.h):
  *   - ct_dataset_segmentation_folder at creation: bad options, a missing
  *     folder, no image, an image without its mask, a mask without its
  *     image (and ignore_unpaired_masks), two images of one stem, a .bmp;
@@ -7,7 +7,13 @@
  *     a corrupt mask, an RGB mask (through get and the loader, which adds
  *     the index), and the accessors' errors;
  *   - ct_image_read_mask / ct_image_decode_mask: palette indices at 2 bits,
- *     16-bit gray, a gray JPEG kept; gray + alpha and colour JPEGs refused.
+ *     16-bit gray, a gray JPEG kept; gray + alpha and colour JPEGs refused;
+ *   - ct_transform_apply_pair: NULL arguments, no generator, shapes that do
+ *     not match, a failing step naming both shapes; a [N, H, W] uint8 mask
+ *     keeps its dims and dtype; the image of a pair is, draw for draw, the
+ *     image ct_transform_apply gives alone;
+ *   - ct_dataset_transform_pair: bad fields, a failed constructor's message
+ *     kept, a sample without the fields.
  * Nothing leaks. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
@@ -53,6 +59,15 @@ static bool same(const ct_tensor *a, const ct_tensor *b) {
     bool ok = ct_item(ct_max(ct_abs(ct_sub(ct_to_dtype(a, CT_F64), ct_to_dtype(b, CT_F64)))), &d) == 0 && d == 0;
     ct_scope_end(s);
     return ok;
+}
+
+/* The largest value of t, or -1. */
+static double top_of(const ct_tensor *t) {
+    ct_scope *s = ct_scope_begin();
+    double v = -1;
+    if (!t || ct_item(ct_max(ct_to_dtype(t, CT_F64)), &v) != 0) v = -1;
+    ct_scope_end(s);
+    return v;
 }
 
 static char *path_of(const char *a, const char *b) {
@@ -241,6 +256,88 @@ static void test_masks(void) {
     CHECK_ERR(CT_EIO, "nowhere.png");
 }
 
+static void test_apply_pair(void) {
+    ct_tensor *img = ct_randint(0, 256, CT_SHAPE(3, 20, 24), &(ct_topts){.dtype = CT_U8});
+    ct_tensor *mask = ct_randint(0, 5, CT_SHAPE(20, 24), &(ct_topts){.dtype = CT_I64});
+    ct_tensor *a = NULL, *b = NULL;
+    ct_transform *flip = ct_tf_random_horizontal_flip(0.5);
+    ct_rng *rng = ct_rng_new(3);
+    CHECK(ct_transform_apply_pair(flip, img, NULL, rng, &a, &b) == CT_EINVAL && !a && !b);
+    CHECK_ERR(CT_EINVAL, "mask is NULL");
+    CHECK(ct_transform_apply_pair(flip, img, mask, NULL, &a, &b) == CT_EINVAL);
+    CHECK_ERR(CT_EINVAL, "needs a ct_rng");
+    ct_tensor *narrow = ct_narrow(mask, 0, 0, 19);
+    CHECK(ct_transform_apply_pair(flip, img, narrow, rng, &a, &b) == CT_ESHAPE && !a && !b);
+    CHECK_ERR(CT_ESHAPE, "the mask: [19, 24]");
+    CHECK(ct_transform_apply_pair(flip, mask, mask, rng, &a, &b) == CT_ESHAPE);
+    CHECK_ERR(CT_ESHAPE, "the image: [20, 24]");
+    ct_transform *big = ct_tf_random_crop(32, 32, NULL);
+    CHECK(ct_transform_apply_pair(big, img, mask, rng, &a, &b) == CT_ESHAPE && !a && !b);
+    CHECK_ERR(CT_ESHAPE, "larger than the input image size (20, 24) (the image: [3, 20, 24]");
+    ct_transform_free(big);
+    CHECK(ct_tf_random_crop_ex(0, 4, NULL, 255) == NULL);
+    CHECK_ERR(CT_EINVAL, "ct_tf_random_crop_ex");
+
+    /* a [2, H, W] uint8 mask keeps its dims and dtype; NEAREST keeps its values */
+    ct_tensor *m3 = ct_randint(0, 3, CT_SHAPE(2, 20, 24), &(ct_topts){.dtype = CT_U8});
+    ct_transform *rrc = ct_tf_random_resized_crop(9, 11, 0.2, 1, 0.5, 2);
+    CHECK(ct_transform_apply_pair(rrc, img, m3, rng, &a, &b) == 0);
+    CHECK(a && b && ct_ndim(b) == 3 && ct_size(b, 0) == 2 && ct_size(b, 1) == 9 && ct_size(b, 2) == 11 &&
+          ct_dtype_of(b) == CT_U8 && top_of(b) == 2);
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    ct_transform_free(rrc);
+
+    /* the pair's image is the image alone's, draw for draw */
+    ct_crop_padding pad = {.left = 3, .top = 3, .right = 3, .bottom = 3};
+    ct_transform *steps[] = {ct_tf_random_resized_crop(16, 18, 0.3, 1, 0.75, 4.0 / 3),
+                             ct_tf_random_horizontal_flip(0.5), ct_tf_random_crop_ex(16, 18, &pad, 255),
+                             ct_tf_color_jitter(0.4, 0.4, 0.4, 0.1), ct_tf_to_tensor()};
+    ct_transform *t = ct_tf_compose(5, steps);
+    int equal = 0, padded = 0;
+    for (uint64_t seed = 0; seed < 16; seed++) {
+        ct_rng *r1 = ct_rng_new(seed), *r2 = ct_rng_new(seed);
+        ct_tensor *alone = ct_transform_apply(t, img, r1);
+        CHECK(ct_transform_apply_pair(t, img, mask, r2, &a, &b) == 0);
+        equal += same(alone, a);
+        padded += top_of(b) == 255;
+        ct_tensor_free(alone);
+        ct_tensor_free(a);
+        ct_tensor_free(b);
+        ct_rng_free(r1);
+        ct_rng_free(r2);
+    }
+    CHECK(equal == 16);
+    CHECK(padded > 0); /* mask_fill 255 where the image got 0 */
+    ct_tensor_free(mask);
+    ct_tensor_free(m3);
+    ct_tensor_free(narrow);
+    ct_rng_free(rng);
+
+    /* the dataset wrapper */
+    ct_tensor *zeros = ct_zeros(CT_SHAPE(1, 20, 24), &(ct_topts){.dtype = CT_I64});
+    ct_dataset *d = ct_dataset_tensors(2, (ct_tensor *[]){ct_unsqueeze(img, 0), zeros});
+    CHECK(ct_dataset_transform_pair(d, 1, 1, ct_tf_to_tensor()) == NULL);
+    CHECK_ERR(CT_EINVAL, "two different fields");
+    CHECK(ct_dataset_transform_pair(d, 0, 1, ct_tf_resize(0, 0, 0)) == NULL);
+    CHECK_ERR(CT_EINVAL, "ct_tf_resize");
+    CHECK(ct_dataset_transform_pair(NULL, 0, 1, ct_tf_to_tensor()) == NULL);
+    CHECK_ERR(CT_EINVAL, "dataset is NULL");
+    ct_dataset *p = ct_dataset_transform_pair(d, 0, 1, t); /* takes t */
+    ct_value *s = p ? ct_dataset_get(p, 0) : NULL;
+    CHECK(s && ct_size(ct_batch_at(s, 0), 1) == 16 && ct_dtype_of(ct_batch_at(s, 0)) == CT_F32 &&
+          ct_size(ct_batch_at(s, 1), 0) == 16 && ct_dtype_of(ct_batch_at(s, 1)) == CT_I64);
+    ct_value_free(s);
+    ct_dataset_free(p);
+    p = ct_dataset_transform_pair(d, 0, 2, ct_tf_to_tensor());
+    CHECK(p && ct_dataset_get(p, 0) == NULL);
+    CHECK_ERR(CT_EINVAL, "field 0 (the image) and field 2 (the mask) of the sample (a tuple of 2)");
+    ct_dataset_free(p);
+    ct_dataset_free(d);
+    ct_transform_free(flip);
+    ct_tensor_free(img);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s/ctrial-seg-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) {
@@ -251,6 +348,7 @@ int main(void) {
     test_creation();
     test_samples();
     test_masks();
+    test_apply_pair();
     ct_scope_end(scope);
     CHECK(ct_tensor_live_count() == 0);
     char cmd[600];
