@@ -6,8 +6,9 @@
  *   - its samples: a mask of another size than its image, a corrupt image,
  *     a corrupt mask, an RGB mask (through get and the loader, which adds
  *     the index), and the accessors' errors;
- *   - ct_image_read_mask / ct_image_decode_mask: palette indices at 2 bits,
- *     16-bit gray, a gray JPEG kept; gray + alpha and colour JPEGs refused;
+ *   - ct_image_read_mask / ct_image_decode_mask: palette indices at 2 bits
+ *     and interlaced, 2-bit gray scaled as PIL, 16-bit gray, a gray JPEG
+ *     kept; gray + alpha and colour JPEGs refused;
  *   - ct_transform_apply_pair: NULL arguments, no generator, shapes that do
  *     not match, a failing step naming both shapes; a [N, H, W] uint8 mask
  *     keeps its dims and dtype; the image of a pair is, draw for draw, the
@@ -223,7 +224,25 @@ static void test_masks(void) {
           ct_read(m, v, sizeof v) == 0 && memcmp(v, want, sizeof v) == 0);
     ct_tensor_free(m);
     free(e.data);
-    /* 16-bit gray, big-endian in the file */
+    /* 2-bit gray: scaled to 8 bits as PIL's "L" (x 85) */
+    e = png_encode(4, 1, 0, 2, false, row, NULL, 0);
+    m = ct_image_decode_mask(e.data, e.size, "g2.png");
+    CHECK(m && ct_size(m, 1) == 4 && ct_read(m, v, 4 * sizeof *v) == 0 && v[0] == 0 && v[1] == 85 && v[2] == 170 &&
+          v[3] == 255);
+    ct_tensor_free(m);
+    free(e.data);
+    /* an interlaced 8-bit palette PNG: its indices, where they were */
+    unsigned char idx[9 * 7];
+    for (int i = 0; i < 9 * 7; i++) idx[i] = (unsigned char)(i % 4);
+    e = png_encode(9, 7, 3, 8, true, idx, palette, 4);
+    m = ct_image_decode_mask(e.data, e.size, "adam7.png");
+    int64_t all[9 * 7];
+    bool ok = m && ct_size(m, 0) == 7 && ct_size(m, 1) == 9 && ct_read(m, all, sizeof all) == 0;
+    for (int i = 0; ok && i < 9 * 7; i++) ok = all[i] == i % 4;
+    CHECK(ok);
+    ct_tensor_free(m);
+    free(e.data);
+        /* 16-bit gray, big-endian in the file */
     unsigned char rows16[4] = {0x01, 0x2C, 0xFF, 0xFF}; /* 300, 65535 */
     e = png_encode(2, 1, 0, 16, false, rows16, NULL, 0);
     m = ct_image_decode_mask(e.data, e.size, "g16.png");
