@@ -1,6 +1,6 @@
 /*
- * ctrial/vision.h — images: decoding, image folders, CIFAR, and torchvision's
- * transforms.
+ * ctrial/vision.h — images: decoding, image folders, segmentation folders,
+ * CIFAR, and torchvision's transforms.
  *
  * What torchvision's ImageFolder pipeline is in Python,
  *
@@ -21,15 +21,34 @@
  *     ct_dataset_free(folder);               // train holds its own reference
  *     // sample i: (image float32 [3, 224, 224], label int64 0-dim)
  *
+ * A segmentation model's images and masks, transformed together as v2
+ * transforms (image, tv_tensors.Mask(mask)) (the mask: one draw, NEAREST,
+ * untouched by colour steps),
+ *
+ *     ct_dataset *pairs = ct_dataset_segmentation_folder("pets/images", "pets/annotations/trimaps", NULL);
+ *     ct_transform *seg[] = {
+ *         ct_tf_random_resized_crop(256, 256, 0.5, 1.0, 3.0 / 4, 4.0 / 3),
+ *         ct_tf_random_horizontal_flip(0.5),
+ *         ct_tf_color_jitter(0.2, 0.2, 0.2, 0),
+ *         ct_tf_to_tensor(),
+ *         ct_tf_normalize(3, mean, std),
+ *     };
+ *     ct_dataset *seg_train = ct_dataset_transform_pair(pairs, 0, 1, ct_tf_compose(5, seg));
+ *     ct_dataset_free(pairs);
+ *     // sample i: (image float32 [3, 256, 256], mask int64 [256, 256])
+ *
  * Intended usage:
  *   1. Decode with ct_image_read / ct_image_decode, or let a dataset do it:
- *      ct_dataset_image_folder (one folder per class), ct_dataset_cifar.
+ *      ct_dataset_image_folder (one folder per class), ct_dataset_cifar,
+ *      ct_dataset_segmentation_folder (images and masks paired by name;
+ *      masks are int64 class maps [H, W], ct_image_read_mask).
  *      Images are uint8 (uint16 for 16-bit PNGs, but for a folder's in
  *      any mode but UNCHANGED) tensors [C, H, W], as
  *      torchvision.io.decode_image returns them.
  *   2. Build the transforms (ct_tf_*), chain them with ct_tf_compose, and
- *      attach them with ct_dataset_transform. They run per record on the
- *      loader's worker threads (data.h's ct_dataset_map).
+ *      attach them with ct_dataset_transform (ct_dataset_transform_pair
+ *      for an image and its mask). They run per record on the loader's
+ *      worker threads (data.h's ct_dataset_map).
  *   3. Random transforms draw from the record's generator (ct_rng, seeded
  *      by ct_record_seed(loader seed, epoch, index)), so a record's
  *      augmentation depends on nothing else: not the number of workers,
@@ -117,6 +136,19 @@ CT_API int64_t ct_image_set_max_pixels(int64_t max_pixels);
  * not a regular file, CT_EFORMAT when larger than 2^31 bytes). */
 CT_API ct_tensor *ct_image_read(const char *path, ct_image_mode mode);
 
+/* A segmentation mask: a NEW int64 tensor [H, W] of class indices, what
+ * torch.as_tensor(np.array(PIL.Image.open(file))).long() gives. A palette
+ * PNG (VOC's SegmentationClass) gives its palette's indices, not their
+ * colours (tRNS ignored); a grayscale PNG (Oxford-IIIT Pet's trimaps) its
+ * values: 8- and 16-bit as stored, 1-bit as 0 and 1, 2- and 4-bit scaled
+ * to 8 bits as PIL scales them (x 85, x 17); a grayscale JPEG its values.
+ * Anything with colour or alpha channels (RGB, RGBA, gray + alpha, a
+ * colour JPEG: np.array would give [H, W, C], not a class map) is
+ * CT_EFORMAT naming the file; other errors and limits as ct_image_decode's
+ * (data, size, name) and ct_image_read's (path). */
+CT_API ct_tensor *ct_image_decode_mask(const void *data, size_t size, const char *name);
+CT_API ct_tensor *ct_image_read_mask(const char *path);
+
 /* ==== datasets ============================================================ */
 
 /*
@@ -171,6 +203,54 @@ CT_API const char *ct_image_folder_class(const ct_dataset *d, int64_t k);
 /* Sample i's file (its path under root, as torchvision's samples[i][0]),
  * BORROWED, or NULL + error. */
 CT_API const char *ct_image_folder_path(const ct_dataset *d, int64_t i);
+
+/*
+ * Images and their segmentation masks, paired by name: image
+ * images_dir/<stem><ext> with mask masks_dir/<stem><mask_suffix>, e.g.
+ * Oxford-IIIT Pet's images/Abyssinian_1.jpg with
+ * annotations/trimaps/Abyssinian_1.png, or VOC's 2007_000032.jpg with
+ * SegmentationClass/2007_000032.png (from a folder of the segmentation
+ * split's images: JPEGImages also holds images without masks, which are
+ * refused). The images are the files directly
+ * in images_dir (sub-folders are not walked) whose name ends in one of the
+ * extensions, as ct_dataset_image_folder counts them (case-insensitively;
+ * a counted file of a format ctrial does not decode is refused), sorted by
+ * name (byte order, as Python's sorted(os.listdir)); the stem is the name
+ * without its extension (os.path.splitext). Sample i is the tuple (image
+ * [C, H, W] decoded as ct_dataset_image_folder decodes it, mask int64
+ * [H, W] as ct_image_read_mask gives it): what a PyTorch dataset returning
+ * (decode_image(image, mode), torch.as_tensor(np.array(Image.open(mask)))
+ * .long()) gives. Files are decoded when a sample is fetched (on the
+ * loader's workers).
+ *
+ * Errors at creation, each naming the file or folder: a folder missing or
+ * unreadable (CT_EIO); no image (CT_EINVAL); an image without its mask,
+ * two images of one stem (CT_EINVAL); a file of masks_dir ending in
+ * mask_suffix with no image of its stem (CT_EINVAL, unless
+ * ignore_unpaired_masks; files that do not end in mask_suffix are
+ * ignored). Errors of the sample that holds the file, naming it: an
+ * unreadable or corrupt image or mask, a mask that is not a class map
+ * (ct_image_read_mask), a mask whose size differs from its image's
+ * (CT_ESHAPE naming both files and sizes). New dataset.
+ */
+typedef struct {
+    ct_image_mode mode;                  /* the images' (CT_IMAGE_RGB); masks are always class maps */
+    const char *const *extensions;       /* the images that count; NULL: torchvision's IMG_EXTENSIONS (NULL) */
+    int num_extensions;                  /* >= 1 when extensions is given */
+    const char *mask_suffix;             /* a mask's name is its image's stem + this (NULL: ".png") */
+    bool ignore_unpaired_masks;          /* masks without an image are left out, not refused (false) */
+} ct_segmentation_folder_opts;
+
+CT_API ct_segmentation_folder_opts ct_segmentation_folder_defaults(void);
+/* o NULL: ct_segmentation_folder_defaults(). */
+CT_API ct_dataset *ct_dataset_segmentation_folder(const char *images_dir, const char *masks_dir,
+                                                  const ct_segmentation_folder_opts *o);
+/* Sample i's image and mask files (their paths under images_dir and
+ * masks_dir, as given), BORROWED (they live as long as d), or NULL +
+ * CT_EINVAL when d is not a segmentation folder itself, CT_EINDEX when i
+ * is out of range. */
+CT_API const char *ct_segmentation_folder_image_path(const ct_dataset *d, int64_t i);
+CT_API const char *ct_segmentation_folder_mask_path(const ct_dataset *d, int64_t i);
 
 /*
  * CIFAR-10 and CIFAR-100, from the "binary version" of each archive,
@@ -239,8 +319,15 @@ typedef struct {
 
 /* v2.RandomCrop((h, w), ...): pads (NULL: no padding), then crops [h, w] at
  * a uniformly drawn position. An image (padded) smaller than the crop is a
- * CT_ESHAPE error of its record. */
+ * CT_ESHAPE error of its record. A mask (ct_transform_apply_pair) is padded
+ * in the same mode, with the same fill, as v2 pads every input with a
+ * single fill. */
 CT_API ct_transform *ct_tf_random_crop(int64_t h, int64_t w, const ct_crop_padding *padding);
+/* ct_tf_random_crop whose constant padding of a mask is mask_fill, the
+ * image's still padding->fill: v2.RandomCrop(..., fill={tv_tensors.Image:
+ * padding->fill, tv_tensors.Mask: mask_fill}), e.g. 255, the label that
+ * CrossEntropyLoss(ignore_index=255) leaves out. */
+CT_API ct_transform *ct_tf_random_crop_ex(int64_t h, int64_t w, const ct_crop_padding *padding, double mask_fill);
 /* v2.RandomHorizontalFlip(p). */
 CT_API ct_transform *ct_tf_random_horizontal_flip(double p);
 /* v2.ColorJitter(brightness, contrast, saturation, hue), each a single
@@ -272,6 +359,24 @@ CT_API void ct_transform_free(ct_transform *t);
  * transform and the image's shape. */
 CT_API ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img, ct_rng *rng);
 
+/* Applies t to an image [..., C, H, W] and its segmentation mask [..., H,
+ * W] (the same H and W; any dtype, int64 from ct_image_read_mask) at
+ * once, as v2 transforms (image, tv_tensors.Mask(mask)): one draw of each
+ * step's random parameters, the same as ct_transform_apply draws for the
+ * image alone, applied to both. Geometric steps (Resize, CenterCrop,
+ * RandomResizedCrop, RandomCrop with its padding, RandomHorizontalFlip)
+ * move the mask's pixels as the image's, resizing it with NEAREST (no
+ * antialiasing), padding it with 0 (CenterCrop) or RandomCrop's mask fill
+ * (ct_tf_random_crop_ex); ColorJitter, ToTensor and Normalize change the
+ * image only. On success *img_out and *mask_out are NEW tensors (the mask
+ * keeps its dtype and leading dims; either may share storage with its
+ * input, a crop being a view) and 0 is returned; on failure both are NULL
+ * and the error names the step and both shapes: CT_EINVAL (a NULL
+ * argument, a random t without rng), CT_ESHAPE (an image of fewer than 3
+ * dims, a mask of fewer than 2 or of another H or W), or a step's. */
+CT_API int ct_transform_apply_pair(const ct_transform *t, const ct_tensor *img, const ct_tensor *mask, ct_rng *rng,
+                                   ct_tensor **img_out, ct_tensor **mask_out);
+
 /* Decodes an image (ct_image_decode's data, size, mode and name) and
  * applies t to it, drawing from rng: the same tensor as
  * ct_transform_apply(t, ct_image_decode(...), rng), pixel for pixel and
@@ -299,6 +404,15 @@ CT_API ct_tensor *ct_image_read_transform(const char *path, ct_image_mode mode, 
  * reference. A NULL d or t (a constructor that failed) keeps that
  * failure's message. New dataset. */
 CT_API ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t);
+/* The dataset d with t applied jointly (ct_transform_apply_pair) to the
+ * image in field image_field and the mask in field mask_field of each
+ * sample (a tuple or list; 0 and 1 for ct_dataset_segmentation_folder's),
+ * per record on the loader's worker threads through ct_dataset_map, so
+ * the record's draws are those of ct_dataset_transform; other fields are
+ * copied. Takes t (also on failure); d is not taken. Fields < 0 or equal
+ * are CT_EINVAL; a sample whose fields are not tensors is an error of its
+ * record. A NULL d or t keeps its constructor's message. New dataset. */
+CT_API ct_dataset *ct_dataset_transform_pair(ct_dataset *d, int image_field, int mask_field, ct_transform *t);
 
 #ifdef __cplusplus
 }

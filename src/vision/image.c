@@ -1,6 +1,9 @@
 /* src/vision/image.c — JPEG and PNG files decoded into tensors (vision.h:
  * ct_image_decode, ct_image_read), as torchvision.io.decode_image decodes
- * them (torchvision/csrc/io/image/cpu/decode_jpeg.cpp, decode_png.cpp).
+ * them (torchvision/csrc/io/image/cpu/decode_jpeg.cpp, decode_png.cpp),
+ * and segmentation masks decoded as class maps (ct_image_decode_mask,
+ * ct_image_read_mask: what np.array(PIL.Image.open(file)) holds, a
+ * palette's indices where decode_image would give colours).
  *
  * Each decoder fills an [H, W, C] tensor row by row and returns its view
  * permuted to [C, H, W], the channels-last layout torchvision returns (and
@@ -159,6 +162,7 @@ typedef struct {
     jmp_buf jump;
     failure f;
     uint64_t max_bytes;
+    bool class_map;     /* a segmentation mask: a grayscale JPEG only (cti_image_decode_how) */
     box_job box;
     ct_tensor *hwc;     /* the rows and columns decoded: the box and its margin */
     int64_t at[2];      /* where the box starts in hwc: row, column */
@@ -271,6 +275,9 @@ static int jpeg_run(jpeg_job *j, const unsigned char *data, size_t size, ct_imag
     bool cmyk = cs == JCS_CMYK || cs == JCS_YCCK;
     if (!cmyk && cs != JCS_GRAYSCALE && cs != JCS_YCbCr && cs != JCS_RGB)
         return fail_with(&j->f, CT_ENOTSUP, "unsupported JPEG colour space (%d components)", ci->num_components);
+    if (j->class_map && cs != JCS_GRAYSCALE)
+        return fail_with(&j->f, CT_EFORMAT, "a mask must be a grayscale image (a class index per pixel); this JPEG "
+                                            "has %d components", ci->num_components);
     if (cmyk && mode == CT_IMAGE_UNCHANGED)
         return fail_with(&j->f, CT_ENOTSUP, "a CMYK JPEG has no RGB or gray channels to keep in UNCHANGED mode "
                                             "(decode it in RGB or GRAY mode)");
@@ -343,13 +350,14 @@ static ct_tensor *box_view(int rc, ct_tensor *hwc, const int64_t at[2], const in
 }
 
 static ct_tensor *decode_jpeg(const unsigned char *data, size_t size, ct_image_mode mode, failure *f,
-                              uint64_t max_bytes, const box_job *box) {
+                              uint64_t max_bytes, const box_job *box, bool class_map) {
     jpeg_job *j = calloc(1, sizeof *j);
     if (!j) {
         fail_with(f, CT_ENOMEM, "out of host memory");
         return NULL;
     }
     j->max_bytes = max_bytes;
+    j->class_map = class_map;
     j->box = *box;
     int rc = jpeg_run(j, data, size, mode);
     jpeg_destroy_decompress(&j->cinfo); /* safe on a struct never created: zeroed */
@@ -371,6 +379,7 @@ typedef struct {
     size_t left;
     uint64_t max_bytes;
     bool eight_bit; /* a 16-bit file becomes 8 bits */
+    bool class_map; /* a segmentation mask: one channel of the file's own values (cti_image_decode_how) */
     box_job box;
     ct_tensor *hwc;
 } png_job;
@@ -392,6 +401,46 @@ static void png_on_read(png_structp png, png_bytep out, size_t n) {
     j->left -= n;
 }
 
+/* Reads the image's rows (every interlace pass) into j->hwc, whose rows
+ * are `stride` bytes, then the file to IEND (a file cut short is refused). */
+static void read_png_rows(png_job *j, png_uint_32 h, size_t stride, int passes) {
+    unsigned char *base = ct_data_ptr(j->hwc);
+    for (int pass = 0; pass < passes; pass++)
+        for (png_uint_32 y = 0; y < h; y++) png_read_row(j->png, base + y * stride, NULL);
+    png_read_end(j->png, j->info);
+}
+
+/* A segmentation mask, as np.array(PIL.Image.open(file)) gives it: one
+ * channel of the file's own values. A palette image's indices (unpacked
+ * when under 8 bits, tRNS ignored), gray values: 1-bit gray as 0 and 1
+ * (PIL's mode "1", a bool array), 2- and 4-bit gray scaled to 8 bits as
+ * PIL scales them (x 85, x 17), 16-bit gray as uint16 (PIL's "I;16").
+ * Colour or alpha (np.array: [H, W, C]) is not a class map. Called by
+ * png_run after png_read_info, under its setjmp. */
+static int png_class_map(png_job *j, png_uint_32 w, png_uint_32 h, int depth, int type) {
+    png_structp png = j->png;
+    if (type != PNG_COLOR_TYPE_PALETTE && type != PNG_COLOR_TYPE_GRAY)
+        return fail_with(&j->f, CT_EFORMAT,
+                         "a mask must be a palette or grayscale PNG (a class index per pixel); this one is %s",
+                         type == PNG_COLOR_TYPE_RGB ? "RGB" : type == PNG_COLOR_TYPE_RGB_ALPHA ? "RGB with alpha"
+                                                                                             : "gray with alpha");
+    if (depth < 8 && (type == PNG_COLOR_TYPE_PALETTE || depth == 1)) png_set_packing(png);
+    else if (depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16 && host_is_little_endian()) png_set_swap(png);
+    int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, j->info);
+    ct_dtype dtype = depth == 16 ? CT_U16 : CT_U8;
+    if (check_size(&j->f, h, w, 1, dtype, j->max_bytes) || pick_box(&j->f, &j->box, h, w) ||
+        new_hwc(&j->f, h, w, 1, dtype, &j->hwc))
+        return j->f.code;
+    size_t stride = (size_t)w * ct_dtype_size(dtype);
+    if (png_get_rowbytes(png, j->info) != stride) /* never: a guard for the rows written below */
+        return fail_with(&j->f, CT_ENOTSUP, "libpng's rows (%zu bytes) do not fit the mask",
+                         (size_t)png_get_rowbytes(png, j->info));
+    read_png_rows(j, h, stride, passes);
+    return 0;
+}
+
 /* Decodes into j->hwc. Changes no local after setjmp: all state is *j. */
 static int png_run(png_job *j, ct_image_mode mode) {
     if (setjmp(j->jump)) return j->f.code;
@@ -409,6 +458,8 @@ static int png_run(png_job *j, ct_image_mode mode) {
     png_get_IHDR(png, info, &w, &h, &depth, &type, &interlace, NULL, NULL);
     if (depth > 8 && depth != 16)
         return fail_with(&j->f, CT_ENOTSUP, "a PNG of bit depth %d (ctrial reads 1, 2, 4, 8 and 16)", depth);
+
+    if (j->class_map) return png_class_map(j, w, h, depth, type);
 
     /* torchvision's transformations; a palette becomes RGB (RGBA with tRNS). */
     bool palette = type == PNG_COLOR_TYPE_PALETTE;
@@ -439,10 +490,7 @@ static int png_run(png_job *j, ct_image_mode mode) {
     if (png_get_rowbytes(png, info) != stride) /* never: a guard for the rows written below */
         return fail_with(&j->f, CT_ENOTSUP, "libpng's rows (%zu bytes) do not fit the image",
                          (size_t)png_get_rowbytes(png, info));
-    unsigned char *base = ct_data_ptr(j->hwc);
-    for (int pass = 0; pass < passes; pass++)
-        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, base + y * stride, NULL);
-    png_read_end(png, info); /* to IEND: a file cut short is refused */
+    read_png_rows(j, h, stride, passes);
     return 0;
 }
 
@@ -468,8 +516,8 @@ static int png_chunks_fit(const unsigned char *data, size_t size, failure *f) {
     return 0;
 }
 
-static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mode mode, bool eight_bit,
-                             failure *f, uint64_t max_bytes, const box_job *box) {
+static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mode mode,
+                             const cti_image_decode_how *how, failure *f, const box_job *box) {
     if (size < 8 || png_sig_cmp(data, 0, 8) != 0) {
         fail_with(f, CT_EFORMAT, "%s", size < 8 ? TRUNCATED : "not a PNG file (bad signature)");
         return NULL;
@@ -480,7 +528,8 @@ static ct_tensor *decode_png(const unsigned char *data, size_t size, ct_image_mo
         fail_with(f, CT_ENOMEM, "out of host memory");
         return NULL;
     }
-    *j = (png_job){.at = data + 8, .left = size - 8, .max_bytes = max_bytes, .eight_bit = eight_bit, .box = *box};
+    *j = (png_job){.at = data + 8, .left = size - 8, .max_bytes = how->max_bytes, .eight_bit = how->eight_bit,
+                   .class_map = how->class_map, .box = *box};
     int rc = png_run(j, mode);
     png_destroy_read_struct(&j->png, j->info ? &j->info : NULL, NULL);
     if (rc) *f = j->f;
@@ -514,8 +563,9 @@ ct_tensor *cti_image_decode_box(const void *data, size_t size, ct_image_mode mod
     uint64_t max_bytes = how->max_bytes;
     ct_tensor *chw = NULL;
     if (size == 0) fail_with(&f, CT_EFORMAT, "empty (0 bytes)");
-    else if (starts_as(p, size, jpeg_sig, sizeof jpeg_sig)) chw = decode_jpeg(p, size, mode, &f, max_bytes, &box);
-    else if (starts_as(p, size, png_sig, sizeof png_sig)) chw = decode_png(p, size, mode, how->eight_bit, &f, max_bytes, &box);
+    else if (starts_as(p, size, jpeg_sig, sizeof jpeg_sig))
+        chw = decode_jpeg(p, size, how->class_map ? CT_IMAGE_GRAY : mode, &f, max_bytes, &box, how->class_map);
+    else if (starts_as(p, size, png_sig, sizeof png_sig)) chw = decode_png(p, size, mode, how, &f, &box);
     else fail_with(&f, CT_ENOTSUP, "not a JPEG or PNG file");
     if (!chw) ct_set_error(f.code ? f.code : CT_EFORMAT, "%s: %s: %s", fn, name, f.msg);
     return chw;
@@ -548,4 +598,39 @@ ct_tensor *ct_image_read(const char *path, ct_image_mode mode) {
     ct_tensor *t = cti_image_decode_limited(data, size, mode, path, "ct_image_read", CT_IMAGE_MAX_BYTES);
     free(data);
     return t;
+}
+
+/* ==== segmentation masks ================================================== */
+
+/* A decoded class map [1, H, W] as the int64 [H, W] the API gives. */
+static ct_tensor *class_map_i64(ct_tensor *m, const char *fn, const char *name) {
+    if (!m) return NULL;
+    ct_tensor *hw = ct_squeeze_dim(m, 0);
+    ct_tensor *out = hw ? ct_to_dtype(hw, CT_I64) : NULL;
+    ct_tensor_free(hw);
+    ct_tensor_free(m);
+    if (!out) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        ct_set_error(ct_last_code() ? ct_last_code() : CT_ENOMEM, "%s: %s: %s", fn, name, why);
+    }
+    return out;
+}
+
+ct_tensor *ct_image_decode_mask(const void *data, size_t size, const char *name) {
+    const char *fn = "ct_image_decode_mask";
+    cti_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .class_map = true};
+    return class_map_i64(cti_image_decode_box(data, size, CT_IMAGE_UNCHANGED, name, fn, &how), fn,
+                         name ? name : "<memory>");
+}
+
+ct_tensor *ct_image_read_mask(const char *path) {
+    const char *fn = "ct_image_read_mask";
+    char *data = NULL;
+    size_t size = 0;
+    if (cti_image_read_bytes(path, fn, &data, &size)) return NULL;
+    cti_image_decode_how how = {.max_bytes = CT_IMAGE_MAX_BYTES, .class_map = true};
+    ct_tensor *m = cti_image_decode_box(data, size, CT_IMAGE_UNCHANGED, path, fn, &how);
+    free(data);
+    return class_map_i64(m, fn, path);
 }

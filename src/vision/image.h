@@ -22,6 +22,9 @@ typedef int (*cti_image_box_fn)(void *ctx, int64_t h, int64_t w, int64_t box[4])
 typedef struct {
     uint64_t max_bytes;   /* the most bytes the decoded image may take: CT_IMAGE_MAX_BYTES (less: the fuzzer) */
     bool eight_bit;       /* a 16-bit PNG becomes 8 bits, each sample's high byte, as PIL opens it */
+    bool class_map;       /* a segmentation mask: [1, H, W] of the values np.array(PIL.Image.open(f)) holds
+                           * (a palette's indices, gray values; 1-bit gray 0/1), mode ignored; colour or
+                           * alpha is CT_EFORMAT (ct_image_read_mask) */
     cti_image_box_fn pick; /* chooses the box to decode; NULL: the whole image */
     void *ctx;            /* pick's */
 } cti_image_decode_how;

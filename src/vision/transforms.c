@@ -1,5 +1,6 @@
 /* src/vision/transforms.c — torchvision.transforms.v2 on images [.., C, H, W]
- * (vision.h), and ct_dataset_transform.
+ * and on an image with its segmentation mask (vision.h), and
+ * ct_dataset_transform / ct_dataset_transform_pair.
  *
  * Each transform is written as torchvision's tensor kernel is: the same
  * ATen operators (called by name, ops.h) in the same order on tensors of
@@ -9,7 +10,9 @@
  * transform's make_params, drawing from the record's ct_rng with the same
  * operators (uniform_, randint, rand, randperm) in the same order, so that
  * torch.manual_seed(s) before a v2 transform in Python draws what
- * ct_rng_new(s) draws here.
+ * ct_rng_new(s) draws here. An image with its mask draws each step's
+ * parameters once, the image alone's draws, and moves the mask's pixels
+ * with them (apply_joint), as v2 does for (image, tv_tensors.Mask).
  *
  * A call runs inside a scope of its own: the intermediates die with it and
  * only the result leaves (ct_scope_return).
@@ -47,6 +50,7 @@ struct ct_transform {
     double jitter[4][2];           /* ColorJitter ranges: brightness, contrast, saturation, hue */
     bool jitter_on[4];
     ct_crop_padding pad;           /* RandomCrop */
+    double mask_fill;              /* RandomCrop: a mask's constant padding (ct_transform_apply_pair) */
     int n;                         /* Normalize: channels; Compose: parts */
     double *mean, *std;
     ct_transform **parts;
@@ -114,8 +118,8 @@ ct_transform *ct_tf_random_resized_crop(int64_t h, int64_t w, double scale_lo, d
     return t;
 }
 
-ct_transform *ct_tf_random_crop(int64_t h, int64_t w, const ct_crop_padding *padding) {
-    const char *fn = "ct_tf_random_crop";
+static ct_transform *random_crop_new(const char *fn, int64_t h, int64_t w, const ct_crop_padding *padding,
+                                     const double *mask_fill) {
     if (h < 1 || w < 1) return bad_arg(fn, "the crop's size must be positive");
     ct_crop_padding pad = {0};
     if (padding) pad = *padding;
@@ -128,8 +132,17 @@ ct_transform *ct_tf_random_crop(int64_t h, int64_t w, const ct_crop_padding *pad
         t->h = h;
         t->w = w;
         t->pad = pad;
+        t->mask_fill = mask_fill ? *mask_fill : pad.fill; /* v2: a single fill pads every input */
     }
     return t;
+}
+
+ct_transform *ct_tf_random_crop(int64_t h, int64_t w, const ct_crop_padding *padding) {
+    return random_crop_new("ct_tf_random_crop", h, w, padding, NULL);
+}
+
+ct_transform *ct_tf_random_crop_ex(int64_t h, int64_t w, const ct_crop_padding *padding, double mask_fill) {
+    return random_crop_new("ct_tf_random_crop_ex", h, w, padding, &mask_fill);
 }
 
 ct_transform *ct_tf_random_horizontal_flip(double p) {
@@ -251,8 +264,9 @@ static bool channels_last_contiguous(const ct_tensor *t) {
     return true;
 }
 
-/* resize_image(image, [new_h, new_w], BILINEAR, antialias=True). */
-static ct_tensor *resize_to(const ct_tensor *img, int64_t new_h, int64_t new_w) {
+/* resize_image(image, [new_h, new_w], BILINEAR, antialias=True), or with
+ * NEAREST (`nearest`: resize_mask's, no antialiasing). */
+static ct_tensor *resize_with(const ct_tensor *img, int64_t new_h, int64_t new_w, bool nearest) {
     int64_t s[3];
     if (chw(img, "Resize", s)) return NULL;
     if (new_h == s[1] && new_w == s[2]) return ct_alias(img);
@@ -266,12 +280,25 @@ static ct_tensor *resize_to(const ct_tensor *img, int64_t new_h, int64_t new_w) 
         x = CT_CALL("aten::as_strided", CT_T(x), CT_INTS(1, s[0], s[1], s[2]),
                     CT_INTS(numel, ct_stride(x, 1), ct_stride(x, 2), ct_stride(x, 3)));
     /* uint8 is resized natively on CPUs with AVX2 (every CPU torch's wheel
-     * runs its AVX2 kernels on); other integer dtypes go through float32. */
+     * runs its AVX2 kernels on), and by NEAREST anywhere; other integer
+     * dtypes go through float32. */
     bool cast = !(dtype == CT_F32 || dtype == CT_F64 || dtype == CT_U8);
     if (cast) x = ct_to_dtype(x, CT_F32);
-    x = CT_CALL("aten::_upsample_bilinear2d_aa", CT_T(x), CT_INTS(new_h, new_w), CT_B(false), CT_NONE, CT_NONE);
-    if (cast) x = ct_to_dtype(CT_CALL("aten::round", CT_T(x)), dtype);
+    if (nearest) {
+        x = CT_CALL("aten::upsample_nearest2d.vec", CT_T(x), CT_INTS(new_h, new_w), CT_NONE);
+        /* rounded back for the signed integer dtypes (nearest's values are
+         * the input's: the rounding changes none) */
+        bool round = dtype == CT_I8 || dtype == CT_I16 || dtype == CT_I32 || dtype == CT_I64;
+        if (cast) x = ct_to_dtype(round ? CT_CALL("aten::round", CT_T(x)) : x, dtype);
+    } else {
+        x = CT_CALL("aten::_upsample_bilinear2d_aa", CT_T(x), CT_INTS(new_h, new_w), CT_B(false), CT_NONE, CT_NONE);
+        if (cast) x = ct_to_dtype(CT_CALL("aten::round", CT_T(x)), dtype);
+    }
     return x ? reshape_chw(x, img, s[0], new_h, new_w) : NULL;
+}
+
+static ct_tensor *resize_to(const ct_tensor *img, int64_t new_h, int64_t new_w) {
+    return resize_with(img, new_h, new_w, false);
 }
 
 /* image[..., top:top+h, left:left+w] (in bounds). */
@@ -437,10 +464,9 @@ static int exp_f32(double v, double *out) {
     return t ? ct_item(t, out) : ct_last_code();
 }
 
-static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
-    int64_t s[3];
-    if (chw(img, "Resize", s)) return NULL;
-    int64_t h = s[1], w = s[2], new_h = t->h, new_w = t->w;
+/* Resize's output size for an h x w image. */
+static void resized_size(const ct_transform *t, int64_t h, int64_t w, int64_t *out_h, int64_t *out_w) {
+    int64_t new_h = t->h, new_w = t->w;
     if (t->w == 0) { /* _compute_resized_output_size with one size */
         int64_t shorter = w <= h ? w : h, longer = w <= h ? h : w;
         int64_t new_short = t->h, new_long = (int64_t)((double)(t->h * longer) / (double)shorter);
@@ -451,6 +477,13 @@ static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
         new_w = w <= h ? new_short : new_long;
         new_h = w <= h ? new_long : new_short;
     }
+    *out_h = new_h, *out_w = new_w;
+}
+
+static ct_tensor *apply_resize(const ct_transform *t, const ct_tensor *img) {
+    int64_t s[3], new_h, new_w;
+    if (chw(img, "Resize", s)) return NULL;
+    resized_size(t, s[1], s[2], &new_h, &new_w);
     return resize_to(img, new_h, new_w);
 }
 
@@ -542,11 +575,17 @@ static int random_crop_at(const ct_transform *t, int64_t ph, int64_t pw, ct_rng 
     return 0;
 }
 
-static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
-    int64_t s[3];
-    if (chw(img, "RandomCrop", s)) return NULL;
+/* RandomCrop's parameters: the padding (pad_if_needed's added), the padded
+ * size ph x pw and the crop's top and left in it. */
+typedef struct {
+    ct_crop_padding p;
+    int64_t ph, pw, top, left;
+} crop_params;
+
+/* RandomCrop.make_params for an h x w image. 0, or -1 + error. */
+static int random_crop_params(const ct_transform *t, int64_t h, int64_t w, ct_rng *rng, crop_params *c) {
     ct_crop_padding p = t->pad;
-    int64_t ph = s[1] + p.top + p.bottom, pw = s[2] + p.left + p.right;
+    int64_t ph = h + p.top + p.bottom, pw = w + p.left + p.right;
     if (p.if_needed) {
         if (ph < t->h) {
             int64_t diff = t->h - ph;
@@ -566,22 +605,43 @@ static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img,
                      "RandomCrop: required crop size (%" PRId64 ", %" PRId64 ") is larger than the %sinput image size (%" PRId64
                      ", %" PRId64 ")",
                      t->h, t->w, (t->pad.left | t->pad.top | t->pad.right | t->pad.bottom) ? "padded " : "", ph, pw);
-        return NULL;
+        return -1;
     }
-    int64_t top, left;
-    if (random_crop_at(t, ph, pw, rng, &top, &left)) return NULL;
-    ct_tensor *x = ct_alias(img);
-    if (p.left || p.top || p.right || p.bottom) x = pad(x, (int64_t[]){p.left, p.right, p.top, p.bottom}, p.fill, p.mode);
-    if (!x || (ph == t->h && pw == t->w)) return x;
-    return crop(x, top, left, t->h, t->w);
+    c->p = p, c->ph = ph, c->pw = pw;
+    return random_crop_at(t, ph, pw, rng, &c->top, &c->left);
 }
 
-static ct_tensor *apply_hflip(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+/* RandomCrop's transform of one input with the drawn parameters, its
+ * constant padding `fill`. */
+static ct_tensor *random_crop_with(const ct_transform *t, const ct_tensor *img, const crop_params *c, double fill) {
+    const ct_crop_padding *p = &c->p;
+    ct_tensor *x = ct_alias(img);
+    if (p->left || p->top || p->right || p->bottom)
+        x = pad(x, (int64_t[]){p->left, p->right, p->top, p->bottom}, fill, p->mode);
+    if (!x || (c->ph == t->h && c->pw == t->w)) return x;
+    return crop(x, c->top, c->left, t->h, t->w);
+}
+
+static ct_tensor *apply_random_crop(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int64_t s[3];
+    crop_params c;
+    if (chw(img, "RandomCrop", s) || random_crop_params(t, s[1], s[2], rng, &c)) return NULL;
+    return random_crop_with(t, img, &c, t->pad.fill);
+}
+
+/* RandomHorizontalFlip's draw: 1 flip, 0 not, -1 + error. */
+static int hflip_draw(const ct_transform *t, ct_rng *rng) {
     double u;
-    if (ct_rng_rand(rng, &u)) return NULL;
+    if (ct_rng_rand(rng, &u)) return -1;
     /* torch.rand(1) >= self.p, compared in float32: no flip */
-    if ((float)u >= (float)t->p) return ct_alias(img);
-    return CT_CALL("aten::flip", CT_T(img), CT_INTS(-1));
+    return (float)u >= (float)t->p ? 0 : 1;
+}
+
+static ct_tensor *hflip(const ct_tensor *img) { return CT_CALL("aten::flip", CT_T(img), CT_INTS(-1)); }
+
+static ct_tensor *apply_hflip(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
+    int flip = hflip_draw(t, rng);
+    return flip < 0 ? NULL : flip ? hflip(img) : ct_alias(img);
 }
 
 static ct_tensor *apply_color_jitter(const ct_transform *t, const ct_tensor *img, ct_rng *rng) {
@@ -716,6 +776,107 @@ ct_tensor *ct_transform_apply(const ct_transform *t, const ct_tensor *img, ct_rn
     }
     ct_scope_end(scope);
     return out;
+}
+
+/* ==== an image and its mask (ct_transform_apply_pair) ===================== */
+
+/* What v2 does to (image, tv_tensors.Mask(mask)): one make_params per
+ * step, from the image's size (query_size: the mask's is the same), then
+ * each input's kernel with those parameters. The mask's geometric kernels
+ * are the image's on the mask as [..., C, H, W] (a 2-D mask gets a
+ * channel, as the *_mask kernels unsqueeze it): resize_mask is NEAREST,
+ * pad_mask pads with the mask's fill, crops and flips are the image's.
+ * Colour steps, ToTensor and Normalize have no Mask kernel: v2 passes the
+ * mask through. */
+static ct_tensor *apply_joint(const ct_transform *t, const ct_tensor *img, ct_tensor **mask, ct_rng *rng);
+
+/* A composition's parts on the pair; ToTensor then Normalize fused as in
+ * apply_parts (the image's values are the same). */
+static ct_tensor *apply_joint_parts(const ct_transform *t, const ct_tensor *img, ct_tensor **mask, ct_rng *rng) {
+    ct_tensor *x = ct_alias(img);
+    for (int i = 0; i < t->n && x; i++) {
+        const ct_transform *p = t->parts[i];
+        bool fuse = p->kind == TF_TO_TENSOR && i + 1 < t->n && t->parts[i + 1]->kind == TF_NORMALIZE &&
+                    !ct_dtype_is_floating(ct_dtype_of(x));
+        x = apply_joint(p, x, mask, rng);
+        if (fuse && x) x = apply_normalize(t->parts[++i], x, true);
+    }
+    return x;
+}
+
+/* t on the image, and on *mask (replaced by its result) with the same
+ * parameters when t moves pixels. NULL + error when either fails. */
+static ct_tensor *apply_joint(const ct_transform *t, const ct_tensor *img, ct_tensor **mask, ct_rng *rng) {
+    int64_t s[3], box[4], new_h, new_w;
+    switch (t->kind) {
+    case TF_RESIZE:
+        if (chw(img, "Resize", s)) return NULL;
+        resized_size(t, s[1], s[2], &new_h, &new_w);
+        *mask = resize_with(*mask, new_h, new_w, true);
+        return *mask ? resize_to(img, new_h, new_w) : NULL;
+    case TF_CENTER_CROP: /* center_crop_mask: the image's, padding with 0 */
+        *mask = apply_center_crop(t, *mask);
+        return *mask ? apply_center_crop(t, img) : NULL;
+    case TF_RANDOM_RESIZED_CROP:
+        if (chw(img, "RandomResizedCrop", s) || resized_crop_box(t, s[1], s[2], rng, box)) return NULL;
+        *mask = resize_with(crop(*mask, box[0], box[1], box[2], box[3]), t->h, t->w, true);
+        return *mask ? resize_to(crop(img, box[0], box[1], box[2], box[3]), t->h, t->w) : NULL;
+    case TF_RANDOM_CROP: {
+        crop_params c;
+        if (chw(img, "RandomCrop", s) || random_crop_params(t, s[1], s[2], rng, &c)) return NULL;
+        *mask = random_crop_with(t, *mask, &c, t->mask_fill);
+        return *mask ? random_crop_with(t, img, &c, t->pad.fill) : NULL;
+    }
+    case TF_HFLIP: {
+        int flip = hflip_draw(t, rng);
+        if (flip <= 0) return flip < 0 ? NULL : ct_alias(img);
+        *mask = hflip(*mask);
+        return *mask ? hflip(img) : NULL;
+    }
+    case TF_COMPOSE: return apply_joint_parts(t, img, mask, rng);
+    case TF_COLOR_JITTER:
+    case TF_TO_TENSOR:
+    case TF_NORMALIZE: break;
+    }
+    return apply(t, img, rng); /* the image only */
+}
+
+int ct_transform_apply_pair(const ct_transform *t, const ct_tensor *img, const ct_tensor *mask, ct_rng *rng,
+                            ct_tensor **img_out, ct_tensor **mask_out) {
+    const char *fn = "ct_transform_apply_pair";
+    if (img_out) *img_out = NULL;
+    if (mask_out) *mask_out = NULL;
+    if (!t || !img || !mask || !img_out || !mask_out)
+        return ct_set_error(CT_EINVAL, "%s: %s is NULL", fn,
+                            !t ? "transform" : !img ? "image" : !mask ? "mask" : !img_out ? "img_out" : "mask_out");
+    if (!rng && is_random(t))
+        return ct_set_error(CT_EINVAL, "%s: %s draws random parameters: it needs a ct_rng", fn, tf_names[t->kind]);
+    char what[128], mwhat[128];
+    ct_describe(img, what, sizeof what);
+    ct_describe(mask, mwhat, sizeof mwhat);
+    int nd = ct_ndim(img), md = ct_ndim(mask);
+    if (nd < 3 || md < 2 || ct_size(mask, md - 2) != ct_size(img, nd - 2) ||
+        ct_size(mask, md - 1) != ct_size(img, nd - 1))
+        return ct_set_error(CT_ESHAPE,
+                            "%s: the image must be [..., C, H, W] and its mask [..., H, W] of the same H and W "
+                            "(the image: %s, the mask: %s)", fn, what, mwhat);
+    ct_scope *scope = ct_scope_begin();
+    /* a 2-D mask gets a channel for the image's kernels, as the *_mask kernels give it one */
+    ct_tensor *m = md == 2 ? ct_unsqueeze(mask, 0) : ct_alias(mask);
+    ct_tensor *x = m ? apply_joint(t, img, &m, rng) : NULL;
+    if (x && m && md == 2) m = ct_squeeze_dim(m, 0);
+    int rc = 0;
+    if (x && m) {
+        *img_out = ct_scope_return(x);
+        *mask_out = ct_scope_return(m);
+    } else { /* name the pair: the step's message says what failed */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        rc = ct_last_code() != CT_OK ? ct_last_code() : CT_ETRIAL;
+        ct_set_error(rc, "%s (the image: %s, the mask: %s)", msg, what, mwhat);
+    }
+    ct_scope_end(scope);
+    return rc;
 }
 
 /* ==== decoding and transforming at once (ct_image_decode_transform) ====== */
@@ -885,4 +1046,70 @@ ct_dataset *ct_dataset_transform(ct_dataset *d, int field, ct_transform *t) {
     c->t = t;
     c->field = field;
     return ct_dataset_map(d, transform_sample, c, transform_ctx_free);
+}
+
+/* ==== ct_dataset_transform_pair ============================================ */
+
+typedef struct {
+    ct_transform *t;
+    int image, mask; /* the fields */
+} pair_ctx;
+
+static void pair_ctx_free(void *p) {
+    pair_ctx *c = p;
+    ct_transform_free(c->t);
+    free(c);
+}
+
+static ct_value *transform_pair_sample(const ct_value *sample, ct_rng *rng, void *p) {
+    const pair_ctx *c = p;
+    ct_value_kind kind = ct_value_kind_of(sample);
+    bool seq = kind == CT_VALUE_TUPLE || kind == CT_VALUE_LIST;
+    size_t len = seq ? ct_value_len(sample) : 0;
+    const ct_value *leaf[2] = {seq && (size_t)c->image < len ? ct_value_list_get(sample, (size_t)c->image) : NULL,
+                               seq && (size_t)c->mask < len ? ct_value_list_get(sample, (size_t)c->mask) : NULL};
+    const ct_tensor *img = leaf[0] ? ct_value_get_tensor(leaf[0]) : NULL;
+    const ct_tensor *mask = leaf[1] ? ct_value_get_tensor(leaf[1]) : NULL;
+    if (!img || !mask) {
+        ct_set_error(CT_EINVAL, "ct_dataset_transform_pair: field %d (the image) and field %d (the mask) of the sample "
+                     "(a %s of %zu) must be tensors", c->image, c->mask, ct_value_kind_name(kind), len);
+        return NULL;
+    }
+    ct_tensor *out[2];
+    if (ct_transform_apply_pair(c->t, img, mask, rng, &out[0], &out[1])) return NULL;
+    ct_value *copy = kind == CT_VALUE_TUPLE ? ct_value_tuple() : ct_value_list();
+    for (size_t i = 0; copy && i < len; i++) {
+        int k = (int)i == c->image ? 0 : (int)i == c->mask ? 1 : -1;
+        ct_value *item = k >= 0 ? ct_value_tensor(out[k]) : ct_value_copy(ct_value_list_get(sample, i), false);
+        if (k >= 0) out[k] = NULL; /* owned by item now (or freed with it) */
+        if (ct_value_list_append(copy, item) != 0) {
+            ct_value_free(copy);
+            copy = NULL;
+        }
+    }
+    ct_tensor_free(out[0]);
+    ct_tensor_free(out[1]);
+    return copy;
+}
+
+ct_dataset *ct_dataset_transform_pair(ct_dataset *d, int image_field, int mask_field, ct_transform *t) {
+    if (!t || !d || image_field < 0 || mask_field < 0 || image_field == mask_field) {
+        ct_transform_free(t);
+        bool bad_fields = image_field < 0 || mask_field < 0 || image_field == mask_field;
+        /* a NULL from a failed constructor keeps that failure's message */
+        if (bad_fields || ct_last_code() == CT_OK)
+            ct_set_error(CT_EINVAL, "ct_dataset_transform_pair: %s",
+                         bad_fields ? "the image's and the mask's fields must be two different fields >= 0"
+                         : !t       ? "transform is NULL"
+                                    : "dataset is NULL");
+        return NULL;
+    }
+    pair_ctx *c = malloc(sizeof *c);
+    if (!c) {
+        ct_transform_free(t);
+        ct_set_error(CT_ENOMEM, "ct_dataset_transform_pair: out of host memory");
+        return NULL;
+    }
+    *c = (pair_ctx){t, image_field, mask_field};
+    return ct_dataset_map(d, transform_pair_sample, c, pair_ctx_free);
 }

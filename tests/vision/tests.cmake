@@ -20,3 +20,12 @@ ct_c_program(vision_folder_dump ${_vi}/folder_dump.c)
 ct_py_test(vision_image_folder ${_vi}/test_image_folder.py $<TARGET_FILE:vision_folder_dump>)
 ct_c_test(vision_folder_loader ${_vi}/test_image_folder.c ${_vi}/image_write.c)
 target_link_libraries(vision_folder_loader PRIVATE PNG::PNG JPEG::JPEG)
+# Segmentation folders (images and masks paired by name) and transforms
+# applied to an image and its mask at once: seg_dump's samples and draws
+# (ct_dataset_get_drawn, a two-worker loader) against a Python dataset of
+# decode_image and np.array(PIL.Image.open(mask)) under v2 on (Image, Mask),
+# bit for bit; the refusals, each naming the file or the shapes.
+ct_c_program(vision_seg_dump ${_vi}/seg_dump.c)
+ct_py_test(vision_segmentation ${_vi}/test_segmentation.py $<TARGET_FILE:vision_seg_dump>)
+ct_c_test(vision_segmentation_errors ${_vi}/test_segmentation_errors.c ${_vi}/image_write.c)
+target_link_libraries(vision_segmentation_errors PRIVATE PNG::PNG JPEG::JPEG ZLIB::ZLIB)
