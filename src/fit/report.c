@@ -194,9 +194,11 @@ int cti_report_open(cti_reporter *r, bool resumed) {
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->opts->output_dir);
     r->resumed = resumed;
-    /* The rates of the first line count this run's batches. */
+    /* The rates of the first line count this run's batches, and their
+     * records only: a resumed workload cut short by a stop signal brings
+     * its records in pending (reported with this run's first line). */
     r->last_report_bt = r->pos->batches_trained;
-    r->last_report_records = r->pos->records_trained;
+    r->last_report_records = r->pos->records_trained + r->pos->records_pending * r->size;
     /* A FIFO or a device in its place would block or never end. */
     struct stat st;
     if (stat(path, &st) == 0 && cti_check_regular(path, NULL) != CT_OK) return ct_last_code();

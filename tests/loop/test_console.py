@@ -4,7 +4,9 @@ known time):
 
 - the start-up summary: version, trial, device, threads, ranks, models and
   parameters; records, batches per epoch and global batch size; the plan
-  (length, periods, output); and on resume the checkpoint and batch;
+  (length, periods, output); and on resume the checkpoint and batch, and
+  a first progress line whose records/s is the batch size times its
+  batches/s, also after a stop signal inside a reporting period;
 - plain lines when stdout is not a terminal: no carriage returns or escape
   codes, records/s never 0;
 - the last line names the latest and the best checkpoint, checked against
@@ -24,6 +26,7 @@ import os
 import pty
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -131,6 +134,29 @@ ckpts = checkpoints(out)
 newest = max(ckpts, key=lambda c: c[1]["steps_completed"])
 check(newest[1]["steps_completed"] == 60 and lines[-1].startswith(f"checkpoints: latest {newest[0]}; best "),
       f"after the resume the latest is at 60: {lines[-1]!r}")
+
+# ---- resumed after a stop signal: the first line's rates -------------------------------------
+# SIGTERM after the first progress line stops the run after the current
+# batch and saves the workload it cut short (reports every 5 batches) in
+# the checkpoint; the resumed run reports those batches with its own, but
+# its first progress line counts only the records of the batches it
+# trained: records/s is the global batch size (4) times batches/s.
+out = os.path.join(WORK, "pending")
+cfg = config("pending", 40, validation=100, checkpoint=100, policy="none")
+p = subprocess.Popen(command(cfg, out, "--train-ms", "30"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+for line in p.stdout:
+    if line.startswith("["):
+        time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        break
+rest, err = p.communicate(timeout=120)
+stopped = re.search(r"stopped by SIGTERM after batch (\d+)", rest)
+check(p.returncode == 0 and stopped is not None and int(stopped.group(1)) % 5 != 0,
+      f"SIGTERM inside a reporting period: exit 0, a checkpoint ({p.returncode}: {rest.strip()[-200:]} {err[-200:]})")
+lines, _, _ = run(cfg, out, "--resume", "latest", "--train-ms", "30")
+first = next((PROGRESS.match(l) for l in lines if l.startswith("[")), None)
+check(first is not None and abs(int(first.group(4)) - 4 * float(first.group(3))) <= 1.0,
+      f"the first line after the resume: records/s = 4 x batches/s ({first.group(0) if first else None!r})")
 
 # ---- the ETA --------------------------------------------------------------------------------
 # 40 ms per training batch, a validation (8 batches of 80 ms) every 10: the
