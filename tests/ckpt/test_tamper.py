@@ -215,7 +215,7 @@ def main():
     case("metric_number", {"searcher_metric": 5},
          "trial_state.searcher_metric is 5, expected a metric name (a string) or null")
     case("metric_null_with_best", {"searcher_metric": None},
-         "trial_state.searcher_metric is null, expected the name of the metric whose best_metric is 0.99")
+         "trial_state.searcher_metric is null, expected the name of the metric whose best_metric is 0.")
     case("metric_other", {"searcher_metric": "accuracy"},
          "it chose its best checkpoints by searcher metric 'accuracy' (smaller is better), this run by "
          "'validation_loss' (smaller is better) (resuming needs the same")
