@@ -27,85 +27,22 @@
 
 #include "data/dataset.h"
 #include "vision/folder.h"
+#include "vision/names.h"
 #include "vision/image.h"
 
 #define FN "ct_dataset_image_folder"
 
-/* torchvision.datasets.folder.IMG_EXTENSIONS */
-static const char *const img_extensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-                                             ".pgm", ".tif",  ".tiff", ".webp"};
-/* Image files of formats ctrial does not decode: refused when they count. */
-static const char *const other_formats[] = {".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif"};
-
-typedef struct {
-    char **items;
-    int64_t n, cap;
-} strings;
-
 typedef struct {
     ct_image_mode mode;
-    strings classes;
-    strings paths;   /* the samples' files */
+    cti_names classes;
+    cti_names paths;   /* the samples' files */
     int64_t *labels; /* their classes, paths.n of them */
 } folder_ds;
-
-static void strings_free(strings *s) {
-    for (int64_t i = 0; i < s->n; i++) free(s->items[i]);
-    free(s->items);
-    *s = (strings){0};
-}
-
-/* Appends s (taken, also on failure). */
-static int strings_push(strings *s, char *str) {
-    if (!str) return ct_set_error(CT_ENOMEM, FN ": out of host memory");
-    if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 16;
-        char **items = realloc(s->items, (size_t)cap * sizeof *items);
-        if (!items) {
-            free(str);
-            return ct_set_error(CT_ENOMEM, FN ": out of host memory");
-        }
-        s->items = items;
-        s->cap = cap;
-    }
-    s->items[s->n++] = str;
-    return 0;
-}
-
-static int by_strcmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void strings_sort(strings *s) {
-    if (s->n > 1) qsort(s->items, (size_t)s->n, sizeof *s->items, by_strcmp);
-}
-
-/* os.path.join(dir, name): a '/' between them unless dir ends in one. */
-static char *join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    bool slash = a > 0 && dir[a - 1] != '/';
-    char *p = malloc(a + slash + b + 1);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    if (slash) p[a] = '/';
-    memcpy(p + a + slash, name, b + 1);
-    return p;
-}
-
-static int ascii_lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
-
-/* Python's has_file_allowed_extension: the lower-cased name ends in ext
- * (lower-cased too; ASCII letters only, whatever the locale). */
-static bool ends_in(const char *name, const char *ext) {
-    size_t n = strlen(name), e = strlen(ext);
-    if (e > n) return false;
-    for (size_t i = 0; i < e; i++)
-        if (ascii_lower((unsigned char)name[n - e + i]) != ascii_lower((unsigned char)ext[i])) return false;
-    return true;
-}
 
 /* The entries of `dir` (not . and ..), split into the folders (symbolic
  * links followed: os.scandir's is_dir()) and the rest. Only the names are
  * pushed. Unreadable folders are CT_EIO naming them. */
-static int list_dir(const char *dir, strings *dirs, strings *files) {
+static int list_dir(const char *dir, cti_names *dirs, cti_names *files) {
     DIR *d = opendir(dir);
     if (!d) return ct_set_error(CT_EIO, FN ": %s: cannot read the folder (%s)", dir, strerror(errno));
     int rc = 0;
@@ -124,7 +61,7 @@ static int list_dir(const char *dir, strings *dirs, strings *files) {
         else
 #endif
         {
-            char *p = join(dir, e->d_name);
+            char *p = cti_path_join(dir, e->d_name);
             struct stat st;
             if (!p) {
                 rc = ct_set_error(CT_ENOMEM, FN ": out of host memory");
@@ -133,8 +70,8 @@ static int list_dir(const char *dir, strings *dirs, strings *files) {
             is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode); /* a broken link is a file, as in Python */
             free(p);
         }
-        strings *to = is_dir ? dirs : files;
-        if (to && (rc = strings_push(to, strdup(e->d_name))) != 0) break;
+        cti_names *to = is_dir ? dirs : files;
+        if (to && (rc = cti_names_push(to, strdup(e->d_name), FN)) != 0) break;
     }
     closedir(d);
     return rc;
@@ -143,7 +80,7 @@ static int list_dir(const char *dir, strings *dirs, strings *files) {
 /* One folder that os.walk yields: its path and its sorted files. */
 typedef struct {
     char *path;
-    strings files;
+    cti_names files;
 } walked;
 
 typedef struct {
@@ -154,7 +91,7 @@ typedef struct {
 static void walk_list_free(walk_list *l) {
     for (int64_t i = 0; i < l->n; i++) {
         free(l->w[i].path);
-        strings_free(&l->w[i].files);
+        cti_names_free(&l->w[i].files);
     }
     free(l->w);
     *l = (walk_list){0};
@@ -193,15 +130,15 @@ static int walk(char *dir, const ancestor *up, walk_list *l) {
     }
     walked *me = &l->w[l->n++];
     *me = (walked){.path = dir};
-    strings subdirs = {0};
+    cti_names subdirs = {0};
     int rc = list_dir(dir, &subdirs, &me->files);
-    strings_sort(&me->files); /* me stays valid until the walks below grow l */
+    cti_names_sort(&me->files); /* me stays valid until the walks below grow l */
     ancestor here = {st.st_dev, st.st_ino, up};
     for (int64_t i = 0; !rc && i < subdirs.n; i++) {
-        char *sub = join(dir, subdirs.items[i]);
+        char *sub = cti_path_join(dir, subdirs.items[i]);
         rc = sub ? walk(sub, &here, l) : ct_set_error(CT_ENOMEM, FN ": out of host memory");
     }
-    strings_free(&subdirs);
+    cti_names_free(&subdirs);
     return rc;
 }
 
@@ -212,8 +149,8 @@ static int by_path(const void *a, const void *b) {
 static void folder_free(void *self) {
     folder_ds *ds = self;
     if (!ds) return;
-    strings_free(&ds->classes);
-    strings_free(&ds->paths);
+    cti_names_free(&ds->classes);
+    cti_names_free(&ds->paths);
     free(ds->labels);
     free(ds);
 }
@@ -236,13 +173,13 @@ static ct_value *folder_get(void *self, int64_t index) {
  * cannot decode. */
 static int counts(const char *path, const char *const *ext, int n_ext, bool *yes) {
     *yes = false;
-    for (int i = 0; i < n_ext && !*yes; i++) *yes = ends_in(path, ext[i]);
+    for (int i = 0; i < n_ext && !*yes; i++) *yes = cti_name_ends_in(path, ext[i]);
     if (!*yes) return 0;
-    for (size_t i = 0; i < sizeof other_formats / sizeof *other_formats; i++)
-        if (ends_in(path, other_formats[i]))
+    for (size_t i = 0; i < CTI_OTHER_IMAGE_FORMATS; i++)
+        if (cti_name_ends_in(path, cti_other_image_formats[i]))
             return ct_set_error(CT_ENOTSUP, FN ": %s: a %s file; ctrial decodes JPEG and PNG only (pass extensions "
                                             "{\".jpg\", \".jpeg\", \".png\"} to leave such files out)",
-                                path, other_formats[i]);
+                                path, cti_other_image_formats[i]);
     return 0;
 }
 
@@ -250,13 +187,13 @@ static int counts(const char *path, const char *const *ext, int n_ext, bool *yes
 static int add_class(folder_ds *ds, const char *root, int64_t label, const char *const *ext, int n_ext,
                      int64_t *found) {
     walk_list l = {0};
-    char *top = join(root, ds->classes.items[label]);
+    char *top = cti_path_join(root, ds->classes.items[label]);
     int rc = top ? walk(top, NULL, &l) : ct_set_error(CT_ENOMEM, FN ": out of host memory");
     if (!rc && l.n > 1) qsort(l.w, (size_t)l.n, sizeof *l.w, by_path);
     *found = 0;
     for (int64_t i = 0; !rc && i < l.n; i++)
         for (int64_t k = 0; !rc && k < l.w[i].files.n; k++) {
-            char *path = join(l.w[i].path, l.w[i].files.items[k]);
+            char *path = cti_path_join(l.w[i].path, l.w[i].files.items[k]);
             bool yes = false;
             rc = path ? counts(path, ext, n_ext, &yes) : ct_set_error(CT_ENOMEM, FN ": out of host memory");
             if (rc || !yes) {
@@ -273,7 +210,7 @@ static int add_class(folder_ds *ds, const char *root, int64_t label, const char 
                 ds->labels = lab;
             }
             ds->labels[ds->paths.n] = label;
-            rc = strings_push(&ds->paths, path);
+            rc = cti_names_push(&ds->paths, path, FN);
             *found += !rc;
         }
     walk_list_free(&l);
@@ -291,7 +228,7 @@ static int find_classes(folder_ds *ds, const char *root) {
     if (ds->classes.n == 0)
         return ct_set_error(CT_EINVAL, FN ": %s: no class folder in it (each class is a sub-folder of the root)",
                             root);
-    strings_sort(&ds->classes);
+    cti_names_sort(&ds->classes);
     return 0;
 }
 
@@ -340,8 +277,8 @@ ct_dataset *ct_dataset_image_folder(const char *root, const ct_image_folder_opts
     ct_image_folder_opts defaults = ct_image_folder_defaults();
     if (!o) o = &defaults;
     if (check_opts(root, o)) return NULL;
-    const char *const *ext = o->extensions ? o->extensions : img_extensions;
-    int n_ext = o->extensions ? o->num_extensions : (int)(sizeof img_extensions / sizeof *img_extensions);
+    const char *const *ext = o->extensions ? o->extensions : cti_img_extensions;
+    int n_ext = o->extensions ? o->num_extensions : CTI_IMG_EXTENSIONS;
     folder_ds *ds = calloc(1, sizeof *ds);
     if (!ds) {
         ct_set_error(CT_ENOMEM, FN ": out of host memory");

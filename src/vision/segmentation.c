@@ -24,83 +24,25 @@
 
 #include "data/dataset.h"
 #include "vision/image.h"
+#include "vision/names.h"
 
 #define FN "ct_dataset_segmentation_folder"
 
-/* torchvision.datasets.folder.IMG_EXTENSIONS, as ct_dataset_image_folder */
-static const char *const img_extensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
-                                             ".pgm", ".tif",  ".tiff", ".webp"};
-/* Image files of formats ctrial does not decode: refused when they count. */
-static const char *const other_formats[] = {".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif"};
-
-typedef struct {
-    char **items;
-    int64_t n, cap;
-} names;
-
 typedef struct {
     ct_image_mode mode;
-    names images, masks; /* the pairs' paths, images.n of each */
+    cti_names images, masks; /* the pairs' paths, images.n of each */
 } seg_ds;
 
-static void names_free(names *s) {
-    for (int64_t i = 0; i < s->n; i++) free(s->items[i]);
-    free(s->items);
-    *s = (names){0};
-}
-
-/* Appends s (taken, also on failure). */
-static int names_push(names *s, char *str) {
-    if (!str) return ct_set_error(CT_ENOMEM, FN ": out of host memory");
-    if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 16;
-        char **items = realloc(s->items, (size_t)cap * sizeof *items);
-        if (!items) {
-            free(str);
-            return ct_set_error(CT_ENOMEM, FN ": out of host memory");
-        }
-        s->items = items;
-        s->cap = cap;
-    }
-    s->items[s->n++] = str;
-    return 0;
-}
-
-static int by_strcmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* os.path.join(dir, name): a '/' between them unless dir ends in one. */
-static char *join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    bool slash = a > 0 && dir[a - 1] != '/';
-    char *p = malloc(a + slash + b + 1);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    if (slash) p[a] = '/';
-    memcpy(p + a + slash, name, b + 1);
-    return p;
-}
-
-/* What join puts between dir and a name, for messages that name a path. */
+/* What cti_path_join puts between dir and a name, for messages that name a path. */
 static const char *sep(const char *dir) {
     size_t n = strlen(dir);
     return n > 0 && dir[n - 1] == '/' ? "" : "/";
 }
 
-static int ascii_lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c; }
-
-/* The name ends in ext, ASCII letters compared without case. */
-static bool ends_in(const char *name, const char *ext) {
-    size_t n = strlen(name), e = strlen(ext);
-    if (e > n) return false;
-    for (size_t i = 0; i < e; i++)
-        if (ascii_lower((unsigned char)name[n - e + i]) != ascii_lower((unsigned char)ext[i])) return false;
-    return true;
-}
-
 /* The names of the files in `dir` (not its folders; a symbolic link to a
  * folder is a folder, a broken one a file, as os.path.isdir sees them),
  * sorted. CT_EIO naming the folder when it cannot be read. */
-static int list_files(const char *dir, const char *what, names *out) {
+static int list_files(const char *dir, const char *what, cti_names *out) {
     struct stat st;
     if (stat(dir, &st) != 0)
         return ct_set_error(CT_EIO, FN ": %s: cannot open the %s folder (%s)", dir, what, strerror(errno));
@@ -123,7 +65,7 @@ static int list_files(const char *dir, const char *what, names *out) {
         else
 #endif
         {
-            char *p = join(dir, e->d_name);
+            char *p = cti_path_join(dir, e->d_name);
             if (!p) {
                 rc = ct_set_error(CT_ENOMEM, FN ": out of host memory");
                 break;
@@ -131,10 +73,10 @@ static int list_files(const char *dir, const char *what, names *out) {
             is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
             free(p);
         }
-        if (!is_dir && (rc = names_push(out, strdup(e->d_name))) != 0) break;
+        if (!is_dir && (rc = cti_names_push(out, strdup(e->d_name), FN)) != 0) break;
     }
     closedir(d);
-    if (!rc && out->n > 1) qsort(out->items, (size_t)out->n, sizeof *out->items, by_strcmp);
+    if (!rc) cti_names_sort(out);
     return rc;
 }
 
@@ -152,16 +94,16 @@ static char *mask_name(const char *name, const char *suffix) {
     return out;
 }
 
-static bool has_name(const names *sorted, const char *name) {
+static bool has_name(const cti_names *sorted, const char *name) {
     return sorted->n > 0 &&
-           bsearch(&name, sorted->items, (size_t)sorted->n, sizeof *sorted->items, by_strcmp) != NULL;
+           bsearch(&name, sorted->items, (size_t)sorted->n, sizeof *sorted->items, cti_names_cmp) != NULL;
 }
 
 static void seg_free(void *self) {
     seg_ds *ds = self;
     if (!ds) return;
-    names_free(&ds->images);
-    names_free(&ds->masks);
+    cti_names_free(&ds->images);
+    cti_names_free(&ds->masks);
     free(ds);
 }
 
@@ -209,41 +151,41 @@ static int check_opts(const char *images_dir, const char *masks_dir, const ct_se
 
 /* The images of images_dir that count, sorted: their names. CT_ENOTSUP
  * for one that counts and that ctrial cannot decode. */
-static int find_images(const char *dir, const ct_segmentation_folder_opts *o, names *out) {
-    const char *const *ext = o->extensions ? o->extensions : img_extensions;
-    int n_ext = o->extensions ? o->num_extensions : (int)(sizeof img_extensions / sizeof *img_extensions);
-    names all = {0};
+static int find_images(const char *dir, const ct_segmentation_folder_opts *o, cti_names *out) {
+    const char *const *ext = o->extensions ? o->extensions : cti_img_extensions;
+    int n_ext = o->extensions ? o->num_extensions : CTI_IMG_EXTENSIONS;
+    cti_names all = {0};
     int rc = list_files(dir, "images", &all);
     for (int64_t i = 0; !rc && i < all.n; i++) {
         const char *name = all.items[i];
         bool yes = false;
-        for (int k = 0; k < n_ext && !yes; k++) yes = ends_in(name, ext[k]);
+        for (int k = 0; k < n_ext && !yes; k++) yes = cti_name_ends_in(name, ext[k]);
         if (!yes) continue;
-        for (size_t k = 0; !rc && k < sizeof other_formats / sizeof *other_formats; k++)
-            if (ends_in(name, other_formats[k]))
+        for (size_t k = 0; !rc && k < CTI_OTHER_IMAGE_FORMATS; k++)
+            if (cti_name_ends_in(name, cti_other_image_formats[k]))
                 rc = ct_set_error(CT_ENOTSUP,
                                   FN ": %s%s%s: a %s file; ctrial decodes JPEG and PNG only (pass extensions "
                                      "{\".jpg\", \".jpeg\", \".png\"} to leave such files out)",
-                                  dir, sep(dir), name, other_formats[k]);
+                                  dir, sep(dir), name, cti_other_image_formats[k]);
         if (!rc) {
-            rc = names_push(out, all.items[i]);
+            rc = cti_names_push(out, all.items[i], FN);
             all.items[i] = NULL; /* out's now */
         }
     }
-    names_free(&all);
+    cti_names_free(&all);
     return rc;
 }
 
 /* Pairs each image with its mask's name (mask_of[i]); refuses an image
  * without a mask. */
-static int pair_up(const char *images_dir, const char *masks_dir, const names *images, const names *masks,
-                   const char *suffix, names *mask_of) {
+static int pair_up(const char *images_dir, const char *masks_dir, const cti_names *images, const cti_names *masks,
+                   const char *suffix, cti_names *mask_of) {
     int64_t missing = 0, first = -1;
     for (int64_t i = 0; i < images->n; i++) {
         char *m = mask_name(images->items[i], suffix);
         if (!m) return ct_set_error(CT_ENOMEM, FN ": out of host memory");
         if (!has_name(masks, m) && missing++ == 0) first = i;
-        int rc = names_push(mask_of, m);
+        int rc = cti_names_push(mask_of, m, FN);
         if (rc) return rc;
     }
     if (!missing) return 0;
@@ -256,12 +198,12 @@ static int pair_up(const char *images_dir, const char *masks_dir, const names *i
 /* Refuses two images of one stem (a.jpg and a.png would share a mask),
  * and, unless `ignore`, a mask (a file of masks_dir ending in the suffix)
  * without its image: each naming the first such file. */
-static int check_pairs(const char *images_dir, const char *masks_dir, const names *images, const names *masks,
-                       const names *mask_of, const char *suffix, bool ignore) {
-    names sorted = {.items = malloc((size_t)(mask_of->n ? mask_of->n : 1) * sizeof(char *)), .n = mask_of->n};
+static int check_pairs(const char *images_dir, const char *masks_dir, const cti_names *images, const cti_names *masks,
+                       const cti_names *mask_of, const char *suffix, bool ignore) {
+    cti_names sorted = {.items = malloc((size_t)(mask_of->n ? mask_of->n : 1) * sizeof(char *)), .n = mask_of->n};
     if (!sorted.items) return ct_set_error(CT_ENOMEM, FN ": out of host memory");
     memcpy(sorted.items, mask_of->items, (size_t)mask_of->n * sizeof(char *)); /* borrowed */
-    qsort(sorted.items, (size_t)sorted.n, sizeof *sorted.items, by_strcmp);
+    cti_names_sort(&sorted);
     int rc = 0;
     for (int64_t i = 1; !rc && i < sorted.n; i++) {
         if (strcmp(sorted.items[i - 1], sorted.items[i]) != 0) continue;
@@ -299,7 +241,7 @@ ct_dataset *ct_dataset_segmentation_folder(const char *images_dir, const char *m
         return NULL;
     }
     ds->mode = o->mode;
-    names images = {0}, masks = {0}, mask_of = {0};
+    cti_names images = {0}, masks = {0}, mask_of = {0};
     int rc = find_images(images_dir, o, &images);
     if (!rc) rc = list_files(masks_dir, "masks", &masks);
     if (!rc && images.n == 0)
@@ -308,12 +250,12 @@ ct_dataset *ct_dataset_segmentation_folder(const char *images_dir, const char *m
     if (!rc) rc = pair_up(images_dir, masks_dir, &images, &masks, suffix, &mask_of);
     if (!rc) rc = check_pairs(images_dir, masks_dir, &images, &masks, &mask_of, suffix, o->ignore_unpaired_masks);
     for (int64_t i = 0; !rc && i < images.n; i++) {
-        rc = names_push(&ds->images, join(images_dir, images.items[i]));
-        if (!rc) rc = names_push(&ds->masks, join(masks_dir, mask_of.items[i]));
+        rc = cti_names_push(&ds->images, cti_path_join(images_dir, images.items[i]), FN);
+        if (!rc) rc = cti_names_push(&ds->masks, cti_path_join(masks_dir, mask_of.items[i]), FN);
     }
-    names_free(&images);
-    names_free(&masks);
-    names_free(&mask_of);
+    cti_names_free(&images);
+    cti_names_free(&masks);
+    cti_names_free(&mask_of);
     static const ct_dataset_vtable vt = {seg_len, seg_get, NULL, seg_free};
     ct_dataset *d = rc ? NULL : ct_dataset_new(&vt, ds);
     if (!d) seg_free(ds);
