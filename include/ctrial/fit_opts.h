@@ -143,6 +143,11 @@ typedef struct {
     int64_t records_per_epoch;     /* Determined's records_per_epoch: epochs here are the training
                                     * data's; a value that differs from its length is warned about
                                     * (0: not given) */
+    /* ---- version 4: checkpoints that do not stop training (docs/api/ckpt.md) */
+    CT_NEW_FIELD bool background_checkpoints; /* a checkpoint during training is a snapshot in host
+                                    * memory, written and committed by a thread while training goes
+                                    * on (the run's last one, and one before it stops, are written
+                                    * at once) (false) */
 } ct_fit_opts;
 
 /* Fills the first `size` bytes of *o with the defaults noted above and

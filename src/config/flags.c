@@ -240,6 +240,11 @@ static int f_quiet(cti_config *c, const char *flag, const char *val) {
     return 0;
 }
 
+static int f_background_checkpoints(cti_config *c, const char *flag, const char *val) {
+    c->fit.background_checkpoints = true;
+    return 0;
+}
+
 static int f_overwrite(cti_config *c, const char *flag, const char *val) {
     c->fit.overwrite = true;
     return 0;
@@ -266,6 +271,9 @@ static const flag_def flags[] = {
      f_validation_period},
     {"--checkpoint-period", "PERIOD", "checkpoint every PERIOD (overrides min_checkpoint_period)",
      f_checkpoint_period},
+    {"--background-checkpoints", NULL, "write checkpoints during training from a snapshot in a thread, "
+                                       "while training goes on (optimizations.background_checkpoints)",
+     f_background_checkpoints},
     {"--checkpoint-policy", "best|all|none", "checkpoint after a validation that improves the "
                                              "metric / after each / never",
      f_checkpoint_policy},

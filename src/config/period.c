@@ -163,8 +163,12 @@ _Static_assert(offsetof(ct_fit_opts, checkpoint_storage) >= FIT_OPTS_V2_SIZE,
                "ct_fit_opts.checkpoint_storage must start past version 2 (CT_NEW_FIELD)");
 #define FIT_OPTS_V3_SIZE \
     ROUND_UP(offsetof(ct_fit_opts, records_per_epoch) + sizeof(int64_t), _Alignof(ct_fit_opts))
-_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V3_SIZE,
-               "ct_fit_opts grew: record its version 4 size here (see the comment above)");
+/* Version 4 adds background_checkpoints. */
+_Static_assert(offsetof(ct_fit_opts, background_checkpoints) >= FIT_OPTS_V3_SIZE,
+               "ct_fit_opts.background_checkpoints must start past version 3 (CT_NEW_FIELD)");
+#define FIT_OPTS_V4_SIZE ROUND_UP(offsetof(ct_fit_opts, background_checkpoints) + sizeof(bool), _Alignof(ct_fit_opts))
+_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V4_SIZE,
+               "ct_fit_opts grew: record its version 5 size here (see the comment above)");
 
 void ct_fit_opts_init(ct_fit_opts *o, size_t size) {
     ct_fit_opts d = fit_defaults();

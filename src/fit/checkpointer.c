@@ -4,6 +4,9 @@
 #include "fit/checkpointer.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +28,17 @@ struct cti_checkpointer {
     bool has_best;
     double best;
     cti_ckpt_remote *remote; /* opts.checkpoint_storage (NULL: the disk alone) */
+    /* The checkpoint being written in the background (at most one). */
+    struct {
+        bool running;           /* a writer thread was started and not yet joined */
+        atomic_bool done;       /* it has returned */
+        pthread_t thread;
+        int64_t bt;
+        ct_value *state;        /* the snapshot, the thread's to free */
+        json_t *metadata;       /* taken by the write */
+        int rc;                 /* its outcome, and its message */
+        char msg[2600];
+    } bg;
 };
 
 /* The S3 client's options from the run's. */
@@ -59,6 +73,9 @@ int cti_checkpointer_open_storage(cti_checkpointer *c) {
 
 void cti_checkpointer_free(cti_checkpointer *c) {
     if (!c) return;
+    /* A write still in flight (a run that failed after starting it) ends
+     * as it would have: committed, or left uncommitted. */
+    if (cti_checkpointer_finish(c) != CT_OK) ct_clear_error();
     json_decref(c->resume_meta);
     cti_ckpt_remote_free(c->remote);
     free(c);
@@ -243,4 +260,61 @@ bool cti_checkpointer_best(const cti_checkpointer *c, double *metric) {
 void cti_checkpointer_set_best(cti_checkpointer *c, bool has, double metric) {
     c->has_best = has;
     c->best = has ? metric : 0.0;
+}
+
+/* ---- writing in the background -------------------------------------------------- */
+
+static void *write_in_background(void *arg) {
+    cti_checkpointer *c = arg;
+    int rc = cti_checkpointer_write(c, c->bg.bt, c->bg.state, c->bg.metadata);
+    c->bg.metadata = NULL;
+    c->bg.rc = rc;
+    if (rc != CT_OK) snprintf(c->bg.msg, sizeof c->bg.msg, "%s", ct_last_error());
+    ct_value_free(c->bg.state);
+    c->bg.state = NULL;
+    atomic_store(&c->bg.done, true);
+    return NULL;
+}
+
+int cti_checkpointer_write_background(cti_checkpointer *c, int64_t bt, ct_value *state, json_t *metadata) {
+    if (c->bg.running) {
+        ct_value_free(state);
+        json_decref(metadata);
+        return ct_set_error(CT_ESTATE, "a checkpoint is already being written in the background");
+    }
+    c->bg.bt = bt;
+    c->bg.state = state;
+    c->bg.metadata = metadata;
+    c->bg.rc = CT_OK;
+    c->bg.msg[0] = '\0';
+    atomic_store(&c->bg.done, false);
+    /* The writer never takes a stop signal: the main thread does (fit/stop.h). */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    int err = pthread_create(&c->bg.thread, NULL, write_in_background, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+        c->bg.state = NULL;
+        c->bg.metadata = NULL;
+        ct_value_free(state);
+        json_decref(metadata);
+        return ct_set_error(CT_ENOMEM, "writing a checkpoint at batch %lld: cannot start its thread (%s)",
+                            (long long)bt, strerror(err));
+    }
+    c->bg.running = true;
+    return CT_OK;
+}
+
+bool cti_checkpointer_writing(const cti_checkpointer *c) { return c->bg.running; }
+
+bool cti_checkpointer_written(cti_checkpointer *c) { return c->bg.running && atomic_load(&c->bg.done); }
+
+int cti_checkpointer_finish(cti_checkpointer *c) {
+    if (!c->bg.running) return CT_OK;
+    pthread_join(c->bg.thread, NULL);
+    c->bg.running = false;
+    return c->bg.rc == CT_OK ? CT_OK : ct_set_error(c->bg.rc, "%s", c->bg.msg);
 }

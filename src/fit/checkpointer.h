@@ -76,6 +76,21 @@ int cti_checkpointer_guard(cti_checkpointer *c);
  * by the retention options. Rank 0. On failure nothing new counts as a
  * checkpoint; the error says at which batch. */
 int cti_checkpointer_write(cti_checkpointer *c, int64_t bt, const ct_value *state, json_t *metadata);
+/* The same on a thread of its own, while training goes on: `state` (a
+ * snapshot in host memory, taken) and `metadata` (taken) are written and
+ * committed as cti_checkpointer_write does, prune included; the outcome
+ * waits for cti_checkpointer_finish. CT_ESTATE when one is already in
+ * flight (finish it first). Rank 0. Stop signals are left to the calling
+ * thread. */
+int cti_checkpointer_write_background(cti_checkpointer *c, int64_t bt, ct_value *state, json_t *metadata);
+/* Whether a background write was started and not finished; whether it has
+ * returned (finishing it will not wait). */
+bool cti_checkpointer_writing(const cti_checkpointer *c);
+bool cti_checkpointer_written(cti_checkpointer *c);
+/* Waits for the background write (CT_OK when there is none) and returns
+ * its outcome, with its message; cti_checkpointer_last names it once
+ * committed. */
+int cti_checkpointer_finish(cti_checkpointer *c);
 /* The latest checkpoint this run committed ("" none). Borrowed. */
 const char *cti_checkpointer_last(const cti_checkpointer *c);
 /* Rank 0's latest path on every rank. Collective. */

@@ -333,29 +333,101 @@ static void block_stop_signals(sigset_t *old) {
  * directory committed atomically and on_checkpoint_write_end (Determined's
  * _save runs on the chief only); then on_checkpoint_upload_end on every
  * rank with the committed directory. */
-static int checkpoint(cti_run *run, cti_ckpt_why why) {
-    ct_context *ctx = run->ctx;
-    double t0 = cti_clock_monotonic();
-    ctx->pos.last_checkpoint_bt = ctx->pos.batches_trained;
-    run->why = why;
-    ct_value *state = cti_run_state(run);
-    int rc = state ? CT_OK : ct_last_code();
-    if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
-    /* Every rank has finished this step before rank 0 commits it. */
-    rc = cti_ranks_agree(rc);
-    if (rc == CT_OK && ctx->rank == 0) {
-        sigset_t old;
-        block_stop_signals(&old);
-        rc = cti_checkpointer_write(run->ckpt, ctx->pos.batches_trained, state, cti_run_metadata(run));
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        CALL_HOOKS(rc, ctx, on_checkpoint_write_end, cti_checkpointer_last(run->ckpt));
+/* The state as it is now, in host memory of its own: every tensor copied
+ * (from a GPU to the host), the rest as values. NEW tree, or NULL + error. */
+static ct_value *snapshot(const ct_value *v) {
+    ct_value_kind kind = ct_value_kind_of(v);
+    if (kind == CT_VALUE_TENSOR) {
+        const ct_tensor *t = ct_value_get_tensor(v);
+        ct_tensor *copy = ct_device_of(t).type == CT_CPU ? ct_clone(t) : ct_to_device(t, (ct_device){CT_CPU, 0}, false);
+        return copy ? ct_value_tensor(copy) : NULL;
     }
-    ct_value_free(state);
+    if (kind != CT_VALUE_LIST && kind != CT_VALUE_TUPLE && kind != CT_VALUE_DICT) return ct_value_copy(v, false);
+    ct_value *out = kind == CT_VALUE_LIST ? ct_value_list() : kind == CT_VALUE_TUPLE ? ct_value_tuple() : ct_value_dict();
+    for (size_t i = 0; out && i < ct_value_len(v); i++) {
+        const char *skey = NULL;
+        int64_t ikey = 0;
+        const ct_value *item = kind == CT_VALUE_DICT ? ct_value_dict_at(v, i, &skey, &ikey) : ct_value_list_get(v, i);
+        ct_value *copy = snapshot(item);
+        int rc = !copy ? ct_last_code()
+                 : kind != CT_VALUE_DICT ? ct_value_list_append(out, copy)
+                 : skey ? ct_value_dict_set(out, skey, copy) : ct_value_dict_set_int(out, ikey, copy);
+        if (rc != CT_OK) {
+            ct_value_free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* After a checkpoint's write, on every rank: on_checkpoint_write_end (rank
+ * 0), the outcome agreed, the committed directory shared,
+ * on_checkpoint_upload_end, the console's line. */
+static int checkpoint_written(cti_run *run, int rc, int64_t bt, cti_ckpt_why why, bool background) {
+    ct_context *ctx = run->ctx;
+    if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_write_end, cti_checkpointer_last(run->ckpt));
     rc = cti_ranks_agree(rc);
     if (rc == CT_OK) rc = cti_checkpointer_share_last(run->ckpt);
     CALL_HOOKS(rc, ctx, on_checkpoint_upload_end, cti_checkpointer_last(run->ckpt));
+    if (rc == CT_OK) cti_report_checkpoint(run->report, bt, cti_ckpt_why_name(why), background);
+    return rc;
+}
+
+/* The checkpoint written in the background (background_checkpoints), once
+ * its writer is done: at once with `wait` (the next checkpoint, the end of
+ * training), else only when rank 0's writer has returned, which every rank
+ * learns from rank 0 at the boundary. Its failure fails the run here, with
+ * its reason; what it left uncommitted never counts (ckpt.h). */
+static int finish_background(cti_run *run, bool wait) {
+    ct_context *ctx = run->ctx;
+    if (!run->bg_writing) return CT_OK;
+    uint8_t done = wait || (ctx->rank == 0 && cti_checkpointer_written(run->ckpt));
+    int rc = !wait && ctx->size > 1 ? ct_dist_broadcast_bytes(&done, 1, 0) : CT_OK;
+    if (rc != CT_OK || !done) return rc;
+    double t0 = cti_clock_monotonic();
+    rc = ctx->rank == 0 ? cti_checkpointer_finish(run->ckpt) : CT_OK;
+    run->bg_writing = false;
+    rc = checkpoint_written(run, rc, run->bg_bt, run->bg_why, true);
+    cti_time_add(run->report, CT_TIME_CHECKPOINT, t0); /* the wait, if any */
+    return rc;
+}
+
+static int checkpoint(cti_run *run, cti_ckpt_why why) {
+    ct_context *ctx = run->ctx;
+    int rc = finish_background(run, true); /* one in flight at most: the next waits */
+    if (rc != CT_OK) return rc;
+    double t0 = cti_clock_monotonic();
+    int64_t bt = ctx->pos.batches_trained;
+    ctx->pos.last_checkpoint_bt = bt;
+    run->why = why;
+    /* In the background while training goes on; the run's last checkpoint
+     * and one before a stop are written at once, as nothing trains after
+     * them. */
+    bool background = ctx->opts.background_checkpoints && why != CT_WHY_END && why != CT_WHY_STOP;
+    ct_value *state = cti_run_state(run);
+    rc = state ? CT_OK : ct_last_code();
+    if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
+    /* Every rank has finished this step before rank 0 commits it. */
+    rc = cti_ranks_agree(rc);
+    if (rc == CT_OK && ctx->rank == 0 && background) {
+        ct_value *snap = snapshot(state);
+        rc = snap ? cti_checkpointer_write_background(run->ckpt, bt, snap, cti_run_metadata(run)) : ct_last_code();
+    } else if (rc == CT_OK && ctx->rank == 0) {
+        sigset_t old;
+        block_stop_signals(&old);
+        rc = cti_checkpointer_write(run->ckpt, bt, state, cti_run_metadata(run));
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    ct_value_free(state);
+    if (background) {
+        rc = cti_ranks_agree(rc);
+        run->bg_writing = rc == CT_OK;
+        run->bg_bt = bt;
+        run->bg_why = why;
+    } else {
+        rc = checkpoint_written(run, rc, bt, why, false);
+    }
     cti_time_add(run->report, CT_TIME_CHECKPOINT, t0);
-    if (rc == CT_OK) cti_report_checkpoint(run->report, cti_ckpt_why_name(why));
     return rc;
 }
 
@@ -991,6 +1063,7 @@ static int train_workloads(cti_run *run) {
     while (rc == CT_OK && !done && !stop) {
         bool val = false, ckpt = false, report = false;
         rc = run_workload(run, &done, &val, &ckpt, &report);
+        if (rc == CT_OK) rc = finish_background(run, false);
         /* A preemption is a boundary of its own. */
         if (rc == CT_OK && (done || run->preempted)) rc = stop_at_boundary(run, &stop);
         if (rc == CT_OK && !stop && val && (rc = validate_boundary(run, true)) == CT_OK)
@@ -1018,6 +1091,8 @@ static int train(cti_run *run) {
         ct_clear_error();
         rc = exit_training(run);
     }
+    /* A checkpoint still being written is one the run has made. */
+    if (rc == CT_OK) rc = finish_background(run, true);
     return rc;
 }
 

@@ -417,10 +417,11 @@ int cti_report(cti_reporter *r, const char *group, ct_value *metrics) {
     return rc;
 }
 
-void cti_report_checkpoint(cti_reporter *r, const char *reason) {
+void cti_report_checkpoint(cti_reporter *r, int64_t bt, const char *reason, bool background) {
     if (r->rank != 0 || r->opts->quiet) return;
     char line[256];
-    snprintf(line, sizeof line, "checkpoint at batch %lld (%s)", (long long)r->pos->batches_trained, reason);
+    snprintf(line, sizeof line, "checkpoint at batch %lld (%s%s)", (long long)bt, reason,
+             background ? ", written in the background" : "");
     print_line(r, line);
 }
 

@@ -76,8 +76,9 @@ int cti_report_event_files(const char *dir, bool remove);
  * where the time went since the previous training line (cti_time_kind),
  * which the console shows as shares. */
 int cti_report(cti_reporter *r, const char *group, ct_value *metrics);
-/* "checkpoint at batch N (reason)". */
-void cti_report_checkpoint(cti_reporter *r, const char *reason);
+/* "checkpoint at batch N (reason)" (", written in the background" for one
+ * finished after training went on). */
+void cti_report_checkpoint(cti_reporter *r, int64_t bt, const char *reason, bool background);
 /* After every batch: redraws the live progress line on a terminal (at most
  * four times a second; a clock read otherwise). */
 void cti_report_tick(cti_reporter *r);

@@ -27,6 +27,9 @@ typedef struct {
                                   * (a list of dicts, owned; NULL or empty: none) */
     ct_value *last_validation;   /* metrics of the latest validation (dict, owned) */
     cti_ckpt_why why;            /* of the checkpoint being written */
+    bool bg_writing;             /* a checkpoint is being written in the background (every rank knows) */
+    int64_t bg_bt;               /* its batch */
+    cti_ckpt_why bg_why;         /* and why */
     int64_t resume_position;     /* the training loader's position in the resumed checkpoint */
     bool preempted;              /* a stop signal, agreed across ranks: taken after the batch */
     bool hparams_warned;         /* the hyperparameters never read were reported */

@@ -312,6 +312,49 @@ if done:
     left = glob.glob(os.path.join(out, "checkpoints", ".*"))
     check(not left, f"no temporary directories left behind ({left})")
 
+# ---- kill -9 during background writes ---------------------------------------------
+# The same run with checkpoints written in the background (a snapshot, then a
+# thread writes and commits it while the next batches train): killed at 30
+# random moments, most of them with a write in flight, every committed
+# checkpoint stays intact, and resuming from the latest until the run
+# completes gives the uninterrupted (synchronous) run's checkpoints and
+# metrics, bit for bit.
+bg_cfg = config(os.path.join(WORK, "kill_bg.json"),
+                hyperparameters={"global_batch_size": 16, "ballast_mb": 40, "sleep_ms": 80},
+                min_checkpoint_period={"batches": 1}, scheduling_unit=1,
+                searcher={"name": "single", "metric": "validation_loss", "smaller_is_better": True,
+                          "max_length": {"batches": 30}},
+                checkpoint_storage={"save_trial_latest": 2, "save_trial_best": 1},
+                optimizations={"background_checkpoints": True})
+out = os.path.join(WORK, "killed_bg")
+rng = random.Random(4321)
+kills, done, in_flight = 0, False, 0
+for attempt in range(60):
+    proc = subprocess.Popen([TRIAL, "--config", bg_cfg, "--output", out, "--threads", "1", "--resume", "latest",
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.wait(timeout=rng.uniform(0.3, 1.0) if kills < 30 else 120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        kills += 1
+    if proc.returncode == 0:
+        done = True
+        break
+    check(proc.returncode == -signal.SIGKILL, f"background run {attempt} ended by kill -9 (return code "
+          f"{proc.returncode}) {proc.stderr.read()[-500:]}")
+    in_flight += bool(glob.glob(os.path.join(out, "checkpoints", ".*")))  # a write's temporary directory
+    for steps, d in checkpoints(out).items():
+        v = subprocess.run([CKPT_TOOL, "verify", d], capture_output=True, text=True)
+        if v.returncode != 0:
+            check(False, f"after background kill {kills}: checkpoint {d} fails verification: {v.stderr}")
+check(done and kills >= 30, f"the run with background checkpoints completed after {kills} kills")
+check(in_flight >= 5, f"{in_flight} of the kills came with a checkpoint half written")
+if done:
+    compare_runs(f"{kills} times kill -9 during background writes and resume", ref_kill, out, steps=30)
+    left = glob.glob(os.path.join(out, "checkpoints", ".*"))
+    check(not left, f"no temporary directories left behind ({left})")
+
 # ---- refusals: exit code 3 before training, naming the problem ----------------
 
 def refused(name, args, want, mutate=None):

@@ -105,7 +105,8 @@ static void test_reporter(void) {
     m = metrics_of(0.5);
     CHECK_OK(cti_report(r, "training", m));
     ct_value_free(m);
-    cti_report_checkpoint(r, "period");
+    cti_report_checkpoint(r, 12, "period", false);
+    cti_report_checkpoint(r, 8, "policy", true);
     char *out = captured();
     /* Plain lines (stdout is a file): progress and metrics, validation,
      * the checkpoint. */
@@ -113,6 +114,7 @@ static void test_reporter(void) {
     CHECK(strstr(out, "  loss 0.25  | data ") != NULL);
     CHECK(strstr(out, "validation at batch 12 (epoch 3.00):  loss 0.125\n") != NULL);
     CHECK(strstr(out, "checkpoint at batch 12 (period)\n") != NULL);
+    CHECK(strstr(out, "checkpoint at batch 8 (policy, written in the background)\n") != NULL);
     free(out);
 
     json_t *lines = log_lines();
@@ -240,13 +242,43 @@ static void test_checkpointer(void) {
     struct stat st;
     CHECK(stat(first, &st) != 0); /* pruned */
     CHECK_OK(cti_checkpointer_share_last(c)); /* one rank: nothing to send */
+
+    /* In the background: the snapshot is the writer's; a second write
+     * waits for finish (CT_ESTATE); finish gives the outcome and the last
+     * checkpoint, pruned as a synchronous write prunes. */
+    CHECK(!cti_checkpointer_writing(c) && cti_checkpointer_finish(c) == CT_OK);
+    CHECK_OK(cti_checkpointer_write_background(c, 9, small_state(9), small_metadata(9)));
+    CHECK(cti_checkpointer_writing(c));
+    CHECK(cti_checkpointer_write_background(c, 10, small_state(10), small_metadata(10)) == CT_ESTATE);
+    CHECK_ERR(CT_ESTATE, "already being written in the background");
+    CHECK_OK(cti_checkpointer_finish(c));
+    CHECK(!cti_checkpointer_writing(c) && strstr(cti_checkpointer_last(c), "/ckpt-000009-") != NULL);
+    CHECK_OK(cti_ckpt_count(cti_checkpointer_dir(c), &n));
+    CHECK(n == 1);
+    cti_checkpointer_free(c);
+
+    /* A background write that fails (the checkpoint folder under a file)
+     * says so at finish, with its batch and reason, and leaves nothing that
+     * counts. */
+    char blocker[256], bad_dir[300];
+    snprintf(blocker, sizeof blocker, "%s/a-file", DIR_);
+    FILE *bf = fopen(blocker, "w");
+    fclose(bf);
+    snprintf(bad_dir, sizeof bad_dir, "%s/ckpts", blocker);
+    ct_fit_opts bad = o;
+    bad.checkpoint_dir = bad_dir;
+    c = cti_checkpointer_new(&bad, 0);
+    CHECK_OK(cti_checkpointer_write_background(c, 11, small_state(11), small_metadata(11)));
+    CHECK(cti_checkpointer_finish(c) != CT_OK);
+    CHECK_ERR(ct_last_code(), "writing a checkpoint at batch 11");
+    CHECK(cti_checkpointer_last(c)[0] == '\0' && !cti_checkpointer_writing(c));
     cti_checkpointer_free(c);
 
     /* A new run resuming "latest" finds it, verified, with its metadata. */
     c = cti_checkpointer_new(&o, 0);
     CHECK_OK(cti_checkpointer_find_resume(c));
-    CHECK(strstr(cti_checkpointer_resume_dir(c), "/ckpt-000007-") != NULL);
-    CHECK(json_integer_value(json_object_get(cti_checkpointer_resume_meta(c), "batches_trained")) == 7);
+    CHECK(strstr(cti_checkpointer_resume_dir(c), "/ckpt-000009-") != NULL);
+    CHECK(json_integer_value(json_object_get(cti_checkpointer_resume_meta(c), "batches_trained")) == 9);
     cti_checkpointer_free(c);
     /* A path that is no checkpoint: CT_ECHECKPOINT naming it. */
     o.resume = "fit_objects_output/nowhere";
