@@ -401,9 +401,10 @@ static int checkpoint(cti_run *run, cti_ckpt_why why) {
     ctx->pos.last_checkpoint_bt = bt;
     run->why = why;
     /* In the background while training goes on; the run's last checkpoint
-     * and one before a stop are written at once, as nothing trains after
-     * them. */
-    bool background = ctx->opts.background_checkpoints && why != CT_WHY_END && why != CT_WHY_STOP;
+     * (at max_length, whatever fired it) and one before a stop are written
+     * at once, as nothing trains after them. */
+    bool background = ctx->opts.background_checkpoints && why != CT_WHY_END && why != CT_WHY_STOP &&
+                      bt < ctx->pos.max_length_batches && !ctx->opts.test_mode;
     ct_value *state = cti_run_state(run);
     rc = state ? CT_OK : ct_last_code();
     if (ctx->rank == 0) CALL_HOOKS(rc, ctx, on_checkpoint_save_start, state);
