@@ -13,11 +13,11 @@
  * get() reads and decodes one file into a buffer of its own, so the
  * loader's workers call it concurrently.
  */
-#define _DEFAULT_SOURCE /* struct dirent's d_type (DT_DIR...): no stat() per file */
+
+#define _POSIX_C_SOURCE 200809L /* struct stat, dev_t, ino_t */
 
 #include "ctrial/vision.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,44 +38,6 @@ typedef struct {
     cti_names paths;   /* the samples' files */
     int64_t *labels; /* their classes, paths.n of them */
 } folder_ds;
-
-/* The entries of `dir` (not . and ..), split into the folders (symbolic
- * links followed: os.scandir's is_dir()) and the rest. Only the names are
- * pushed. Unreadable folders are CT_EIO naming them. */
-static int list_dir(const char *dir, cti_names *dirs, cti_names *files) {
-    DIR *d = opendir(dir);
-    if (!d) return ct_set_error(CT_EIO, FN ": %s: cannot read the folder (%s)", dir, strerror(errno));
-    int rc = 0;
-    for (;;) {
-        errno = 0;
-        struct dirent *e = readdir(d);
-        if (!e) {
-            if (errno) rc = ct_set_error(CT_EIO, FN ": %s: cannot read the folder (%s)", dir, strerror(errno));
-            break;
-        }
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        bool is_dir;
-#ifdef _DIRENT_HAVE_D_TYPE
-        if (e->d_type == DT_DIR) is_dir = true;
-        else if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) is_dir = false;
-        else
-#endif
-        {
-            char *p = cti_path_join(dir, e->d_name);
-            struct stat st;
-            if (!p) {
-                rc = ct_set_error(CT_ENOMEM, FN ": out of host memory");
-                break;
-            }
-            is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode); /* a broken link is a file, as in Python */
-            free(p);
-        }
-        cti_names *to = is_dir ? dirs : files;
-        if (to && (rc = cti_names_push(to, strdup(e->d_name), FN)) != 0) break;
-    }
-    closedir(d);
-    return rc;
-}
 
 /* One folder that os.walk yields: its path and its sorted files. */
 typedef struct {
@@ -131,7 +93,7 @@ static int walk(char *dir, const ancestor *up, walk_list *l) {
     walked *me = &l->w[l->n++];
     *me = (walked){.path = dir};
     cti_names subdirs = {0};
-    int rc = list_dir(dir, &subdirs, &me->files);
+    int rc = cti_list_dir(dir, &subdirs, &me->files, FN, NULL);
     cti_names_sort(&me->files); /* me stays valid until the walks below grow l */
     ancestor here = {st.st_dev, st.st_ino, up};
     for (int64_t i = 0; !rc && i < subdirs.n; i++) {
@@ -223,7 +185,7 @@ static int find_classes(folder_ds *ds, const char *root) {
     if (stat(root, &st) != 0)
         return ct_set_error(CT_EIO, FN ": %s: cannot open the root folder (%s)", root, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return ct_set_error(CT_EIO, FN ": %s: the root is not a folder", root);
-    int rc = list_dir(root, &ds->classes, NULL);
+    int rc = cti_list_dir(root, &ds->classes, NULL, FN, NULL);
     if (rc) return rc;
     if (ds->classes.n == 0)
         return ct_set_error(CT_EINVAL, FN ": %s: no class folder in it (each class is a sub-folder of the root)",

@@ -1,8 +1,13 @@
 /* src/vision/names.c — file names for the folder datasets (names.h). */
+#define _DEFAULT_SOURCE /* struct dirent's d_type (DT_DIR...): no stat() per file */
 #include "vision/names.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ctrial/error.h"
 
@@ -58,4 +63,41 @@ bool cti_name_ends_in(const char *name, const char *ext) {
     for (size_t i = 0; i < e; i++)
         if (ascii_lower((unsigned char)name[n - e + i]) != ascii_lower((unsigned char)ext[i])) return false;
     return true;
+}
+
+int cti_list_dir(const char *dir, cti_names *dirs, cti_names *files, const char *fn, const char *what) {
+    char folder[64];
+    snprintf(folder, sizeof folder, "%s%sfolder", what ? what : "", what ? " " : "");
+    DIR *d = opendir(dir);
+    if (!d) return ct_set_error(CT_EIO, "%s: %s: cannot read the %s (%s)", fn, dir, folder, strerror(errno));
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            if (errno) rc = ct_set_error(CT_EIO, "%s: %s: cannot read the %s (%s)", fn, dir, folder, strerror(errno));
+            break;
+        }
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        bool is_dir;
+#ifdef _DIRENT_HAVE_D_TYPE
+        if (e->d_type == DT_DIR) is_dir = true;
+        else if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) is_dir = false;
+        else
+#endif
+        {
+            char *p = cti_path_join(dir, e->d_name);
+            struct stat st;
+            if (!p) {
+                rc = ct_set_error(CT_ENOMEM, "%s: out of host memory", fn);
+                break;
+            }
+            is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode); /* a broken link is a file, as in Python */
+            free(p);
+        }
+        cti_names *to = is_dir ? dirs : files;
+        if (to && (rc = cti_names_push(to, strdup(e->d_name), fn)) != 0) break;
+    }
+    closedir(d);
+    return rc;
 }

@@ -29,6 +29,13 @@ char *cti_path_join(const char *dir, const char *name);
  * compared without case, whatever the locale. */
 bool cti_name_ends_in(const char *name, const char *ext);
 
+/* The entries of `dir` (not . and ..), split into the folders (symbolic
+ * links followed: os.scandir's is_dir()) and the rest; only the names are
+ * pushed, and either list may be NULL (not wanted). A folder that cannot be
+ * read is CT_EIO naming `fn`, the folder and `what` it is ("the images
+ * folder"; NULL: "the folder"). */
+int cti_list_dir(const char *dir, cti_names *dirs, cti_names *files, const char *fn, const char *what);
+
 /* torchvision.datasets.folder.IMG_EXTENSIONS */
 #define CTI_IMG_EXTENSIONS 9
 extern const char *const cti_img_extensions[CTI_IMG_EXTENSIONS];

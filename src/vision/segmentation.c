@@ -10,11 +10,9 @@
  * and decodes one image and its mask into buffers of its own, so the
  * loader's workers call it concurrently.
  */
-#define _DEFAULT_SOURCE /* struct dirent's d_type (DT_DIR...): no stat() per file */
 
 #include "ctrial/vision.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,35 +45,7 @@ static int list_files(const char *dir, const char *what, cti_names *out) {
     if (stat(dir, &st) != 0)
         return ct_set_error(CT_EIO, FN ": %s: cannot open the %s folder (%s)", dir, what, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return ct_set_error(CT_EIO, FN ": %s: the %s folder is not a folder", dir, what);
-    DIR *d = opendir(dir);
-    if (!d) return ct_set_error(CT_EIO, FN ": %s: cannot read the %s folder (%s)", dir, what, strerror(errno));
-    int rc = 0;
-    for (;;) {
-        errno = 0;
-        struct dirent *e = readdir(d);
-        if (!e) {
-            if (errno) rc = ct_set_error(CT_EIO, FN ": %s: cannot read the %s folder (%s)", dir, what, strerror(errno));
-            break;
-        }
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        bool is_dir;
-#ifdef _DIRENT_HAVE_D_TYPE
-        if (e->d_type == DT_DIR) is_dir = true;
-        else if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) is_dir = false;
-        else
-#endif
-        {
-            char *p = cti_path_join(dir, e->d_name);
-            if (!p) {
-                rc = ct_set_error(CT_ENOMEM, FN ": out of host memory");
-                break;
-            }
-            is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-            free(p);
-        }
-        if (!is_dir && (rc = cti_names_push(out, strdup(e->d_name), FN)) != 0) break;
-    }
-    closedir(d);
+    int rc = cti_list_dir(dir, NULL, out, FN, what);
     if (!rc) cti_names_sort(out);
     return rc;
 }
