@@ -17,6 +17,7 @@
 #include "ckpt/remote.h"       /* defines: cti_ckpt_remote_* (the same in object storage) */
 #include "ctrial/dist.h"       /* defines: ct_dist_broadcast_bytes */
 #include "fit/report.h"        /* defines: cti_report_event_files */
+#include "fit/stop.h"          /* defines: cti_fit_block_stop_signals */
 
 struct cti_checkpointer {
     const ct_fit_opts *opts;
@@ -288,12 +289,10 @@ int cti_checkpointer_write_background(cti_checkpointer *c, int64_t bt, ct_value 
     c->bg.rc = CT_OK;
     c->bg.msg[0] = '\0';
     atomic_store(&c->bg.done, false);
-    /* The writer never takes a stop signal: the main thread does (fit/stop.h). */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    /* The writer never takes a stop signal (it inherits this mask): the
+     * thread that trains does. */
+    sigset_t old;
+    cti_fit_block_stop_signals(&old);
     int err = pthread_create(&c->bg.thread, NULL, write_in_background, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err != 0) {

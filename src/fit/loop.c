@@ -37,6 +37,7 @@
 #include "ctrial/ops.h"           /* defines: ct_call (the loader seed draw: aten::random_) */
 
 /* data: the loaders */
+#include "data/batch.h"           /* defines: cti_batch_map_tensors (a checkpoint's host snapshot) */
 #include "data/loader.h"          /* defines: cti_loader_use_* (the training chain, shards, device) */
 
 /* dist: ranks, collectives, gradient averaging */
@@ -62,7 +63,7 @@
 #include "fit/report.h"           /* defines: cti_reporter (metrics.jsonl, console, time) */
 #include "fit/run.h"              /* defines: cti_run (this file's state of one ct_fit) */
 #include "fit/state.h"            /* defines: cti_run_state, cti_run_metadata, cti_run_restore_* */
-#include "fit/stop.h"             /* defines: cti_fit_catch_stop_signals_until_exit */
+#include "fit/stop.h"             /* defines: cti_fit_catch_stop_signals_until_exit, cti_fit_block_stop_signals */
 #include "fit/warm_start.h"       /* defines: cti_context_warm_start */
 
 /* ---- callbacks ------------------------------------------------------------- */
@@ -319,7 +320,7 @@ static int start_grad_sync(ct_context *ctx) {
 /* Stop signals wait while a checkpoint is written (they are delivered, and
  * become a stop request, right after): a second SIGTERM mid-write changes
  * nothing. kill -9 cannot be blocked; the atomic commit covers it. */
-static void block_stop_signals(sigset_t *old) {
+void cti_fit_block_stop_signals(sigset_t *old) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -327,37 +328,10 @@ static void block_stop_signals(sigset_t *old) {
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-/* Every checkpoint decision goes through here: the state of models,
- * optimizers, schedulers, callbacks and RNG, and on rank 0, which writes
- * it, on_checkpoint_save_start (callbacks may add to the state), a fresh
- * directory committed atomically and on_checkpoint_write_end (Determined's
- * _save runs on the chief only); then on_checkpoint_upload_end on every
- * rank with the committed directory. */
-/* The state as it is now, in host memory of its own: every tensor copied
- * (from a GPU to the host), the rest as values. NEW tree, or NULL + error. */
-static ct_value *snapshot(const ct_value *v) {
-    ct_value_kind kind = ct_value_kind_of(v);
-    if (kind == CT_VALUE_TENSOR) {
-        const ct_tensor *t = ct_value_get_tensor(v);
-        ct_tensor *copy = ct_device_of(t).type == CT_CPU ? ct_clone(t) : ct_to_device(t, (ct_device){CT_CPU, 0}, false);
-        return copy ? ct_value_tensor(copy) : NULL;
-    }
-    if (kind != CT_VALUE_LIST && kind != CT_VALUE_TUPLE && kind != CT_VALUE_DICT) return ct_value_copy(v, false);
-    ct_value *out = kind == CT_VALUE_LIST ? ct_value_list() : kind == CT_VALUE_TUPLE ? ct_value_tuple() : ct_value_dict();
-    for (size_t i = 0; out && i < ct_value_len(v); i++) {
-        const char *skey = NULL;
-        int64_t ikey = 0;
-        const ct_value *item = kind == CT_VALUE_DICT ? ct_value_dict_at(v, i, &skey, &ikey) : ct_value_list_get(v, i);
-        ct_value *copy = snapshot(item);
-        int rc = !copy ? ct_last_code()
-                 : kind != CT_VALUE_DICT ? ct_value_list_append(out, copy)
-                 : skey ? ct_value_dict_set(out, skey, copy) : ct_value_dict_set_int(out, ikey, copy);
-        if (rc != CT_OK) {
-            ct_value_free(out);
-            return NULL;
-        }
-    }
-    return out;
+/* A snapshot's tensor: a copy of its own in host memory (a GPU's copied to
+ * the host). NEW tensor, or NULL + error. */
+static ct_tensor *host_copy(const ct_tensor *t, void *unused) {
+    return ct_device_of(t).type == CT_CPU ? ct_clone(t) : ct_to_device(t, (ct_device){CT_CPU, 0}, false);
 }
 
 /* After a checkpoint's write, on every rank: on_checkpoint_write_end (rank
@@ -392,6 +366,12 @@ static int finish_background(cti_run *run, bool wait) {
     return rc;
 }
 
+/* Every checkpoint decision goes through here: the state of models,
+ * optimizers, schedulers, callbacks and RNG, and on rank 0, which writes
+ * it, on_checkpoint_save_start (callbacks may add to the state), a fresh
+ * directory committed atomically and on_checkpoint_write_end (Determined's
+ * _save runs on the chief only); then on_checkpoint_upload_end on every
+ * rank with the committed directory. */
 static int checkpoint(cti_run *run, cti_ckpt_why why) {
     ct_context *ctx = run->ctx;
     int rc = finish_background(run, true); /* one in flight at most: the next waits */
@@ -411,11 +391,11 @@ static int checkpoint(cti_run *run, cti_ckpt_why why) {
     /* Every rank has finished this step before rank 0 commits it. */
     rc = cti_ranks_agree(rc);
     if (rc == CT_OK && ctx->rank == 0 && background) {
-        ct_value *snap = snapshot(state);
+        ct_value *snap = cti_batch_map_tensors(state, host_copy, NULL);
         rc = snap ? cti_checkpointer_write_background(run->ckpt, bt, snap, cti_run_metadata(run)) : ct_last_code();
     } else if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;
-        block_stop_signals(&old);
+        cti_fit_block_stop_signals(&old);
         rc = cti_checkpointer_write(run->ckpt, bt, state, cti_run_metadata(run));
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }

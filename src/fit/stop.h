@@ -10,6 +10,12 @@
 #ifndef CTRIAL_FIT_STOP_H
 #define CTRIAL_FIT_STOP_H
 
+#include <signal.h>
+
 void cti_fit_catch_stop_signals_until_exit(void);
+/* Blocks SIGTERM and SIGINT on the calling thread (*old receives the mask
+ * to give back with pthread_sigmask): while a checkpoint is written, and in
+ * a thread that writes one, which leaves them to the thread that trains. */
+void cti_fit_block_stop_signals(sigset_t *old);
 
 #endif
