@@ -189,7 +189,8 @@ static int load_state_dict(void *self, const ct_value *state) {
     return CT_OK;
 }
 
-static void cti_ema_free(cti_ema *e) {
+static void free_self(void *self) {
+    cti_ema *e = self;
     if (!e) return;
     ct_value_free(e->avg);
     free(e->is_param);
@@ -201,10 +202,24 @@ static void cti_ema_free(cti_ema *e) {
  * a resumed run's average was loaded from its checkpoint before. */
 static int on_training_start(void *self, ct_context *ctx) { return ensure_average(self); }
 
-static void free_self(void *self) { cti_ema_free(self); }
+/* The wrapped model's index (n_models: not one of them). */
+static size_t model_index(const ct_context *ctx, const ct_module *model) {
+    size_t k = 0;
+    while (k < ctx->n_models && ctx->models[k] != model) k++;
+    return k;
+}
 
-/* The average is its callback's self: the callback frees it. */
-static int add_one(ct_context *ctx, ct_module *model, const ct_ema_opts *o) {
+static bool averaged(const ct_context *ctx, const ct_module *model) {
+    for (size_t i = 0; i < ctx->n_emas; i++)
+        if (ctx->emas[i]->model == model) return true;
+    return false;
+}
+
+/* The average of wrapped model k, registered as the callback "ema" (model
+ * 0) or "ema_<k>", which owns it and frees it. */
+static int add_one(ct_context *ctx, size_t k, const ct_ema_opts *o) {
+    if (averaged(ctx, ctx->models[k]))
+        return ct_set_error(CT_EINVAL, "ct_ctx_add_ema: model %zu already has an average", k);
     cti_ema **grown = realloc(ctx->emas, (ctx->n_emas + 1) * sizeof *grown);
     cti_ema *e = calloc(1, sizeof *e);
     if (grown) ctx->emas = grown;
@@ -213,21 +228,14 @@ static int add_one(ct_context *ctx, ct_module *model, const ct_ema_opts *o) {
         return ct_set_error(CT_ENOMEM, "ct_ctx_add_ema: out of memory");
     }
     e->o = *o;
-    e->model = model;
-    size_t k = 0;
-    while (k < ctx->n_models && ctx->models[k] != model) k++;
+    e->model = ctx->models[k];
     if (k == 0) snprintf(e->name, sizeof e->name, "ema");
     else snprintf(e->name, sizeof e->name, "ema_%zu", k);
-    for (size_t i = 0; i < ctx->n_emas; i++)
-        if (ctx->emas[i]->model == model) {
-            cti_ema_free(e);
-            return ct_set_error(CT_EINVAL, "ct_ctx_add_ema: model %zu already has an average", k);
-        }
     ct_callback cb = {.name = e->name, .self = e, .on_training_start = on_training_start,
                       .state_dict = state_dict, .load_state_dict = load_state_dict, .free = free_self};
     int rc = ct_ctx_add_callback(ctx, &cb);
     if (rc != CT_OK) {
-        cti_ema_free(e);
+        free_self(e);
         return rc;
     }
     ctx->emas[ctx->n_emas++] = e;
@@ -250,20 +258,17 @@ int ct_ctx_add_ema(ct_context *ctx, ct_module *model, const ct_ema_opts *o) {
         ctx->ema_all_opts = *o;
         return CT_OK;
     }
-    size_t k = 0;
-    while (k < ctx->n_models && ctx->models[k] != model) k++;
+    size_t k = model_index(ctx, model);
     if (k == ctx->n_models)
         return ct_set_error(CT_EINVAL, "ct_ctx_add_ema: the model is not one the trial wrapped (ct_ctx_wrap_model)");
-    return add_one(ctx, model, o);
+    return add_one(ctx, k, o);
 }
 
 int cti_ema_start(ct_context *ctx) {
     if (!ctx->ema_all) return CT_OK;
     ctx->ema_all = false;
     for (size_t k = 0; k < ctx->n_models; k++) {
-        bool has = false;
-        for (size_t i = 0; i < ctx->n_emas; i++) has = has || ctx->emas[i]->model == ctx->models[k];
-        int rc = has ? CT_OK : add_one(ctx, ctx->models[k], &ctx->ema_all_opts);
+        int rc = averaged(ctx, ctx->models[k]) ? CT_OK : add_one(ctx, k, &ctx->ema_all_opts);
         if (rc != CT_OK) return rc;
     }
     return CT_OK;
