@@ -676,6 +676,20 @@ extern "C" const char *ct_optim_type(const ct_optim *o) { return o ? kind_name(o
 extern "C" size_t ct_optim_num_groups(const ct_optim *o) { return o ? o->groups.size() : 0; }
 extern "C" size_t ct_optim_num_params(const ct_optim *o) { return o ? o->params.size() : 0; }
 
+extern "C" int ct_optim_set_stepped(ct_optim *o, const bool *stepped) {
+    if (!o) return ct::fail(CT_EINVAL, __func__, "optimizer is NULL");
+    if (o->kind == Kind::LBFGS && stepped)
+        return ct::fail(CT_ENOTSUP, __func__, "LBFGS keeps one state for all its parameters (its directions and "
+                                              "history span them all): it cannot step some of them alone");
+    return ct::status(__func__, [&] {
+        if (!stepped) {
+            o->stepped.clear();
+            return;
+        }
+        o->stepped.assign(stepped, stepped + o->params.size());
+    });
+}
+
 extern "C" ct_tensor *ct_optim_param(const ct_optim *o, size_t i) {
     if (!o) {
         ct::fail(CT_EINVAL, __func__, "optimizer is NULL");

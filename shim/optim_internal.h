@@ -129,6 +129,9 @@ struct ct_optim {
     std::vector<ct::optim::State> state;  // per parameter
     std::vector<size_t> state_order;      // parameters in the order their state appeared
     ct::optim::LbfgsState lbfgs;          // LBFGS only (state[0] when state_order has 0)
+    // ct_optim_set_stepped: a parameter i < stepped.size() with stepped[i]
+    // false is skipped by step() as one without a gradient is (empty: all).
+    std::vector<char> stepped;
     // Python's optimizer.grad_scale / optimizer.found_inf: set by
     // ct_grad_scaler_step (amp.cpp) around one step of an optimizer whose
     // groups are all fused, undefined otherwise. The fused SGD/Adam/AdamW

@@ -36,10 +36,12 @@ void touch_state(ct_optim *o, size_t i) {
     o->state_order.push_back(i);
 }
 
-// Parameters with a gradient, in group order; Python skips the others.
+// Parameters with a gradient, in group order; Python skips the others (and
+// ctrial those ct_optim_set_stepped left out: another rank's share).
 std::vector<size_t> with_grad(const ct_optim *o, const Group &g) {
     std::vector<size_t> idx;
     for (size_t i : g.params) {
+        if (i < o->stepped.size() && !o->stepped[i]) continue;
         const at::Tensor &grad = o->params[i].grad();
         if (!grad.defined()) continue;
         if (grad.is_sparse())

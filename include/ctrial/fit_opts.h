@@ -148,6 +148,11 @@ typedef struct {
                                     * memory, written and committed by a thread while training goes
                                     * on (the run's last one, and one before it stops, are written
                                     * at once) (false) */
+    /* ---- version 5: optimizer state sharded across ranks (docs/api/trial.md) */
+    CT_NEW_FIELD bool shard_optimizer; /* under mpirun each rank steps, and keeps the optimizer state
+                                    * of, its share of the parameters, then broadcasts them (ZeRO
+                                    * stage 1, torch's ZeroRedundancyOptimizer); checkpoints hold the
+                                    * whole state in torch's layout (false) */
 } ct_fit_opts;
 
 /* Fills the first `size` bytes of *o with the defaults noted above and

@@ -233,6 +233,17 @@ CT_API int ct_optim_set_option(ct_optim *o, size_t group, const char *key, doubl
 CT_API size_t ct_optim_num_params(const ct_optim *o);
 CT_API ct_tensor *ct_optim_param(const ct_optim *o, size_t i);
 
+/* Restricts optimizer.step() to some parameters: a parameter whose
+ * stepped[i] (state_dict index order, ct_optim_num_params entries) is false
+ * is skipped as one without a gradient is: it keeps its value and gets no
+ * state. Everything else (zero_grad, a GradScaler's unscale and inf checks,
+ * state dicts) still covers every parameter. NULL steps every parameter
+ * again; parameters added later are stepped. The array is copied. What a
+ * sharded optimizer does on each rank (ct_fit's shard_optimizer: each rank
+ * steps its share of the parameters and keeps only their state). LBFGS:
+ * CT_ENOTSUP (one state spans all its parameters). */
+CT_API int ct_optim_set_stepped(ct_optim *o, const bool *stepped);
+
 /* optimizer.state_dict(): a new value with Python's layout; tensors share
  * storage with the optimizer's state (clone to snapshot). */
 CT_API ct_value *ct_optim_state_dict(const ct_optim *o);

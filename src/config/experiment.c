@@ -825,6 +825,10 @@ static int on_background_checkpoints(loader *L, const char *path, json_t *v) {
     return get_bool(L, path, v, &L->c->fit.background_checkpoints);
 }
 
+static int on_shard_optimizer(loader *L, const char *path, json_t *v) {
+    return get_bool(L, path, v, &L->c->fit.shard_optimizer);
+}
+
 static int on_average_aggregated_gradients(loader *L, const char *path, json_t *v) {
     if (json_is_null(v)) return 0;
     return get_bool(L, path, v, &L->c->fit.average_aggregated_gradients);
@@ -884,6 +888,7 @@ static int on_optimizations(loader *L, const char *path, json_t *v) {
                                      {"cuda_graph_warmup", on_cuda_graph_warmup},
                                      {"tune_malloc", on_tune_malloc},
                                      {"background_checkpoints", on_background_checkpoints},
+                                     {"shard_optimizer", on_shard_optimizer},
                                      /* ctrial always averages across ranks, as true does */
                                      {"average_training_metrics", ignore_bool},
                                      {"mixed_precision", on_mixed_precision},

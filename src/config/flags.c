@@ -245,6 +245,11 @@ static int f_background_checkpoints(cti_config *c, const char *flag, const char 
     return 0;
 }
 
+static int f_shard_optimizer(cti_config *c, const char *flag, const char *val) {
+    c->fit.shard_optimizer = true;
+    return 0;
+}
+
 static int f_overwrite(cti_config *c, const char *flag, const char *val) {
     c->fit.overwrite = true;
     return 0;
@@ -274,6 +279,9 @@ static const flag_def flags[] = {
     {"--background-checkpoints", NULL, "write checkpoints during training from a snapshot in a thread, "
                                        "while training goes on (optimizations.background_checkpoints)",
      f_background_checkpoints},
+    {"--shard-optimizer", NULL, "under mpirun, each rank keeps the optimizer state of its share of the "
+                                "parameters only (optimizations.shard_optimizer)",
+     f_shard_optimizer},
     {"--checkpoint-policy", "best|all|none", "checkpoint after a validation that improves the "
                                              "metric / after each / never",
      f_checkpoint_policy},

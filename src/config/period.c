@@ -167,8 +167,12 @@ _Static_assert(offsetof(ct_fit_opts, checkpoint_storage) >= FIT_OPTS_V2_SIZE,
 _Static_assert(offsetof(ct_fit_opts, background_checkpoints) >= FIT_OPTS_V3_SIZE,
                "ct_fit_opts.background_checkpoints must start past version 3 (CT_NEW_FIELD)");
 #define FIT_OPTS_V4_SIZE ROUND_UP(offsetof(ct_fit_opts, background_checkpoints) + sizeof(bool), _Alignof(ct_fit_opts))
-_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V4_SIZE,
-               "ct_fit_opts grew: record its version 5 size here (see the comment above)");
+/* Version 5 adds shard_optimizer. */
+_Static_assert(offsetof(ct_fit_opts, shard_optimizer) >= FIT_OPTS_V4_SIZE,
+               "ct_fit_opts.shard_optimizer must start past version 4 (CT_NEW_FIELD)");
+#define FIT_OPTS_V5_SIZE ROUND_UP(offsetof(ct_fit_opts, shard_optimizer) + sizeof(bool), _Alignof(ct_fit_opts))
+_Static_assert(sizeof(ct_fit_opts) == FIT_OPTS_V5_SIZE,
+               "ct_fit_opts grew: record its version 6 size here (see the comment above)");
 
 void ct_fit_opts_init(ct_fit_opts *o, size_t size) {
     ct_fit_opts d = fit_defaults();

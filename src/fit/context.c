@@ -14,6 +14,7 @@
 #include "base/json_write.h"
 #include "base/value_json.h"
 #include "dist/grad_sync.h"
+#include "dist/shard.h"
 #include "fit/graph_step.h"
 #include "fit/report.h"
 #include "metrics/metrics.h"
@@ -93,6 +94,8 @@ void ct_ctx_free(ct_context *ctx) {
     for (size_t i = 0; i < ctx->n_reducers; i++) cti_reducer_free(ctx->reducers[i]);
     for (size_t i = 0; i < ctx->n_syncs; i++) cti_grad_sync_free(ctx->syncs[i]);
     free(ctx->syncs);
+    for (size_t i = 0; ctx->shards && i < ctx->n_optims; i++) cti_shard_free(ctx->shards[i]);
+    free(ctx->shards);
     ct_grad_scaler_free(ctx->scaler);
     for (size_t i = 0; i < ctx->n_scheds; i++) ct_sched_free(ctx->scheds[i].sched);
     for (size_t i = 0; i < ctx->n_optims; i++) ct_optim_free(ctx->optims[i]);
@@ -323,6 +326,23 @@ bool cti_context_is_step_batch(const ct_context *ctx, int64_t batch_idx) {
     return (batch_idx + 1) % ctx->aggregation_frequency == 0;
 }
 
+int cti_context_shard_optimizers(ct_context *ctx) {
+    if (!ctx->opts.shard_optimizer || ctx->size == 1 || ctx->n_optims == 0) return CT_OK;
+    ctx->shards = calloc(ctx->n_optims, sizeof *ctx->shards);
+    if (!ctx->shards) return ct_set_error(CT_ENOMEM, "shard_optimizer: out of host memory");
+    for (size_t i = 0; i < ctx->n_optims; i++)
+        if (!(ctx->shards[i] = cti_shard_new(ctx->optims[i], ctx->rank, ctx->size)))
+            return ct_set_error(ct_last_code(), "optimizations.shard_optimizer: optimizer %zu (%s): %s", i,
+                                ct_optim_type(ctx->optims[i]), ct_last_error());
+    return CT_OK;
+}
+
+struct cti_shard *cti_context_shard_of(const ct_context *ctx, const ct_optim *opt) {
+    for (size_t i = 0; ctx->shards && i < ctx->n_optims; i++)
+        if (ctx->optims[i] == opt) return ctx->shards[i];
+    return NULL;
+}
+
 ct_step_opts ct_step_defaults(void) {
     ct_step_opts o = {.auto_zero_grads = true};
     return o;
@@ -433,6 +453,16 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
                    : step_on_gradients(ctx, opt, &d);
     if (rc == CT_OK && d.auto_zero_grads) rc = ct_optim_zero_grad(opt, true);
     cti_time_add(ctx->reporter, CT_TIME_OPTIM, t0);
+    /* A sharded optimizer stepped this rank's share: every parameter comes
+     * from the rank that stepped it (also after a failure here: the other
+     * ranks wait for this one's parameters). */
+    struct cti_shard *shard = cti_context_shard_of(ctx, opt);
+    if (shard) {
+        double t1 = cti_clock_monotonic();
+        int src = cti_shard_sync_params(shard, opt);
+        if (rc == CT_OK) rc = src;
+        cti_time_add(ctx->reporter, CT_TIME_COMM, t1);
+    }
     return rc;
 }
 

@@ -77,6 +77,10 @@ struct ct_context {
      * checkpoint. */
     struct cti_grad_sync **syncs;
     size_t n_syncs;
+    /* With shard_optimizer under mpirun, one per wrapped optimizer (in
+     * optims' order), from the set-up on: which rank steps each parameter
+     * and keeps its state (dist/shard.h). NULL otherwise. */
+    struct cti_shard **shards;
     struct cti_graph_step *graph; /* the CUDA-graph step (graph_step.h) when opts.cuda_graphs */
     ct_reducer **reducers;
     size_t n_reducers;
@@ -121,6 +125,13 @@ int cti_context_build_trial(ct_context *ctx);
  * window: the optimizers step on it (every aggregation_frequency-th batch),
  * gradients are averaged across ranks in its backward, schedulers move. */
 bool cti_context_is_step_batch(const ct_context *ctx, int64_t batch_idx);
+
+/* shard_optimizer under mpirun: every wrapped optimizer's parameters
+ * partitioned among the ranks (ctx->shards), once the trial has built
+ * them. Does nothing otherwise. */
+int cti_context_shard_optimizers(ct_context *ctx);
+/* The shard of a wrapped optimizer, NULL when it is not sharded. */
+struct cti_shard *cti_context_shard_of(const ct_context *ctx, const ct_optim *opt);
 /* The first hyperparameter the trial read with the wrong type, as
  * CT_ECONFIG with its message; CT_OK when there was none. */
 int cti_context_hparam_failure(const ct_context *ctx);

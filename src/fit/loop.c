@@ -1221,6 +1221,9 @@ static int setup_trial(cti_run *run) {
     if (rc == CT_OK) rc = cti_checkpointer_guard(run->ckpt);
     if (rc == CT_OK && ctx->rank == 0) rc = cti_make_dirs(ctx->opts.output_dir, "output directory");
     if (rc == CT_OK) rc = cti_context_build_trial(ctx);
+    /* shard_optimizer: each rank's share of every optimizer's parameters,
+     * before any state is loaded into them (a resume, a warm start). */
+    if (rc == CT_OK) rc = cti_context_shard_optimizers(ctx);
     /* optimizations.mixed_precision O1: AMP as ct_ctx_use_amp's defaults,
      * unless the trial set AMP up itself in init. */
     if (rc == CT_OK && ctx->opts.mixed_precision && !ctx->amp && !ctx->scaler) rc = ct_ctx_use_amp(ctx, NULL);
@@ -1356,7 +1359,8 @@ static void report_setup(cti_run *run) {
     if (ctx->size > 1 && ctx->n_syncs > 0) {
         char why[200];
         const char *how = cti_grad_sync_transport(ctx->syncs[0], why, sizeof why);
-        snprintf(transport, sizeof transport, " (gradients: %s%s%s)", how, why[0] ? ", " : "", why);
+        snprintf(transport, sizeof transport, " (gradients: %s%s%s%s)", how, why[0] ? ", " : "", why,
+                 ctx->shards ? "; optimizer state sharded" : "");
     }
     int64_t params = 0;
     for (size_t m = 0; m < ctx->n_models; m++) params += ct_nn_num_param_elements(ctx->models[m]);
@@ -1624,6 +1628,9 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
     }
     if (rc == CT_OK) rc = cti_context_build_trial(ctx);
+    /* shard_optimizer: each rank's share of every optimizer's parameters,
+     * before any state is loaded into them (a resume, a warm start). */
+    if (rc == CT_OK) rc = cti_context_shard_optimizers(ctx);
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
     ct_value *state = NULL;
     if (rc == CT_OK) rc = load_state_file(dir, &state);

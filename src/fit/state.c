@@ -24,6 +24,7 @@
 #include "base/json_write.h"
 #include "base/value_json.h"
 #include "ckpt/ckpt.h"
+#include "dist/shard.h"
 #include "dist/value_wire.h"
 #include "ctrial/ctrial.h"
 
@@ -125,6 +126,17 @@ static ct_value *pending_workload(cti_run *run, bool *failed) {
     return pending;
 }
 
+/* Optimizer i's state_dict(). Sharded (shard_optimizer): the whole of it,
+ * every rank's share gathered on rank 0 in torch's layout, and None on the
+ * other ranks, which write nothing; collective then, so every rank calls
+ * it for every optimizer in order. NEW, or NULL + error. */
+static ct_value *optimizer_state(ct_context *ctx, size_t i) {
+    const struct cti_shard *shard = ctx->shards ? ctx->shards[i] : NULL;
+    if (!shard) return ct_optim_state_dict(ctx->optims[i]);
+    ct_value *whole = cti_shard_state_dict(shard, ctx->optims[i], 0);
+    return whole || ctx->rank == 0 || ct_last_code() != CT_OK ? whole : ct_value_none();
+}
+
 ct_value *cti_run_state(cti_run *run) {
     ct_context *ctx = run->ctx;
     /* First: collective under mpirun. The last batch trained did not step
@@ -146,7 +158,7 @@ ct_value *cti_run_state(cti_run *run) {
     bool ok = put(state, "models_state_dict", models) && put(state, "optimizers_state_dict", optims) &&
               put(state, "lr_schedulers_state_dict", scheds) && put(state, "callbacks", callbacks);
     for (size_t i = 0; ok && i < ctx->n_models; i++) ok = ct_value_list_append(models, ct_nn_state_dict(ctx->models[i])) == 0;
-    for (size_t i = 0; ok && i < ctx->n_optims; i++) ok = ct_value_list_append(optims, ct_optim_state_dict(ctx->optims[i])) == 0;
+    for (size_t i = 0; ok && i < ctx->n_optims; i++) ok = ct_value_list_append(optims, optimizer_state(ctx, i)) == 0;
     for (size_t i = 0; ok && i < ctx->n_scheds; i++)
         ok = ct_value_list_append(scheds, ct_sched_state_dict(ctx->scheds[i].sched)) == 0;
     for (size_t i = 0; ok && i < ctx->n_callbacks; i++) {
@@ -349,9 +361,15 @@ int cti_context_restore_trained(ct_context *ctx, const ct_value *state, const ch
     if (!optims) return rc;
     const ct_value *scheds = group(state, "lr_schedulers_state_dict", ctx->n_scheds, "LR schedulers", dir, &rc);
     if (!scheds) return rc;
-    for (size_t i = 0; i < ctx->n_optims; i++)
-        if (ct_optim_load_state_dict(ctx->optims[i], ct_value_list_get(optims, i)) != 0)
-            return mismatch(dir, "optimizer %zu: %s", i, ct_last_error());
+    for (size_t i = 0; i < ctx->n_optims; i++) {
+        /* Sharded, each rank loads only the state of its share (the
+         * checkpoint holds the whole, from any number of ranks). */
+        const ct_value *sd = ct_value_list_get(optims, i);
+        ct_value *own = ctx->shards && ctx->shards[i] ? cti_shard_own_state(ctx->shards[i], sd) : NULL;
+        int lrc = ctx->shards && ctx->shards[i] && !own ? ct_last_code() : ct_optim_load_state_dict(ctx->optims[i], own ? own : sd);
+        ct_value_free(own);
+        if (lrc != CT_OK) return mismatch(dir, "optimizer %zu: %s", i, ct_last_error());
+    }
     for (size_t i = 0; i < ctx->n_scheds; i++)
         if (ct_sched_load_state_dict(ctx->scheds[i].sched, ct_value_list_get(scheds, i)) != 0)
             return mismatch(dir, "LR scheduler %zu: %s", i, ct_last_error());

@@ -390,7 +390,8 @@ static void test_warm_start(void) {
 static void test_help(void) {
     static const char *all_flags[] = {
         "--config FILE", "--hparam KEY=VALUE", "--max-length LEN", "--validation-period PERIOD",
-        "--checkpoint-period PERIOD", "--background-checkpoints", "--checkpoint-policy best|all|none", "--output DIR",
+        "--checkpoint-period PERIOD", "--background-checkpoints", "--shard-optimizer", "--checkpoint-policy best|all|none",
+        "--output DIR",
         "--resume PATH|latest", "--overwrite", "--evaluate CHECKPOINT", "--warm-start DIR", "--test-mode", "--seed N",
         "--device cpu|cuda|cuda:N",
         "--threads N", "--dist-timeout SECONDS", "--stop-on-nan", "--deterministic", "--cuda-graphs", "--no-tensorboard", "--quiet", "--version", "--help"};

@@ -78,3 +78,16 @@ if(CTRIAL_HAVE_MPI)
     set_property(TEST dist_signals dist_timeout APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=abort_on_error=1:detect_leaks=0")
   endif()
 endif()
+# The optimizer's state sharded across ranks (issue 37, shard_optimizer):
+# sharded = unsharded data parallelism for every optimizer, with clipping,
+# fp16 AMP and aggregation; checkpoints whole in torch's layout, loaded by
+# torch.optim and resumed on other numbers of ranks, sharded or not; each
+# rank's state its share; a memory limit one rank cannot train under.
+ct_c_program(shard_trial ${_df}/shard_trial.c)
+if(CTRIAL_HAVE_MPI)
+  ct_py_test(dist_shard ${_df}/test_shard.py $<TARGET_FILE:shard_trial>)
+  set_tests_properties(dist_shard PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77)
+  if(CTRIAL_SANITIZE)
+    set_property(TEST dist_shard APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=abort_on_error=1:detect_leaks=0")
+  endif()
+endif()

@@ -485,6 +485,54 @@ static void test_groups(void) {
     free_params(p);
 }
 
+/* ct_optim_set_stepped: the parameters left out keep their values and get
+ * no state, the others step exactly as in an optimizer of their own; NULL
+ * steps all again; LBFGS refuses. */
+static void test_stepped(void) {
+    ct_tensor *p[NP], *q[NP];
+    make_params(p, 5);
+    clone_params(q, p);
+    ct_adam_opts ao = ct_adam_defaults();
+    ct_optim *o = ct_optim_adam(NULL, &ao), *ref = ct_optim_adam(NULL, &ao);
+    CHECK(ct_optim_add_param_group(o, NP, p) == 0);
+    CHECK(ct_optim_add_param_group(ref, 2, (ct_tensor *[]){q[0], q[2]}) == 0); /* p[1] left out */
+    bool stepped[NP] = {true, false, true};
+    CHECK_OK(ct_optim_set_stepped(o, stepped));
+    ct_tensor *before1 = ct_keep(ct_clone(p[1]));
+    for (int k = 0; k < 3; k++) {
+        set_grads(p, NP, 40 + (uint64_t)k);
+        set_grads(q, NP, 40 + (uint64_t)k);
+        CHECK_OK(ct_optim_step(o));
+        CHECK_OK(ct_optim_step(ref));
+    }
+    CHECK(same_values(p[1], before1));
+    CHECK(same_values(p[0], q[0]) && same_values(p[2], q[2]));
+    ct_value *sd = ct_optim_state_dict(o);
+    const ct_value *st = ct_value_dict_get(sd, "state");
+    CHECK(ct_value_len(st) == 2 && ct_value_dict_get_int(st, 0) && !ct_value_dict_get_int(st, 1) &&
+          ct_value_dict_get_int(st, 2));
+    ct_value_free(sd);
+    /* Every parameter again: p[1] gets its first state and moves. */
+    CHECK_OK(ct_optim_set_stepped(o, NULL));
+    CHECK_OK(ct_optim_step(o));
+    CHECK(!same_values(p[1], before1));
+    sd = ct_optim_state_dict(o);
+    CHECK(ct_value_len(ct_value_dict_get(sd, "state")) == 3);
+    ct_value_free(sd);
+    CHECK(ct_optim_set_stepped(NULL, stepped) == CT_EINVAL);
+    ct_optim *lb = ct_optim_lbfgs(NULL, NULL);
+    CHECK(ct_optim_add_param_group(lb, 1, q) == 0);
+    CHECK(ct_optim_set_stepped(lb, stepped) == CT_ENOTSUP);
+    CHECK_ERR(CT_ENOTSUP, "LBFGS keeps one state for all its parameters");
+    CHECK_OK(ct_optim_set_stepped(lb, NULL));
+    ct_optim_free(lb);
+    ct_tensor_free(before1);
+    ct_optim_free(o);
+    ct_optim_free(ref);
+    free_params(p);
+    free_params(q);
+}
+
 static void test_module(void) {
     ct_manual_seed(4);
     ct_module *net = ct_nn_linear(4, 3, true);
@@ -1038,6 +1086,7 @@ int main(void) {
     test_null_args();
     test_options();
     test_groups();
+    test_stepped();
     test_module();
     test_options_more();
     test_closures();

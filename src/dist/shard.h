@@ -1,0 +1,71 @@
+/* src/dist/shard.h — an optimizer's state split across ranks (ZeRO stage 1,
+ * as torch.distributed.optim.ZeroRedundancyOptimizer). Internal to ctrial.
+ *
+ * Every rank keeps the whole optimizer (its groups and hyperparameters,
+ * which LR schedulers set alike everywhere) but steps, and keeps the state
+ * of, only its share of the parameters; after each step every parameter is
+ * broadcast from the rank that stepped it, so the ranks' weights stay
+ * equal. The gradients are averaged across ranks before the step as
+ * without sharding (grad_sync.h), so a GradScaler's inf checks and a clip
+ * callback see the same whole gradients on every rank and decide alike.
+ *
+ *     cti_shard *s = cti_shard_new(opt, rank, size);   // partition; others' state dropped
+ *     ...backward (gradients averaged)...
+ *     ct_optim_step(opt);                              // this rank's share only
+ *     cti_shard_sync_params(s, opt);                   // every parameter from its owner
+ *     ...
+ *     ct_value *sd = cti_shard_state_dict(s, opt, 0);  // torch's layout, whole, on rank 0
+ *     cti_shard_free(s);
+ *
+ * The partition is ZeroRedundancyOptimizer's: group by group, parameters
+ * largest first (ties in index order), each to the rank holding the fewest
+ * elements so far (the lowest such rank). It depends only on the
+ * optimizer's groups and the parameters' sizes, so every rank computes the
+ * same one, and a checkpoint (whose state is whole) resumes on any number
+ * of ranks, sharded or not. */
+#ifndef CTRIAL_DIST_SHARD_H
+#define CTRIAL_DIST_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctrial/optim.h"
+#include "ctrial/value.h"
+
+typedef struct cti_shard cti_shard;
+
+/* A NEW partition of opt's parameters among `size` ranks, of which this
+ * is `rank`: opt steps only this rank's share from now on
+ * (ct_optim_set_stepped), and the state it holds for other ranks'
+ * parameters (a loaded state dict, Adagrad's from its constructor) is
+ * dropped. NULL + error: LBFGS (CT_ENOTSUP: one state spans all its
+ * parameters), out of memory. Local: no communication. */
+cti_shard *cti_shard_new(ct_optim *opt, int rank, int size);
+void cti_shard_free(cti_shard *s); /* accepts NULL; opt steps as it was set */
+
+/* The rank that steps parameter i (state_dict index order), -1 out of range. */
+int cti_shard_owner(const cti_shard *s, size_t i);
+/* Elements of the parameters rank r steps. */
+int64_t cti_shard_elements(const cti_shard *s, int r);
+
+/* A NEW copy of the optimizer state dict sd (torch's layout, whole: a
+ * checkpoint's) whose "state" keeps only this rank's parameters, for
+ * ct_optim_load_state_dict: each rank loads its share, never the whole.
+ * Tensors are shared with sd. NULL + error when sd is not a dict. */
+ct_value *cti_shard_own_state(const cti_shard *s, const ct_value *sd);
+
+/* Every parameter of opt from the rank that steps it (ct_dist_broadcast,
+ * one per parameter, in index order). Collective: every rank calls it
+ * after every step, also after a step that failed on this rank alone (the
+ * others wait for its parameters). */
+int cti_shard_sync_params(const cti_shard *s, ct_optim *opt);
+
+/* opt.state_dict() as one unsharded optimizer's, in torch's layout: every
+ * rank's state entries, in parameter order, with this rank's param_groups.
+ * Collective. A NEW value on root (tensors from other ranks received into
+ * new ones on this rank's devices; its own shared with opt, as
+ * ct_optim_state_dict's), NULL without an error elsewhere; NULL + error on
+ * failure. Other ranks hold one tensor at a time while it runs. */
+ct_value *cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root);
+
+#endif
