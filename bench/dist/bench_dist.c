@@ -27,14 +27,19 @@
  *       1 - wait/comm, and the step time with and without the sync.
  *
  *   bench_dist train [--steps 30] [--global-batch 128] [--width 1024] [--threads 1] [--zero none|inplace]
- *       An MLP 784 -> W -> W -> 10 trained with SGD, each rank on
+ *                    [--optim sgd|adam] [--shard 0|1]
+ *       An MLP 784 -> W -> W -> 10 trained with SGD (--optim adam: Adam), each rank on
  *       GLOBAL/size rows of random data: samples/s of the whole job
  *       (GLOBAL * steps / wall time of the timed steps), the sync's
  *       comm/wait per step, where a step's time goes (forward with arm,
  *       backward with the hooks, the sync after it, optimizer, zero_grad:
  *       rank 0's, per step) and the last step's loss on rank 0 (run.py
  *       checks it against torch DDP's, ddp_train.py). --zero as for
- *       bandwidth (the optimizer's zero_grad after each step).
+ *       bandwidth (the optimizer's zero_grad after each step). --shard 1:
+ *       the optimizer's state sharded across the ranks as ct_fit's
+ *       shard_optimizer does (dist/shard.h): each rank steps its share, then
+ *       every parameter is broadcast from its owner (in "optimizer_ms");
+ *       state_bytes_max is the most optimizer state a rank holds.
  *
  * Options common to all: --threads N (libtorch's intra-op threads per rank,
  * default 1), --warmup N (untimed steps/reps first, default 2), --tune-malloc
@@ -56,6 +61,7 @@
 
 #include "base/heap.h"
 #include "dist/grad_sync.h"
+#include "dist/shard.h"
 
 #if CTRIAL_HAVE_MPI
 #include <mpi.h>
@@ -87,14 +93,14 @@ static void die(const char *what) {
 /* ---- options ------------------------------------------------------------- */
 
 typedef struct {
-    const char *mb, *zero;
-    int params, reps, steps, batch, global_batch, width, threads, warmup;
+    const char *mb, *zero, *optim;
+    int params, reps, steps, batch, global_batch, width, threads, warmup, shard;
     double bucket_mb;
     bool tune_malloc;
 } opts;
 
 static opts parse(int argc, char **argv) {
-    opts o = {.mb = "1,10,100", .zero = "none", .params = 64, .reps = 7, .steps = 0, .batch = 64, .global_batch = 128,
+    opts o = {.mb = "1,10,100", .zero = "none", .optim = "sgd", .params = 64, .reps = 7, .steps = 0, .batch = 64, .global_batch = 128,
               .width = 0, .threads = 1, .warmup = 2, .bucket_mb = 25, .tune_malloc = true};
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
@@ -109,6 +115,8 @@ static opts parse(int argc, char **argv) {
         else if (!strcmp(k, "--warmup")) o.warmup = atoi(v);
         else if (!strcmp(k, "--bucket-mb")) o.bucket_mb = atof(v);
         else if (!strcmp(k, "--zero")) o.zero = v;
+        else if (!strcmp(k, "--optim")) o.optim = v;
+        else if (!strcmp(k, "--shard")) o.shard = atoi(v);
         else if (!strcmp(k, "--tune-malloc")) o.tune_malloc = atoi(v) != 0;
         else {
             fprintf(stderr, "bench_dist: unknown option %s\n", k);
@@ -322,7 +330,10 @@ static int train(const opts *o) {
     if (!s) die("cti_grad_sync_new");
     ct_sgd_opts so = ct_sgd_defaults();
     so.lr = 0.01;
-    ct_optim *opt = ct_optim_sgd(net, &so);
+    ct_adam_opts ao = ct_adam_defaults();
+    ct_optim *opt = !strcmp(o->optim, "adam") ? ct_optim_adam(net, &ao) : ct_optim_sgd(net, &so);
+    cti_shard *shard = o->shard ? cti_shard_new(opt, R, P) : NULL;
+    if (!opt || (o->shard && !shard)) die("optimizer");
     /* Each rank its own rows, one fixed batch (data loading is not measured). */
     ct_manual_seed(1 + (uint64_t)R);
     ct_tensor *x = ct_randn(CT_SHAPE(local, 784), NULL);
@@ -358,26 +369,46 @@ static int train(const opts *o) {
         t[4] = now_s();
         ct_optim_zero_grad(opt, strcmp(o->zero, "inplace") != 0);
         t[5] = now_s();
+        /* (in "optimizer_ms"): through the buckets' shared memory when zero_grad set .grad to None */
+        bool none = strcmp(o->zero, "inplace") != 0;
+        if (shard && cti_shard_sync_params(shard, opt, &s, none ? 1 : 0) != 0) die("cti_shard_sync_params");
+        t[4] += now_s() - t[5];
+        t[5] = now_s();
         if (i == -1) cti_grad_sync_get_stats(s, &before);
         for (int k = 0; i >= 0 && k < PHASES; k++) phase[k] += t[k + 1] - t[k];
     }
     ct_dist_barrier();
     double wall = now_s() - t0;
     cti_grad_sync_get_stats(s, &after);
+    /* The optimizer state this rank holds, the most over ranks. */
+    int64_t state_bytes = 0;
+    ct_value *sd = ct_optim_state_dict(opt);
+    const ct_value *st = ct_value_dict_get(sd, "state");
+    for (size_t e = 0; e < ct_value_len(st); e++) {
+        const ct_value *entry = ct_value_dict_at(st, e, NULL, NULL);
+        for (size_t k = 0; k < ct_value_len(entry); k++) {
+            ct_tensor *v = ct_value_get_tensor(ct_value_dict_at(entry, k, NULL, NULL));
+            if (v) state_bytes += ct_numel(v) * (int64_t)ct_dtype_size(ct_dtype_of(v));
+        }
+    }
+    ct_value_free(sd);
+    if (ct_dist_allreduce_i64(&state_bytes, 1, CT_DIST_MAX) != 0) die("allreduce");
     if (R == 0)
         printf("{\"mode\": \"train\", \"ranks\": %d, \"threads\": %d, \"zero\": \"%s\", \"width\": %d, "
                "\"global_batch\": %d, \"steps\": %d, \"samples_per_s\": %.2f, \"ms_per_step\": %.3f, "
                "\"comm_ms_per_step\": %.3f, \"wait_ms_per_step\": %.3f, \"forward_ms\": %.3f, "
                "\"backward_ms\": %.3f, \"sync_ms\": %.3f, \"optimizer_ms\": %.3f, \"zero_grad_ms\": %.3f, "
-               "\"final_loss\": %.9g, \"transport\": \"%s\", \"malloc_tuned\": %s}\n",
+               "\"final_loss\": %.9g, \"transport\": \"%s\", \"malloc_tuned\": %s, \"optim\": \"%s\", "
+               "\"shard\": %s, \"state_bytes_max\": %lld}\n",
                P, o->threads, o->zero, width, o->global_batch, steps, (double)o->global_batch * steps / wall,
                1e3 * wall / steps, 1e3 * (after.comm_seconds - before.comm_seconds) / steps,
                1e3 * (after.wait_seconds - before.wait_seconds) / steps, 1e3 * phase[FWD] / steps,
                1e3 * phase[BWD] / steps, 1e3 * phase[SYNC] / steps, 1e3 * phase[OPT] / steps,
                1e3 * phase[ZERO] / steps, loss_value, cti_grad_sync_transport(s, NULL, 0),
-               o->tune_malloc ? "true" : "false");
+               o->tune_malloc ? "true" : "false", o->optim, shard ? "true" : "false", (long long)state_bytes);
     ct_tensor_free(x);
     ct_tensor_free(y);
+    cti_shard_free(shard);
     ct_optim_free(opt);
     cti_grad_sync_free(s);
     ct_nn_free(net);

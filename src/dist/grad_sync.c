@@ -124,6 +124,17 @@
  * FUNNELED (dist.c), so hooks only act on the thread that armed the
  * window; anywhere else they leave everything to finish.
  *
+ * Parameters from their owners (cti_grad_sync_share_params). A sharded
+ * optimizer (shard.h) steps each parameter on one rank; afterwards the
+ * float buckets' shared memory carries the parameters the way it carried
+ * the gradients: once the step has set their .grad to None their slots
+ * are free, the owner copies each of its parameters into its slot of its
+ * own copy and publishes PARAMS_OUT, every rank copies the others' from
+ * their copies and publishes PARAMS_IN, and no rank's next backward writes
+ * its copy before every rank has read it (each waits for all PARAMS_IN).
+ * The flags count share calls (param_gen), not windows: two optimizers
+ * over one model share twice in one window.
+ *
  * CUDA (grad_sync.h): the same buckets, slots, flags and lending in device
  * memory, but no messages of ours: launch enqueues one ncclAllReduce(ncclAvg) of the
  * whole bucket on the current stream and the bucket is done as far as the
@@ -282,6 +293,7 @@ struct cti_grad_sync {
     int shares;        /* shared memory: the shares a bucket is cut into on each host, each averaged by one host rank */
     cti_node_shm *shm;  /* every host rank's bucket segment (NULL: messages only) */
     uint32_t gen;      /* the window's number, the same on every rank (shared memory's flags) */
+    uint32_t param_gen; /* cti_grad_sync_share_params calls so far, the same on every rank */
     char why_not_shm[160];
 #endif
 };
@@ -431,10 +443,13 @@ static void bucket_done(cti_grad_sync *s, gs_bucket *b) {
 
 /* One rank's flags for one bucket, at the head of its segment: the number
  * of the last window in which it published its gradients (ARRIVED),
- * averaged its chunk (REDUCED) and copied every other chunk (GATHERED).
+ * averaged its chunk (REDUCED) and copied every other chunk (GATHERED);
+ * and the number of the last cti_grad_sync_share_params in which it wrote
+ * its parameters into its copy (PARAMS_OUT) and read every other rank's
+ * (PARAMS_IN).
  * Each rank writes only its own; 32 bits, so that a peer's segment, mapped
  * read-only, is read with plain loads on every platform. */
-enum { ARRIVED, REDUCED, GATHERED, FLAGS };
+enum { ARRIVED, REDUCED, GATHERED, PARAMS_OUT, PARAMS_IN, FLAGS };
 typedef struct {
     _Atomic uint32_t at[FLAGS];
     char pad[64 - FLAGS * sizeof(uint32_t)];
@@ -1403,6 +1418,94 @@ static const char *host_transport(const cti_grad_sync *s, char *why, size_t len)
     return messages_name(s->all.uses, false);
 }
 #endif
+
+/* ---- parameters from their owners (a sharded optimizer) ------------------- */
+
+#if CTRIAL_HAVE_MPI
+/* Whether every host rank has published `which` in share number gen. */
+static bool all_shared(const cti_grad_sync *s, int bi, int which, uint32_t gen) {
+    for (int q = 0; q < s->lay.local_size; q++)
+        if ((int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - gen) < 0) return false;
+    return true;
+}
+
+/* The parameters of bucket bi that are among params[0..n), in index
+ * order: writes their place in params into at[] and returns how many. */
+static int params_in_bucket(const cti_grad_sync *s, int bi, size_t n, ct_tensor *const *params, int *at) {
+    const gs_bucket *b = &s->buckets[bi];
+    int k = 0;
+    for (int i = b->first; i < b->first + b->count; i++) {
+        const void *d = ct_data_ptr(s->params[i].param);
+        for (size_t j = 0; j < n; j++)
+            if (ct_data_ptr(params[j]) == d && ct_is_contiguous(params[j])) {
+                at[k++] = (int)j;
+                break;
+            }
+    }
+    return k;
+}
+#endif
+
+int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *params, const int *owners, bool *done) {
+    for (size_t j = 0; j < n; j++) done[j] = false;
+    if (!s || s->size == 1) return CT_OK;
+#if CTRIAL_HAVE_MPI
+    /* Shared memory only where every rank is on this machine (an owner
+     * elsewhere has no segment here) and no window is open. */
+    if (!s->shm || s->lay.local_size != s->size || s->window || s->cuda) return CT_OK;
+    uint32_t gen = ++s->param_gen;
+    int *at = malloc((size_t)(s->nparams ? s->nparams : 1) * sizeof *at);
+    if (!at) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: sharing parameters: out of host memory", s->rank);
+    int me = s->lay.local_rank, rc = CT_OK;
+    cti_dist_watch w;
+    cti_dist_watch_begin(&w, "the sharded optimizer's parameters");
+    for (int bi = 0; bi < s->nbuckets && rc == CT_OK; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        int k = b->shm ? params_in_bucket(s, bi, n, params, at) : 0;
+        if (k == 0) continue;
+        /* Every shared parameter's .grad is None: its slot is free. The
+         * gradients' window is complete, so no rank reads this copy now. */
+        for (int m = 0; m < k && rc == CT_OK; m++) {
+            ct_tensor *p = params[at[m]];
+            if (ct_has_grad(p))
+                rc = ct_set_error(CT_ESTATE, "grad_sync: rank %d: sharing parameter %d: it still has a .grad, which "
+                                  "may be its bucket slot", s->rank, at[m]);
+        }
+        if (rc != CT_OK) break;
+        /* The owner's values into its copy's slots... */
+        for (int m = 0; m < k; m++) {
+            if (owners[at[m]] != s->lay.members[me]) continue;
+            const gs_param *q = &s->params[b->first];
+            while (ct_data_ptr(q->param) != ct_data_ptr(params[at[m]])) q++;
+            memcpy(q->at, ct_data_ptr(params[at[m]]), q->bytes);
+        }
+        atomic_store_explicit(flag_of(s, me, bi, PARAMS_OUT), gen, memory_order_release);
+        while (!all_shared(s, bi, PARAMS_OUT, gen)) cti_dist_watch_poll(&w);
+        /* ...and every other rank's out of theirs. */
+        for (int m = 0; m < k; m++) {
+            int owner = owners[at[m]], qr = -1;
+            for (int r = 0; r < s->lay.local_size; r++)
+                if (s->lay.members[r] == owner) qr = r;
+            const gs_param *q = &s->params[b->first];
+            while (ct_data_ptr(q->param) != ct_data_ptr(params[at[m]])) q++;
+            if (qr >= 0 && qr != me) memcpy(ct_data_ptr(params[at[m]]), b->peer[qr] + (q->at - b->base), q->bytes);
+            done[at[m]] = qr >= 0;
+        }
+        /* Nobody writes its copy again (the next backward) before every
+         * rank has read it. */
+        atomic_store_explicit(flag_of(s, me, bi, PARAMS_IN), gen, memory_order_release);
+        while (!all_shared(s, bi, PARAMS_IN, gen)) cti_dist_watch_poll(&w);
+    }
+    cti_dist_watch_end(&w);
+    free(at);
+    return rc;
+#else
+    (void)params;
+    (void)owners;
+    return CT_OK;
+#endif
+}
+
 
 const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len) {
     if (why && len) why[0] = '\0';

@@ -113,6 +113,21 @@ int cti_grad_sync_finish(cti_grad_sync *s);
  * name into `name` (len bytes) and forgets it. */
 bool cti_grad_sync_stray(cti_grad_sync *s, char *name, size_t len);
 
+/* After an optimizer step each rank took for its own share of the
+ * parameters (a sharded optimizer, shard.h): params[j] (n of them, the
+ * optimizer's) from rank owners[j], through this sync's shared-memory
+ * buckets where it can. Per bucket, each owner copies its parameters into
+ * their slots of its own copy, and every rank then copies the others'
+ * out of their copies (as the gradients' averages are gathered), so no
+ * MPI message moves. done[j] says which parameters it moved: those of
+ * this sync's shared-memory buckets, when every rank is on this machine;
+ * the caller broadcasts the rest. Writes the slots: every parameter it
+ * moves must have no .grad (set them to None first; CT_ESTATE otherwise).
+ * Collective among the sync's ranks, called by every rank with the same
+ * parameters in the same order, outside a window. A rank that does not
+ * come ends the job after the collective timeout. */
+int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *params, const int *owners, bool *done);
+
 typedef struct {
     uint64_t bytes;       /* bytes all-reduced so far (gradients and flags) */
     double comm_seconds;  /* summed over buckets: launch to completion */

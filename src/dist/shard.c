@@ -17,6 +17,7 @@
 #include "ctrial/dist.h"
 #include "ctrial/error.h"
 #include "ctrial/tensor.h"
+#include "dist/grad_sync.h"
 
 struct cti_shard {
     int rank, size;
@@ -186,14 +187,28 @@ ct_value *cti_shard_own_state(const cti_shard *s, const ct_value *sd) {
 
 /* ---- after each step --------------------------------------------------------- */
 
-int cti_shard_sync_params(const cti_shard *s, ct_optim *opt) {
+int cti_shard_sync_params(const cti_shard *s, ct_optim *opt, struct cti_grad_sync *const *syncs, size_t nsyncs) {
     if (!s || !opt) return ct_set_error(CT_EINVAL, "cti_shard_sync_params: %s is NULL", s ? "opt" : "shard");
     if (s->size == 1) return CT_OK;
-    for (size_t i = 0; i < s->n; i++)
-        if (ct_dist_broadcast(ct_optim_param(opt, i), s->owner[i]) != CT_OK)
-            return ct_set_error(ct_last_code(), "sharded optimizer: rank %d: parameter %zu from rank %d: %s", s->rank,
-                                i, s->owner[i], ct_last_error());
-    return CT_OK;
+    ct_tensor **params = malloc((s->n ? s->n : 1) * sizeof *params);
+    bool *done = calloc(s->n ? s->n : 1, sizeof *done), *got = malloc((s->n ? s->n : 1) * sizeof *got);
+    int rc = params && done && got ? CT_OK : ct_set_error(CT_ENOMEM, "sharded optimizer: out of host memory");
+    for (size_t i = 0; rc == CT_OK && i < s->n; i++) params[i] = ct_optim_param(opt, i);
+    /* Shared memory first (every rank reaches the same decisions: the
+     * buckets and the parameters are alike everywhere)... */
+    for (size_t k = 0; rc == CT_OK && k < nsyncs; k++) {
+        rc = cti_grad_sync_share_params(syncs[k], s->n, params, s->owner, got);
+        for (size_t i = 0; rc == CT_OK && i < s->n; i++) done[i] = done[i] || got[i];
+    }
+    /* ...then messages for the rest. */
+    for (size_t i = 0; rc == CT_OK && i < s->n; i++)
+        if (!done[i] && ct_dist_broadcast(params[i], s->owner[i]) != CT_OK)
+            rc = ct_set_error(ct_last_code(), "sharded optimizer: rank %d: parameter %zu from rank %d: %s", s->rank, i,
+                              s->owner[i], ct_last_error());
+    free(params);
+    free(done);
+    free(got);
+    return rc;
 }
 
 /* ---- the whole state for a checkpoint ------------------------------------------ */

@@ -12,7 +12,8 @@
  *     cti_shard *s = cti_shard_new(opt, rank, size);   // partition; others' state dropped
  *     ...backward (gradients averaged)...
  *     ct_optim_step(opt);                              // this rank's share only
- *     cti_shard_sync_params(s, opt);                   // every parameter from its owner
+ *     ct_optim_zero_grad(opt, true);
+ *     cti_shard_sync_params(s, opt, syncs, nsyncs);    // every parameter from its owner
  *     ...
  *     ct_value *sd = cti_shard_state_dict(s, opt, 0);  // torch's layout, whole, on rank 0
  *     cti_shard_free(s);
@@ -54,11 +55,16 @@ int64_t cti_shard_elements(const cti_shard *s, int r);
  * Tensors are shared with sd. NULL + error when sd is not a dict. */
 ct_value *cti_shard_own_state(const cti_shard *s, const ct_value *sd);
 
-/* Every parameter of opt from the rank that steps it (ct_dist_broadcast,
- * one per parameter, in index order). Collective: every rank calls it
- * after every step, also after a step that failed on this rank alone (the
- * others wait for its parameters). */
-int cti_shard_sync_params(const cti_shard *s, ct_optim *opt);
+/* Every parameter of opt from the rank that steps it. Through the shared
+ * memory of the gradient syncs `syncs` (nsyncs of them: the models'
+ * grad_sync.h, whose buckets hold the parameters' slots) where they have
+ * it, which needs every parameter's .grad to be None (the step's
+ * zero_grad(set_to_none) ran: pass 0 syncs otherwise); the rest by
+ * ct_dist_broadcast, one per parameter, in index order. Collective: every
+ * rank calls it after every step, also after a step that failed on this
+ * rank alone (the others wait for its parameters). */
+struct cti_grad_sync;
+int cti_shard_sync_params(const cti_shard *s, ct_optim *opt, struct cti_grad_sync *const *syncs, size_t nsyncs);
 
 /* opt.state_dict() as one unsharded optimizer's, in torch's layout: every
  * rank's state entries, in parameter order, with this rank's param_groups.

@@ -459,7 +459,9 @@ int ct_ctx_step_optimizer_with(ct_context *ctx, ct_optim *opt, const ct_step_opt
     struct cti_shard *shard = cti_context_shard_of(ctx, opt);
     if (shard) {
         double t1 = cti_clock_monotonic();
-        int src = cti_shard_sync_params(shard, opt);
+        /* Through the gradient buckets' shared memory where the step has
+         * set the gradients to None (their slots are free then). */
+        int src = cti_shard_sync_params(shard, opt, ctx->syncs, d.auto_zero_grads ? ctx->n_syncs : 0);
         if (rc == CT_OK) rc = src;
         cti_time_add(ctx->reporter, CT_TIME_COMM, t1);
     }
