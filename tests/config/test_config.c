@@ -348,6 +348,18 @@ static void test_minimal_config(void) {
     CHECK(strcmp(c.horovod_keys, "optimizations.gradient_compression, optimizations.tensor_fusion_cycle_time, "
                                  "optimizations.grad_updates_size_file, optimizations.auto_tune_tensor_fusion") == 0);
     cti_config_free(&c);
+    /* ctrial's own: the optimizer state sharded across ranks, a boolean */
+    CHECK_OK(cti_config_init(&c));
+    CHECK_OK(cti_config_load_string(
+        &c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+            " \"optimizations\": {\"shard_optimizer\": true}}", NULL));
+    CHECK(c.fit.shard_optimizer && !c.fit.background_checkpoints);
+    cti_config_free(&c);
+    CHECK_OK(cti_config_init(&c));
+    CHECK(cti_config_load_string(&c, "{\"searcher\": {\"name\": \"single\", \"max_length\": {\"batches\": 1}},"
+                                     " \"optimizations\": {\"shard_optimizer\": \"yes\"}}", NULL) == CT_ECONFIG);
+    CHECK(strstr(ct_last_error(), "optimizations.shard_optimizer") != NULL);
+    cti_config_free(&c);
     /* O2 and O3, which Determined accepts: AMP as O1, the level kept for ct_main's warning */
     CHECK_OK(cti_config_init(&c));
     CHECK_OK(cti_config_load_string(

@@ -123,7 +123,7 @@ static void test_every_flag(void) {
         "--validation-period=batches:30,10,20", "--checkpoint-period", "never",
         "--checkpoint-policy", "none", "--output", "out1", "--resume", "latest", "--test-mode",
         "--seed", "42", "--device", "cuda:1", "--stop-on-nan", "--no-tensorboard", "--quiet",
-        "--dist-timeout", "2.5", "--deterministic", NULL});
+        "--dist-timeout", "2.5", "--deterministic", "--shard-optimizer", NULL});
     CHECK_OK(rc);
     CHECK(!a.help);
     const ct_fit_opts *o = &a.cfg.fit;
@@ -135,7 +135,7 @@ static void test_every_flag(void) {
     CHECK(o->checkpoint_policy == CT_CKPT_NONE);
     CHECK(strcmp(o->output_dir, "out1") == 0);
     CHECK(strcmp(o->resume, "latest") == 0);
-    CHECK(o->test_mode && o->stop_on_nan && o->quiet && !o->tensorboard && o->deterministic);
+    CHECK(o->test_mode && o->stop_on_nan && o->quiet && !o->tensorboard && o->deterministic && o->shard_optimizer);
     /* the whole config file, for ct_ctx_experiment_config */
     CHECK(ct_value_get_str(ct_value_dict_get(ct_value_dict_get(o->experiment_config, "searcher"), "metric")) &&
           strcmp(ct_value_get_str(ct_value_dict_get(ct_value_dict_get(o->experiment_config, "searcher"), "metric")),
