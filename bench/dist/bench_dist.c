@@ -369,13 +369,14 @@ static int train(const opts *o) {
         t[4] = now_s();
         ct_optim_zero_grad(opt, strcmp(o->zero, "inplace") != 0);
         t[5] = now_s();
-        /* (in "optimizer_ms"): through the buckets' shared memory when zero_grad set .grad to None */
+        /* Sharded: the parameters from their owners, counted in "optimizer_ms" (through the buckets'
+         * shared memory when zero_grad set .grad to None). */
         bool none = strcmp(o->zero, "inplace") != 0;
         if (shard && cti_shard_sync_params(shard, opt, &s, none ? 1 : 0) != 0) die("cti_shard_sync_params");
-        t[4] += now_s() - t[5];
-        t[5] = now_s();
+        double share = now_s() - t[5];
         if (i == -1) cti_grad_sync_get_stats(s, &before);
         for (int k = 0; i >= 0 && k < PHASES; k++) phase[k] += t[k + 1] - t[k];
+        if (i >= 0) phase[OPT] += share;
     }
     ct_dist_barrier();
     double wall = now_s() - t0;

@@ -460,21 +460,27 @@ static _Atomic uint32_t *flag_of(const cti_grad_sync *s, int q, int bi, int whic
     return &((gs_flags *)cti_node_shm_at(s->shm, q) + bi)->at[which];
 }
 
-/* This rank has reached `which` in this window. */
-static void publish(cti_grad_sync *s, int bi, int which) {
-    atomic_store_explicit(flag_of(s, s->lay.local_rank, bi, which), s->gen, memory_order_release);
+/* This rank has reached `which` in round gen (a window's number, or a
+ * parameter share's). */
+static void publish_at(cti_grad_sync *s, int bi, int which, uint32_t gen) {
+    atomic_store_explicit(flag_of(s, s->lay.local_rank, bi, which), gen, memory_order_release);
 }
 
-/* Whether host rank q has reached `which` in this window (wrap-around safe). */
-static bool reached(const cti_grad_sync *s, int q, int bi, int which) {
-    return (int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - s->gen) >= 0;
+/* Whether host rank q has reached `which` in round gen (wrap-around safe). */
+static bool reached_at(const cti_grad_sync *s, int q, int bi, int which, uint32_t gen) {
+    return (int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - gen) >= 0;
 }
 
-static bool all_reached(const cti_grad_sync *s, int bi, int which) {
+static bool all_reached_at(const cti_grad_sync *s, int bi, int which, uint32_t gen) {
     for (int q = 0; q < s->lay.local_size; q++)
-        if (!reached(s, q, bi, which)) return false;
+        if (!reached_at(s, q, bi, which, gen)) return false;
     return true;
 }
+
+/* The same in this window. */
+static void publish(cti_grad_sync *s, int bi, int which) { publish_at(s, bi, which, s->gen); }
+static bool reached(const cti_grad_sync *s, int q, int bi, int which) { return reached_at(s, q, bi, which, s->gen); }
+static bool all_reached(const cti_grad_sync *s, int bi, int which) { return all_reached_at(s, bi, which, s->gen); }
 
 /* Moves a shared-memory bucket as far as the other ranks allow, in four
  * phases. 0: once every host rank's gradients are in (arrived), this rank
@@ -1422,27 +1428,30 @@ static const char *host_transport(const cti_grad_sync *s, char *why, size_t len)
 /* ---- parameters from their owners (a sharded optimizer) ------------------- */
 
 #if CTRIAL_HAVE_MPI
-/* Whether every host rank has published `which` in share number gen. */
-static bool all_shared(const cti_grad_sync *s, int bi, int which, uint32_t gen) {
-    for (int q = 0; q < s->lay.local_size; q++)
-        if ((int32_t)(atomic_load_explicit(flag_of(s, q, bi, which), memory_order_acquire) - gen) < 0) return false;
-    return true;
-}
-
-/* The parameters of bucket bi that are among params[0..n), in index
- * order: writes their place in params into at[] and returns how many. */
-static int params_in_bucket(const cti_grad_sync *s, int bi, size_t n, ct_tensor *const *params, int *at) {
+/* The parameters of bucket bi among the n whose data are at data[]
+ * (contiguous ones: a slot holds its parameter's elements in order): for
+ * each, in the bucket's order, its place j among them into at[] and its
+ * gs_param into slot[]. Returns how many. */
+static int params_in_bucket(const cti_grad_sync *s, int bi, size_t n, void *const *data, int *at, int *slot) {
     const gs_bucket *b = &s->buckets[bi];
     int k = 0;
     for (int i = b->first; i < b->first + b->count; i++) {
         const void *d = ct_data_ptr(s->params[i].param);
         for (size_t j = 0; j < n; j++)
-            if (ct_data_ptr(params[j]) == d && ct_is_contiguous(params[j])) {
-                at[k++] = (int)j;
+            if (data[j] == d) {
+                at[k] = (int)j;
+                slot[k++] = i;
                 break;
             }
     }
     return k;
+}
+
+/* The host rank (0 .. local_size-1) of the sync's rank r, -1 if elsewhere. */
+static int host_rank_of(const cti_grad_sync *s, int r) {
+    for (int q = 0; q < s->lay.local_size; q++)
+        if (s->lay.members[q] == r) return q;
+    return -1;
 }
 #endif
 
@@ -1454,50 +1463,48 @@ int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *par
      * elsewhere has no segment here) and no window is open. */
     if (!s->shm || s->lay.local_size != s->size || s->window || s->cuda) return CT_OK;
     uint32_t gen = ++s->param_gen;
-    int *at = malloc((size_t)(s->nparams ? s->nparams : 1) * sizeof *at);
-    if (!at) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: sharing parameters: out of host memory", s->rank);
+    int *at = malloc((size_t)(s->nparams ? s->nparams : 1) * 2 * sizeof *at), *slot = at + s->nparams;
+    void **data = malloc((n ? n : 1) * sizeof *data);
+    if (!at || !data) {
+        free(at);
+        free(data);
+        return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: sharing parameters: out of host memory", s->rank);
+    }
+    for (size_t j = 0; j < n; j++) data[j] = ct_is_contiguous(params[j]) ? ct_data_ptr(params[j]) : NULL;
     int me = s->lay.local_rank, rc = CT_OK;
     cti_dist_watch w;
     cti_dist_watch_begin(&w, "the sharded optimizer's parameters");
     for (int bi = 0; bi < s->nbuckets && rc == CT_OK; bi++) {
         gs_bucket *b = &s->buckets[bi];
-        int k = b->shm ? params_in_bucket(s, bi, n, params, at) : 0;
+        int k = b->shm ? params_in_bucket(s, bi, n, data, at, slot) : 0;
         if (k == 0) continue;
         /* Every shared parameter's .grad is None: its slot is free. The
          * gradients' window is complete, so no rank reads this copy now. */
-        for (int m = 0; m < k && rc == CT_OK; m++) {
-            ct_tensor *p = params[at[m]];
-            if (ct_has_grad(p))
+        for (int m = 0; m < k && rc == CT_OK; m++)
+            if (ct_has_grad(params[at[m]]))
                 rc = ct_set_error(CT_ESTATE, "grad_sync: rank %d: sharing parameter %d: it still has a .grad, which "
                                   "may be its bucket slot", s->rank, at[m]);
-        }
         if (rc != CT_OK) break;
         /* The owner's values into its copy's slots... */
-        for (int m = 0; m < k; m++) {
-            if (owners[at[m]] != s->lay.members[me]) continue;
-            const gs_param *q = &s->params[b->first];
-            while (ct_data_ptr(q->param) != ct_data_ptr(params[at[m]])) q++;
-            memcpy(q->at, ct_data_ptr(params[at[m]]), q->bytes);
-        }
-        atomic_store_explicit(flag_of(s, me, bi, PARAMS_OUT), gen, memory_order_release);
-        while (!all_shared(s, bi, PARAMS_OUT, gen)) cti_dist_watch_poll(&w);
+        for (int m = 0; m < k; m++)
+            if (host_rank_of(s, owners[at[m]]) == me) memcpy(s->params[slot[m]].at, data[at[m]], s->params[slot[m]].bytes);
+        publish_at(s, bi, PARAMS_OUT, gen);
+        while (!all_reached_at(s, bi, PARAMS_OUT, gen)) cti_dist_watch_poll(&w);
         /* ...and every other rank's out of theirs. */
         for (int m = 0; m < k; m++) {
-            int owner = owners[at[m]], qr = -1;
-            for (int r = 0; r < s->lay.local_size; r++)
-                if (s->lay.members[r] == owner) qr = r;
-            const gs_param *q = &s->params[b->first];
-            while (ct_data_ptr(q->param) != ct_data_ptr(params[at[m]])) q++;
-            if (qr >= 0 && qr != me) memcpy(ct_data_ptr(params[at[m]]), b->peer[qr] + (q->at - b->base), q->bytes);
-            done[at[m]] = qr >= 0;
+            const gs_param *q = &s->params[slot[m]];
+            int from = host_rank_of(s, owners[at[m]]);
+            if (from >= 0 && from != me) memcpy(data[at[m]], b->peer[from] + (q->at - b->base), q->bytes);
+            done[at[m]] = from >= 0;
         }
         /* Nobody writes its copy again (the next backward) before every
          * rank has read it. */
-        atomic_store_explicit(flag_of(s, me, bi, PARAMS_IN), gen, memory_order_release);
-        while (!all_shared(s, bi, PARAMS_IN, gen)) cti_dist_watch_poll(&w);
+        publish_at(s, bi, PARAMS_IN, gen);
+        while (!all_reached_at(s, bi, PARAMS_IN, gen)) cti_dist_watch_poll(&w);
     }
     cti_dist_watch_end(&w);
     free(at);
+    free(data);
     return rc;
 #else
     (void)params;
@@ -1505,7 +1512,6 @@ int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *par
     return CT_OK;
 #endif
 }
-
 
 const char *cti_grad_sync_transport(const cti_grad_sync *s, char *why, size_t len) {
     if (why && len) why[0] = '\0';

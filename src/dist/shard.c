@@ -21,9 +21,8 @@
 
 struct cti_shard {
     int rank, size;
-    size_t n;          /* the optimizer's parameters */
-    int *owner;        /* [n] the rank that steps each */
-    int64_t *elements; /* [size] elements each rank steps */
+    size_t n;   /* the optimizer's parameters */
+    int *owner; /* [n] the rank that steps each */
 };
 
 /* ---- the partition ---------------------------------------------------------- */
@@ -52,9 +51,11 @@ static const ct_value *group_params(const ct_value *sd, size_t g) {
 static int partition(cti_shard *s, const ct_optim *opt) {
     ct_value *sd = ct_optim_state_dict(opt);
     sized *order = malloc((s->n ? s->n : 1) * sizeof *order);
-    if (!sd || !order) {
+    int64_t *elements = calloc((size_t)s->size, sizeof *elements); /* what each rank steps so far */
+    if (!sd || !order || !elements) {
         ct_value_free(sd);
         free(order);
+        free(elements);
         return sd ? ct_set_error(CT_ENOMEM, "sharding the optimizer: out of host memory") : ct_last_code();
     }
     for (size_t i = 0; i < s->n; i++) s->owner[i] = -1;
@@ -70,12 +71,13 @@ static int partition(cti_shard *s, const ct_optim *opt) {
         for (size_t k = 0; k < m; k++) {
             int r = 0;
             for (int q = 1; q < s->size; q++)
-                if (s->elements[q] < s->elements[r]) r = q;
+                if (elements[q] < elements[r]) r = q;
             s->owner[order[k].index] = r;
-            s->elements[r] += order[k].numel;
+            elements[r] += order[k].numel;
         }
     }
     free(order);
+    free(elements);
     ct_value_free(sd);
     return CT_OK;
 }
@@ -98,11 +100,9 @@ cti_shard *cti_shard_new(ct_optim *opt, int rank, int size) {
         s->size = size;
         s->n = n;
         s->owner = malloc((n ? n : 1) * sizeof *s->owner);
-        s->elements = calloc((size_t)size, sizeof *s->elements);
     }
-    int rc = !s || !mine || !s->owner || !s->elements ? ct_set_error(CT_ENOMEM, "sharding the optimizer: out of "
-                                                                                "host memory")
-                                                      : partition(s, opt);
+    int rc = !s || !mine || !s->owner ? ct_set_error(CT_ENOMEM, "sharding the optimizer: out of host memory")
+                                      : partition(s, opt);
     for (size_t i = 0; rc == CT_OK && i < n; i++) mine[i] = s->owner[i] == rank;
     if (rc == CT_OK) rc = ct_optim_set_stepped(opt, mine);
     free(mine);
@@ -124,13 +124,11 @@ cti_shard *cti_shard_new(ct_optim *opt, int rank, int size) {
 void cti_shard_free(cti_shard *s) {
     if (!s) return;
     free(s->owner);
-    free(s->elements);
     free(s);
 }
 
-int cti_shard_owner(const cti_shard *s, size_t i) { return s && i < s->n ? s->owner[i] : -1; }
-
-int64_t cti_shard_elements(const cti_shard *s, int r) { return s && r >= 0 && r < s->size ? s->elements[r] : 0; }
+/* The rank that steps parameter i (state_dict index order), -1 out of range. */
+static int owner_of(const cti_shard *s, size_t i) { return i < s->n ? s->owner[i] : -1; }
 
 /* ---- loading ---------------------------------------------------------------- */
 
@@ -163,7 +161,7 @@ ct_value *cti_shard_own_state(const cti_shard *s, const ct_value *sd) {
             }
         }
         /* An id that belongs to no parameter stays, for the load to refuse. */
-        if (at >= 0 && cti_shard_owner(s, (size_t)at) != s->rank) continue;
+        if (at >= 0 && owner_of(s, (size_t)at) != s->rank) continue;
         ct_value *copy = ct_value_copy(entry, false);
         ok = copy && (skey ? ct_value_dict_set(kept, skey, copy) : ct_value_dict_set_int(kept, id, copy)) == 0;
     }
@@ -249,7 +247,7 @@ static ct_value *describe_mine(const cti_shard *s, const ct_value *state) {
     for (size_t e = 0; d && e < ct_value_len(state); e++) {
         int64_t id = -1;
         const ct_value *entry = ct_value_dict_at(state, e, NULL, &id);
-        if (cti_shard_owner(s, (size_t)id) != s->rank) continue;
+        if (owner_of(s, (size_t)id) != s->rank) continue;
         ct_value *one = describe(entry);
         if (!one || ct_value_dict_set_int(d, id, one) != 0) {
             ct_value_free(d);
@@ -300,7 +298,8 @@ static ct_value *share_tensor(const cti_shard *s, const ct_optim *opt, size_t i,
     return ct_value_tensor(t);
 }
 
-ct_value *cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root) {
+int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, ct_value **out) {
+    *out = NULL;
     ct_value *sd = ct_optim_state_dict(opt);
     const ct_value *state = ct_value_dict_get(sd, "state");
     ct_value *mine = state ? describe_mine(s, state) : NULL;
@@ -309,14 +308,14 @@ ct_value *cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root
     ct_value_free(mine);
     if (!all) {
         ct_value_free(sd);
-        return NULL;
+        return ct_last_code();
     }
     ct_value *merged = s->rank == root ? ct_value_dict() : NULL;
     int rc = CT_OK;
     for (size_t i = 0; i < s->n; i++) {
         const ct_value *entry = ct_value_dict_get_int(ct_value_list_get(all, (size_t)s->owner[i]), (int64_t)i);
         if (!entry) continue; /* not stepped yet: Python has no entry either */
-        ct_value *out = s->rank == root ? ct_value_dict() : NULL;
+        ct_value *one = s->rank == root ? ct_value_dict() : NULL; /* parameter i's entry */
         const ct_value *own = s->owner[i] == s->rank ? ct_value_dict_get_int(state, (int64_t)i) : NULL;
         for (size_t k = 0; k < ct_value_len(entry); k++) {
             const char *key = NULL;
@@ -330,22 +329,21 @@ ct_value *cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root
                 int trc = CT_OK;
                 v = share_tensor(s, opt, i, own ? ct_value_dict_get(own, key) : NULL, what, root, &trc);
                 if (trc != CT_OK && rc == CT_OK) rc = trc;
-            } else if (out) {
+            } else if (one) {
                 v = ct_value_copy(ct_value_list_get(what, 1), false);
             }
-            if (out && (!v || ct_value_dict_set(out, key, v) != 0) && rc == CT_OK)
+            if (one && (!v || ct_value_dict_set(one, key, v) != 0) && rc == CT_OK)
                 rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
         }
-        if (out && ct_value_dict_set_int(merged, (int64_t)i, out) != 0 && rc == CT_OK) rc = CT_ENOMEM;
+        if (one && ct_value_dict_set_int(merged, (int64_t)i, one) != 0 && rc == CT_OK) rc = CT_ENOMEM;
     }
     ct_value_free(all);
     if (s->rank != root || rc != CT_OK) {
         ct_value_free(merged);
         ct_value_free(sd);
-        if (rc != CT_OK)
-            ct_set_error(rc, "gathering the sharded optimizer's state: rank %d: %s", s->rank,
-                         ct_last_error()[0] ? ct_last_error() : "out of memory");
-        return NULL;
+        return rc == CT_OK ? CT_OK
+                           : ct_set_error(rc, "gathering the sharded optimizer's state: rank %d: %s", s->rank,
+                                          ct_last_error()[0] ? ct_last_error() : "out of memory");
     }
     /* torch's layout: "state" (whole now), then "param_groups". */
     ct_value *whole = ct_value_dict();
@@ -357,8 +355,10 @@ ct_value *cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root
         if (key && strcmp(key, "state") != 0) ok = ct_value_dict_set(whole, key, ct_value_copy(v, false)) == 0;
     }
     ct_value_free(sd);
-    if (ok) return whole;
+    if (ok) {
+        *out = whole;
+        return CT_OK;
+    }
     ct_value_free(whole);
-    ct_set_error(CT_ENOMEM, "gathering the sharded optimizer's state: out of host memory");
-    return NULL;
+    return ct_set_error(CT_ENOMEM, "gathering the sharded optimizer's state: out of host memory");
 }

@@ -15,7 +15,7 @@
  *     ct_optim_zero_grad(opt, true);
  *     cti_shard_sync_params(s, opt, syncs, nsyncs);    // every parameter from its owner
  *     ...
- *     ct_value *sd = cti_shard_state_dict(s, opt, 0);  // torch's layout, whole, on rank 0
+ *     cti_shard_state_dict(s, opt, 0, &sd);            // torch's layout, whole, on rank 0
  *     cti_shard_free(s);
  *
  * The partition is ZeroRedundancyOptimizer's: group by group, parameters
@@ -44,11 +44,6 @@ typedef struct cti_shard cti_shard;
 cti_shard *cti_shard_new(ct_optim *opt, int rank, int size);
 void cti_shard_free(cti_shard *s); /* accepts NULL; opt steps as it was set */
 
-/* The rank that steps parameter i (state_dict index order), -1 out of range. */
-int cti_shard_owner(const cti_shard *s, size_t i);
-/* Elements of the parameters rank r steps. */
-int64_t cti_shard_elements(const cti_shard *s, int r);
-
 /* A NEW copy of the optimizer state dict sd (torch's layout, whole: a
  * checkpoint's) whose "state" keeps only this rank's parameters, for
  * ct_optim_load_state_dict: each rank loads its share, never the whole.
@@ -68,10 +63,10 @@ int cti_shard_sync_params(const cti_shard *s, ct_optim *opt, struct cti_grad_syn
 
 /* opt.state_dict() as one unsharded optimizer's, in torch's layout: every
  * rank's state entries, in parameter order, with this rank's param_groups.
- * Collective. A NEW value on root (tensors from other ranks received into
- * new ones on this rank's devices; its own shared with opt, as
- * ct_optim_state_dict's), NULL without an error elsewhere; NULL + error on
- * failure. Other ranks hold one tensor at a time while it runs. */
-ct_value *cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root);
+ * Collective. Returns a status; on root *out receives a NEW value
+ * (tensors from other ranks received into new ones on this rank's
+ * devices; its own shared with opt, as ct_optim_state_dict's), elsewhere
+ * NULL. Other ranks hold one tensor at a time while it runs. */
+int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, ct_value **out);
 
 #endif

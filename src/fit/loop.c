@@ -1628,9 +1628,6 @@ int ct_load_trial_from_checkpoint(const char *dir, const ct_trial *trial, const 
         if (o.device && ct_device_parse(o.device, &ctx->device) != 0) rc = CT_ECONFIG;
     }
     if (rc == CT_OK) rc = cti_context_build_trial(ctx);
-    /* shard_optimizer: each rank's share of every optimizer's parameters,
-     * before any state is loaded into them (a resume, a warm start). */
-    if (rc == CT_OK) rc = cti_context_shard_optimizers(ctx);
     if (rc == CT_OK) rc = cti_context_hparam_failure(ctx);
     ct_value *state = NULL;
     if (rc == CT_OK) rc = load_state_file(dir, &state);

@@ -133,8 +133,9 @@ static ct_value *pending_workload(cti_run *run, bool *failed) {
 static ct_value *optimizer_state(ct_context *ctx, size_t i) {
     const struct cti_shard *shard = ctx->shards ? ctx->shards[i] : NULL;
     if (!shard) return ct_optim_state_dict(ctx->optims[i]);
-    ct_value *whole = cti_shard_state_dict(shard, ctx->optims[i], 0);
-    return whole || ctx->rank == 0 || ct_last_code() != CT_OK ? whole : ct_value_none();
+    ct_value *whole = NULL;
+    if (cti_shard_state_dict(shard, ctx->optims[i], 0, &whole) != CT_OK) return NULL;
+    return ctx->rank == 0 ? whole : ct_value_none();
 }
 
 ct_value *cti_run_state(cti_run *run) {
@@ -365,8 +366,9 @@ int cti_context_restore_trained(ct_context *ctx, const ct_value *state, const ch
         /* Sharded, each rank loads only the state of its share (the
          * checkpoint holds the whole, from any number of ranks). */
         const ct_value *sd = ct_value_list_get(optims, i);
-        ct_value *own = ctx->shards && ctx->shards[i] ? cti_shard_own_state(ctx->shards[i], sd) : NULL;
-        int lrc = ctx->shards && ctx->shards[i] && !own ? ct_last_code() : ct_optim_load_state_dict(ctx->optims[i], own ? own : sd);
+        const struct cti_shard *shard = ctx->shards ? ctx->shards[i] : NULL;
+        ct_value *own = shard ? cti_shard_own_state(shard, sd) : NULL;
+        int lrc = shard && !own ? ct_last_code() : ct_optim_load_state_dict(ctx->optims[i], own ? own : sd);
         ct_value_free(own);
         if (lrc != CT_OK) return mismatch(dir, "optimizer %zu: %s", i, ct_last_error());
     }
