@@ -7,16 +7,27 @@
  * the decoded tensors, twice the state it writes): the ranks first share
  * what each entry holds (keys, dtypes, shapes: a small value tree), then
  * every state tensor is broadcast from its owner straight into a tensor of
- * its shape, one at a time, which rank 0 keeps and the others free. */
+ * its shape, one at a time, which rank 0 keeps and the others free. Rank 0
+ * keeps the others' tensors in a spill file beside the checkpoints, mapped
+ * into memory (MAP_SHARED): the kernel writes their pages back and drops
+ * them as memory is needed, so rank 0 never holds more of the state in its
+ * own memory than its share, and a limit that the sharded state fits also
+ * fits its checkpoints. */
+#define _POSIX_C_SOURCE 200809L
 #include "dist/shard.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ctrial/dist.h"
 #include "ctrial/error.h"
 #include "ctrial/tensor.h"
+#include "dist/agree.h"
 #include "dist/grad_sync.h"
 
 struct cti_shard {
@@ -257,48 +268,131 @@ static ct_value *describe_mine(const cti_shard *s, const ct_value *state) {
     return d;
 }
 
-/* Tensor `key` of parameter i's entry, as its owner describes it: the
- * owner's own (shared), or a new one of that shape received from it.
- * Collective. NEW value on root, NULL elsewhere (and on failure, with the
- * error set and *rc nonzero). */
-static ct_value *share_tensor(const cti_shard *s, const ct_optim *opt, size_t i, const ct_value *mine,
-                              const ct_value *what, int root, int *rc) {
-    int owner = s->owner[i];
-    ct_tensor *t = NULL;
-    if (owner == s->rank) {
-        t = ct_value_get_tensor(mine);
-        if (!t) {
-            *rc = ct_set_error(CT_ESTATE, "the state entry of parameter %zu changed while it was shared", i);
-            return NULL;
-        }
-        t = ct_keep(ct_alias(t));
-    } else {
-        int64_t dtype = 0, devtype = 0, shape[16];
-        const ct_value *sizes = ct_value_list_get(what, 3);
-        int nd = (int)ct_value_len(sizes);
-        ct_value_get_int(ct_value_list_get(what, 1), &dtype);
-        ct_value_get_int(ct_value_list_get(what, 2), &devtype);
-        for (int j = 0; j < nd && j < 16; j++) ct_value_get_int(ct_value_list_get(sizes, (size_t)j), &shape[j]);
-        /* A CUDA tensor on this rank's own device: the parameter's. */
-        ct_device dev = {CT_CPU, 0};
-        if (devtype == CT_CUDA) dev = ct_device_of(ct_optim_param(opt, i));
-        ct_topts o = {.dtype = (ct_dtype)dtype, .device = dev};
-        t = nd <= 16 ? ct_keep(ct_empty(nd, shape, &o)) : NULL;
-        if (!t && nd > 16) ct_set_error(CT_ESHAPE, "a state tensor of %d dimensions", nd);
-    }
-    if (!t || ct_dist_broadcast(t, owner) != CT_OK) {
-        ct_tensor_free(t);
-        *rc = ct_last_code() ? ct_last_code() : CT_EDIST;
-        return NULL;
-    }
-    if (s->rank != root) {
-        ct_tensor_free(t);
-        return NULL;
-    }
-    return ct_value_tensor(t);
+/* Where rank 0 keeps the state tensors it receives: an unlinked file in
+ * the checkpoint directory (nothing is left of it after a kill -9), each
+ * tensor a region of it mapped shared. fd -1: in memory. */
+typedef struct {
+    int fd;
+    off_t end; /* the next region's offset, page-aligned */
+    const char *dir;
+} spill;
+
+static void spill_open(spill *sp, const char *dir) {
+    sp->fd = -1;
+    sp->end = 0;
+    sp->dir = dir;
+    if (!dir) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.optimizer-state-XXXXXX", dir);
+    sp->fd = mkstemp(path);
+    if (sp->fd >= 0) unlink(path);
 }
 
-int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, ct_value **out) {
+static void spill_close(spill *sp) {
+    if (sp->fd >= 0) close(sp->fd); /* the mappings keep the file */
+    sp->fd = -1;
+}
+
+static void unmap(void *data, void *len) { munmap(data, (size_t)(uintptr_t)len); }
+
+/* A NEW CPU tensor of this shape in the spill file's next region (its
+ * blocks reserved first, so a full disk is an error here, never a SIGBUS
+ * later), or in memory without a file or for no bytes. NULL + error. */
+static ct_tensor *spill_tensor(spill *sp, int nd, const int64_t *shape, ct_dtype dtype) {
+    size_t len = ct_dtype_size(dtype);
+    for (int j = 0; j < nd; j++) len *= (size_t)shape[j];
+    if (sp->fd < 0 || len == 0) return ct_empty(nd, shape, &(ct_topts){.dtype = dtype});
+    long page = sysconf(_SC_PAGESIZE);
+    int err = posix_fallocate(sp->fd, sp->end, (off_t)len);
+    void *data = err ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sp->fd, sp->end);
+    if (data == MAP_FAILED) {
+        ct_set_error(err ? CT_EIO : CT_ENOMEM, "keeping %zu bytes of optimizer state in a file in %s: %s",
+                     len, sp->dir, strerror(err ? err : errno));
+        return NULL;
+    }
+    sp->end += (off_t)((len + (size_t)page - 1) / (size_t)page * (size_t)page);
+    ct_tensor *t = ct_from_blob(data, nd, shape, dtype, unmap, (void *)(uintptr_t)len);
+    if (!t) munmap(data, len);
+    return t;
+}
+
+/* The tensor into which the owner broadcasts one tensor of parameter i's
+ * entry (`what`: its description), on this rank: the owner's own (mine,
+ * aliased), else a new one of that shape, received as it is held (a CUDA
+ * one on this rank's own device: the parameter's). On root *kept is what
+ * the state dict keeps: the owner's own, or a CPU tensor in sp (the same
+ * as *buf unless it is received through a GPU). NEW handles; returns a
+ * status. Local. */
+static int receive_buffer(const cti_shard *s, const ct_optim *opt, size_t i, const ct_value *mine,
+                          const ct_value *what, int root, spill *sp, ct_tensor **buf, ct_tensor **kept) {
+    if (s->owner[i] == s->rank) {
+        ct_tensor *t = ct_value_get_tensor(mine);
+        if (!t) return ct_set_error(CT_ESTATE, "the state entry of parameter %zu changed while it was shared", i);
+        *buf = ct_keep(ct_alias(t));
+        if (s->rank == root) *kept = *buf;
+        return *buf ? CT_OK : ct_last_code();
+    }
+    int64_t dtype = 0, devtype = 0, shape[16];
+    const ct_value *sizes = ct_value_list_get(what, 3);
+    int nd = (int)ct_value_len(sizes);
+    if (nd > 16) return ct_set_error(CT_ESHAPE, "parameter %zu: a state tensor of %d dimensions", i, nd);
+    ct_value_get_int(ct_value_list_get(what, 1), &dtype);
+    ct_value_get_int(ct_value_list_get(what, 2), &devtype);
+    for (int j = 0; j < nd; j++) ct_value_get_int(ct_value_list_get(sizes, (size_t)j), &shape[j]);
+    if (s->rank == root && !(*kept = ct_keep(spill_tensor(sp, nd, shape, (ct_dtype)dtype)))) return ct_last_code();
+    if (*kept && devtype != CT_CUDA) {
+        *buf = *kept;
+        return CT_OK;
+    }
+    ct_device dev = {CT_CPU, 0};
+    if (devtype == CT_CUDA) dev = ct_device_of(ct_optim_param(opt, i));
+    *buf = ct_keep(ct_empty(nd, shape, &(ct_topts){.dtype = (ct_dtype)dtype, .device = dev}));
+    return *buf ? CT_OK : ct_last_code();
+}
+
+/* Parameter i's entry, whole on root: every tensor broadcast from its
+ * owner (`entry`: the owner's description, `own`: its entry on the owner).
+ * Every rank first makes what it receives into and all agree, so that
+ * none enters a broadcast another left (a rank that cannot make its
+ * buffers, root out of memory or disk, fails them all here). Collective.
+ * Returns a status; *one receives a NEW entry on root. */
+static int share_entry(const cti_shard *s, const ct_optim *opt, size_t i, const ct_value *entry, const ct_value *own,
+                       int root, spill *sp, ct_value **one) {
+    size_t nk = ct_value_len(entry);
+    ct_tensor **buf = calloc(nk ? nk : 1, sizeof *buf), **kept = calloc(nk ? nk : 1, sizeof *kept);
+    int rc = buf && kept ? CT_OK : ct_set_error(CT_ENOMEM, "out of host memory");
+    for (size_t k = 0; rc == CT_OK && k < nk; k++) {
+        const char *key = NULL;
+        const ct_value *what = ct_value_dict_at(entry, k, &key, NULL);
+        const char *kind = ct_value_get_str(ct_value_list_get(what, 0));
+        if (kind && !strcmp(kind, "tensor"))
+            rc = receive_buffer(s, opt, i, own ? ct_value_dict_get(own, key) : NULL, what, root, sp, &buf[k], &kept[k]);
+    }
+    rc = cti_ranks_agree(rc);
+    for (size_t k = 0; rc == CT_OK && k < nk; k++)
+        if (buf[k] && ct_dist_broadcast(buf[k], s->owner[i]) != CT_OK) rc = ct_last_code();
+    /* On root, the entry: the tensors kept (copied out of a GPU's), the values as described. */
+    ct_value *d = rc == CT_OK && s->rank == root ? ct_value_dict() : NULL;
+    if (rc == CT_OK && s->rank == root && !d) rc = ct_last_code();
+    for (size_t k = 0; buf && kept && k < nk; k++) {
+        const char *key = NULL;
+        const ct_value *what = ct_value_dict_at(entry, k, &key, NULL);
+        if (rc == CT_OK && d && kept[k] && kept[k] != buf[k]) rc = ct_copy_(kept[k], buf[k]);
+        if (buf[k] != kept[k]) ct_tensor_free(buf[k]);
+        ct_value *v = NULL;
+        if (kept[k]) v = ct_value_tensor(kept[k]); /* takes it (frees it when there is no dict) */
+        else if (d && !buf[k]) v = ct_value_copy(ct_value_list_get(what, 1), false);
+        if (rc == CT_OK && d && (!v || ct_value_dict_set(d, key, v) != 0)) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
+        else if (!d || rc != CT_OK) ct_value_free(v);
+    }
+    free(buf);
+    free(kept);
+    if (rc != CT_OK) ct_value_free(d);
+    else *one = d;
+    return rc;
+}
+
+int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, const char *spill_dir, ct_value **out) {
     *out = NULL;
     ct_value *sd = ct_optim_state_dict(opt);
     const ct_value *state = ct_value_dict_get(sd, "state");
@@ -311,33 +405,24 @@ int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, ct_v
         return ct_last_code();
     }
     ct_value *merged = s->rank == root ? ct_value_dict() : NULL;
-    int rc = CT_OK;
+    int rc = s->rank != root || merged ? CT_OK : ct_last_code();
+    spill sp;
+    spill_open(&sp, s->rank == root ? spill_dir : NULL);
+    /* Entry by entry, in parameter order; the first failure, agreed by
+     * every rank in share_entry, ends the loop on all of them. */
     for (size_t i = 0; i < s->n; i++) {
         const ct_value *entry = ct_value_dict_get_int(ct_value_list_get(all, (size_t)s->owner[i]), (int64_t)i);
         if (!entry) continue; /* not stepped yet: Python has no entry either */
-        ct_value *one = s->rank == root ? ct_value_dict() : NULL; /* parameter i's entry */
         const ct_value *own = s->owner[i] == s->rank ? ct_value_dict_get_int(state, (int64_t)i) : NULL;
-        for (size_t k = 0; k < ct_value_len(entry); k++) {
-            const char *key = NULL;
-            const ct_value *what = ct_value_dict_at(entry, k, &key, NULL);
-            const char *kind = ct_value_get_str(ct_value_list_get(what, 0));
-            ct_value *v = NULL;
-            if (kind && !strcmp(kind, "tensor")) {
-                /* Collective: even after a failure, every rank goes on to
-                 * the same broadcasts (a failed one sends or receives
-                 * nothing, and ends the job at the collective timeout). */
-                int trc = CT_OK;
-                v = share_tensor(s, opt, i, own ? ct_value_dict_get(own, key) : NULL, what, root, &trc);
-                if (trc != CT_OK && rc == CT_OK) rc = trc;
-            } else if (one) {
-                v = ct_value_copy(ct_value_list_get(what, 1), false);
-            }
-            if (one && (!v || ct_value_dict_set(one, key, v) != 0) && rc == CT_OK)
-                rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
-        }
-        if (one && ct_value_dict_set_int(merged, (int64_t)i, one) != 0 && rc == CT_OK) rc = CT_ENOMEM;
+        ct_value *one = NULL;
+        /* rc, a failure of root's last entry, fails the agreement at once */
+        if (rc == CT_OK) rc = share_entry(s, opt, i, entry, own, root, &sp, &one);
+        else rc = cti_ranks_agree(rc);
+        if (rc != CT_OK) break;
+        if (one && ct_value_dict_set_int(merged, (int64_t)i, one) != 0) rc = ct_last_code();
     }
     ct_value_free(all);
+    spill_close(&sp);
     if (s->rank != root || rc != CT_OK) {
         ct_value_free(merged);
         ct_value_free(sd);

@@ -15,7 +15,7 @@
  *     ct_optim_zero_grad(opt, true);
  *     cti_shard_sync_params(s, opt, syncs, nsyncs);    // every parameter from its owner
  *     ...
- *     cti_shard_state_dict(s, opt, 0, &sd);            // torch's layout, whole, on rank 0
+ *     cti_shard_state_dict(s, opt, 0, dir, &sd);       // torch's layout, whole, on rank 0
  *     cti_shard_free(s);
  *
  * The partition is ZeroRedundancyOptimizer's: group by group, parameters
@@ -63,10 +63,13 @@ int cti_shard_sync_params(const cti_shard *s, ct_optim *opt, struct cti_grad_syn
 
 /* opt.state_dict() as one unsharded optimizer's, in torch's layout: every
  * rank's state entries, in parameter order, with this rank's param_groups.
- * Collective. Returns a status; on root *out receives a NEW value
- * (tensors from other ranks received into new ones on this rank's
- * devices; its own shared with opt, as ct_optim_state_dict's), elsewhere
- * NULL. Other ranks hold one tensor at a time while it runs. */
-int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, ct_value **out);
+ * Collective. Returns a status; on root *out receives a NEW value: its own
+ * tensors shared with opt, as ct_optim_state_dict's; other ranks' received
+ * into new CPU tensors which, given a spill_dir (an existing directory on
+ * root: the checkpoints'), live in an unlinked file there mapped into
+ * memory, which the kernel may write back and drop (without one, or where
+ * the file cannot be made, in memory). Elsewhere *out is NULL, and other
+ * ranks hold one tensor at a time while it runs. */
+int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, const char *spill_dir, ct_value **out);
 
 #endif

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/files.h"
 #include "base/json_write.h"
 #include "base/value_json.h"
 #include "ckpt/ckpt.h"
@@ -127,14 +128,22 @@ static ct_value *pending_workload(cti_run *run, bool *failed) {
 }
 
 /* Optimizer i's state_dict(). Sharded (shard_optimizer): the whole of it,
- * every rank's share gathered on rank 0 in torch's layout, and None on the
- * other ranks, which write nothing; collective then, so every rank calls
- * it for every optimizer in order. NEW, or NULL + error. */
-static ct_value *optimizer_state(ct_context *ctx, size_t i) {
+ * every rank's share gathered on rank 0 in torch's layout (the others'
+ * tensors in a spill file in the checkpoint directory, shard.h, so that
+ * rank 0 holds no more of the state in memory than its share), and None
+ * on the other ranks, which write nothing; collective then, so every rank
+ * calls it for every optimizer in order. NEW, or NULL + error. */
+static ct_value *optimizer_state(cti_run *run, size_t i) {
+    ct_context *ctx = run->ctx;
     const struct cti_shard *shard = ctx->shards ? ctx->shards[i] : NULL;
     if (!shard) return ct_optim_state_dict(ctx->optims[i]);
+    const char *dir = ctx->rank == 0 ? cti_checkpointer_dir(run->ckpt) : NULL;
+    if (dir && cti_make_dirs(dir, "checkpoint directory") != CT_OK) {
+        dir = NULL; /* kept in memory: the checkpoint's write says why */
+        ct_clear_error();
+    }
     ct_value *whole = NULL;
-    if (cti_shard_state_dict(shard, ctx->optims[i], 0, &whole) != CT_OK) return NULL;
+    if (cti_shard_state_dict(shard, ctx->optims[i], 0, dir, &whole) != CT_OK) return NULL;
     return ctx->rank == 0 ? whole : ct_value_none();
 }
 
@@ -159,7 +168,7 @@ ct_value *cti_run_state(cti_run *run) {
     bool ok = put(state, "models_state_dict", models) && put(state, "optimizers_state_dict", optims) &&
               put(state, "lr_schedulers_state_dict", scheds) && put(state, "callbacks", callbacks);
     for (size_t i = 0; ok && i < ctx->n_models; i++) ok = ct_value_list_append(models, ct_nn_state_dict(ctx->models[i])) == 0;
-    for (size_t i = 0; ok && i < ctx->n_optims; i++) ok = ct_value_list_append(optims, optimizer_state(ctx, i)) == 0;
+    for (size_t i = 0; ok && i < ctx->n_optims; i++) ok = ct_value_list_append(optims, optimizer_state(run, i)) == 0;
     for (size_t i = 0; ok && i < ctx->n_scheds; i++)
         ok = ct_value_list_append(scheds, ct_sched_state_dict(ctx->scheds[i].sched)) == 0;
     for (size_t i = 0; ok && i < ctx->n_callbacks; i++) {
