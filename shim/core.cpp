@@ -36,7 +36,10 @@ std::string first_lines(std::string s) {
 bool contains(const std::string &s, const char *needle) { return s.find(needle) != std::string::npos; }
 
 int classify(const std::string &m) {
-    if (contains(m, "out of memory")) return CT_ENOMEM;
+    // CUDA's "out of memory"; the CPU allocator's "can't allocate memory" (or
+    // "not enough memory" in older releases), raised as a plain c10::Error.
+    if (contains(m, "out of memory") || contains(m, "can't allocate memory") || contains(m, "not enough memory"))
+        return CT_ENOMEM;
     if (contains(m, "device") || contains(m, "CUDA") || contains(m, "cuda")) return CT_EDEVICE;
     if (contains(m, "dtype") || contains(m, "scalar type") || contains(m, "Scalar type") ||
         contains(m, "not implemented for"))

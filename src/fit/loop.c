@@ -1105,13 +1105,17 @@ static int warm_start(cti_run *run) {
     return cti_context_warm_start(ctx, local);
 }
 
-/* A checkpoint's state_dict.pth, loaded: NEW in *state, or CT_ECHECKPOINT. */
+/* A checkpoint's state_dict.pth, loaded: NEW in *state, or CT_ECHECKPOINT;
+ * CT_ENOMEM where memory ran out, which says nothing against the file. */
 static int load_state_file(const char *dir, ct_value **state) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_STATE_FILE);
     *state = NULL;
-    if (ct_pth_load(path, state) != CT_OK) return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
-    return CT_OK;
+    if (ct_pth_load(path, state) == CT_OK) return CT_OK;
+    if (ct_last_code() == CT_ENOMEM)
+        return ct_set_error(CT_ENOMEM, "checkpoint %s: not enough memory to load it (the checkpoint is kept): %s", dir,
+                            ct_last_error());
+    return ct_set_error(CT_ECHECKPOINT, "checkpoint %s: %s", dir, ct_last_error());
 }
 
 /* The resumed checkpoint's state: on_checkpoint_load_start, then models,

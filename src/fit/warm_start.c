@@ -234,7 +234,10 @@ int cti_context_warm_start(ct_context *ctx, const char *dir) {
     if (rc != CT_OK) return rc;
 
     ct_value *state = NULL, *canon = NULL;
-    if (ct_pth_load(path, &state) != CT_OK) return fail(where, "%s", ct_last_error());
+    if (ct_pth_load(path, &state) != CT_OK)
+        return ct_last_code() == CT_ENOMEM ? ct_set_error(CT_ENOMEM, "warm start from %s: not enough memory to load "
+                                                                     "it: %s", where, ct_last_error())
+                                           : fail(where, "%s", ct_last_error());
     rc = canonical(ctx, state, where, &canon);
     if (rc == CT_OK && cti_context_restore_trained(ctx, canon, dir) != CT_OK) rc = restated(where, dir);
     if (rc == CT_OK && ctx->rank == 0 && !ctx->opts.quiet) report(ctx, state, where, dir);
