@@ -22,7 +22,9 @@ checked against each other, against torch.optim and against a memory limit.
    unsharded and on 3 ranks sharded, an unsharded one on 2 ranks sharded,
    each ending where the uninterrupted run ends (1e-5: the ranks' sums
    differ in the last bits, as in test_dist_fit.py).
-5. A refusal: LBFGS cannot be sharded, said before training.
+5. A refusal: LBFGS cannot be sharded, said before training. A disk too
+   full for rank 0's share of a checkpoint (a small tmpfs, mounted where
+   the test may) fails every rank with the reason, no checkpoint counting.
 6. Memory: on an MLP of twelve equal layers (201 MB of weights, 403 MB of
    Adam state) each of 2 ranks holds half the state, and trains in less
    private memory (VmData) than one rank alone by more than a quarter of
@@ -41,6 +43,7 @@ Exits 77 (skipped) without mpirun."""
 import glob
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -270,13 +273,40 @@ for name, src, np, shard in (("sharded 2 -> 1 rank", ref_sharded, 1, False),
     _, _, out = run(tag, np, config(tag, STEPS, ckpt=50, shard=shard), "--hparam", "optimizer=adam", "--resume", ck)
     compare(f"{name}: resumed at 50, at 100", ref_sharded, out, STEPS, 1e-5)
 
-# ---- 5: LBFGS is refused --------------------------------------------------------------------------
+# ---- 5: LBFGS is refused; a full disk at a checkpoint -----------------------------------------------
 
 if CPU:
     code, text, _ = run("lbfgs_np2_shard", 2, config("lbfgs", 5, shard=True), "--hparam", "optimizer=lbfgs",
                         expect=None)
     check(code not in (0, None) and "LBFGS cannot be sharded" in text and "shard_optimizer" in text,
           f"LBFGS sharded: exit {code}, refused naming LBFGS and shard_optimizer")
+
+# Rank 0 keeps the other rank's share in a file in the checkpoint directory
+# while it writes a checkpoint: here a 256 kB file system, which the other
+# rank's 1 MB of Adam state does not fit. Rank 0 fails to make a tensor in
+# the middle of the exchange; every rank must learn it before the next
+# broadcast (none may wait for a message, or take one meant for another
+# tensor) and end with its reason, leaving no checkpoint that counts.
+# Needs to mount a tmpfs (root, or CAP_SYS_ADMIN).
+full = os.path.join(WORK, "full_disk")
+ckdir = os.path.join(full, "checkpoints")
+os.makedirs(ckdir)
+mounted = CPU and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", ckdir],
+                                 capture_output=True).returncode == 0
+if not mounted:
+    print("     full disk skipped: " + ("cannot mount a tmpfs here (not root?)" if CPU else "on the CPU only"))
+else:
+    try:
+        code, text, _ = run("full_disk", 2, config("full", 3, shard=True), "--hparam", "optimizer=adam",
+                            "--hparam", "hidden=256", "--hparam", "depth=4", expect=None, limit=120)
+        said = [ln for ln in text.splitlines() if "No space left" in ln]
+        check(code == 1 and len(said) >= 1 and ckdir in said[0] and "rank 0 failed" in text,
+              f"a full disk under rank 0's share of a sharded checkpoint: exit {code} (want 1, no hang or signal), "
+              f"naming the directory and the reason on rank 0 and rank 0 on rank 1: {said[:1]}")
+        check(not checkpoints(full) and not os.listdir(ckdir),
+              f"full disk: nothing committed, nothing left ({os.listdir(ckdir)})")
+    finally:
+        subprocess.run(["umount", ckdir])
 
 # ---- 6: a memory limit one rank cannot train under -----------------------------------------------
 
