@@ -30,6 +30,10 @@ static void *storage_new(uint64_t nbytes, unsigned char **data) {
 
 static void storage_release(void *storage) { ct_tensor_free(storage); }
 
+static void *storage_wrap(unsigned char *data, uint64_t nbytes, void (*release)(void *data, void *ctx), void *ctx) {
+    return ct_keep(ct_from_blob(data, 1, (const int64_t[]){(int64_t)nbytes}, CT_U8, release, ctx));
+}
+
 /* A leaf holding t (NULL keeps its error), requiring grad when asked; `what`
  * ("tensor", "parameter") names it when libtorch refuses. */
 static ct_value *leaf(ct_tensor *t, bool requires_grad, const char *what) {
@@ -81,6 +85,7 @@ static int storage_read(const ct_value *leaf, size_t pos, void *dst, size_t n) {
 static const cti_pth_tensors libtorch_tensors = {
     .storage_new = storage_new,
     .storage_release = storage_release,
+    .storage_wrap = storage_wrap,
     .view = view,
     .parameter = parameter,
     .describe = describe,
@@ -106,6 +111,10 @@ int cti_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_param
 const cti_pth_tensors *cti_pth_libtorch_tensors(void) { return &libtorch_tensors; }
 
 int ct_pth_load(const char *path, ct_value **out) { return cti_pth_load_with(path, &libtorch_tensors, out); }
+
+int cti_pth_load_mapped(const char *path, ct_value **out) {
+    return cti_pth_load_mapped_with(path, &libtorch_tensors, out);
+}
 
 int cti_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out) {
     return cti_pth_load_buffer_with(data, size, name, &libtorch_tensors, out);

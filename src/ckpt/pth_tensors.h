@@ -19,6 +19,11 @@ int cti_pth_save_ex(const char *path, const ct_value *v, const ct_pth_save_param
  * engine with (storages are uint8 CPU tensors, tensors views of them):
  * for other readers of PyTorch's files (src/pt2/). Borrowed, static. */
 const cti_pth_tensors *cti_pth_libtorch_tensors(void);
+/* ct_pth_load, with the large storages mapped from the file copy-on-write
+ * (cti_pth_load_mapped_with, pth/pth.h): resuming and warm starts, which
+ * copy what they load into the trial's tensors and so never hold a second
+ * copy of the checkpoint in their own memory. */
+int cti_pth_load_mapped(const char *path, ct_value **out);
 /* ct_pth_load of an archive in memory; `name` names it in messages. */
 int cti_pth_load_buffer(const void *data, size_t size, const char *name, ct_value **out);
 

@@ -52,6 +52,7 @@
 
 /* ckpt: checkpoint directories */
 #include "ckpt/ckpt.h"            /* defines: CT_CKPT_STATE_FILE, cti_ckpt_read_metadata */
+#include "ckpt/pth_tensors.h"     /* defines: cti_pth_load_mapped (a checkpoint read without a second copy) */
 #include "ckpt/remote.h"          /* defines: cti_ckpt_is_remote, cti_ckpt_fetch_url (checkpoints in S3) */
 
 /* fit: this module */
@@ -1105,13 +1106,15 @@ static int warm_start(cti_run *run) {
     return cti_context_warm_start(ctx, local);
 }
 
-/* A checkpoint's state_dict.pth, loaded: NEW in *state, or CT_ECHECKPOINT;
- * CT_ENOMEM where memory ran out, which says nothing against the file. */
+/* A checkpoint's state_dict.pth, loaded (its large tensors mapped from the
+ * file copy-on-write: what the restore copies into the trial's tensors is
+ * never held twice): NEW in *state, or CT_ECHECKPOINT; CT_ENOMEM where
+ * memory ran out, which says nothing against the file. */
 static int load_state_file(const char *dir, ct_value **state) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, CT_CKPT_STATE_FILE);
     *state = NULL;
-    if (ct_pth_load(path, state) == CT_OK) return CT_OK;
+    if (cti_pth_load_mapped(path, state) == CT_OK) return CT_OK;
     if (ct_last_code() == CT_ENOMEM)
         return ct_set_error(CT_ENOMEM, "checkpoint %s: not enough memory to load it (the checkpoint is kept): %s", dir,
                             ct_last_error());

@@ -2,8 +2,9 @@
  * checkpoint (warm_start.h): Determined's _load, less everything that
  * belongs to the old trial.
  *
- * The checkpoint's state_dict.pth is read whole (ct_pth_load: numpy's and
- * Python's RNG states included, see src/pth/pickle_read.c), brought to
+ * The checkpoint's state_dict.pth is read whole (cti_pth_load_mapped: its
+ * large tensors mapped from the file copy-on-write; numpy's and Python's
+ * RNG states included, see src/pth/pickle_read.c), brought to
  * ctrial's layout (Determined's older singular keys, DistributedDataParallel's
  * "module." prefix), and handed to the restore code a resume uses
  * (cti_context_restore_trained, state.c) for models, optimizers, schedulers
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/pth_tensors.h"
 #include "fit/state.h"
 
 /* Where Determined's _load looks, newest layout first. */
@@ -234,7 +236,7 @@ int cti_context_warm_start(ct_context *ctx, const char *dir) {
     if (rc != CT_OK) return rc;
 
     ct_value *state = NULL, *canon = NULL;
-    if (ct_pth_load(path, &state) != CT_OK)
+    if (cti_pth_load_mapped(path, &state) != CT_OK)
         return ct_last_code() == CT_ENOMEM ? ct_set_error(CT_ENOMEM, "warm start from %s: not enough memory to load "
                                                                      "it: %s", where, ct_last_error())
                                            : fail(where, "%s", ct_last_error());

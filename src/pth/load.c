@@ -15,7 +15,9 @@
  *    crc32_combine. Any mismatch fails the load naming the entry.
  *
  * The same code reads an archive held in memory (cti_pth_load_buffer_with),
- * which is what the fuzzer feeds.
+ * which is what the fuzzer feeds. A mapped load (cti_pth_load_mapped_with)
+ * makes each large storage in step 2 a copy-on-write mapping of its entry
+ * instead (tensors->storage_wrap), which step 3 only checks the CRC of.
  */
 #define _DEFAULT_SOURCE /* pread, posix_fadvise, madvise(MADV_HUGEPAGE) */
 #include "pth/pth.h"
@@ -51,6 +53,7 @@ typedef struct {
 typedef struct {
     const cti_pth_src *src;
     const cti_pth_tensors *tensors;
+    bool map;      /* large storages mapped from the file (copy-on-write) */
     cti_pth_zip zip;
     storage *st;
     size_t nst, cap;
@@ -119,6 +122,41 @@ static void huge_pages(void *p, uint64_t n) {
 #endif
 }
 
+/* A mapping of part of the file: what munmap needs. */
+typedef struct {
+    void *base;
+    size_t len;
+} mapping;
+
+static void unmap(void *data, void *ctx) {
+    mapping *m = ctx;
+    (void)data;
+    munmap(m->base, m->len);
+    free(m);
+}
+
+/* Entry e's bytes mapped copy-on-write, as a NEW storage
+ * (tensors->storage_wrap). NULL + error. */
+static void *mapped_storage(loader *l, const cti_pth_entry *e) {
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), from = e->offset / page * page;
+    mapping *m = malloc(sizeof *m);
+    if (!m) {
+        ct_set_error(CT_ENOMEM, "%s: out of host memory", l->src->name);
+        return NULL;
+    }
+    m->len = (size_t)(e->offset + e->size - from);
+    m->base = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, l->src->fd, (off_t)from);
+    if (m->base == MAP_FAILED) {
+        ct_set_error(errno == ENOMEM ? CT_ENOMEM : CT_EIO, "%s: mapping entry %s (%" PRIu64 " bytes): %s",
+                     l->src->name, e->name, e->size, strerror(errno));
+        free(m);
+        return NULL;
+    }
+    void *handle = l->tensors->storage_wrap((unsigned char *)m->base + (e->offset - from), e->size, unmap, m);
+    if (!handle) unmap(NULL, m);
+    return handle;
+}
+
 /* The unpickler's storage callback: the storage that will hold entry
  * data/<key>, created at its first use. */
 static void *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) {
@@ -156,9 +194,12 @@ static void *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) 
         l->cap = cap;
     }
     unsigned char *data = NULL;
-    void *handle = l->tensors->storage_new(e->size, &data);
+    void *handle = NULL;
+    if (l->map && l->src->fd >= 0 && e->size >= CTI_PTH_MAP_MIN && e->offset + e->size <= l->src->size)
+        handle = mapped_storage(l, e); /* data stays NULL: step 3 checks its CRC only */
+    else if ((handle = l->tensors->storage_new(e->size, &data)))
+        huge_pages(data, e->size);
     if (!handle) return NULL;
-    huge_pages(data, e->size);
     l->st[l->nst] = (storage){e, handle, data};
     l->slot[at] = ++l->nst;
     return handle;
@@ -293,8 +334,8 @@ static int read_all(loader *l) {
 
 /* ---- the whole load ------------------------------------------------------------------------- */
 
-static int load(const cti_pth_src *src, const cti_pth_tensors *tensors, ct_value **out) {
-    loader l = {.src = src, .tensors = tensors};
+static int load(const cti_pth_src *src, const cti_pth_tensors *tensors, bool map, ct_value **out) {
+    loader l = {.src = src, .tensors = tensors, .map = map && tensors->storage_wrap};
     if (cti_pth_zip_open(src, &l.zip)) return ct_last_code();
     l.slot = calloc(l.zip.n, sizeof *l.slot);
     l.checked = calloc(l.zip.n, sizeof *l.checked);
@@ -327,7 +368,7 @@ static int load(const cti_pth_src *src, const cti_pth_tensors *tensors, ct_value
     return 0;
 }
 
-int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value **out) {
+static int load_file(const char *path, const cti_pth_tensors *tensors, bool map, ct_value **out) {
     if (!out) return ct_set_error(CT_EINVAL, "ct_pth_load: out is NULL");
     *out = NULL;
     if (!path) return ct_set_error(CT_EINVAL, "ct_pth_load: path is NULL");
@@ -341,10 +382,18 @@ int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value
     if (!rc) {
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         cti_pth_src src = {.name = path, .fd = fd, .size = (uint64_t)sb.st_size};
-        rc = load(&src, tensors, out);
+        rc = load(&src, tensors, map, out);
     }
-    close(fd);
+    close(fd); /* the mappings keep the file */
     return rc;
+}
+
+int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value **out) {
+    return load_file(path, tensors, false, out);
+}
+
+int cti_pth_load_mapped_with(const char *path, const cti_pth_tensors *tensors, ct_value **out) {
+    return load_file(path, tensors, true, out);
 }
 
 int cti_pth_load_buffer_with(const void *data, size_t size, const char *name, const cti_pth_tensors *tensors,
@@ -353,5 +402,5 @@ int cti_pth_load_buffer_with(const void *data, size_t size, const char *name, co
     *out = NULL;
     if (!data && size) return ct_set_error(CT_EINVAL, "cti_pth_load_buffer: data is NULL");
     cti_pth_src src = {.name = name ? name : "<buffer>", .fd = -1, .mem = data, .size = size};
-    return load(&src, tensors, out);
+    return load(&src, tensors, false, out);
 }

@@ -69,6 +69,12 @@ typedef struct {
      * storage_release: the views made from it keep it alive. */
     void *(*storage_new)(uint64_t nbytes, unsigned char **data);
     void (*storage_release)(void *storage);
+    /* Optional (NULL: storages are always storage_new's): a NEW storage
+     * over nbytes of memory at data that the engine has mapped from the
+     * file, already holding the entry's bytes; release(data, ctx) runs when
+     * the storage is freed (and, if this fails, never). For loads that map
+     * (cti_pth_load_mapped_with). */
+    void *(*storage_wrap)(unsigned char *data, uint64_t nbytes, void (*release)(void *data, void *ctx), void *ctx);
     /* A NEW tensor leaf viewing `storage` as `dtype` elements from `offset`
      * with these sizes and strides (in elements), which the engine has
      * checked lie inside the storage; requires_grad set when asked (an error
@@ -252,6 +258,17 @@ int cti_pth_save_with(const char *path, const ct_value *v, const ct_pth_save_par
                      bool force_zip64, const cti_pth_tensors *tensors);
 /* ct_pth_load (ckpt.h) with `tensors` making the storages and the tensors. */
 int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value **out);
+/* The same, but each storage of CTI_PTH_MAP_MIN bytes or more is the
+ * file's own bytes mapped into memory copy-on-write (MAP_PRIVATE), as
+ * torch.load(mmap=True) does, where tensors->storage_wrap is given: its
+ * pages are the kernel's page cache until a tensor writes them (a write
+ * copies the page; the file never changes), so a load holds no second
+ * copy of the file in the process's own memory. Every CRC is still
+ * checked before it returns. The file must not shrink while a tensor
+ * from it lives (its pages would be gone: SIGBUS); a checkpoint's files
+ * never change. Smaller storages are read as cti_pth_load_with does. */
+int cti_pth_load_mapped_with(const char *path, const cti_pth_tensors *tensors, ct_value **out);
+enum { CTI_PTH_MAP_MIN = 1 << 20 };
 /* The same of an archive in memory; `name` names it in messages. */
 int cti_pth_load_buffer_with(const void *data, size_t size, const char *name, const cti_pth_tensors *tensors,
                             ct_value **out);

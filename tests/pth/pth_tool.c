@@ -12,6 +12,9 @@
  *   pth_tool resave IN OUT [IN OUT...]     loads IN and saves it as OUT; a line {"sum": ..., "dump": ...} each
  *   pth_tool checksum FILE...              ct_file_checksum; a line {"nbytes": n, "crc32": c} each
  *   pth_tool crc-selftest                  cti_crc32 / _combine against zlib
+ *   pth_tool mapped-selftest DIR           cti_pth_load_mapped: equal values, no copy of the
+ *                                          file in private memory, writes stay private,
+ *                                          CRCs checked, tensors outlive the file's name
  *
  * A dump is {"value": V, "storages": [{"nbytes": n, "data": hex}, ...]} with
  *   V = null | true | false | int | {"float": hex of the IEEE bits} | "str"
@@ -24,11 +27,13 @@
  * Failures other than a refused load print the code name and the message on
  * stderr ("CT_EFORMAT\n...") and exit 3.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <ctrial/ctrial.h>
@@ -221,6 +226,101 @@ static int crc_selftest(void) {
     return bad ? 1 : 0;
 }
 
+/* This process's RssAnon (private memory in RAM) in kB, -1 unknown. */
+static long rss_anon_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb;
+}
+
+static long mapped_checks, mapped_bad;
+
+static void expect(bool ok, const char *what) {
+    mapped_checks++;
+    if (ok) return;
+    mapped_bad++;
+    fprintf(stderr, "FAIL %s (%s)\n", what, ct_last_error());
+}
+
+/* cti_pth_load_mapped against ct_pth_load on a file of 8 MB of storages
+ * and a small one: the same values; the mapped load adds no private
+ * memory for its large storages (the plain one adds them all); a write
+ * into a mapped tensor changes neither the file nor a later load; a
+ * flipped byte in a mapped storage fails its CRC; a mapped tensor stays
+ * readable once the file is unlinked (a pruned checkpoint). */
+static int mapped_selftest(const char *dir) {
+    char path[512], bad[512];
+    snprintf(path, sizeof path, "%s/mapped.pth", dir);
+    snprintf(bad, sizeof bad, "%s/mapped_bad.pth", dir);
+    ct_manual_seed(5);
+    ct_value *v = ct_value_dict();
+    ct_value_dict_set(v, "big", ct_value_tensor(ct_keep(ct_randn(CT_SHAPE(1300, 1024), NULL))));
+    ct_value_dict_set(v, "mid", ct_value_tensor(ct_keep(ct_randint(-9, 9, CT_SHAPE(300, 1024), NULL))));
+    ct_value_dict_set(v, "small", ct_value_tensor(ct_keep(ct_randn(CT_SHAPE(7), NULL))));
+    expect(ct_pth_save(path, v, NULL, NULL) == CT_OK, "saving");
+
+    long before = rss_anon_kb();
+    ct_value *m = NULL;
+    expect(cti_pth_load_mapped(path, &m) == CT_OK && ct_value_equal(v, m), "a mapped load gives the same values");
+    long mapped_kb = rss_anon_kb() - before;
+    before = rss_anon_kb();
+    ct_value *plain = NULL;
+    expect(ct_pth_load(path, &plain) == CT_OK && ct_value_equal(v, plain), "a plain load gives the same values");
+    long plain_kb = rss_anon_kb() - before;
+#ifndef __SANITIZE_ADDRESS__ /* whose shadow memory and quarantine move RssAnon on their own */
+    printf("mapped-selftest: private memory added by a mapped load %ld kB, by a plain one %ld kB\n", mapped_kb,
+           plain_kb);
+    expect(plain_kb >= 7000 && mapped_kb < 2000, "the mapped load holds no private copy of its 7.7 MB of storages");
+#else
+    (void)mapped_kb;
+    (void)plain_kb;
+#endif
+    /* A write copies its pages: the loaded tensor changes, the file does not. */
+    ct_tensor *big = ct_value_get_tensor(ct_value_dict_get(m, "big"));
+    expect(ct_fill_(big, 3.0) == CT_OK, "writing into a mapped tensor");
+    double x = 0;
+    expect(ct_item(ct_sum(big), &x) == CT_OK && x == 3.0 * 1300 * 1024, "the write is seen in the mapped tensor");
+    ct_value *again = NULL;
+    expect(cti_pth_load_mapped(path, &again) == CT_OK && ct_value_equal(v, again),
+           "a write into a mapped tensor changes neither the file nor the next load");
+    /* The file's name can go: the mapping keeps its pages. */
+    expect(unlink(path) == 0, "unlinking the file");
+    expect(ct_value_equal(v, again), "a mapped tensor outlives its file's name");
+    ct_value_free(again);
+    ct_value_free(m);
+
+    /* A flipped byte deep inside the big storage: the CRC still fails. */
+    expect(ct_pth_save(path, v, NULL, NULL) == CT_OK, "saving again");
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    size_t n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n);
+    expect(fread(b, 1, n, f) == n, "reading the file");
+    fclose(f);
+    size_t at = 0;
+    for (size_t i = 0; i + 13 <= n && !at; i++)
+        if (memcmp(b + i, "mapped/data/0", 13) == 0) at = (i + 13 + 4 + 63) / 64 * 64 + (3u << 20) + 5;
+    expect(at > 0 && at < n, "finding the big storage");
+    if (at > 0 && at < n) b[at] ^= 0x10;
+    f = fopen(bad, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+    free(b);
+    ct_value *broken = NULL;
+    expect(cti_pth_load_mapped(bad, &broken) == CT_EFORMAT && !broken && strstr(ct_last_error(), "CRC-32"),
+           "a flipped byte in a mapped storage fails its CRC");
+    ct_clear_error();
+    ct_value_free(plain);
+    ct_value_free(v);
+    printf("mapped-selftest: %ld checks, %ld failed\n", mapped_checks, mapped_bad);
+    return mapped_bad ? 1 : 0;
+}
+
 /* {"code": "CT_EFORMAT", "message": ...} for the last failure. */
 static json_t *error_json(void) {
     const char *name = ct_strerror(ct_last_code());
@@ -229,12 +329,13 @@ static json_t *error_json(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: pth_tool save-specimen|save-small|save-top|dump|resave|checksum|crc-selftest ...\n");
+        fprintf(stderr, "usage: pth_tool save-specimen|save-small|save-top|dump|resave|checksum|crc-selftest|mapped-selftest ...\n");
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "crc-selftest") == 0) return crc_selftest();
     if (argc < 3) return 2;
+    if (strcmp(cmd, "mapped-selftest") == 0) return mapped_selftest(argv[2]);
     bool zip64 = argc > 3 && strcmp(argv[argc - 1], "--zip64") == 0;
     if (strcmp(cmd, "save-specimen") == 0) return save(argv[2], pth_specimen(), zip64);
     if (strcmp(cmd, "save-small") == 0) return save(argv[2], pth_small(), zip64);
