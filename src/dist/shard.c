@@ -16,7 +16,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dist/shard.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,19 +296,20 @@ static void unmap(void *data, void *len) { munmap(data, (size_t)(uintptr_t)len);
 
 /* A NEW CPU tensor of this shape in the spill file's next region (its
  * blocks reserved first, so a full disk is an error here, never a SIGBUS
- * later), or in memory without a file or for no bytes. NULL + error. */
+ * later), or in memory without a file, for no bytes, or where the file
+ * cannot be mapped (a file system without shared mappings). NULL + error. */
 static ct_tensor *spill_tensor(spill *sp, int nd, const int64_t *shape, ct_dtype dtype) {
     size_t len = ct_dtype_size(dtype);
     for (int j = 0; j < nd; j++) len *= (size_t)shape[j];
     if (sp->fd < 0 || len == 0) return ct_empty(nd, shape, &(ct_topts){.dtype = dtype});
     long page = sysconf(_SC_PAGESIZE);
     int err = posix_fallocate(sp->fd, sp->end, (off_t)len);
-    void *data = err ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sp->fd, sp->end);
-    if (data == MAP_FAILED) {
-        ct_set_error(err ? CT_EIO : CT_ENOMEM, "keeping %zu bytes of optimizer state in a file in %s: %s",
-                     len, sp->dir, strerror(err ? err : errno));
+    if (err) {
+        ct_set_error(CT_EIO, "keeping %zu bytes of optimizer state in a file in %s: %s", len, sp->dir, strerror(err));
         return NULL;
     }
+    void *data = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sp->fd, sp->end);
+    if (data == MAP_FAILED) return ct_empty(nd, shape, &(ct_topts){.dtype = dtype});
     sp->end += (off_t)((len + (size_t)page - 1) / (size_t)page * (size_t)page);
     ct_tensor *t = ct_from_blob(data, nd, shape, dtype, unmap, (void *)(uintptr_t)len);
     if (!t) munmap(data, len);

@@ -136,24 +136,25 @@ static void unmap(void *data, void *ctx) {
 }
 
 /* Entry e's bytes mapped copy-on-write, as a NEW storage
- * (tensors->storage_wrap). NULL + error. */
+ * (tensors->storage_wrap); NULL, with no error set, where the file cannot
+ * be mapped (a file system without mmap, no address space or memory
+ * left): the caller reads it instead, which says what is wrong if that
+ * fails too. */
 static void *mapped_storage(loader *l, const cti_pth_entry *e) {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), from = e->offset / page * page;
     mapping *m = malloc(sizeof *m);
-    if (!m) {
-        ct_set_error(CT_ENOMEM, "%s: out of host memory", l->src->name);
-        return NULL;
-    }
+    if (!m) return NULL;
     m->len = (size_t)(e->offset + e->size - from);
     m->base = mmap(NULL, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE, l->src->fd, (off_t)from);
     if (m->base == MAP_FAILED) {
-        ct_set_error(errno == ENOMEM ? CT_ENOMEM : CT_EIO, "%s: mapping entry %s (%" PRIu64 " bytes): %s",
-                     l->src->name, e->name, e->size, strerror(errno));
         free(m);
         return NULL;
     }
     void *handle = l->tensors->storage_wrap((unsigned char *)m->base + (e->offset - from), e->size, unmap, m);
-    if (!handle) unmap(NULL, m);
+    if (!handle) {
+        unmap(NULL, m);
+        ct_clear_error();
+    }
     return handle;
 }
 
@@ -197,8 +198,7 @@ static void *resolve(void *ctx, const char *key, ct_dtype dtype, int64_t numel) 
     void *handle = NULL;
     if (l->map && l->src->fd >= 0 && e->size >= CTI_PTH_MAP_MIN && e->offset + e->size <= l->src->size)
         handle = mapped_storage(l, e); /* data stays NULL: step 3 checks its CRC only */
-    else if ((handle = l->tensors->storage_new(e->size, &data)))
-        huge_pages(data, e->size);
+    if (!handle && (handle = l->tensors->storage_new(e->size, &data))) huge_pages(data, e->size);
     if (!handle) return NULL;
     l->st[l->nst] = (storage){e, handle, data};
     l->slot[at] = ++l->nst;

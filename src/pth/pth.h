@@ -266,7 +266,8 @@ int cti_pth_load_with(const char *path, const cti_pth_tensors *tensors, ct_value
  * copy of the file in the process's own memory. Every CRC is still
  * checked before it returns. The file must not shrink while a tensor
  * from it lives (its pages would be gone: SIGBUS); a checkpoint's files
- * never change. Smaller storages are read as cti_pth_load_with does. */
+ * never change. Smaller storages, and any that cannot be mapped (a file
+ * system without mmap), are read as cti_pth_load_with does. */
 int cti_pth_load_mapped_with(const char *path, const cti_pth_tensors *tensors, ct_value **out);
 enum { CTI_PTH_MAP_MIN = 1 << 20 };
 /* The same of an archive in memory; `name` names it in messages. */
