@@ -352,15 +352,21 @@ static int receive_buffer(const cti_shard *s, const ct_optim *opt, size_t i, con
 
 /* Parameter i's entry, whole on root: every tensor broadcast from its
  * owner (`entry`: the owner's description, `own`: its entry on the owner).
- * Every rank first makes what it receives into and all agree, so that
- * none enters a broadcast another left (a rank that cannot make its
- * buffers, root out of memory or disk, fails them all here). Collective.
- * Returns a status; *one receives a NEW entry on root. */
+ * Every rank first makes what it receives into, then all agree on their
+ * status and `pending` (a failure of this rank's since the last
+ * agreement), so that none enters a broadcast another left (a rank that
+ * cannot make its buffers, root out of memory or disk, fails them all
+ * here). Collective. Returns the agreed status, the same on every rank;
+ * then, on root, *one is the NEW entry, or NULL and *failed the code of a
+ * failure after the agreement (a copy, the dict), which the next
+ * agreement must carry. */
 static int share_entry(const cti_shard *s, const ct_optim *opt, size_t i, const ct_value *entry, const ct_value *own,
-                       int root, spill *sp, ct_value **one) {
+                       int root, spill *sp, int pending, ct_value **one, int *failed) {
+    *one = NULL;
+    *failed = CT_OK;
     size_t nk = ct_value_len(entry);
     ct_tensor **buf = calloc(nk ? nk : 1, sizeof *buf), **kept = calloc(nk ? nk : 1, sizeof *kept);
-    int rc = buf && kept ? CT_OK : ct_set_error(CT_ENOMEM, "out of host memory");
+    int rc = pending != CT_OK ? pending : buf && kept ? CT_OK : ct_set_error(CT_ENOMEM, "out of host memory");
     for (size_t k = 0; rc == CT_OK && k < nk; k++) {
         const char *key = NULL;
         const ct_value *what = ct_value_dict_at(entry, k, &key, NULL);
@@ -369,26 +375,29 @@ static int share_entry(const cti_shard *s, const ct_optim *opt, size_t i, const 
             rc = receive_buffer(s, opt, i, own ? ct_value_dict_get(own, key) : NULL, what, root, sp, &buf[k], &kept[k]);
     }
     rc = cti_ranks_agree(rc);
-    for (size_t k = 0; rc == CT_OK && k < nk; k++)
-        if (buf[k] && ct_dist_broadcast(buf[k], s->owner[i]) != CT_OK) rc = ct_last_code();
+    int after = CT_OK; /* this rank's failure from here on */
+    for (size_t k = 0; rc == CT_OK && after == CT_OK && k < nk; k++)
+        if (buf[k] && ct_dist_broadcast(buf[k], s->owner[i]) != CT_OK) after = ct_last_code();
     /* On root, the entry: the tensors kept (copied out of a GPU's), the values as described. */
-    ct_value *d = rc == CT_OK && s->rank == root ? ct_value_dict() : NULL;
-    if (rc == CT_OK && s->rank == root && !d) rc = ct_last_code();
+    ct_value *d = rc == CT_OK && after == CT_OK && s->rank == root ? ct_value_dict() : NULL;
+    if (rc == CT_OK && after == CT_OK && s->rank == root && !d) after = ct_last_code();
     for (size_t k = 0; buf && kept && k < nk; k++) {
         const char *key = NULL;
         const ct_value *what = ct_value_dict_at(entry, k, &key, NULL);
-        if (rc == CT_OK && d && kept[k] && kept[k] != buf[k]) rc = ct_copy_(kept[k], buf[k]);
+        if (after == CT_OK && d && kept[k] && kept[k] != buf[k]) after = ct_copy_(kept[k], buf[k]);
         if (buf[k] != kept[k]) ct_tensor_free(buf[k]);
         ct_value *v = NULL;
-        if (kept[k]) v = ct_value_tensor(kept[k]); /* takes it (frees it when there is no dict) */
+        if (kept[k]) v = ct_value_tensor(kept[k]); /* takes it */
         else if (d && !buf[k]) v = ct_value_copy(ct_value_list_get(what, 1), false);
-        if (rc == CT_OK && d && (!v || ct_value_dict_set(d, key, v) != 0)) rc = ct_last_code() ? ct_last_code() : CT_ENOMEM;
-        else if (!d || rc != CT_OK) ct_value_free(v);
+        if (after == CT_OK && d && (!v || ct_value_dict_set(d, key, v) != 0))
+            after = ct_last_code() ? ct_last_code() : CT_ENOMEM; /* dict_set frees v */
+        else if (!d || after != CT_OK) ct_value_free(v);
     }
     free(buf);
     free(kept);
-    if (rc != CT_OK) ct_value_free(d);
+    if (rc != CT_OK || after != CT_OK) ct_value_free(d);
     else *one = d;
+    *failed = rc == CT_OK ? after : CT_OK;
     return rc;
 }
 
@@ -405,22 +414,23 @@ int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, cons
         return ct_last_code();
     }
     ct_value *merged = s->rank == root ? ct_value_dict() : NULL;
-    int rc = s->rank != root || merged ? CT_OK : ct_last_code();
+    /* A failure of this rank's not yet agreed: the next entry's agreement
+     * carries it to every rank (after the last one, the caller's does). */
+    int pending = s->rank != root || merged ? CT_OK : ct_last_code();
+    int rc = CT_OK;
     spill sp;
     spill_open(&sp, s->rank == root ? spill_dir : NULL);
-    /* Entry by entry, in parameter order; the first failure, agreed by
-     * every rank in share_entry, ends the loop on all of them. */
-    for (size_t i = 0; i < s->n; i++) {
+    /* Entry by entry, in parameter order; the first agreed failure ends
+     * the loop on every rank at once. */
+    for (size_t i = 0; rc == CT_OK && i < s->n; i++) {
         const ct_value *entry = ct_value_dict_get_int(ct_value_list_get(all, (size_t)s->owner[i]), (int64_t)i);
         if (!entry) continue; /* not stepped yet: Python has no entry either */
         const ct_value *own = s->owner[i] == s->rank ? ct_value_dict_get_int(state, (int64_t)i) : NULL;
         ct_value *one = NULL;
-        /* rc, a failure of root's last entry, fails the agreement at once */
-        if (rc == CT_OK) rc = share_entry(s, opt, i, entry, own, root, &sp, &one);
-        else rc = cti_ranks_agree(rc);
-        if (rc != CT_OK) break;
-        if (one && ct_value_dict_set_int(merged, (int64_t)i, one) != 0) rc = ct_last_code();
+        rc = share_entry(s, opt, i, entry, own, root, &sp, pending, &one, &pending);
+        if (one && ct_value_dict_set_int(merged, (int64_t)i, one) != 0) pending = ct_last_code();
     }
+    if (rc == CT_OK) rc = pending;
     ct_value_free(all);
     spill_close(&sp);
     if (s->rank != root || rc != CT_OK) {
