@@ -261,6 +261,19 @@ PerDevice unscale_grads(ct_optim *o, const at::Tensor &inv_scale, const at::Tens
     return per_device_found_inf.copies;
 }
 
+// Gradients split across processes (ct_set_grad_reduce): this process's
+// flags, summed on the scale's device, replaced by the largest over every
+// process (on the host: a process without gradients has no device flag),
+// one entry on the scale's device. Else unchanged.
+void across_processes(PerDevice &found, const at::Device &scale_device) {
+    if (!ct::tl_grad_reduce.fn) return;
+    at::Tensor f = at::zeros({}, at::kFloat);
+    for (auto &kv : found) f = f + kv.second.to(at::kCPU, at::kFloat);
+    ct::grad_reduce(f, /*max=*/true);
+    found.clear();
+    found.emplace_back(scale_device, f.to(scale_device));
+}
+
 // unscale_ after its stage checks.
 void unscale_into(ct_grad_scaler *s, ct_optim *opt, OptState &st) {
     // FP32 division can be imprecise for certain compile options, so the
@@ -268,6 +281,7 @@ void unscale_into(ct_grad_scaler *s, ct_optim *opt, OptState &st) {
     at::Tensor inv_scale = s->scale.to(at::kDouble).reciprocal().to(at::kFloat);
     at::Tensor found_inf = scalar_f32(0.0, s->scale.device());
     st.found_inf_per_device = unscale_grads(opt, inv_scale, found_inf, /*allow_fp16=*/false);
+    across_processes(st.found_inf_per_device, s->scale.device());
     st.stage = Stage::Unscaled;
 }
 
@@ -423,9 +437,11 @@ extern "C" int ct_grad_scaler_step(ct_grad_scaler *s, ct_optim *opt, bool *stepp
         if (supports_amp_scaling(opt)) {
             // The fused kernels unscale and skip by themselves: only look for
             // infs here (_check_inf_per_device: inv_scale 1, fp16 allowed).
-            if (st.stage == Stage::Ready)
+            if (st.stage == Stage::Ready) {
                 st.found_inf_per_device = unscale_grads(opt, scalar_f32(1.0, s->scale.device()),
                                                         scalar_f32(0.0, s->scale.device()), /*allow_fp16=*/true);
+                across_processes(st.found_inf_per_device, s->scale.device());
+            }
             // sum(found_inf.to(scale.device) for each device): a new tensor.
             at::Tensor found_inf;
             for (auto &kv : st.found_inf_per_device) {

@@ -1,6 +1,7 @@
 // shim/core.cpp — libtorch's exceptions as ctrial errors, the handle pool,
 // scopes, dtype/device mapping, grad-mode guards, RNG and threads.
 #include "internal.h"
+#include "ctrial/nn.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -289,6 +290,24 @@ extern "C" void ct_scope_end(ct_scope *s) {
 }
 
 extern "C" size_t ct_scope_size(const ct_scope *s) { return s && s->magic == ct::kLive ? s->count : 0; }
+
+namespace ct {
+thread_local GradReduce tl_grad_reduce;
+
+void grad_reduce(at::Tensor &t, bool max) {
+    if (!tl_grad_reduce.fn) return;
+    ct_tensor *h = wrap_unscoped(t);
+    int rc = tl_grad_reduce.fn(h, max, tl_grad_reduce.ctx);
+    if (rc == CT_OK) t = h->t;
+    ct_tensor_free(h);
+    if (rc != CT_OK) throw Failure{rc, std::string("combining with the other processes: ") + ct_last_error()};
+}
+}  // namespace ct
+
+extern "C" void ct_set_grad_reduce(ct_grad_reduce_fn fn, void *ctx) {
+    ct::tl_grad_reduce.fn = fn;
+    ct::tl_grad_reduce.ctx = fn ? ctx : nullptr;
+}
 
 extern "C" ct_tensor *ct_keep(ct_tensor *t) {
     if (t && t->magic == ct::kLive) ct::unlink_from_scope(t);

@@ -33,6 +33,16 @@ struct ct_scope {
 
 namespace ct {
 
+// The reduce function of ct_set_grad_reduce (nn.h) on this thread: fn NULL
+// when none. grad_reduce(t, max) applies it to t in place (a no-op
+// without one); a failure throws.
+struct GradReduce {
+    int (*fn)(ct_tensor *t, bool max, void *ctx) = nullptr;
+    void *ctx = nullptr;
+};
+extern thread_local GradReduce tl_grad_reduce;
+void grad_reduce(at::Tensor &t, bool max);
+
 constexpr uint32_t kLive = 0x7e4503a1u;
 constexpr uint32_t kDead = 0xdeadbeefu;
 

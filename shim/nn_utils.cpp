@@ -57,7 +57,8 @@ extern "C" int ct_clip_grad_norm(size_t n, ct_tensor *const *params, double max_
     return ct::status(__func__, [&] {
         at::NoGradGuard no_grad;
         std::vector<at::Tensor> grads = grads_of(n, params, __func__);
-        if (grads.empty()) {
+        bool split = ct::tl_grad_reduce.fn != nullptr; /* every process must reduce, with gradients or not */
+        if (grads.empty() && !split) {
             if (total_norm) *total_norm = 0;
             return;
         }
@@ -66,7 +67,21 @@ extern "C" int ct_clip_grad_norm(size_t n, ct_tensor *const *params, double max_
         std::vector<at::Tensor> norms;
         for (const auto &g : groups)
             for (const at::Tensor &nrm : at::_foreach_norm(g, norm_type)) norms.push_back(nrm.to(grads[0].device()));
-        at::Tensor total = at::linalg_vector_norm(at::stack(norms), norm_type);
+        at::Tensor total;
+        if (split) {
+            // Split across processes: this process's part as sum |g|^p (or
+            // its largest |g|), combined with the others', then the root.
+            bool inf = std::isinf(norm_type);
+            // On the host (a process without gradients has no device tensor).
+            at::Tensor part = norms.empty() ? at::zeros({}, at::kFloat)
+                              : inf ? at::stack(norms).max().to(at::kCPU, at::kFloat)
+                                    : at::stack(norms).to(at::kFloat).pow(norm_type).sum().to(at::kCPU);
+            ct::grad_reduce(part, inf);
+            total = inf ? part : part.pow(1.0 / norm_type);
+            if (!grads.empty()) total = total.to(grads[0].device(), grads[0].scalar_type());
+        } else {
+            total = at::linalg_vector_norm(at::stack(norms), norm_type);
+        }
         // _clip_grads_with_norm_: `max_norm / (total + 1e-6)` is
         // Tensor.__rtruediv__, i.e. reciprocal() * max_norm.
         at::Tensor coef = at::clamp(at::reciprocal(total + 1e-6) * max_norm, std::optional<at::Scalar>(),

@@ -305,6 +305,22 @@ CT_API int ct_clip_grad_norm(size_t n, ct_tensor *const *params, double max_norm
                              double norm_type, double *total_norm);
 CT_API int ct_clip_grad_value(size_t n, ct_tensor *const *params, double clip_value);
 
+/* Gradients split across processes (a sharded optimizer's: each process
+ * holds the gradients of its own parameters only, the others' are None).
+ * While a reduce function is set on this thread, ct_clip_grad_norm
+ * combines its partial norm with every process's before it clips (the
+ * sum of |g|^p over all of them, or the largest |g| for INFINITY), and a
+ * GradScaler combines its inf/NaN flag with every process's before it
+ * decides to step (found_inf: the largest), so that every process clips by
+ * and skips on the whole model's gradients. fn(t, max, ctx) must replace
+ * the float32 tensor t (the partial sum, or the flag) in place by its sum
+ * (max false) or its largest value (max true) over the processes, and
+ * return a status; every process then calls it the same number of times.
+ * ct_fit sets one around a sharded optimizer's step (optimizations.
+ * shard_optimizer); NULL unsets it. */
+typedef int (*ct_grad_reduce_fn)(ct_tensor *t, bool max, void *ctx);
+CT_API void ct_set_grad_reduce(ct_grad_reduce_fn fn, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

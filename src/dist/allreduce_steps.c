@@ -91,3 +91,24 @@ int cti_ar_steps(cti_ar_algo algo, int p, int r, int64_t at, int64_t n, cti_ar_s
     *out = st;
     return count;
 }
+
+int cti_ar_reduce_steps(int p, int r, int root, int64_t at, int64_t n, cti_ar_step **out) {
+    *out = NULL;
+    if (p < 2 || r < 0 || r >= p || root < 0 || root >= p || n < 0) return -1;
+    int count = r == root ? p - 1 : 1;
+    cti_ar_step *st = calloc((size_t)count, sizeof *st);
+    if (!st) return -1;
+    if (r != root) {
+        st[0] = (cti_ar_step){.send_to = root, .recv_from = CT_AR_NOBODY, .send_off = at, .send_len = n,
+                              .recv_off = at};
+    } else {
+        for (int k = 0, q = 0; q < p; q++) {
+            if (q == root) continue;
+            st[k] = (cti_ar_step){.send_to = CT_AR_NOBODY, .recv_from = q, .send_off = at, .recv_off = at,
+                                  .recv_len = n, .add = true, .first = k == 0, .last = k == p - 2};
+            k++;
+        }
+    }
+    *out = st;
+    return count;
+}

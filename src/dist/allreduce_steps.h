@@ -80,4 +80,17 @@ void cti_ar_chunk(int64_t at, int64_t n, int p, int c, int64_t *off, int64_t *le
  * (*out NULL). */
 int cti_ar_steps(cti_ar_algo algo, int p, int r, int64_t at, int64_t n, cti_ar_step **out);
 
+/* No rank: a step's send_to or recv_from when it sends or receives
+ * nothing (MPI_PROC_NULL to the poster). */
+#define CT_AR_NOBODY (-1)
+
+/* A reduce to one rank instead (a sharded optimizer's bucket, which only
+ * its owner steps): root receives every other rank's copy of [at, at + n)
+ * in rank order and adds it, p - 1 addition steps, the last dividing by
+ * the ranks; every other rank has one step, sending its copy to root and
+ * receiving nothing. Each rank sends or receives (p-1)/p of the buffer
+ * over its buckets when roots take turns, half an all-reduce. Returns the
+ * count with *out NEW, or -1 as cti_ar_steps. */
+int cti_ar_reduce_steps(int p, int r, int root, int64_t at, int64_t n, cti_ar_step **out);
+
 #endif

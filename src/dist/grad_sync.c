@@ -135,6 +135,19 @@
  * The flags count share calls (param_gen), not windows: two optimizers
  * over one model share twice in one window.
  *
+ * Sharded optimizers (grad_sync.h). plan_buckets gives each owner's
+ * parameters buckets of their own (b->owner), filled in backward's order
+ * as the others are, and orders params[] bucket by bucket. Such a bucket
+ * is reduced to its owner (b->to_owner): in shared memory on one host the
+ * owner averages every rank's whole copy in phase 0 (the others publish
+ * REDUCED and GATHERED at once: they read nothing) and the bucket is done
+ * for all once the owner has read; by messages cti_ar_reduce_steps (p - 1
+ * additions on the owner, one send elsewhere); NCCL's ncclReduce. On
+ * several hosts with shared memory on each it is all-reduced like any
+ * other bucket. write_back sets .grad to None off the owner either way,
+ * and marks the owner's averages (averaged), which sums_for_owners turns
+ * into sums at the next arm if a backward is about to add to them.
+ *
  * CUDA (grad_sync.h): the same buckets, slots, flags and lending in device
  * memory, but no messages of ours: launch enqueues one ncclAllReduce(ncclAvg) of the
  * whole bucket on the current stream and the bucket is done as far as the
@@ -214,6 +227,7 @@ typedef struct gs_param {
     bool ready;       /* its hook fired in this window */
     bool fired;       /* its hook fired since the last arm (armed or not) */
     bool lent;        /* arm gave it its zeroed slot as .grad (it had none) */
+    bool averaged;    /* a sharded optimizer's, on its owner: write_back pointed .grad at its average */
 } gs_param;
 
 #if CTRIAL_HAVE_MPI
@@ -232,6 +246,9 @@ typedef struct {
 typedef struct {
     ct_dtype dtype;
     size_t elsize;
+    int owner;            /* sharded: the rank that steps its parameters (their averages are its alone); -1: every rank */
+    bool to_owner;        /* reduced to its owner only (a reduce, not an all-reduce: see "Sharded optimizers") */
+    int owner_at;         /* to_owner in shared memory: the owner's place among the host's ranks */
     int first, count;     /* params[first .. first + count) */
     int64_t numel;        /* gradient elements; the flags follow */
     int64_t n;            /* numel + count */
@@ -348,13 +365,15 @@ static bool spans_dtype(const gs_bucket *b) { return b->dtype == CT_F32 || b->dt
 static bool post_step(cti_grad_sync *s, gs_bucket *b, int bi) {
     const cti_ar_step *t = &b->steps[b->step];
     void *recv_at = t->add ? ct_data_ptr(b->scratch) : b->base + (size_t)t->recv_off * b->elsize;
-    int err = MPI_Irecv(recv_at, (int)t->recv_len, b->type, t->recv_from, bi, b->group->comm, &b->req[1]);
+    int from = t->recv_from == CT_AR_NOBODY ? MPI_PROC_NULL : t->recv_from;
+    int to = t->send_to == CT_AR_NOBODY ? MPI_PROC_NULL : t->send_to;
+    int err = MPI_Irecv(recv_at, (int)t->recv_len, b->type, from, bi, b->group->comm, &b->req[1]);
     if (err != MPI_SUCCESS) {
         record_mpi(s, bi, "MPI_Irecv", err);
         return false;
     }
-    err = MPI_Isend(b->base + (size_t)t->send_off * b->elsize, (int)t->send_len, b->type, t->send_to, bi,
-                    b->group->comm, &b->req[0]);
+    err = MPI_Isend(b->base + (size_t)t->send_off * b->elsize, (int)t->send_len, b->type, to, bi, b->group->comm,
+                    &b->req[0]);
     if (err != MPI_SUCCESS) {
         record_mpi(s, bi, "MPI_Isend", err);
         /* The receive may never match now; leave it to MPI rather than wait. */
@@ -497,6 +516,22 @@ static void advance_shm(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     int n = s->lay.local_size, me = s->lay.local_rank;
     size_t el = b->elsize;
+    if (b->to_owner) {
+        /* A sharded optimizer's bucket (one host): its owner averages every
+         * rank's whole copy into its own once all have arrived; the others
+         * have nothing to read. Done for all once the owner has read. */
+        if (b->phase == 0 && me == b->owner_at) {
+            if (!all_reached(s, bi, ARRIVED)) return;
+            cti_span_mean(b->dtype, b->base, b->mine_in, n, b->n, 1.0 / s->size);
+        }
+        if (b->phase == 0) {
+            publish(s, bi, REDUCED);
+            publish(s, bi, GATHERED);
+            b->phase = 3;
+        }
+        if (reached(s, b->owner_at, bi, GATHERED)) bucket_done(s, b);
+        return;
+    }
     if (b->phase == 0) {
         if (!all_reached(s, bi, ARRIVED)) return;
         if (me < s->shares) /* (a host with more ranks than shares: the others only copy) */
@@ -705,7 +740,8 @@ static void launch_nccl(cti_grad_sync *s, int bi) {
     b->state = B_DONE;
     b->t_launch = cti_clock_monotonic();
     if (!write_device_flags(s, bi)) return;
-    int rc = cti_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
+    int rc = b->to_owner ? cti_nccl_reduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, b->owner, s->device, NULL)
+                         : cti_nccl_allreduce(b->base, (size_t)b->n, b->dtype, CT_DIST_AVG, s->device, NULL);
     if (rc != CT_OK) {
         record(s, rc, "grad_sync: rank %d: bucket %d: %s", s->rank, bi, ct_last_error());
         return;
@@ -778,6 +814,18 @@ static void launch_ready(cti_grad_sync *s) {
  * had a gradient for keeps none. */
 static void write_back(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
+    if (b->owner >= 0 && b->owner != s->rank) {
+        /* A sharded optimizer's bucket of another rank's parameters: this
+         * rank does not step them, and has no average of them (to_owner)
+         * or leaves it unused: .grad is None, as after zero_grad. */
+        for (int i = b->first; i < b->first + b->count; i++) {
+            gs_param *p = &s->params[i];
+            release(p);
+            if (ct_has_grad(p->param) && ct_set_grad(p->param, NULL) != CT_OK)
+                record_last(s, "setting .grad to None (another rank's parameter)", bi, p->name);
+        }
+        return;
+    }
     /* A CUDA bucket's flags are read back only when this rank lacked a
      * gradient somewhere (a sync on the host): otherwise every flag holds
      * at least this rank's share and is nonzero. */
@@ -812,6 +860,7 @@ static void write_back(cti_grad_sync *s, int bi) {
             if (ct_set_grad(p->param, p->slot) != CT_OK) record_last(s, "pointing .grad at its average", bi, p->name);
         }
         ct_tensor_free(g);
+        p->averaged = b->owner == s->rank;
     }
     free(host_flags);
 }
@@ -940,28 +989,53 @@ static int check_param(cti_grad_sync *s, const gs_param *p, bool first) {
 
 /* Assigns parameters to buckets, last registered first: a new bucket starts
  * when the dtype changes or the next parameter would overflow bucket_bytes
- * (a parameter larger than that gets a bucket of its own). */
-static int plan_buckets(cti_grad_sync *s, size_t bucket_bytes) {
+ * (a parameter larger than that gets a bucket of its own). With owners
+ * (a sharded optimizer's: owner[i] for params[i], -1 for none) a bucket
+ * holds one owner's parameters: each owner fills a bucket of its own the
+ * same way, and params[] is then ordered bucket by bucket (each bucket's
+ * parameters stay in backward's order), as first/count need. */
+static int plan_buckets(cti_grad_sync *s, size_t bucket_bytes, const int *owner) {
     s->buckets = calloc(s->nparams ? s->nparams : 1, sizeof *s->buckets);
-    if (!s->buckets) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    int *open = calloc((size_t)s->size + 1, sizeof *open); /* by owner + 1: its bucket being filled, + 1 (0: none) */
+    if (!s->buckets || !open) {
+        free(open);
+        return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    }
     /* params[] already holds the reverse order. */
     for (size_t i = 0; i < s->nparams; i++) {
         gs_param *p = &s->params[i];
         int rc = check_param(s, p, i == 0);
-        if (rc != CT_OK) return rc;
+        if (rc != CT_OK) {
+            free(open);
+            return rc;
+        }
         ct_dtype dt = ct_dtype_of(p->param);
         size_t bytes = (size_t)ct_numel(p->param) * ct_dtype_size(dt);
-        gs_bucket *b = s->nbuckets ? &s->buckets[s->nbuckets - 1] : NULL;
+        int o = owner ? owner[i] : -1, *at = owner ? &open[o + 1] : &open[0];
+        if (!owner && s->nbuckets) *at = s->nbuckets; /* unsharded: the last bucket is the open one */
+        gs_bucket *b = *at ? &s->buckets[*at - 1] : NULL;
         if (!b || b->dtype != dt || (size_t)b->numel * b->elsize + bytes > bucket_bytes) {
             b = &s->buckets[s->nbuckets++];
             b->dtype = dt;
             b->elsize = ct_dtype_size(dt);
-            b->first = (int)i;
+            b->owner = o;
+            *at = s->nbuckets;
         }
-        p->bucket = s->nbuckets - 1;
+        p->bucket = (int)(b - s->buckets);
         b->count++;
         b->numel += ct_numel(p->param);
     }
+    free(open);
+    /* Bucket by bucket, each in backward's order (a counting sort), then each bucket's range. */
+    gs_param *sorted = malloc((s->nparams ? s->nparams : 1) * sizeof *sorted);
+    if (!sorted) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
+    for (int bi = 0, k = 0; bi < s->nbuckets; bi++) {
+        s->buckets[bi].first = k;
+        for (size_t i = 0; i < s->nparams; i++)
+            if (s->params[i].bucket == bi) sorted[k++] = s->params[i];
+    }
+    memcpy(s->params, sorted, s->nparams * sizeof *sorted);
+    free(sorted);
     return CT_OK;
 }
 
@@ -1027,9 +1101,13 @@ static int host_bucket_slots(cti_grad_sync *s, gs_bucket *b) {
  * only) get views of each addition's range for libtorch. */
 static int make_steps(cti_grad_sync *s, gs_bucket *b, int bi, gs_group *group, int64_t at, int64_t n) {
     b->group = group;
-    cti_ar_algo algo = group->chosen ? group->algo : cti_ar_choose(group->p, n * (int64_t)b->elsize);
-    group->uses[algo] = true;
-    b->nsteps = cti_ar_steps(algo, group->p, group->r, at, n, &b->steps);
+    if (b->to_owner) { /* every rank's group: the owner's rank is its place */
+        b->nsteps = cti_ar_reduce_steps(group->p, group->r, b->owner, at, n, &b->steps);
+    } else {
+        cti_ar_algo algo = group->chosen ? group->algo : cti_ar_choose(group->p, n * (int64_t)b->elsize);
+        group->uses[algo] = true;
+        b->nsteps = cti_ar_steps(algo, group->p, group->r, at, n, &b->steps);
+    }
     if (b->nsteps < 0) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: out of memory", s->rank);
     int64_t largest = 0;
     for (int i = 0; i < b->nsteps; i++) {
@@ -1084,9 +1162,12 @@ static int build_bucket_shm(cti_grad_sync *s, int bi, size_t off) {
     }
     b->buf = ct_keep(buf);
     b->base = base;
+    b->to_owner = b->owner >= 0 && s->lay.hosts == 1;
     for (int q = 0; q < n; q++) {
         b->peer[q] = cti_node_shm_at(s->shm, q) + off;
-        if (me < s->shares) b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
+        if (b->to_owner) b->mine_in[q] = b->peer[q]; /* what the owner averages: every copy, whole */
+        else if (me < s->shares) b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
+        if (b->to_owner && s->lay.members[q] == b->owner) b->owner_at = q;
     }
     if (s->across.comm != MPI_COMM_NULL) { /* this rank has a share, and there are other hosts */
         int rc = make_steps(s, b, bi, &s->across, b->share_off[me], b->share_len[me]);
@@ -1098,6 +1179,7 @@ static int build_bucket_shm(cti_grad_sync *s, int bi, size_t off) {
 /* A bucket on messages through every rank: its buffer, the steps, the slots. */
 static int build_bucket(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
+    b->to_owner = b->owner >= 0; /* every rank's group: a reduce to it (NCCL's, or messages') */
     if (s->cuda && !s->staged) return build_bucket_cuda(s, bi);
     ct_topts o = {.dtype = b->dtype, .pin_memory = s->staged}; /* pinned: the copies do not block the host */
     b->buf = ct_keep(ct_zeros(CT_SHAPE(b->n), &o));
@@ -1220,6 +1302,12 @@ static int build_buckets(cti_grad_sync *s) {
 /* ======================================================================== */
 
 cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes) {
+    return cti_grad_sync_new_owned(model, bucket_bytes, NULL, NULL);
+}
+
+cti_grad_sync *cti_grad_sync_new_owned(ct_module *model, size_t bucket_bytes,
+                                       int (*owner_of)(const ct_tensor *param, void *ctx), void *ctx) {
+    int *owner = NULL;
     if (!model) {
         ct_set_error(CT_EINVAL, "cti_grad_sync_new: model is NULL");
         return NULL;
@@ -1268,7 +1356,18 @@ cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes) {
             goto fail;
         }
         s->all = (gs_group){.comm = s->comm, .p = s->size, .r = s->rank};
-        if (plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES) != CT_OK) goto fail;
+        if (owner_of && !(owner = malloc(s->nparams * sizeof *owner + 1))) {
+            ct_set_error(CT_ENOMEM, "cti_grad_sync_new: out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; owner && i < s->nparams; i++) {
+            int o = owner_of(s->params[i].param, ctx);
+            owner[i] = o >= 0 && o < s->size ? o : -1;
+        }
+        int prc = plan_buckets(s, bucket_bytes ? bucket_bytes : DEFAULT_BUCKET_BYTES, owner);
+        free(owner);
+        owner = NULL;
+        if (prc != CT_OK) goto fail;
         if (s->cuda) {
             /* NCCL, or through host memory (cuda_transport.h): decided alike on every rank */
             int how = cti_cuda_transport_get(s->device);
@@ -1295,6 +1394,7 @@ cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes) {
     ct_set_error(CT_ENOTSUP, "cti_grad_sync_new: %d ranks, but this ctrial was built without MPI", s->size);
 #endif
 fail:;
+    free(owner);
     /* Keep the first failure's message through the clean-up. */
     int code = ct_last_code();
     char msg[MSG_LEN];
@@ -1337,6 +1437,29 @@ static void lend_slots(cti_grad_sync *s) {
 }
 #endif
 
+#if CTRIAL_HAVE_MPI
+/* Before a backward adds to gradients an earlier window averaged (a second
+ * backward before the step: the context finishes a window after each
+ * backward of a step batch; or a window completed by arm): a sharded
+ * optimizer's buckets hold those averages on their owner alone (the
+ * others' .grad is None), so the next reduction would count them once
+ * instead of once for every rank. The owner's averages become sums, and
+ * the next average is then the earlier average plus the new one, as the
+ * averages every rank shares give without sharding. A gradient zeroed in
+ * place since stays zero. */
+static void sums_for_owners(cti_grad_sync *s) {
+    for (size_t i = 0; i < s->nparams; i++) {
+        gs_param *p = &s->params[i];
+        if (!p->averaged) continue;
+        p->averaged = false;
+        ct_tensor *g = ct_grad(p->param);
+        if (g && is_slot(s, p, g) && ct_mul_scalar_(p->slot, (double)s->size) != CT_OK)
+            record_last(s, "turning its average into a sum", p->bucket, p->name);
+        ct_tensor_free(g);
+    }
+}
+#endif
+
 void cti_grad_sync_arm(cti_grad_sync *s, bool armed) {
     if (!s || s->size == 1) return;
 #if CTRIAL_HAVE_MPI
@@ -1348,6 +1471,7 @@ void cti_grad_sync_arm(cti_grad_sync *s, bool armed) {
     } else if (armed) {
         s->window = true;
     }
+    sums_for_owners(s);
     s->arm_thread = pthread_self();
     s->announced = true;
     lend_slots(s);

@@ -57,6 +57,20 @@
  * (new and free are collective). CPU hooks act only on the thread that
  * armed the window (MPI runs FUNNELED); free a sync before its model.
  *
+ * Sharded optimizers (cti_grad_sync_new_owned; shard.h). Each rank steps
+ * only its share of the parameters, so only that rank needs their average:
+ * each owner's parameters get buckets of their own, and such a bucket is
+ * reduced to its owner instead of all-reduced (in shared memory the owner
+ * averages every rank's copy and nothing is copied back; by messages the
+ * others send theirs to it; NCCL's ncclReduce), half an all-reduce's
+ * traffic. After finish the owner's .grad holds the average, every other
+ * rank's is None. On several hosts with shared memory on each, these
+ * buckets are all-reduced as the others and .grad set to None off the
+ * owner. A later backward that adds to an owner's averages before the
+ * step (a second backward of a step batch) finds them turned into sums at
+ * arm, so that its window's average is the sum of both averages, as
+ * without sharding.
+ *
  * CUDA. A model on one GPU gets buckets in device memory, each averaged by
  * one NCCL all-reduce (src/dist/nccl_comm.h) enqueued on the current stream as soon
  * as it is full — from the hook, on autograd's device thread — so the
@@ -90,6 +104,15 @@ typedef struct cti_grad_sync cti_grad_sync;
  * parameters on several devices, CT_EDIST when MPI or NCCL fails, and what
  * cti_cuda_transport_get refuses). */
 cti_grad_sync *cti_grad_sync_new(ct_module *model, size_t bucket_bytes);
+/* The same for a model whose parameters a sharded optimizer steps
+ * (shard.h): owner_of(param, ctx) is the rank that steps each (-1: every
+ * rank, or none). Each owner's parameters get buckets of their own, and
+ * such a bucket is reduced to its owner alone, not all-reduced (see
+ * "Sharded optimizers" below): after finish each rank's .grad holds the
+ * average for the parameters it owns and is None for the other ranks'.
+ * owner_of must give the same answers on every rank. */
+cti_grad_sync *cti_grad_sync_new_owned(ct_module *model, size_t bucket_bytes,
+                                       int (*owner_of)(const ct_tensor *param, void *ctx), void *ctx);
 /* Whether the coming backward's gradients are reduced (optimizer-step
  * batches) or only accumulated. Called before every backward; a call while
  * a window is open blocks until that window's reductions are done (see
@@ -129,7 +152,7 @@ bool cti_grad_sync_stray(cti_grad_sync *s, char *name, size_t len);
 int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *params, const int *owners, bool *done);
 
 typedef struct {
-    uint64_t bytes;       /* bytes all-reduced so far (gradients and flags) */
+    uint64_t bytes;       /* bytes reduced so far (gradients and flags; a bucket counts once, all-reduced or reduced to its owner) */
     double comm_seconds;  /* summed over buckets: launch to completion */
     double wait_seconds;  /* of that, spent inside finish (not hidden by backward) */
     int64_t buckets;      /* bucket reductions so far */

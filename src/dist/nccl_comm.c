@@ -210,6 +210,25 @@ int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, i
     return r == ncclSuccess ? CT_OK : nccl_failed(fn, "ncclAllReduce", device, r, comm);
 }
 
+int cti_nccl_reduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int root, int device, void *stream) {
+    const char *fn = __func__;
+    int size = ct_dist_size();
+    if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", fn, (int)op);
+    if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "%s: root %d of %d ranks", fn, root, size);
+    if (size == 1) return CT_OK;
+    ncclDataType_t type = ncclFloat32; /* set by check_args */
+    int rc = check_args(fn, buf, count, dtype, device, &type);
+    if (rc != CT_OK) return rc;
+    if (op == CT_DIST_AVG && !ct_dtype_is_floating(dtype))
+        return ct_set_error(CT_EDTYPE, "%s: rank %d: CT_DIST_AVG needs a floating dtype, not %s", fn, ct_dist_rank(),
+                            ct_dtype_name(dtype));
+    ncclComm_t comm = communicator(fn, device);
+    if (!comm) return ct_last_code();
+    if (count == 0) return CT_OK;
+    ncclResult_t r = ncclReduce(buf, buf, count, type, nccl_op(op), root, comm, stream_for(device, stream));
+    return r == ncclSuccess ? CT_OK : nccl_failed(fn, "ncclReduce", device, r, comm);
+}
+
 int cti_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream) {
     const char *fn = __func__;
     int size = ct_dist_size();
@@ -252,6 +271,13 @@ static int not_built(const char *fn) {
 int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
     if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", __func__, (int)op);
     return ct_dist_size() == 1 ? CT_OK : not_built(__func__);
+}
+
+int cti_nccl_reduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int root, int device, void *stream) {
+    int size = ct_dist_size();
+    if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", __func__, (int)op);
+    if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "%s: root %d of %d ranks", __func__, root, size);
+    return size == 1 ? CT_OK : not_built(__func__);
 }
 
 int cti_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream) {

@@ -59,6 +59,11 @@ bool cti_nccl_is_built(void);
  * the build has no NCCL. With one rank: a no-op (CT_OK). */
 int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream);
 
+/* Reduce of `count` elements at `buf` over every rank into root's `buf`
+ * (0 .. size-1; the others' are left as they were), in place; same rules
+ * as cti_nccl_allreduce. A sharded optimizer's bucket (grad_sync.c). */
+int cti_nccl_reduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int root, int device, void *stream);
+
 /* Broadcast of `count` elements at `buf` from `root` (0 .. size-1) to every
  * rank, in place; same rules as cti_nccl_allreduce. */
 int cti_nccl_broadcast(void *buf, size_t count, ct_dtype dtype, int root, int device, void *stream);

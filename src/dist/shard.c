@@ -138,7 +138,7 @@ void cti_shard_free(cti_shard *s) {
 }
 
 /* The rank that steps parameter i (state_dict index order), -1 out of range. */
-static int owner_of(const cti_shard *s, size_t i) { return i < s->n ? s->owner[i] : -1; }
+int cti_shard_owner_of(const cti_shard *s, size_t i) { return s && i < s->n ? s->owner[i] : -1; }
 
 /* ---- loading ---------------------------------------------------------------- */
 
@@ -171,7 +171,7 @@ ct_value *cti_shard_own_state(const cti_shard *s, const ct_value *sd) {
             }
         }
         /* An id that belongs to no parameter stays, for the load to refuse. */
-        if (at >= 0 && owner_of(s, (size_t)at) != s->rank) continue;
+        if (at >= 0 && cti_shard_owner_of(s, (size_t)at) != s->rank) continue;
         ct_value *copy = ct_value_copy(entry, false);
         ok = copy && (skey ? ct_value_dict_set(kept, skey, copy) : ct_value_dict_set_int(kept, id, copy)) == 0;
     }
@@ -257,7 +257,7 @@ static ct_value *describe_mine(const cti_shard *s, const ct_value *state) {
     for (size_t e = 0; d && e < ct_value_len(state); e++) {
         int64_t id = -1;
         const ct_value *entry = ct_value_dict_at(state, e, NULL, &id);
-        if (owner_of(s, (size_t)id) != s->rank) continue;
+        if (cti_shard_owner_of(s, (size_t)id) != s->rank) continue;
         ct_value *one = describe(entry);
         if (!one || ct_value_dict_set_int(d, id, one) != 0) {
             ct_value_free(d);

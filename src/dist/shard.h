@@ -5,9 +5,11 @@
  * which LR schedulers set alike everywhere) but steps, and keeps the state
  * of, only its share of the parameters; after each step every parameter is
  * broadcast from the rank that stepped it, so the ranks' weights stay
- * equal. The gradients are averaged across ranks before the step as
- * without sharding (grad_sync.h), so a GradScaler's inf checks and a clip
- * callback see the same whole gradients on every rank and decide alike.
+ * equal. Each gradient is reduced to the rank that steps it, not averaged
+ * on every rank (grad_sync.h, cti_grad_sync_new_owned: the others' .grad
+ * is None at the step), and the context combines a clip norm and a
+ * GradScaler's inf check across ranks (ct_set_grad_reduce, nn.h), so that
+ * every rank clips by and skips on the whole model's gradients.
  *
  *     cti_shard *s = cti_shard_new(opt, rank, size);   // partition; others' state dropped
  *     ...backward (gradients averaged)...
@@ -43,6 +45,9 @@ typedef struct cti_shard cti_shard;
  * parameters), out of memory. Local: no communication. */
 cti_shard *cti_shard_new(ct_optim *opt, int rank, int size);
 void cti_shard_free(cti_shard *s); /* accepts NULL; opt steps as it was set */
+
+/* The rank that steps opt's parameter i; -1 for an index out of range. */
+int cti_shard_owner_of(const cti_shard *s, size_t i);
 
 /* A NEW copy of the optimizer state dict sd (torch's layout, whole: a
  * checkpoint's) whose "state" keeps only this rank's parameters, for

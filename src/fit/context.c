@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/json_write.h"
 #include "base/value_json.h"
+#include "ctrial/dist.h"
 #include "dist/grad_sync.h"
 #include "dist/shard.h"
 #include "fit/graph_step.h"
@@ -343,6 +344,29 @@ struct cti_shard *cti_context_shard_of(const ct_context *ctx, const ct_optim *op
     return NULL;
 }
 
+/* Whether a and b are one parameter: the same storage, offset and size. */
+static bool same_param(const ct_tensor *a, const ct_tensor *b) {
+    ct_storage_info x, y;
+    return ct_storage_info_of(a, &x) == CT_OK && ct_storage_info_of(b, &y) == CT_OK && x.id == y.id &&
+           x.offset == y.offset && ct_numel(a) == ct_numel(b);
+}
+
+int cti_context_param_owner(const ct_context *ctx, const ct_tensor *param) {
+    for (size_t i = 0; ctx->shards && i < ctx->n_optims; i++)
+        for (size_t j = 0; ctx->shards[i] && j < ct_optim_num_params(ctx->optims[i]); j++)
+            if (same_param(ct_optim_param(ctx->optims[i], j), param)) return cti_shard_owner_of(ctx->shards[i], j);
+    ct_clear_error(); /* a storage that could not be described is nobody's */
+    return -1;
+}
+
+/* ct_set_grad_reduce's function while a sharded optimizer steps: every
+ * rank's part of a clip norm (a sum, or the largest) or inf flag (the
+ * largest), a float32 on the host. */
+static int reduce_across_ranks(ct_tensor *t, bool max, void *unused) {
+    (void)unused;
+    return ct_dist_allreduce(t, max ? CT_DIST_MAX : CT_DIST_SUM);
+}
+
 ct_step_opts ct_step_defaults(void) {
     ct_step_opts o = {.auto_zero_grads = true};
     return o;
@@ -372,17 +396,24 @@ static int step_on_gradients(ct_context *ctx, ct_optim *opt, const ct_step_opts 
     /* The context's own (automatic) scaler, or the one the trial passes. */
     bool auto_amp = ctx->scaler && !ctx->manual_scaler;
     ct_grad_scaler *scaler = d->scaler ? d->scaler : auto_amp ? ctx->scaler : NULL;
+    /* Sharded: each rank holds its own parameters' gradients only (the
+     * others' are None), so a clip norm and the scaler's inf check combine
+     * every rank's part (nn.h, ct_set_grad_reduce). */
+    bool split = cti_context_shard_of(ctx, opt) != NULL;
+    if (split) ct_set_grad_reduce(reduce_across_ranks, NULL);
     /* fp16 AMP: the clip callback sees true gradients (scaler.unscale_). */
     if (rc == CT_OK && d->clip && auto_amp) rc = ct_grad_scaler_unscale(ctx->scaler, opt);
     if (rc == CT_OK && d->clip) rc = d->clip(params, n, d->clip_ctx);
     free(params);
-    if (rc != CT_OK) return rc;
-    if (!scaler) return ct_optim_step(opt);
+    if (rc == CT_OK && !scaler) rc = ct_optim_step(opt);
     /* scaler.step: unscales if not yet, skips the step on inf/NaN; the loop
      * updates the context's scale once this batch's steps are done (a
      * trial's own scaler is updated by the trial). */
-    rc = ct_grad_scaler_step(scaler, opt, NULL);
-    if (scaler == ctx->scaler && auto_amp) ctx->scaler_stepped = true;
+    if (rc == CT_OK && scaler) {
+        rc = ct_grad_scaler_step(scaler, opt, NULL);
+        if (scaler == ctx->scaler && auto_amp) ctx->scaler_stepped = true;
+    }
+    if (split) ct_set_grad_reduce(NULL, NULL);
     return rc;
 }
 

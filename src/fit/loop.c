@@ -301,16 +301,22 @@ static int broadcast_models(ct_context *ctx, bool buffers_only) {
     return CT_OK;
 }
 
+static int param_owner(const ct_tensor *param, void *ctx) { return cti_context_param_owner(ctx, param); }
+
 /* A gradient sync per model from now on: under mpirun each averages its
  * model's gradients across ranks, in buckets of bucket_cap_mb (after the
- * broadcast: hooks see final weights); on one rank each does nothing. */
+ * broadcast: hooks see final weights); on one rank each does nothing.
+ * With sharded optimizers each parameter's gradient is reduced to the
+ * rank that steps it (cti_grad_sync_new_owned). */
 static int start_grad_sync(ct_context *ctx) {
     if (ctx->n_models == 0) return CT_OK;
     ctx->syncs = calloc(ctx->n_models, sizeof *ctx->syncs);
     if (!ctx->syncs) return ct_set_error(CT_ENOMEM, "out of host memory");
     size_t bucket = (size_t)(ctx->opts.bucket_cap_mb > 0 ? ctx->opts.bucket_cap_mb : 25) << 20;
     for (size_t m = 0; m < ctx->n_models; m++) {
-        if (!(ctx->syncs[m] = cti_grad_sync_new(ctx->models[m], bucket))) return ct_last_code();
+        if (!(ctx->syncs[m] = ctx->shards ? cti_grad_sync_new_owned(ctx->models[m], bucket, param_owner, ctx)
+                                          : cti_grad_sync_new(ctx->models[m], bucket)))
+            return ct_last_code();
         ctx->n_syncs = m + 1;
     }
     return CT_OK;

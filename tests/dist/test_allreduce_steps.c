@@ -5,7 +5,9 @@
  * yet, and afterwards every rank holds the mean of all ranks' values —
  * the same bits on every rank. For the ring at p = 2..9 and halving-
  * doubling at p = 2..32 (powers of two), over buffers of 0..41 elements at
- * offsets 0 and 5 of a larger one; and the choice between them. */
+ * offsets 0 and 5 of a larger one; and the choice between them. The
+ * reduce to one rank (a sharded optimizer's buckets) at p = 2..9, every
+ * root. */
 #include <stdlib.h>
 
 #include "ct_test.h"
@@ -90,6 +92,42 @@ static int simulate(cti_ar_algo algo, int p, int64_t at, int64_t n) {
     return fails;
 }
 
+/* cti_ar_reduce_steps to `root` on p ranks over [at, at + n): every other
+ * rank sends its range once, to root, and receives nothing; root receives
+ * from each of them once, in rank order, adding (its own values read where
+ * they are at the first), and ends with the mean. Returns the failures. */
+static int simulate_reduce(int p, int root, int64_t at, int64_t n) {
+    double sum[SPAN] = {0}, mine[SPAN];
+    int fails = 0, next = 0; /* the rank root should hear from next */
+    cti_ar_step *st = NULL;
+    for (int r = 0; r < p; r++) {
+        int c = cti_ar_reduce_steps(p, r, root, at, n, &st);
+        if (r != root && (c != 1 || st[0].send_to != root || st[0].recv_from != CT_AR_NOBODY ||
+                          st[0].send_off != at || st[0].send_len != n || st[0].recv_len != 0 || st[0].add))
+            fails++;
+        if (r == root && c != p - 1) fails++;
+        for (int k = 0; r == root && !fails && k < c; k++) {
+            while (next == root) next++;
+            const cti_ar_step *m = &st[k];
+            if (m->send_to != CT_AR_NOBODY || m->send_len != 0 || m->recv_from != next++ || m->recv_off != at ||
+                m->recv_len != n || !m->add || m->first != (k == 0) || m->last != (k == c - 1))
+                fails++;
+            for (int64_t i = 0; i < n; i++) {
+                double a = m->first ? own(root, at + i) : mine[i];
+                mine[i] = a + own(m->recv_from, at + i);
+                if (m->last) mine[i] *= 1.0 / p;
+            }
+        }
+        for (int64_t i = 0; i < n; i++) sum[i] += own(r, at + i);
+        free(st);
+        st = NULL;
+    }
+    for (int64_t i = 0; !fails && i < n; i++)
+        if (fabs(mine[i] - sum[i] / p) > 1e-9 * sum[i]) fails++;
+    if (fails) fprintf(stderr, "reduce p=%d root=%d at=%lld n=%lld: %d failures\n", p, root, (long long)at, (long long)n, fails);
+    return fails;
+}
+
 int main(void) {
     for (int p = 2; p <= 9; p++)
         for (int64_t n = 0; n <= 41; n++)
@@ -97,6 +135,9 @@ int main(void) {
     for (int p = 2; p <= PMAX; p *= 2)
         for (int64_t n = 0; n <= 41; n++)
             for (int64_t at = 0; at <= 5; at += 5) CHECK(simulate(CT_AR_HALVING_DOUBLING, p, at, n) == 0);
+    for (int p = 2; p <= 9; p++)
+        for (int root = 0; root < p; root++)
+            for (int64_t n = 0; n <= 41; n += 7) CHECK(simulate_reduce(p, root, 5, n) == 0);
 
     /* step counts: 2(p-1) on the ring, 2 log2(p) halving and doubling */
     cti_ar_step *st = NULL;

@@ -13,8 +13,10 @@
  * adagrad | adadelta | adamax | nadam | radam | lbfgs), lr (0.01), momentum
  * (0.9, SGD's and RMSprop's), wd (0.01), hidden (32), depth (0), clip (0: none; > 0: the
  * step clips the gradients' norm to it with ct_clip_grad_norm), amp
- * (false: fp16 autocast with a GradScaler, ct_ctx_use_amp), fused (false:
- * Adam/AdamW/SGD's fused kernels).
+ * (false: fp16 autocast with a GradScaler, ct_ctx_use_amp), init_scale (the
+ * scaler's first scale: 65536), fused (false: Adam/AdamW/SGD's fused
+ * kernels), halves (false: two backwards a batch, one on each half, before
+ * the step).
  *
  * At on_trial_shutdown each rank writes $SHARD_OUT/rank<r>.json: the bytes
  * and entries of the optimizer state it holds, the parameters it holds
@@ -35,6 +37,8 @@ typedef struct {
     ct_optim *opt;
     double clip;
     long vm_data_train_kb; /* the most VmData seen after a step */
+    int64_t grads_at_clip; /* the most parameters with a gradient the clip callback saw */
+    bool halves;           /* two backwards a batch, a half each */
     ct_tensor *x, *y; /* all records (owned) */
 } Trial;
 
@@ -125,7 +129,10 @@ static void *trial_init(ct_context *ctx) {
     if (!t || make_records(t) != 0) goto fail;
     int64_t h = ct_ctx_hparam_int(ctx, "hidden", 32);
     t->clip = ct_ctx_hparam_double(ctx, "clip", 0);
-    if (ct_ctx_hparam_bool(ctx, "amp", false) && ct_ctx_use_amp(ctx, NULL) != CT_OK) goto fail;
+    t->halves = ct_ctx_hparam_bool(ctx, "halves", false);
+    ct_amp_opts amp = {.dtype = CT_F16, .scaler = ct_grad_scaler_defaults()};
+    amp.scaler.init_scale = ct_ctx_hparam_double(ctx, "init_scale", amp.scaler.init_scale);
+    if (ct_ctx_hparam_bool(ctx, "amp", false) && ct_ctx_use_amp(ctx, &amp) != CT_OK) goto fail;
     int64_t depth = ct_ctx_hparam_int(ctx, "depth", 0);
     if (depth < 0 || depth > 64) {
         ct_set_error(CT_ECONFIG, "shard_trial: depth must be 0..64");
@@ -189,7 +196,11 @@ static long status_kb(const char *key) {
 }
 
 static int clip(ct_tensor *const *params, size_t n, void *ctx) {
-    const Trial *t = ctx;
+    Trial *t = ctx;
+    /* The gradients this rank holds at the step: sharded, its own share's only. */
+    int64_t have = 0;
+    for (size_t i = 0; i < n; i++) have += ct_has_grad(params[i]);
+    if (have > t->grads_at_clip) t->grads_at_clip = have;
     return ct_clip_grad_norm(n, params, t->clip, 2.0, NULL);
 }
 
@@ -200,10 +211,24 @@ static ct_tensor *loss_of(Trial *t, const ct_value *batch) {
 static ct_value *train_batch(void *self, ct_context *ctx, const ct_value *batch, int64_t epoch_idx,
                              int64_t batch_idx) {
     Trial *t = self;
-    ct_tensor *loss = loss_of(t, batch);
-    if (!loss || ct_ctx_backward(ctx, loss) != 0 ||
-        ct_ctx_step_optimizer(ctx, t->opt, t->clip > 0 ? clip : NULL, t) != 0)
-        return NULL;
+    ct_tensor *loss = NULL;
+    if (t->halves) {
+        /* Two backwards before the step, half the batch each (their mean:
+         * the batch's loss): the second completes the first's window. */
+        ct_tensor *x = ct_batch_at(batch, 0), *y = ct_batch_at(batch, 1);
+        int64_t n = ct_size(x, 0), h = n / 2;
+        ct_tensor *la = ct_mul_scalar(ct_cross_entropy(ct_nn_forward(t->model, ct_narrow(x, 0, 0, h)),
+                                                       ct_narrow(y, 0, 0, h)), (double)h / (double)n);
+        if (!la || ct_ctx_backward(ctx, la) != 0) return NULL;
+        ct_tensor *lb = ct_mul_scalar(ct_cross_entropy(ct_nn_forward(t->model, ct_narrow(x, 0, h, n - h)),
+                                                       ct_narrow(y, 0, h, n - h)), (double)(n - h) / (double)n);
+        if (!lb || ct_ctx_backward(ctx, lb) != 0) return NULL;
+        loss = ct_add(ct_detach(la), ct_detach(lb));
+    } else {
+        loss = loss_of(t, batch);
+        if (!loss || ct_ctx_backward(ctx, loss) != 0) return NULL;
+    }
+    if (!loss || ct_ctx_step_optimizer(ctx, t->opt, t->clip > 0 ? clip : NULL, t) != 0) return NULL;
     long kb = status_kb("VmData");
     if (kb > t->vm_data_train_kb) t->vm_data_train_kb = kb;
     return ct_value_tensor(ct_keep(ct_alias(loss)));
@@ -254,9 +279,10 @@ static int on_trial_shutdown(void *self, ct_context *ctx) {
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "{\"rank\": %d, \"size\": %d, \"state_bytes\": %lld, \"entries\": %zu, \"params\": [%s], "
-                   "\"param_bytes\": %lld, \"vm_data_train_kb\": %ld, \"vm_data_kb\": %ld, \"vm_hwm_kb\": %ld}\n",
+                   "\"param_bytes\": %lld, \"vm_data_train_kb\": %ld, \"vm_data_kb\": %ld, \"vm_hwm_kb\": %ld, "
+                   "\"grads_at_clip\": %lld}\n",
                 ct_ctx_rank(ctx), ct_ctx_size(ctx), (long long)bytes, ct_value_len(state), ids, (long long)param_bytes,
-                t->vm_data_train_kb, status_kb("VmData"), status_kb("VmHWM"));
+                t->vm_data_train_kb, status_kb("VmData"), status_kb("VmHWM"), (long long)t->grads_at_clip);
         fclose(f);
     }
     ct_value_free(sd);
