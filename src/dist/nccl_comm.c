@@ -193,19 +193,31 @@ static ncclComm_t communicator(const char *fn, int device) {
  * right here: the device exists, the communicator was made on it. */
 static void *stream_for(int device, void *stream) { return stream ? stream : ct_cuda_current_stream(device); }
 
-int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
-    const char *fn = __func__;
-    if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", fn, (int)op);
+/* What an all-reduce and a reduce with op check before their call, and
+ * the communicator: CT_OK with *comm set (NULL when there is nothing to
+ * do: one rank, no elements), or a status. */
+static int reduction(const char *fn, void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device,
+                     ncclDataType_t *type, ncclComm_t *comm) {
+    *comm = NULL;
     if (ct_dist_size() == 1) return CT_OK;
-    ncclDataType_t type = ncclFloat32; /* set by check_args */
-    int rc = check_args(fn, buf, count, dtype, device, &type);
+    int rc = check_args(fn, buf, count, dtype, device, type);
     if (rc != CT_OK) return rc;
     if (op == CT_DIST_AVG && !ct_dtype_is_floating(dtype))
         return ct_set_error(CT_EDTYPE, "%s: rank %d: CT_DIST_AVG needs a floating dtype, not %s", fn, ct_dist_rank(),
                             ct_dtype_name(dtype));
-    ncclComm_t comm = communicator(fn, device);
-    if (!comm) return ct_last_code();
-    if (count == 0) return CT_OK;
+    ncclComm_t c = communicator(fn, device);
+    if (!c) return ct_last_code();
+    if (count > 0) *comm = c;
+    return CT_OK;
+}
+
+int cti_nccl_allreduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int device, void *stream) {
+    const char *fn = __func__;
+    if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", fn, (int)op);
+    ncclDataType_t type = ncclFloat32; /* set by check_args */
+    ncclComm_t comm = NULL;
+    int rc = reduction(fn, buf, count, dtype, op, device, &type, &comm);
+    if (rc != CT_OK || !comm) return rc;
     ncclResult_t r = ncclAllReduce(buf, buf, count, type, nccl_op(op), comm, stream_for(device, stream));
     return r == ncclSuccess ? CT_OK : nccl_failed(fn, "ncclAllReduce", device, r, comm);
 }
@@ -215,16 +227,10 @@ int cti_nccl_reduce(void *buf, size_t count, ct_dtype dtype, ct_dist_op op, int 
     int size = ct_dist_size();
     if (!op_is_valid(op)) return ct_set_error(CT_EINVAL, "%s: op %d", fn, (int)op);
     if (root < 0 || root >= size) return ct_set_error(CT_EINVAL, "%s: root %d of %d ranks", fn, root, size);
-    if (size == 1) return CT_OK;
     ncclDataType_t type = ncclFloat32; /* set by check_args */
-    int rc = check_args(fn, buf, count, dtype, device, &type);
-    if (rc != CT_OK) return rc;
-    if (op == CT_DIST_AVG && !ct_dtype_is_floating(dtype))
-        return ct_set_error(CT_EDTYPE, "%s: rank %d: CT_DIST_AVG needs a floating dtype, not %s", fn, ct_dist_rank(),
-                            ct_dtype_name(dtype));
-    ncclComm_t comm = communicator(fn, device);
-    if (!comm) return ct_last_code();
-    if (count == 0) return CT_OK;
+    ncclComm_t comm = NULL;
+    int rc = reduction(fn, buf, count, dtype, op, device, &type, &comm);
+    if (rc != CT_OK || !comm) return rc;
     ncclResult_t r = ncclReduce(buf, buf, count, type, nccl_op(op), root, comm, stream_for(device, stream));
     return r == ncclSuccess ? CT_OK : nccl_failed(fn, "ncclReduce", device, r, comm);
 }
