@@ -633,6 +633,52 @@ static void test_disabled(void) {
     ct_grad_scaler_free(s);
 }
 
+/* Gradients split across processes (ct_set_grad_reduce): the flag goes
+ * through the reduce function, whose answer decides. A "process" that saw
+ * an inf skips the step here although this one's gradients are finite, and
+ * the scale backs off; a reduce that fails fails the step, saying so. */
+static int calls;
+static int other_saw_inf(ct_tensor *t, bool max, void *ctx) {
+    calls++;
+    CHECK(max && ct_device_of(t).type == CT_CPU && ct_numel(t) == 1);
+    return ct_fill_(t, 1.0);
+}
+static int reduce_fails(ct_tensor *t, bool max, void *ctx) {
+    return ct_set_error(CT_EDIST, "rank 1 failed");
+}
+
+static void test_split(void) {
+    ct_grad_scaler_opts o = ct_grad_scaler_defaults();
+    o.init_scale = 16.0;
+    ct_grad_scaler *s = ct_grad_scaler_new(ct_cpu(), &o);
+    ct_tensor *a = param(2, (const float[]){1, 1});
+    ct_optim *oa = sgd_over(1, &a, 1.0);
+    touch_scale(s);
+    float v[2];
+    bool sa = true;
+    set_grad(a, 2, (const float[]){16, 32});
+    ct_set_grad_reduce(other_saw_inf, NULL);
+    CHECK_OK(ct_grad_scaler_step(s, oa, &sa));
+    CHECK(!sa && calls == 1);
+    read_f32(a, 2, v);
+    CHECK(v[0] == 1.0f && v[1] == 1.0f);
+    CHECK_OK(ct_grad_scaler_update(s));
+    CHECK(ct_grad_scaler_get_scale(s) == 8.0);
+    /* no gradient at all: the flag still goes through (every process calls) */
+    ct_zero_grad(a, true);
+    CHECK_OK(ct_grad_scaler_unscale(s, oa));
+    CHECK(calls == 2);
+    CHECK_OK(ct_grad_scaler_update(s));
+    set_grad(a, 2, (const float[]){16, 32});
+    ct_set_grad_reduce(reduce_fails, NULL);
+    CHECK(ct_grad_scaler_step(s, oa, &sa) == CT_EDIST);
+    CHECK_ERR(CT_EDIST, "combining with the other processes: rank 1 failed");
+    ct_set_grad_reduce(NULL, NULL);
+    ct_optim_free(oa);
+    ct_tensor_free(a);
+    ct_grad_scaler_free(s);
+}
+
 int main(void) {
     ct_set_num_threads(1);
     size_t live = ct_tensor_live_count();
@@ -640,6 +686,7 @@ int main(void) {
     test_scaler_new();
     test_scaler_rules();
     test_two_optimizers();
+    test_split();
     test_fused();
     test_state_dict();
     test_disabled();

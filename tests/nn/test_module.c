@@ -3,6 +3,7 @@
  * leaks), train/eval switching, dtype moves keeping identity, state-dict
  * round trips and refusals, zero_grad. Values against torch are checked by
  * the *_parity scripts. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "ct_test.h"
@@ -462,6 +463,40 @@ static void test_zero_grad_and_clip(void) {
     ct_nn_free(lin);
 }
 
+/* Gradients split across processes (ct_set_grad_reduce): the part of the
+ * norm goes through the reduce function. Here a second "process" holds the
+ * same part: the 2-norm grows by sqrt(2), the inf-norm not, and a process
+ * without gradients still calls it once. */
+static int reduce_calls;
+static int twice(ct_tensor *t, bool max, void *ctx) {
+    reduce_calls++;
+    CHECK(ct_device_of(t).type == CT_CPU && ct_dtype_of(t) == CT_F32 && ct_numel(t) == 1);
+    return max ? CT_OK : ct_mul_scalar_(t, 2.0);
+}
+
+static void test_clip_split(void) {
+    ct_scope *s = ct_scope_begin();
+    ct_tensor *w = ct_zeros(CT_SHAPE(2), &(ct_topts){.requires_grad = true});
+    CHECK_OK(ct_set_grad(w, ct_from_data((const float[]){3, 4}, 1, (const int64_t[]){2}, CT_F32)));
+    double total = 0, v = 0;
+    ct_set_grad_reduce(twice, NULL);
+    CHECK_OK(ct_clip_grad_norm(1, &w, 1e9, 2.0, &total));
+    CHECK(fabs(total - 5.0 * sqrt(2.0)) < 1e-5 && reduce_calls == 1);
+    CHECK_OK(ct_clip_grad_norm(1, &w, 1e9, INFINITY, &total));
+    CHECK(fabs(total - 4.0) < 1e-6 && reduce_calls == 2);
+    /* clipped by the whole norm: max_norm / (5 sqrt 2) */
+    CHECK_OK(ct_clip_grad_norm(1, &w, 1.0, 2.0, NULL));
+    CHECK_OK(ct_item(ct_sum(ct_grad(w)), &v));
+    CHECK(fabs(v - 7.0 / (5.0 * sqrt(2.0))) < 1e-5);
+    ct_zero_grad(w, true);
+    CHECK_OK(ct_clip_grad_norm(1, &w, 1.0, 2.0, &total));
+    CHECK(total == 0 && reduce_calls == 4);
+    ct_set_grad_reduce(NULL, NULL);
+    CHECK_OK(ct_clip_grad_norm(1, &w, 1.0, 2.0, &total));
+    CHECK(reduce_calls == 4);
+    ct_scope_end(s);
+}
+
 int main(void) {
     size_t live = ct_tensor_live_count();
     test_names();
@@ -472,6 +507,7 @@ int main(void) {
     test_to();
     test_state_dict();
     test_zero_grad_and_clip();
+    test_clip_split();
     CHECK(ct_tensor_live_count() == live); /* every handle came back */
     return ct_test_result("test_module");
 }
