@@ -344,19 +344,55 @@ struct cti_shard *cti_context_shard_of(const ct_context *ctx, const ct_optim *op
     return NULL;
 }
 
-/* Whether a and b are one parameter: the same storage, offset and size. */
-static bool same_param(const ct_tensor *a, const ct_tensor *b) {
-    ct_storage_info x, y;
-    return ct_storage_info_of(a, &x) == CT_OK && ct_storage_info_of(b, &y) == CT_OK && x.id == y.id &&
-           x.offset == y.offset && ct_numel(a) == ct_numel(b);
+/* One parameter of a sharded optimizer: its storage, offset and size (the
+ * same for every handle on it), and the rank that steps it. */
+typedef struct {
+    const void *id;
+    int64_t offset, numel;
+    int owner;
+} owned_param;
+
+struct cti_param_owners {
+    size_t n;
+    owned_param *p;
+};
+
+cti_param_owners *cti_context_param_owners(const ct_context *ctx) {
+    cti_param_owners *t = calloc(1, sizeof *t);
+    size_t n = 0;
+    for (size_t i = 0; ctx->shards && i < ctx->n_optims; i++) n += ctx->shards[i] ? ct_optim_num_params(ctx->optims[i]) : 0;
+    if (!t || !(t->p = malloc((n ? n : 1) * sizeof *t->p))) {
+        free(t);
+        ct_set_error(CT_ENOMEM, "shard_optimizer: out of host memory");
+        return NULL;
+    }
+    for (size_t i = 0; ctx->shards && i < ctx->n_optims; i++)
+        for (size_t j = 0; ctx->shards[i] && j < ct_optim_num_params(ctx->optims[i]); j++) {
+            const ct_tensor *q = ct_optim_param(ctx->optims[i], j);
+            ct_storage_info si;
+            if (ct_storage_info_of(q, &si) != CT_OK) {
+                cti_param_owners_free(t);
+                return NULL;
+            }
+            t->p[t->n++] = (owned_param){si.id, si.offset, ct_numel(q), cti_shard_owner_of(ctx->shards[i], j)};
+        }
+    return t;
 }
 
-int cti_context_param_owner(const ct_context *ctx, const ct_tensor *param) {
-    for (size_t i = 0; ctx->shards && i < ctx->n_optims; i++)
-        for (size_t j = 0; ctx->shards[i] && j < ct_optim_num_params(ctx->optims[i]); j++)
-            if (same_param(ct_optim_param(ctx->optims[i], j), param)) return cti_shard_owner_of(ctx->shards[i], j);
-    ct_clear_error(); /* a storage that could not be described is nobody's */
+int cti_param_owner(const cti_param_owners *t, const ct_tensor *param) {
+    ct_storage_info si;
+    if (ct_storage_info_of(param, &si) != CT_OK) {
+        ct_clear_error(); /* a storage that cannot be described is nobody's */
+        return -1;
+    }
+    for (size_t k = 0; k < t->n; k++)
+        if (t->p[k].id == si.id && t->p[k].offset == si.offset && t->p[k].numel == ct_numel(param)) return t->p[k].owner;
     return -1;
+}
+
+void cti_param_owners_free(cti_param_owners *t) {
+    if (t) free(t->p);
+    free(t);
 }
 
 /* ct_set_grad_reduce's function while a sharded optimizer steps: every

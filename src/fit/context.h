@@ -132,11 +132,16 @@ bool cti_context_is_step_batch(const ct_context *ctx, int64_t batch_idx);
 int cti_context_shard_optimizers(ct_context *ctx);
 /* The shard of a wrapped optimizer, NULL when it is not sharded. */
 struct cti_shard *cti_context_shard_of(const ct_context *ctx, const ct_optim *opt);
-/* The rank that steps `param` (a model's parameter) under a sharded
- * optimizer, -1 when none shards it: the owner whose grad_sync buckets
- * reduce its gradient to it alone (cti_grad_sync_new_owned). The same on
- * every rank. */
-int cti_context_param_owner(const ct_context *ctx, const ct_tensor *param);
+/* Which rank steps each parameter of the sharded optimizers, described
+ * once: a NEW table (cti_param_owners_free), or NULL + error. With it,
+ * cti_param_owner gives the rank that steps `param` (any handle on a
+ * model's parameter), -1 when no sharded optimizer holds it: the owner
+ * whose grad_sync buckets reduce its gradient to it alone
+ * (cti_grad_sync_new_owned). The same on every rank. */
+typedef struct cti_param_owners cti_param_owners;
+cti_param_owners *cti_context_param_owners(const ct_context *ctx);
+int cti_param_owner(const cti_param_owners *t, const ct_tensor *param);
+void cti_param_owners_free(cti_param_owners *t); /* accepts NULL */
 /* The first hyperparameter the trial read with the wrong type, as
  * CT_ECONFIG with its message; CT_OK when there was none. */
 int cti_context_hparam_failure(const ct_context *ctx);

@@ -301,7 +301,7 @@ static int broadcast_models(ct_context *ctx, bool buffers_only) {
     return CT_OK;
 }
 
-static int param_owner(const ct_tensor *param, void *ctx) { return cti_context_param_owner(ctx, param); }
+static int param_owner(const ct_tensor *param, void *owners) { return cti_param_owner(owners, param); }
 
 /* A gradient sync per model from now on: under mpirun each averages its
  * model's gradients across ranks, in buckets of bucket_cap_mb (after the
@@ -313,13 +313,18 @@ static int start_grad_sync(ct_context *ctx) {
     ctx->syncs = calloc(ctx->n_models, sizeof *ctx->syncs);
     if (!ctx->syncs) return ct_set_error(CT_ENOMEM, "out of host memory");
     size_t bucket = (size_t)(ctx->opts.bucket_cap_mb > 0 ? ctx->opts.bucket_cap_mb : 25) << 20;
-    for (size_t m = 0; m < ctx->n_models; m++) {
-        if (!(ctx->syncs[m] = ctx->shards ? cti_grad_sync_new_owned(ctx->models[m], bucket, param_owner, ctx)
-                                          : cti_grad_sync_new(ctx->models[m], bucket)))
-            return ct_last_code();
-        ctx->n_syncs = m + 1;
+    cti_param_owners *owners = ctx->shards ? cti_context_param_owners(ctx) : NULL;
+    if (ctx->shards && !owners) return ct_last_code();
+    int rc = CT_OK;
+    for (size_t m = 0; rc == CT_OK && m < ctx->n_models; m++) {
+        if (!(ctx->syncs[m] = owners ? cti_grad_sync_new_owned(ctx->models[m], bucket, param_owner, owners)
+                                     : cti_grad_sync_new(ctx->models[m], bucket)))
+            rc = ct_last_code();
+        else
+            ctx->n_syncs = m + 1;
     }
-    return CT_OK;
+    cti_param_owners_free(owners);
+    return rc;
 }
 
 /* ---- checkpoints ----------------------------------------------------------- */
