@@ -143,8 +143,13 @@
  * REDUCED and GATHERED at once: they read nothing) and the bucket is done
  * for all once the owner has read; by messages cti_ar_reduce_steps (p - 1
  * additions on the owner, one send elsewhere); NCCL's ncclReduce. On
- * several hosts with shared memory on each it is all-reduced like any
- * other bucket. write_back sets .grad to None off the owner either way,
+ * several hosts with shared memory on each, the host's sum of each share
+ * is made as for any bucket, but between hosts it is reduced to the
+ * owner's host (the same reduce steps, the owner's host as root), and
+ * only the owner then copies the shares its host's ranks averaged: each
+ * host sends its sum of a bucket once, to the owner's host, half the
+ * all-reduce's traffic between hosts. write_back sets .grad to None off
+ * the owner either way,
  * and marks the owner's averages (averaged), which sums_for_owners turns
  * into sums at the next arm if a backward is about to add to them.
  *
@@ -248,7 +253,7 @@ typedef struct {
     size_t elsize;
     int owner;            /* sharded: the rank that steps its parameters (their averages are its alone); -1: every rank */
     bool to_owner;        /* reduced to its owner only (a reduce, not an all-reduce: see "Sharded optimizers") */
-    int owner_at;         /* to_owner in shared memory: the owner's place among the host's ranks */
+    int owner_at;         /* to_owner in shared memory: the owner's place among this host's ranks (-1: another host's) */
     int first, count;     /* params[first .. first + count) */
     int64_t numel;        /* gradient elements; the flags follow */
     int64_t n;            /* numel + count */
@@ -380,6 +385,7 @@ static bool post_step(cti_grad_sync *s, gs_bucket *b, int bi) {
         MPI_Request_free(&b->req[1]);
         return false;
     }
+    if (to != MPI_PROC_NULL) s->stats.sent_bytes += (uint64_t)t->send_len * b->elsize;
     return true;
 }
 
@@ -506,17 +512,19 @@ static bool all_reached(const cti_grad_sync *s, int bi, int which) { return all_
  * adds up its share of every host rank's copy into its own — averages
  * when the host is every rank, else the host's sum, which 1: the
  * messages between hosts (this rank and the ones with its place on every
- * other host) turn into the average over all ranks. 2: once a host rank has
- * averaged its share (reduced), this rank copies it. 3: once every host
- * rank has every share (gathered), none reads this rank's copy any more
- * and it may change again (the next backward, a zero_grad in place): the
- * bucket is done. Messages that fail are recorded and the phases go on, so
- * that the host's other ranks are not left waiting. */
+ * other host) turn into the average over all ranks (to_owner: only on the
+ * owner's host, where they all go). 2: once a host rank has averaged its
+ * share (reduced), this rank copies it (to_owner: the owner alone). 3:
+ * once every host rank has every share it needs (gathered), none reads
+ * this rank's copy any more and it may change again (the next backward, a
+ * zero_grad in place): the bucket is done. Messages that fail are
+ * recorded and the phases go on, so that the host's other ranks are not
+ * left waiting. */
 static void advance_shm(cti_grad_sync *s, int bi) {
     gs_bucket *b = &s->buckets[bi];
     int n = s->lay.local_size, me = s->lay.local_rank;
     size_t el = b->elsize;
-    if (b->to_owner) {
+    if (b->to_owner && s->lay.hosts == 1) {
         /* A sharded optimizer's bucket (one host): its owner averages every
          * rank's whole copy into its own once all have arrived; the others
          * have nothing to read. Done for all once the owner has read. */
@@ -547,7 +555,7 @@ static void advance_shm(cti_grad_sync *s, int bi) {
     }
     if (b->phase == 2) {
         bool all = true;
-        for (int q = 0; q < s->shares; q++) {
+        for (int q = 0; q < s->shares && (!b->to_owner || me == b->owner_at); q++) {
             if (q == me || b->got[q]) continue;
             if (!reached(s, q, bi, REDUCED)) {
                 all = false;
@@ -1101,8 +1109,9 @@ static int host_bucket_slots(cti_grad_sync *s, gs_bucket *b) {
  * only) get views of each addition's range for libtorch. */
 static int make_steps(cti_grad_sync *s, gs_bucket *b, int bi, gs_group *group, int64_t at, int64_t n) {
     b->group = group;
-    if (b->to_owner) { /* every rank's group: the owner's rank is its place */
-        b->nsteps = cti_ar_reduce_steps(group->p, group->r, b->owner, at, n, &b->steps);
+    if (b->to_owner) { /* to the owner's place: its rank among every rank, or its host between hosts */
+        int root = group == &s->all ? b->owner : s->lay.host_of[b->owner];
+        b->nsteps = cti_ar_reduce_steps(group->p, group->r, root, at, n, &b->steps);
     } else {
         cti_ar_algo algo = group->chosen ? group->algo : cti_ar_choose(group->p, n * (int64_t)b->elsize);
         group->uses[algo] = true;
@@ -1162,10 +1171,11 @@ static int build_bucket_shm(cti_grad_sync *s, int bi, size_t off) {
     }
     b->buf = ct_keep(buf);
     b->base = base;
-    b->to_owner = b->owner >= 0 && s->lay.hosts == 1;
+    b->to_owner = b->owner >= 0;
+    b->owner_at = -1; /* the owner is on another host */
     for (int q = 0; q < n; q++) {
         b->peer[q] = cti_node_shm_at(s->shm, q) + off;
-        if (b->to_owner) b->mine_in[q] = b->peer[q]; /* what the owner averages: every copy, whole */
+        if (b->to_owner && s->lay.hosts == 1) b->mine_in[q] = b->peer[q]; /* what the owner averages: every copy, whole */
         else if (me < s->shares) b->mine_in[q] = b->peer[q] + (size_t)b->share_off[me] * b->elsize;
         if (b->to_owner && s->lay.members[q] == b->owner) b->owner_at = q;
     }

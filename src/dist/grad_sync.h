@@ -64,9 +64,9 @@
  * averages every rank's copy and nothing is copied back; by messages the
  * others send theirs to it; NCCL's ncclReduce), half an all-reduce's
  * traffic. After finish the owner's .grad holds the average, every other
- * rank's is None. On several hosts with shared memory on each, these
- * buckets are all-reduced as the others and .grad set to None off the
- * owner. A later backward that adds to an owner's averages before the
+ * rank's is None. On several hosts with shared memory on each, each host
+ * sums its ranks' copies in shared memory and sends that sum to the
+ * owner's host alone. A later backward that adds to an owner's averages before the
  * step (a second backward of a step batch) finds them turned into sums at
  * arm, so that its window's average is the sum of both averages, as
  * without sharding.
@@ -156,6 +156,7 @@ typedef struct {
     double comm_seconds;  /* summed over buckets: launch to completion */
     double wait_seconds;  /* of that, spent inside finish (not hidden by backward) */
     int64_t buckets;      /* bucket reductions so far */
+    uint64_t sent_bytes;  /* bytes this rank has sent in MPI messages (not shared memory's reads, not NCCL's) */
 } cti_grad_sync_stats;
 
 /* How the float buckets travel: "shared memory" (every rank on this

@@ -47,6 +47,7 @@ struct cti_node_shm {
 
 void cti_node_layout_clear(cti_node_layout *lay) {
     free(lay->members);
+    free(lay->host_of);
     memset(lay, 0, sizeof *lay);
 }
 
@@ -85,8 +86,9 @@ int cti_node_layout_get(MPI_Comm comm, cti_node_layout *out) {
     int mine[2] = {rank, k < 0}, *all = malloc(2 * (size_t)size * sizeof *all);
     int *count = calloc((size_t)size, sizeof *count);
     out->members = malloc((size_t)size * sizeof *out->members);
+    out->host_of = malloc((size_t)size * sizeof *out->host_of);
     /* the ranks agree on having their memory before gathering into it */
-    int had = all && count && out->members, all_had = 0;
+    int had = all && count && out->members && out->host_of, all_had = 0;
     int err = MPI_Allreduce(&had, &all_had, 1, MPI_INT, MPI_MIN, comm);
     if (err == MPI_SUCCESS && all_had) err = host_leader(comm, rank, k < 0 ? 0 : k, &mine[0]);
     if (err == MPI_SUCCESS && all_had) err = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm);
@@ -116,6 +118,8 @@ int cti_node_layout_get(MPI_Comm comm, cti_node_layout *out) {
         out->local_size = count[mine[0]];
         out->min_local_size = size;
         for (int q = 0, m = 0; q < size; q++) {
+            /* a host's leader is its lowest rank: numbered before its others */
+            out->host_of[q] = all[2 * q] == q ? out->hosts : out->host_of[all[2 * q]];
             if (all[2 * q] == q) { /* q leads a host */
                 if (q < mine[0]) out->host++;
                 out->hosts++;

@@ -48,6 +48,7 @@ typedef struct {
     int local_size; /* ranks on this rank's host */
     int local_rank; /* this rank's place among them */
     int *members;   /* [local_size]: their ranks in comm, ascending (owned: cti_node_layout_clear) */
+    int *host_of;   /* [comm's size]: every rank's host (owned) */
     int min_local_size, max_local_size; /* the fewest and the most ranks a host has */
 } cti_node_layout;
 
@@ -56,7 +57,7 @@ typedef struct {
  * when some rank is out of memory; or CT_EDIST when MPI fails. The error
  * is set, *out is cleared. */
 int cti_node_layout_get(MPI_Comm comm, cti_node_layout *out);
-/* Frees members. Accepts a zeroed layout. */
+/* Frees members and host_of. Accepts a zeroed layout. */
 void cti_node_layout_clear(cti_node_layout *lay);
 
 typedef struct cti_node_shm cti_node_shm;

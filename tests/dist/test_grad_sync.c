@@ -28,6 +28,9 @@
  *   - a sync freed with buckets in flight completes them, and a new sync
  *     (one 1 MiB bucket) works after it;
  *   - stats, and the refusals;
+ *   - a sharded optimizer's buckets (each parameter owned by one rank):
+ *     the owner gets the mean, the others None, and the ranks send half
+ *     the bytes in messages that the all-reduce sends, on every layout;
  *   - the transport: ranks of one machine average their float32/float64
  *     buckets in shared memory (the bfloat16 one stays on the ring), unless
  *     CTRIAL_GRAD_SYNC=ring (tests.cmake runs both); every check above
@@ -267,6 +270,36 @@ static bool few_gpus_for_ranks(void) {
     int64_t few = ct_cuda_device_count() < ct_dist_local_size();
     CHECK_OK(ct_dist_allreduce_i64(&few, 1, CT_DIST_MAX));
     return few != 0;
+}
+
+/* A sharded optimizer's owners (section 8e): model parameter i is stepped
+ * by rank i % P. */
+static int owner_by_index(const ct_tensor *param, void *net) {
+    for (size_t i = 0; i < NP; i++)
+        if (ct_data_ptr(ct_nn_param_at(net, i, NULL)) == ct_data_ptr(param)) return (int)(i % (size_t)P);
+    return -1;
+}
+
+/* The bytes every rank together sent in messages over `windows` armed
+ * windows of s (each: zero_grad to None, one backward; two when twice),
+ * checking the gradients after each: the mean over ranks (`mean`) times
+ * the backwards on every rank, or, owned, on the parameter's owner alone
+ * (None elsewhere). */
+static uint64_t sent_in_windows(cti_grad_sync *s, Net *n, ct_module *net, ct_tensor **mean, bool owned, bool twice,
+                                const char *what) {
+    cti_grad_sync_stats before, after;
+    cti_grad_sync_get_stats(s, &before);
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    CHECK_OK(local_backward(s, n, true));
+    if (twice) CHECK_OK(local_backward(s, n, true));
+    CHECK_OK(cti_grad_sync_finish(s));
+    cti_grad_sync_get_stats(s, &after);
+    ct_tensor *want[NP];
+    for (size_t i = 0; i < NP; i++) want[i] = !owned || (int)(i % (size_t)P) == R ? mean[i] : NULL;
+    check_grads(net, want, twice ? 2.0 : 1.0, 2e-6, what);
+    int64_t sent = (int64_t)(after.sent_bytes - before.sent_bytes);
+    CHECK_OK(ct_dist_allreduce_i64(&sent, 1, CT_DIST_SUM));
+    return (uint64_t)sent;
 }
 
 /* A sync of 600-byte buckets, made while the last rank alone has `name`
@@ -608,6 +641,32 @@ int main(void) {
         /* the rank that has the value quotes it */
         CHECK_ERR(CT_EINVAL, R == P - 1 ? "CTRIAL_GRAD_SYNC_HOST_RANKS='two'" : "CTRIAL_GRAD_SYNC_HOST_RANKS");
         cti_grad_sync_free(s6);
+    }
+
+    /* 8e. A sharded optimizer's sync (cti_grad_sync_new_owned): each
+     * parameter's owner gets the mean over ranks, every other rank None;
+     * with two backwards in one window, the sum of both means (the owner's
+     * averages become sums at the second arm). Every bucket is reduced to
+     * its owner, not all-reduced: together the ranks send exactly half the
+     * bytes in messages (the bfloat16 bucket over every rank; on several
+     * hosts each host's sum between hosts, to the owner's host only; on
+     * one host the float buckets send nothing). */
+    if (P > 1) {
+        cti_grad_sync *sa = cti_grad_sync_new(net, 600);
+        CHECK(sa != NULL);
+        uint64_t all_sent = sent_in_windows(sa, &n, net, mean, false, false, "all-reduced, for the owned sync");
+        cti_grad_sync_free(sa);
+        cti_grad_sync *so = cti_grad_sync_new_owned(net, 600, owner_by_index, net);
+        CHECK(so != NULL);
+        uint64_t own_sent = sent_in_windows(so, &n, net, mean, true, false, "reduced to the owners");
+        CHECK(all_sent > 0 && own_sent * 2 == all_sent);
+        if (R == 0)
+            printf("owned buckets: the ranks sent %llu bytes in messages, all-reduced %llu\n",
+                   (unsigned long long)own_sent, (unsigned long long)all_sent);
+        CHECK(sent_in_windows(so, &n, net, mean, true, true, "two backwards, reduced to the owners") == own_sent * 2);
+        /* then one backward again: the owner's sums were not left over */
+        CHECK(sent_in_windows(so, &n, net, mean, true, false, "one backward after two, owned") == own_sent);
+        cti_grad_sync_free(so);
     }
 
     /* 9. On a GPU: CUDA buckets, hooks on autograd's device thread, the
