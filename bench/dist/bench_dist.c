@@ -37,9 +37,12 @@
  *       checks it against torch DDP's, ddp_train.py). --zero as for
  *       bandwidth (the optimizer's zero_grad after each step). --shard 1:
  *       the optimizer's state sharded across the ranks as ct_fit's
- *       shard_optimizer does (dist/shard.h): each rank steps its share, then
- *       every parameter is broadcast from its owner (in "optimizer_ms");
- *       state_bytes_max is the most optimizer state a rank holds.
+ *       shard_optimizer does (dist/shard.h): each gradient is reduced to the
+ *       rank that steps it (cti_grad_sync_new_owned), each rank steps its
+ *       share, then every parameter comes from its owner (in "optimizer_ms");
+ *       state_bytes_max is the most optimizer state a rank holds;
+ *       grad_mb_sent_per_step the gradients' bytes every rank sent in MPI
+ *       messages together, per step (0 where shared memory carries them).
  *
  * Options common to all: --threads N (libtorch's intra-op threads per rank,
  * default 1), --warmup N (untimed steps/reps first, default 2), --tune-malloc
@@ -318,6 +321,20 @@ static int overlap(const opts *o) {
 
 /* ---- 3. training throughput --------------------------------------------------------- */
 
+/* --shard 1: the rank that steps a model parameter, as ct_fit's context
+ * finds it (the optimizer holds the model's parameters, in order). */
+typedef struct {
+    const ct_optim *opt;
+    const cti_shard *shard;
+} owners;
+
+static int owner_of(const ct_tensor *param, void *ctx) {
+    const owners *w = ctx;
+    for (size_t i = 0; i < ct_optim_num_params(w->opt); i++)
+        if (ct_data_ptr(ct_optim_param(w->opt, i)) == ct_data_ptr(param)) return cti_shard_owner_of(w->shard, i);
+    return -1;
+}
+
 static int train(const opts *o) {
     int width = o->width ? o->width : 1024, steps = o->steps ? o->steps : 30;
     if (o->global_batch % P != 0) {
@@ -326,14 +343,17 @@ static int train(const opts *o) {
     }
     int local = o->global_batch / P;
     ct_module *net = build_mlp(width, 2);
-    cti_grad_sync *s = cti_grad_sync_new(net, bucket_bytes(o));
-    if (!s) die("cti_grad_sync_new");
     ct_sgd_opts so = ct_sgd_defaults();
     so.lr = 0.01;
     ct_adam_opts ao = ct_adam_defaults();
     ct_optim *opt = !strcmp(o->optim, "adam") ? ct_optim_adam(net, &ao) : ct_optim_sgd(net, &so);
     cti_shard *shard = o->shard ? cti_shard_new(opt, R, P) : NULL;
     if (!opt || (o->shard && !shard)) die("optimizer");
+    /* Sharded: each gradient reduced to the rank that steps it, as ct_fit does. */
+    owners w = {opt, shard};
+    cti_grad_sync *s = shard ? cti_grad_sync_new_owned(net, bucket_bytes(o), owner_of, &w)
+                             : cti_grad_sync_new(net, bucket_bytes(o));
+    if (!s) die("cti_grad_sync_new");
     /* Each rank its own rows, one fixed batch (data loading is not measured). */
     ct_manual_seed(1 + (uint64_t)R);
     ct_tensor *x = ct_randn(CT_SHAPE(local, 784), NULL);
@@ -394,19 +414,23 @@ static int train(const opts *o) {
     }
     ct_value_free(sd);
     if (ct_dist_allreduce_i64(&state_bytes, 1, CT_DIST_MAX) != 0) die("allreduce");
+    /* The gradients' bytes in messages, every rank's together, per step. */
+    int64_t sent = (int64_t)(after.sent_bytes - before.sent_bytes);
+    if (ct_dist_allreduce_i64(&sent, 1, CT_DIST_SUM) != 0) die("allreduce");
     if (R == 0)
         printf("{\"mode\": \"train\", \"ranks\": %d, \"threads\": %d, \"zero\": \"%s\", \"width\": %d, "
                "\"global_batch\": %d, \"steps\": %d, \"samples_per_s\": %.2f, \"ms_per_step\": %.3f, "
                "\"comm_ms_per_step\": %.3f, \"wait_ms_per_step\": %.3f, \"forward_ms\": %.3f, "
                "\"backward_ms\": %.3f, \"sync_ms\": %.3f, \"optimizer_ms\": %.3f, \"zero_grad_ms\": %.3f, "
                "\"final_loss\": %.9g, \"transport\": \"%s\", \"malloc_tuned\": %s, \"optim\": \"%s\", "
-               "\"shard\": %s, \"state_bytes_max\": %lld}\n",
+               "\"shard\": %s, \"state_bytes_max\": %lld, \"grad_mb_sent_per_step\": %.3f}\n",
                P, o->threads, o->zero, width, o->global_batch, steps, (double)o->global_batch * steps / wall,
                1e3 * wall / steps, 1e3 * (after.comm_seconds - before.comm_seconds) / steps,
                1e3 * (after.wait_seconds - before.wait_seconds) / steps, 1e3 * phase[FWD] / steps,
                1e3 * phase[BWD] / steps, 1e3 * phase[SYNC] / steps, 1e3 * phase[OPT] / steps,
                1e3 * phase[ZERO] / steps, loss_value, cti_grad_sync_transport(s, NULL, 0),
-               o->tune_malloc ? "true" : "false", o->optim, shard ? "true" : "false", (long long)state_bytes);
+               o->tune_malloc ? "true" : "false", o->optim, shard ? "true" : "false", (long long)state_bytes,
+               (double)sent / steps / 1e6);
     ct_tensor_free(x);
     ct_tensor_free(y);
     cti_shard_free(shard);

@@ -7,7 +7,7 @@ MPI_Allreduce, and training throughput — and checks that ct_fit across the
 two "hosts" computes what one process computes.
 
     sudo .venv/bin/python bench/dist/two_hosts.py [BUILD_DIR] [--rates unshaped,10gbit,1gbit]
-        [--per-host 1,2] [--runs 3] [--mb 1,10,100] [--steps 30] [--json PATH] [--keep-netns]
+        [--per-host 1,2] [--runs 3] [--mb 1,10,100] [--steps 30] [--shard] [--json PATH] [--keep-netns]
 
 Needs root (ip netns, tc), iproute2, and mpirun (Open MPI). Nothing is left
 behind: the namespaces (and their veth pair) are removed at the end, even on
@@ -45,7 +45,10 @@ through its peers' time):
                         two ranks per host both of grad_sync's transports:
                         shared memory + ring, and the ring of every rank)
   bench_dist train      (MLP 784-1024-1024-10, SGD, global batch 128; both
-                        transports with two per host)
+                        transports with two per host; --shard: Adam, its
+                        state sharded across the ranks and not, each run
+                        beside the other: what shard_optimizer costs or
+                        saves where gradients and parameters cross hosts)
   ct_fit across hosts   examples/mnist's MLP on the bundled digits (without
                         dropout: masks are drawn per rank), 2 or 4 ranks,
                         against the same run in one process: the two runs'
@@ -252,6 +255,7 @@ def main():
     ap.add_argument("--mb", default="1,10,100")
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--shard", action="store_true", help="train with Adam, sharded (shard_optimizer) and not")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--keep-netns", action="store_true")
     a = ap.parse_args()
@@ -270,6 +274,7 @@ def main():
     env.pop("CTRIAL_GRAD_SYNC", None)
     ring_env = dict(env, CTRIAL_GRAD_SYNC="ring")
     per_host = [int(k) for k in a.per_host.split(",")]
+    trains = [["--optim", "adam", "--shard", "0"], ["--optim", "adam", "--shard", "1"]] if a.shard else [[]]
     results = {"rates": {}, "meta": {"runs": a.runs, "mb": a.mb, "steps": a.steps, "reps": a.reps}}
     tmp = tempfile.mkdtemp(prefix="ctrial_two_hosts_")
     try:
@@ -287,7 +292,8 @@ def main():
                         bw = job.cmd([prog, "bandwidth", "--mb", a.mb, "--reps", str(a.reps)], k)
                         for r in run_json_lines(bw, e):
                             lay["bandwidth"].setdefault(r["transport"], {}).setdefault(str(r["mb"]), []).append(r)
-                        lay["train"] += run_json_lines(job.cmd([prog, "train", "--steps", str(a.steps)], k), e)
+                        for t in trains:
+                            lay["train"] += run_json_lines(job.cmd([prog, "train", "--steps", str(a.steps)] + t, k), e)
                 ok, msg = fit_agrees(job, mnist, tmp, env, k)
                 lay["fit_agrees"], lay["fit_message"] = ok, msg
                 rr["layouts"][str(k)] = lay
@@ -323,15 +329,18 @@ def report(results):
                           f"{fmt([r['sync_gbs'] for r in rs])} | {fmt([r['allreduce_gbs'] for r in rs])} | "
                           f"{fmt([r['ratio'] for r in rs], '{:.2f}')} |")
     print()
-    print("| link | ranks per host | transport | samples/s (MLP 784-1024-1024-10, global batch 128) | ms/step | "
-          "sync ms/step |")
-    print("|---|---:|---|---:|---:|---:|")
+    print("| link | ranks per host | transport | optimizer | samples/s (MLP 784-1024-1024-10, global batch 128) | "
+          "ms/step | sync ms/step | optimizer ms/step | gradient MB sent/step |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|")
     for rate, rr in results["rates"].items():
         for k, lay in rr["layouts"].items():
-            for transport in dict.fromkeys(r["transport"] for r in lay["train"]):
-                rs = [r for r in lay["train"] if r["transport"] == transport]
-                print(f"| {rate} | {k} | {transport} | {fmt([r['samples_per_s'] for r in rs], '{:.0f}')} | "
-                      f"{med(r['ms_per_step'] for r in rs):.2f} | {med(r['sync_ms'] for r in rs):.2f} |")
+            kinds = dict.fromkeys((r["transport"], r["optim"], r["shard"]) for r in lay["train"])
+            for transport, optim, shard in kinds:
+                rs = [r for r in lay["train"] if (r["transport"], r["optim"], r["shard"]) == (transport, optim, shard)]
+                print(f"| {rate} | {k} | {transport} | {optim}{', sharded' if shard else ''} | "
+                      f"{fmt([r['samples_per_s'] for r in rs], '{:.0f}')} | {med(r['ms_per_step'] for r in rs):.2f} | "
+                      f"{med(r['sync_ms'] for r in rs):.2f} | {med(r['optimizer_ms'] for r in rs):.2f} | "
+                      f"{med(r['grad_mb_sent_per_step'] for r in rs):.2f} |")
     print()
     print("| link | ranks per host | ct_fit across hosts vs one process |")
     print("|---|---:|---|")
