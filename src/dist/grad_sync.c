@@ -133,7 +133,13 @@
  * their copies and publishes PARAMS_IN, and no rank's next backward writes
  * its copy before every rank has read it (each waits for all PARAMS_IN).
  * The flags count share calls (param_gen), not windows: two optimizers
- * over one model share twice in one window.
+ * over one model share twice in one window. On several hosts a sharded
+ * optimizer's bucket (one owner) also goes, by one message, from the
+ * owner's copy into the copy of one rank on every other host (its
+ * carrier: the rank at the owner's place on its host, carrier_on), and
+ * that host's ranks copy the parameters from the carrier's copy: each host
+ * receives every parameter it does not own once, as in an all-gather
+ * between hosts.
  *
  * Sharded optimizers (grad_sync.h). plan_buckets gives each owner's
  * parameters buckets of their own (b->owner), filled in backward's order
@@ -1587,15 +1593,66 @@ static int host_rank_of(const cti_grad_sync *s, int r) {
         if (s->lay.members[q] == r) return q;
     return -1;
 }
+
+/* Several hosts: the rank that carries rank `owner`'s parameters on host h
+ * — the owner itself on its own host; elsewhere the host's rank at the
+ * owner's place on its host, wrapped to h's size, so that the carriers
+ * spread over a host as the owners do. */
+static int carrier_on(const cti_grad_sync *s, int owner, int h) {
+    const int *host_of = s->lay.host_of;
+    int place = 0, size = 0;
+    for (int r = 0; r < s->size; r++) {
+        place += r < owner && host_of[r] == host_of[owner];
+        size += host_of[r] == h;
+    }
+    for (int r = 0, i = 0; r < s->size; r++)
+        if (host_of[r] == h && i++ == place % size) return r;
+    return -1; /* (no such host) */
+}
+
+/* Several hosts: bucket bi's parameters [lo, hi) (elements of its buffer)
+ * from their owner's copy into the copy of each other host's carrier, by
+ * messages on the sync's communicator: the owner sends to every carrier,
+ * a carrier receives. Waits (watched) for this rank's part. Returns a
+ * status. */
+static int carry_between_hosts(cti_grad_sync *s, int bi, int64_t lo, int64_t hi, cti_dist_watch *w) {
+    gs_bucket *b = &s->buckets[bi];
+    MPI_Request *req = malloc((size_t)s->lay.hosts * sizeof *req);
+    if (!req) return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: sharing parameters: out of host memory", s->rank);
+    int nreq = 0, err = MPI_SUCCESS, tag = s->nbuckets + bi; /* (no gradient message is in flight) */
+    void *at = b->base + (size_t)lo * b->elsize;
+    MPI_Datatype type = bytes_type(b->elsize);
+    for (int h = 0; h < s->lay.hosts && err == MPI_SUCCESS; h++) {
+        int carrier = carrier_on(s, b->owner, h);
+        if (carrier == b->owner) continue; /* the owner's host */
+        if (s->rank == b->owner) err = MPI_Isend(at, (int)(hi - lo), type, carrier, tag, s->comm, &req[nreq++]);
+        else if (s->rank == carrier) err = MPI_Irecv(at, (int)(hi - lo), type, b->owner, tag, s->comm, &req[nreq++]);
+    }
+    int done = err != MPI_SUCCESS;
+    while (!done) {
+        err = MPI_Testall(nreq, req, &done, MPI_STATUSES_IGNORE);
+        if (err != MPI_SUCCESS) break;
+        if (!done) cti_dist_watch_poll(w);
+    }
+    free(req);
+    if (err == MPI_SUCCESS) return CT_OK;
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(err, text, &len);
+    return ct_set_error(CT_EDIST, "grad_sync: rank %d: bucket %d: the parameters between hosts: %s", s->rank, bi, text);
+}
 #endif
 
 int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *params, const int *owners, bool *done) {
     for (size_t j = 0; j < n; j++) done[j] = false;
     if (!s || s->size == 1) return CT_OK;
 #if CTRIAL_HAVE_MPI
-    /* Shared memory only where every rank is on this machine (an owner
-     * elsewhere has no segment here) and no window is open. */
-    if (!s->shm || s->lay.local_size != s->size || s->window || s->cuda) return CT_OK;
+    /* Shared memory, and no window open. On several hosts only a sharded
+     * optimizer's buckets (one owner each): its parameters go from its
+     * copy to one carrier on each other host by messages, and the host's
+     * ranks copy them from the carrier's copy. */
+    if (!s->shm || s->window || s->cuda) return CT_OK;
+    bool hosts = s->lay.local_size != s->size;
     uint32_t gen = ++s->param_gen;
     int *at = malloc((size_t)(s->nparams ? s->nparams : 1) * 2 * sizeof *at), *slot = at + s->nparams;
     void **data = malloc((n ? n : 1) * sizeof *data);
@@ -1605,12 +1662,20 @@ int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *par
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: sharing parameters: out of host memory", s->rank);
     }
     for (size_t j = 0; j < n; j++) data[j] = ct_is_contiguous(params[j]) ? ct_data_ptr(params[j]) : NULL;
-    int me = s->lay.local_rank, rc = CT_OK;
+    int me = s->lay.local_rank, rc = CT_OK, failed = CT_OK;
     cti_dist_watch w;
     cti_dist_watch_begin(&w, "the sharded optimizer's parameters");
     for (int bi = 0; bi < s->nbuckets && rc == CT_OK; bi++) {
         gs_bucket *b = &s->buckets[bi];
-        int k = b->shm ? params_in_bucket(s, bi, n, data, at, slot) : 0;
+        int k = b->shm && (!hosts || b->owner >= 0) ? params_in_bucket(s, bi, n, data, at, slot) : 0;
+        int64_t lo = INT64_MAX, hi = 0; /* the elements the parameters span */
+        for (int m = 0; m < k; m++) {
+            const gs_param *q = &s->params[slot[m]];
+            if (hosts && owners[at[m]] != b->owner) k = 0; /* (not this bucket's owner's: the caller broadcasts) */
+            lo = q->off < lo ? q->off : lo;
+            hi = q->off + (int64_t)(q->bytes / b->elsize) > hi ? q->off + (int64_t)(q->bytes / b->elsize) : hi;
+        }
+        if (hosts && hi - lo > INT_MAX) k = 0; /* beyond one message's int count: broadcasts */
         if (k == 0) continue;
         /* Every shared parameter's .grad is None: its slot is free. The
          * gradients' window is complete, so no rank reads this copy now. */
@@ -1619,16 +1684,22 @@ int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *par
                 rc = ct_set_error(CT_ESTATE, "grad_sync: rank %d: sharing parameter %d: it still has a .grad, which "
                                   "may be its bucket slot", s->rank, at[m]);
         if (rc != CT_OK) break;
-        /* The owner's values into its copy's slots... */
+        /* The owner's values into its copy's slots (and to the other
+         * hosts' carriers)... */
         for (int m = 0; m < k; m++)
             if (host_rank_of(s, owners[at[m]]) == me) memcpy(s->params[slot[m]].at, data[at[m]], s->params[slot[m]].bytes);
+        int carried = hosts ? carry_between_hosts(s, bi, lo, hi, &w) : CT_OK;
+        if (carried != CT_OK && failed == CT_OK) failed = carried; /* the buckets go on: nobody is left waiting */
         publish_at(s, bi, PARAMS_OUT, gen);
         while (!all_reached_at(s, bi, PARAMS_OUT, gen)) cti_dist_watch_poll(&w);
-        /* ...and every other rank's out of theirs. */
-        for (int m = 0; m < k; m++) {
+        /* ...and every other rank's out of theirs, or the carrier's (its
+         * own copy, for the carrier). */
+        int carrier = hosts ? host_rank_of(s, carrier_on(s, b->owner, s->lay.host)) : -1;
+        for (int m = 0; m < k && carried == CT_OK; m++) {
             const gs_param *q = &s->params[slot[m]];
-            int from = host_rank_of(s, owners[at[m]]);
-            if (from >= 0 && from != me) memcpy(data[at[m]], b->peer[from] + (q->at - b->base), q->bytes);
+            int from = hosts ? carrier : host_rank_of(s, owners[at[m]]);
+            if (from >= 0 && s->rank != owners[at[m]])
+                memcpy(data[at[m]], from == me ? q->at : b->peer[from] + (q->at - b->base), q->bytes);
             done[at[m]] = from >= 0;
         }
         /* Nobody writes its copy again (the next backward) before every
@@ -1639,7 +1710,7 @@ int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *par
     cti_dist_watch_end(&w);
     free(at);
     free(data);
-    return rc;
+    return rc != CT_OK ? rc : failed;
 #else
     (void)params;
     (void)owners;

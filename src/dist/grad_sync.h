@@ -142,10 +142,14 @@ bool cti_grad_sync_stray(cti_grad_sync *s, char *name, size_t len);
  * buckets where it can. Per bucket, each owner copies its parameters into
  * their slots of its own copy, and every rank then copies the others'
  * out of their copies (as the gradients' averages are gathered), so no
- * MPI message moves. done[j] says which parameters it moved: those of
- * this sync's shared-memory buckets, when every rank is on this machine;
- * the caller broadcasts the rest. Writes the slots: every parameter it
- * moves must have no .grad (set them to None first; CT_ESTATE otherwise).
+ * MPI message moves. On several hosts, a bucket of one owner's (a
+ * sharded optimizer's, cti_grad_sync_new_owned) goes by one message from
+ * the owner's copy to one rank on every other host, whose host's ranks
+ * copy it out of that rank's copy. done[j] says which parameters it
+ * moved: those of this sync's shared-memory buckets (on several hosts,
+ * those of one owner's buckets); the caller broadcasts the rest. Writes
+ * the slots: every parameter it moves must have no .grad (set them to
+ * None first; CT_ESTATE otherwise).
  * Collective among the sync's ranks, called by every rank with the same
  * parameters in the same order, outside a window. A rank that does not
  * come ends the job after the collective timeout. */

@@ -31,6 +31,8 @@
  *   - a sharded optimizer's buckets (each parameter owned by one rank):
  *     the owner gets the mean, the others None, and the ranks send half
  *     the bytes in messages that the all-reduce sends, on every layout;
+ *     after its step the parameters go from their owners to every rank
+ *     through the buckets, on one host and on several;
  *   - the transport: ranks of one machine average their float32/float64
  *     buckets in shared memory (the bfloat16 one stays on the ring), unless
  *     CTRIAL_GRAD_SYNC=ring (tests.cmake runs both); every check above
@@ -300,6 +302,49 @@ static uint64_t sent_in_windows(cti_grad_sync *s, Net *n, ct_module *net, ct_ten
     int64_t sent = (int64_t)(after.sent_bytes - before.sent_bytes);
     CHECK_OK(ct_dist_allreduce_i64(&sent, 1, CT_DIST_SUM));
     return (uint64_t)sent;
+}
+
+/* After a sharded step (section 8e): each parameter (.grad None) from its
+ * owner through the owned sync's buckets. Each rank sets its own
+ * parameters to 1000 (i + 1) and the others' to -1; after the share every
+ * rank holds 1000 (i + 1) in each parameter it was told was moved, which
+ * is every one in a shared-memory bucket (on several hosts too, through a
+ * carrier on each), and none where there is no shared memory (the ring,
+ * one rank on each host) or for the bfloat16 parameter (its bucket is on
+ * messages). The weights are as before afterwards. */
+static void share_from_owners(cti_grad_sync *s, ct_module *net) {
+    ct_tensor *params[NP], *keep[NP];
+    int owners[NP];
+    bool done[NP];
+    char why[200];
+    bool shm = strstr(cti_grad_sync_transport(s, why, sizeof why), "shared memory") != NULL;
+    CHECK_OK(ct_nn_zero_grad(net, true));
+    ct_guard *g = ct_no_grad();
+    for (size_t i = 0; i < NP; i++) {
+        params[i] = ct_nn_param_at(net, i, NULL);
+        keep[i] = ct_keep(ct_clone(params[i]));
+        owners[i] = (int)(i % (size_t)P);
+        CHECK_OK(ct_fill_(params[i], owners[i] == R ? 1000.0 * (double)(i + 1) : -1.0));
+    }
+    CHECK_OK(cti_grad_sync_share_params(s, NP, params, owners, done));
+    for (size_t i = 0; i < NP; i++) {
+        const char *name = NULL;
+        ct_nn_param_at(net, i, &name);
+        bool want = shm && ct_dtype_of(params[i]) != CT_BF16;
+        if (done[i] != want) fprintf(stderr, "rank %d: %s: moved %d, expected %d\n", R, name, done[i], want);
+        CHECK(done[i] == want);
+        double lo = 0, hi = 0;
+        ct_tensor *lo_t = ct_min(params[i]), *hi_t = ct_max(params[i]);
+        ct_item(lo_t, &lo);
+        ct_item(hi_t, &hi);
+        ct_tensor_free(lo_t);
+        ct_tensor_free(hi_t);
+        if (done[i]) CHECK(lo == 1000.0 * (double)(i + 1) && hi == lo);
+        else CHECK(hi == (owners[i] == R ? 1000.0 * (double)(i + 1) : -1.0)); /* untouched: the caller broadcasts */
+        CHECK_OK(ct_copy_(params[i], keep[i]));
+        ct_tensor_free(keep[i]);
+    }
+    ct_guard_end(g);
 }
 
 /* A sync of 600-byte buckets, made while the last rank alone has `name`
@@ -666,6 +711,7 @@ int main(void) {
         CHECK(sent_in_windows(so, &n, net, mean, true, true, "two backwards, reduced to the owners") == own_sent * 2);
         /* then one backward again: the owner's sums were not left over */
         CHECK(sent_in_windows(so, &n, net, mean, true, false, "one backward after two, owned") == own_sent);
+        share_from_owners(so, net);
         cti_grad_sync_free(so);
     }
 

@@ -17,9 +17,11 @@ checked against each other, against torch.optim and against a memory limit.
 3. Gradient clipping (the norm over all parameters), fp16 AMP's GradScaler,
    fused AdamW and aggregation windows of 2, sharded = unsharded; also with
    messages instead of the gradient buckets' shared memory (the ring; two
-   hosts of one rank). With clipping, each sharded rank holds at the step
-   the gradients of its own parameters only (each gradient is reduced to
-   the rank that steps it), the unsharded ones all six.
+   hosts of one rank; two hosts of two ranks, where gradients go to the
+   owner's host and parameters to one rank per host). With clipping, each
+   sharded rank holds at the step the gradients of its own parameters only
+   (each gradient is reduced to the rank that steps it), the unsharded ones
+   all six.
 4. Checkpoints move: a sharded 2-rank checkpoint resumes on 1 rank
    unsharded and on 3 ranks sharded, an unsharded one on 2 ranks sharded,
    each ending where the uninterrupted run ends (1e-5: the ranks' sums
@@ -282,9 +284,11 @@ for case, hp, agg, env in CASES:
           f"({ {k: (r['grads_at_clip'], len(r['params'])) for k, r in sp.items()} }; unsharded: "
           f"{ {k: r['grads_at_clip'] for k, r in pp.items()} })")
 
-# Two hosts of 2 ranks (shared memory on each, messages between): there a
-# sharded optimizer's buckets are all-reduced like the others, and each
-# rank still keeps only its own share's gradients at the step.
+# Two hosts of 2 ranks (shared memory on each, messages between): each
+# host sums its ranks' gradients in shared memory and sends the sum to the
+# owner's host alone, and each owner's parameters go to one rank of the
+# other host, which its host mate copies them from; each rank keeps only
+# its own share's gradients at the step.
 if CPU:
     hp, env = ["--hparam", "optimizer=adam", "--hparam", "clip=0.05"], {"CTRIAL_GRAD_SYNC_HOST_RANKS": "2"}
     _, _, plain = run("hosts_2x2_np4", 4, config("hosts_2x2_plain", 20), *hp, env=env)
