@@ -37,7 +37,6 @@
 #include "ctrial/ops.h"           /* defines: ct_call (the loader seed draw: aten::random_) */
 
 /* data: the loaders */
-#include "data/batch.h"           /* defines: cti_batch_map_tensors (a checkpoint's host snapshot) */
 #include "data/loader.h"          /* defines: cti_loader_use_* (the training chain, shards, device) */
 
 /* dist: ranks, collectives, gradient averaging */
@@ -63,6 +62,7 @@
 #include "fit/outcome.h"          /* defines: cti_fit_ex */
 #include "fit/report.h"           /* defines: cti_reporter (metrics.jsonl, console, time) */
 #include "fit/run.h"              /* defines: cti_run (this file's state of one ct_fit) */
+#include "fit/snapshot.h"         /* defines: cti_snapshot (a checkpoint's state in host memory of its own) */
 #include "fit/state.h"            /* defines: cti_run_state, cti_run_metadata, cti_run_restore_* */
 #include "fit/stop.h"             /* defines: cti_fit_catch_stop_signals_until_exit, cti_fit_block_stop_signals */
 #include "fit/warm_start.h"       /* defines: cti_context_warm_start */
@@ -340,12 +340,6 @@ void cti_fit_block_stop_signals(sigset_t *old) {
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
-/* A snapshot's tensor: a copy of its own in host memory (a GPU's copied to
- * the host). NEW tensor, or NULL + error. */
-static ct_tensor *host_copy(const ct_tensor *t, void *unused) {
-    return ct_device_of(t).type == CT_CPU ? ct_clone(t) : ct_to_device(t, (ct_device){CT_CPU, 0}, false);
-}
-
 /* After a checkpoint's write, on every rank: on_checkpoint_write_end (rank
  * 0), the outcome agreed, the committed directory shared,
  * on_checkpoint_upload_end, the console's line. */
@@ -403,7 +397,7 @@ static int checkpoint(cti_run *run, cti_ckpt_why why) {
     /* Every rank has finished this step before rank 0 commits it. */
     rc = cti_ranks_agree(rc);
     if (rc == CT_OK && ctx->rank == 0 && background) {
-        ct_value *snap = cti_batch_map_tensors(state, host_copy, NULL);
+        ct_value *snap = cti_snapshot(state);
         rc = snap ? cti_checkpointer_write_background(run->ckpt, bt, snap, cti_run_metadata(run)) : ct_last_code();
     } else if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;

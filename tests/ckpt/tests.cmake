@@ -10,6 +10,9 @@ set_tests_properties(ckpt_resume PROPERTIES TIMEOUT 600)
 # state_dict, predict matches, the layout torch.load shows.
 ct_py_test(ckpt_interop ${_ck}/test_interop.py $<TARGET_FILE:ckpt_trial>)
 ct_c_test(ckpt_api ${_ck}/test_ckpt_api.c)
+# A background checkpoint's snapshot (src/fit/snapshot.c): equal to the
+# state, in memory of its own, copied by two threads past 4 MB.
+ct_c_test(ckpt_snapshot ${_ck}/test_snapshot.c MODULES fit)
 # ctrial-ckpt list on a run's output folder: every checkpoint in training
 # order, the searcher metric, best and latest, damaged and uncommitted ones.
 ct_py_test(ckpt_tool ${_ck}/test_ckpt_tool.py $<TARGET_FILE:ckpt_trial> $<TARGET_FILE:ctrial-ckpt>)
