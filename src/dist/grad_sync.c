@@ -1654,59 +1654,78 @@ int cti_grad_sync_share_params(cti_grad_sync *s, size_t n, ct_tensor *const *par
     if (!s->shm || s->window || s->cuda) return CT_OK;
     bool hosts = s->lay.local_size != s->size;
     uint32_t gen = ++s->param_gen;
-    int *at = malloc((size_t)(s->nparams ? s->nparams : 1) * 2 * sizeof *at), *slot = at + s->nparams;
+    /* [nparams] twice: per bucket, from its first, its parameters' places
+     * among params[] and in the sync; [nbuckets] twice: how many it has
+     * among them, and whether they crossed between hosts */
+    int *at = malloc(((size_t)s->nparams * 2 + (size_t)s->nbuckets * 2 + 1) * sizeof *at);
+    int *slot = at ? at + s->nparams : NULL, *nin = at ? slot + s->nparams : NULL, *carried = nin ? nin + s->nbuckets : NULL;
     void **data = malloc((n ? n : 1) * sizeof *data);
     if (!at || !data) {
         free(at);
         free(data);
         return ct_set_error(CT_ENOMEM, "grad_sync: rank %d: sharing parameters: out of host memory", s->rank);
     }
+    for (int bi = 0; bi < s->nbuckets; bi++) nin[bi] = 0, carried[bi] = CT_OK;
     for (size_t j = 0; j < n; j++) data[j] = ct_is_contiguous(params[j]) ? ct_data_ptr(params[j]) : NULL;
     int me = s->lay.local_rank, rc = CT_OK, failed = CT_OK;
+    /* Three passes over the buckets, so that the ranks write and copy at
+     * the same time rather than bucket by bucket in turn: 1. each owner
+     * writes its parameters into its copy's slots (and sends them to the
+     * other hosts' carriers) and publishes PARAMS_OUT; 2. once a bucket's
+     * are out everywhere on the host, every rank copies the others' (or
+     * the carrier's) and publishes PARAMS_IN; 3. no rank writes its copy
+     * again (the next backward) before every rank has read it. Pass 1
+     * waits for no flag, so every rank finishes it, whatever the others'
+     * messages wait for. */
     cti_dist_watch w;
     cti_dist_watch_begin(&w, "the sharded optimizer's parameters");
     for (int bi = 0; bi < s->nbuckets && rc == CT_OK; bi++) {
         gs_bucket *b = &s->buckets[bi];
-        int k = b->shm && (!hosts || b->owner >= 0) ? params_in_bucket(s, bi, n, data, at, slot) : 0;
+        int *bat = at + b->first, *bslot = slot + b->first; /* (a bucket has at most count of them) */
+        int k = b->shm && (!hosts || b->owner >= 0) ? params_in_bucket(s, bi, n, data, bat, bslot) : 0;
         int64_t lo = INT64_MAX, hi = 0; /* the elements the parameters span */
         for (int m = 0; m < k; m++) {
-            const gs_param *q = &s->params[slot[m]];
-            if (hosts && owners[at[m]] != b->owner) k = 0; /* (not this bucket's owner's: the caller broadcasts) */
+            const gs_param *q = &s->params[bslot[m]];
+            if (hosts && owners[bat[m]] != b->owner) k = 0; /* (not this bucket's owner's: the caller broadcasts) */
             lo = q->off < lo ? q->off : lo;
             hi = q->off + (int64_t)(q->bytes / b->elsize) > hi ? q->off + (int64_t)(q->bytes / b->elsize) : hi;
         }
         if (hosts && hi - lo > INT_MAX) k = 0; /* beyond one message's int count: broadcasts */
+        nin[bi] = k;
         if (k == 0) continue;
         /* Every shared parameter's .grad is None: its slot is free. The
          * gradients' window is complete, so no rank reads this copy now. */
         for (int m = 0; m < k && rc == CT_OK; m++)
-            if (ct_has_grad(params[at[m]]))
+            if (ct_has_grad(params[bat[m]]))
                 rc = ct_set_error(CT_ESTATE, "grad_sync: rank %d: sharing parameter %d: it still has a .grad, which "
-                                  "may be its bucket slot", s->rank, at[m]);
+                                  "may be its bucket slot", s->rank, bat[m]);
         if (rc != CT_OK) break;
-        /* The owner's values into its copy's slots (and to the other
-         * hosts' carriers)... */
         for (int m = 0; m < k; m++)
-            if (host_rank_of(s, owners[at[m]]) == me) memcpy(s->params[slot[m]].at, data[at[m]], s->params[slot[m]].bytes);
-        int carried = hosts ? carry_between_hosts(s, bi, lo, hi, &w) : CT_OK;
-        if (carried != CT_OK && failed == CT_OK) failed = carried; /* the buckets go on: nobody is left waiting */
+            if (host_rank_of(s, owners[bat[m]]) == me)
+                memcpy(s->params[bslot[m]].at, data[bat[m]], s->params[bslot[m]].bytes);
+        carried[bi] = hosts ? carry_between_hosts(s, bi, lo, hi, &w) : CT_OK;
+        if (carried[bi] != CT_OK && failed == CT_OK) failed = carried[bi]; /* the buckets go on: nobody is left waiting */
         publish_at(s, bi, PARAMS_OUT, gen);
-        while (!all_reached_at(s, bi, PARAMS_OUT, gen)) cti_dist_watch_poll(&w);
-        /* ...and every other rank's out of theirs, or the carrier's (its
-         * own copy, for the carrier). */
-        int carrier = hosts ? host_rank_of(s, carrier_on(s, b->owner, s->lay.host)) : -1;
-        for (int m = 0; m < k && carried == CT_OK; m++) {
-            const gs_param *q = &s->params[slot[m]];
-            int from = hosts ? carrier : host_rank_of(s, owners[at[m]]);
-            if (from >= 0 && s->rank != owners[at[m]])
-                memcpy(data[at[m]], from == me ? q->at : b->peer[from] + (q->at - b->base), q->bytes);
-            done[at[m]] = from >= 0;
-        }
-        /* Nobody writes its copy again (the next backward) before every
-         * rank has read it. */
-        publish_at(s, bi, PARAMS_IN, gen);
-        while (!all_reached_at(s, bi, PARAMS_IN, gen)) cti_dist_watch_poll(&w);
     }
+    for (int bi = 0; bi < s->nbuckets && rc == CT_OK; bi++) {
+        gs_bucket *b = &s->buckets[bi];
+        const int *bat = at + b->first, *bslot = slot + b->first;
+        if (nin[bi] == 0) continue;
+        while (!all_reached_at(s, bi, PARAMS_OUT, gen)) cti_dist_watch_poll(&w);
+        /* every other rank's out of theirs, or the carrier's (its own
+         * copy, for the carrier) */
+        int carrier = hosts ? host_rank_of(s, carrier_on(s, b->owner, s->lay.host)) : -1;
+        for (int m = 0; m < nin[bi] && carried[bi] == CT_OK; m++) {
+            const gs_param *q = &s->params[bslot[m]];
+            int from = hosts ? carrier : host_rank_of(s, owners[bat[m]]);
+            if (from >= 0 && s->rank != owners[bat[m]])
+                memcpy(data[bat[m]], from == me ? q->at : b->peer[from] + (q->at - b->base), q->bytes);
+            done[bat[m]] = from >= 0;
+        }
+        publish_at(s, bi, PARAMS_IN, gen);
+    }
+    for (int bi = 0; bi < s->nbuckets && rc == CT_OK; bi++)
+        while (nin[bi] > 0 && !all_reached_at(s, bi, PARAMS_IN, gen)) cti_dist_watch_poll(&w);
     cti_dist_watch_end(&w);
     free(at);
     free(data);
