@@ -155,9 +155,9 @@
  * only the owner then copies the shares its host's ranks averaged: each
  * host sends its sum of a bucket once, to the owner's host, half the
  * all-reduce's traffic between hosts. write_back sets .grad to None off
- * the owner either way,
- * and marks the owner's averages (averaged), which sums_for_owners turns
- * into sums at the next arm if a backward is about to add to them.
+ * the owner either way, and marks the owner's averages (averaged), which
+ * sums_for_owners turns into sums at the next arm if a backward is about
+ * to add to them.
  *
  * CUDA (grad_sync.h): the same buckets, slots, flags and lending in device
  * memory, but no messages of ours: launch enqueues one ncclAllReduce(ncclAvg) of the

@@ -66,10 +66,10 @@
  * traffic. After finish the owner's .grad holds the average, every other
  * rank's is None. On several hosts with shared memory on each, each host
  * sums its ranks' copies in shared memory and sends that sum to the
- * owner's host alone. A later backward that adds to an owner's averages before the
- * step (a second backward of a step batch) finds them turned into sums at
- * arm, so that its window's average is the sum of both averages, as
- * without sharding.
+ * owner's host alone. A later backward that adds to an owner's averages
+ * before the step (a second backward of a step batch) finds them turned
+ * into sums at arm, so that its window's average is the sum of both
+ * averages, as without sharding.
  *
  * CUDA. A model on one GPU gets buckets in device memory, each averaged by
  * one NCCL all-reduce (src/dist/nccl_comm.h) enqueued on the current stream as soon
