@@ -55,7 +55,8 @@
  *     and one whose creator is alive is kept;
  *   - on a GPU (skipped with a visible line elsewhere): CUDA buckets through
  *     NCCL, and through host memory (ranks sharing a GPU, or asked for by
- *     name), give the same averages. */
+ *     name), give the same averages; a sharded optimizer's CUDA buckets
+ *     reach their owners alone either way. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <pthread.h>
@@ -756,6 +757,16 @@ int main(void) {
                 check_grads(net, mean, 1.0, 1e-6, nccl ? "CUDA buckets through NCCL" : "CUDA buckets through the host");
             }
             cti_grad_sync_free(s4);
+            /* A sharded optimizer's CUDA buckets: reduced to their owners
+             * (ncclReduce, or the host's reduce when staged). */
+            if (P > 1) {
+                cti_grad_sync *so = cti_grad_sync_new_owned(net, 600, owner_by_index, net);
+                CHECK(so != NULL);
+                uint64_t sent = sent_in_windows(so, &n, net, mean, true, false,
+                                                nccl ? "owned CUDA buckets through NCCL" : "owned CUDA buckets through the host");
+                CHECK(nccl ? sent == 0 : sent > 0); /* (the bfloat16 bucket takes messages through the host) */
+                cti_grad_sync_free(so);
+            }
         }
         unsetenv("CTRIAL_CUDA_TRANSPORT");
         cti_cuda_transport_reset();
