@@ -77,4 +77,29 @@ static inline int ct_test_result(const char *name) {
     return ct_test_failures ? 1 : 0;
 }
 
+/* A test that runs under mpirun (and as one process): ct_dist_init, with
+ * this rank and the number of ranks into *rank and *size; false (said on
+ * stderr) when it fails. */
+static inline bool ct_test_dist_init(int *rank, int *size) {
+    if (ct_dist_init() != 0) {
+        fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
+        return false;
+    }
+    *rank = ct_dist_rank();
+    *size = ct_dist_size();
+    return true;
+}
+
+/* Its end: every rank prints its result as "name (rank R of P)", then
+ * learns whether any rank failed before any leaves; finalizes. Returns
+ * main's exit status, the same on every rank. */
+static inline int ct_test_dist_result(const char *name) {
+    char full[128];
+    snprintf(full, sizeof full, "%s (rank %d of %d)", name, ct_dist_rank(), ct_dist_size());
+    int64_t failed = ct_test_result(full);
+    ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
+    ct_dist_finalize();
+    return failed ? 1 : 0;
+}
+
 #endif

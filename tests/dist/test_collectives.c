@@ -282,12 +282,5 @@ int main(void) {
     test_timeout();
     CHECK_OK(ct_dist_barrier());
 
-    char name[64];
-    snprintf(name, sizeof name, "dist_collectives (rank %d of %d)", R, P);
-    int rc = ct_test_result(name);
-    /* Every rank reports its result before any leaves. */
-    int64_t failed = rc;
-    ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
-    ct_dist_finalize();
-    return failed ? 1 : 0;
+    return ct_test_dist_result("dist_collectives");
 }

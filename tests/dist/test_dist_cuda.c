@@ -282,12 +282,7 @@ static bool gpus_for_every_rank(char *why, size_t len, bool *none_anywhere, bool
 }
 
 int main(void) {
-    if (ct_dist_init() != 0) {
-        fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
-        return 1;
-    }
-    R = ct_dist_rank();
-    P = ct_dist_size();
+    if (!ct_test_dist_init(&R, &P)) return 1;
     test_handles();
     test_nccl_refusals();
 
@@ -321,11 +316,5 @@ int main(void) {
         else if (R == 0) printf("SKIP: cti_nccl_* directly: %s: NCCL needs one per rank\n", why);
     }
 
-    char name[64];
-    snprintf(name, sizeof name, "dist_cuda (rank %d of %d)", R, P);
-    int rc = ct_test_result(name);
-    int64_t failed = rc;
-    ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
-    ct_dist_finalize();
-    return failed ? 1 : 0;
+    return ct_test_dist_result("dist_cuda");
 }

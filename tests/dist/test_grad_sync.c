@@ -364,12 +364,7 @@ static cti_grad_sync *new_with_last_rank_env(ct_module *net, const char *name, c
 }
 
 int main(void) {
-    if (ct_dist_init() != 0) {
-        fprintf(stderr, "ct_dist_init: %s\n", ct_last_error());
-        return 1;
-    }
-    R = ct_dist_rank();
-    P = ct_dist_size();
+    if (!ct_test_dist_init(&R, &P)) return 1;
     ct_set_num_threads(1);
 
     /* 0. Oversubscription: tests.cmake runs 2 ranks in a cpuset of one CPU
@@ -784,11 +779,5 @@ int main(void) {
     ct_tensor_free(Y);
     ct_nn_free(net);
 
-    char name[64];
-    snprintf(name, sizeof name, "dist_grad_sync (rank %d of %d)", R, P);
-    int rc = ct_test_result(name);
-    int64_t failed = rc;
-    ct_dist_allreduce_i64(&failed, 1, CT_DIST_MAX);
-    ct_dist_finalize();
-    return failed ? 1 : 0;
+    return ct_test_dist_result("dist_grad_sync");
 }
