@@ -17,6 +17,7 @@
 #include "dist/shard.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,7 +293,49 @@ static void spill_close(spill *sp) {
     sp->fd = -1;
 }
 
-static void unmap(void *data, void *len) { munmap(data, (size_t)(uintptr_t)len); }
+/* The spill regions mapped now, for cti_shard_is_spilled: added when a
+ * region is mapped, removed when its last tensor goes (which may be on a
+ * checkpoint's writer thread: hence the lock). A region that cannot be
+ * listed (out of memory) is still used, only never shared. */
+static struct {
+    pthread_mutex_t lock;
+    struct region {
+        const char *base;
+        size_t len;
+    } *at;
+    size_t n, cap;
+} spilled = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+static void list_region(const void *base, size_t len) {
+    pthread_mutex_lock(&spilled.lock);
+    if (spilled.n == spilled.cap) {
+        size_t cap = spilled.cap ? 2 * spilled.cap : 64;
+        struct region *at = realloc(spilled.at, cap * sizeof *at);
+        if (at) spilled.at = at, spilled.cap = cap;
+    }
+    if (spilled.n < spilled.cap) spilled.at[spilled.n++] = (struct region){base, len};
+    pthread_mutex_unlock(&spilled.lock);
+}
+
+bool cti_shard_is_spilled(const void *p) {
+    bool found = false;
+    pthread_mutex_lock(&spilled.lock);
+    for (size_t i = 0; i < spilled.n && !found; i++)
+        found = (const char *)p >= spilled.at[i].base && (const char *)p < spilled.at[i].base + spilled.at[i].len;
+    pthread_mutex_unlock(&spilled.lock);
+    return found;
+}
+
+static void unmap(void *data, void *len) {
+    pthread_mutex_lock(&spilled.lock);
+    for (size_t i = 0; i < spilled.n; i++)
+        if (spilled.at[i].base == data) {
+            spilled.at[i] = spilled.at[--spilled.n];
+            break;
+        }
+    pthread_mutex_unlock(&spilled.lock);
+    munmap(data, (size_t)(uintptr_t)len);
+}
 
 /* A NEW CPU tensor of this shape in the spill file's next region (its
  * blocks reserved first, so a full disk is an error here, never a SIGBUS
@@ -311,8 +354,9 @@ static ct_tensor *spill_tensor(spill *sp, int nd, const int64_t *shape, ct_dtype
     void *data = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sp->fd, sp->end);
     if (data == MAP_FAILED) return ct_empty(nd, shape, &(ct_topts){.dtype = dtype});
     sp->end += (off_t)((len + (size_t)page - 1) / (size_t)page * (size_t)page);
+    list_region(data, len);
     ct_tensor *t = ct_from_blob(data, nd, shape, dtype, unmap, (void *)(uintptr_t)len);
-    if (!t) munmap(data, len);
+    if (!t) unmap(data, (void *)(uintptr_t)len); /* a failed ct_from_blob never calls its deleter */
     return t;
 }
 

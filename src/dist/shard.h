@@ -29,6 +29,7 @@
 #ifndef CTRIAL_DIST_SHARD_H
 #define CTRIAL_DIST_SHARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,5 +77,12 @@ int cti_shard_sync_params(const cti_shard *s, ct_optim *opt, struct cti_grad_syn
  * the file cannot be made, in memory). Elsewhere *out is NULL, and other
  * ranks hold one tensor at a time while it runs. */
 int cti_shard_state_dict(const cti_shard *s, const ct_optim *opt, int root, const char *spill_dir, ct_value **out);
+
+/* Whether p points into one of the spill file's regions that a state dict
+ * of cti_shard_state_dict holds now: a tensor received from another rank,
+ * which nothing but that state dict holds or writes, so that a
+ * checkpoint's snapshot may share it instead of copying it into memory.
+ * Any thread. */
+bool cti_shard_is_spilled(const void *p);
 
 #endif

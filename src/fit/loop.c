@@ -43,6 +43,7 @@
 #include "dist/agree.h"           /* defines: cti_ranks_agree */
 #include "dist/grad_sync.h"       /* defines: cti_grad_sync_* (gradients averaged during backward) */
 #include "dist/host.h"            /* defines: cti_dist_host_cpus */
+#include "dist/shard.h"           /* defines: cti_shard_is_spilled (what a background snapshot may share) */
 #include "dist/watch.h"           /* defines: cti_dist_watch_progress */
 
 /* metrics: reducing a workload's metrics */
@@ -340,6 +341,10 @@ void cti_fit_block_stop_signals(sigset_t *old) {
     pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
+/* A background snapshot shares, instead of copying, the optimizer state
+ * rank 0 received from other ranks into its spill file (shard.h). */
+static bool spilled(const ct_tensor *t) { return ct_is_contiguous(t) && cti_shard_is_spilled(ct_data_ptr(t)); }
+
 /* After a checkpoint's write, on every rank: on_checkpoint_write_end (rank
  * 0), the outcome agreed, the committed directory shared,
  * on_checkpoint_upload_end, the console's line. */
@@ -397,7 +402,7 @@ static int checkpoint(cti_run *run, cti_ckpt_why why) {
     /* Every rank has finished this step before rank 0 commits it. */
     rc = cti_ranks_agree(rc);
     if (rc == CT_OK && ctx->rank == 0 && background) {
-        ct_value *snap = cti_snapshot(state);
+        ct_value *snap = cti_snapshot(state, spilled);
         rc = snap ? cti_checkpointer_write_background(run->ckpt, bt, snap, cti_run_metadata(run)) : ct_last_code();
     } else if (rc == CT_OK && ctx->rank == 0) {
         sigset_t old;

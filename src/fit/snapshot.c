@@ -25,6 +25,7 @@ typedef struct {
     copy_job *jobs;
     size_t n, cap;
     size_t total; /* bytes, every job's */
+    bool (*share)(const ct_tensor *t); /* the caller's: t may be shared, not copied */
 } copy_plan;
 
 /* Bytes [from, to) of the jobs laid end to end. */
@@ -49,6 +50,7 @@ static void *copy_bytes(void *arg) {
 static ct_tensor *leaf_copy(const ct_tensor *t, void *ctx) {
     copy_plan *p = ctx;
     if (ct_device_of(t).type != CT_CPU) return ct_to_device(t, ct_cpu(), false);
+    if (p->share && p->share(t)) return ct_detach(t); /* the same bytes */
     if (!ct_is_contiguous(t)) return ct_clone(t);
     ct_tensor *d = ct_empty_like(t);
     if (!d) return NULL;
@@ -70,8 +72,8 @@ static ct_tensor *leaf_copy(const ct_tensor *t, void *ctx) {
     return d;
 }
 
-ct_value *cti_snapshot(const ct_value *state) {
-    copy_plan plan = {0};
+ct_value *cti_snapshot(const ct_value *state, bool (*share)(const ct_tensor *t)) {
+    copy_plan plan = {.share = share};
     ct_value *snap = cti_batch_map_tensors(state, leaf_copy, &plan);
     if (snap && plan.total > 0) {
         /* The second half of the bytes on a helper, the first here. */

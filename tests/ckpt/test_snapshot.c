@@ -10,7 +10,10 @@
  *     changing the state afterwards leaves the snapshot as it was;
  *   - a strided tensor (a transpose, cloned with its strides), an empty one
  *     and bfloat16 are copied right; no copy requires grad, also where the
- *     source does (a parameter). */
+ *     source does (a parameter);
+ *   - a tensor the caller says the state alone holds is shared, not
+ *     copied (the same storage), and stays valid once the state is gone. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -60,7 +63,7 @@ static size_t leaves(const ct_value *v, ct_tensor **out, size_t n, size_t cap) {
 static void check_snapshot(int64_t big, const char *what) {
     ct_value *state = make_state(big);
     CHECK(state != NULL);
-    ct_value *snap = cti_snapshot(state);
+    ct_value *snap = cti_snapshot(state, NULL);
     CHECK(snap != NULL);
     if (!snap) return;
     if (!ct_value_equal(state, snap)) fprintf(stderr, "%s: the snapshot differs from the state\n", what);
@@ -89,8 +92,38 @@ static void check_snapshot(int64_t big, const char *what) {
     ct_value_free(state);
 }
 
+/* The caller's say: float64 tensors are the state's alone (as rank 0's
+ * received optimizer state is, in its spill file). */
+static bool is_f64(const ct_tensor *t) { return ct_dtype_of(t) == CT_F64; }
+
+/* Shared where the caller says so: the same bytes, not a copy, and the
+ * snapshot stays whole after the state is freed; the others copied. */
+static void check_shared(void) {
+    ct_value *state = make_state(1000), *want = make_state(1000);
+    ct_value *snap = cti_snapshot(state, is_f64);
+    CHECK(snap != NULL && ct_value_equal(state, snap));
+    ct_tensor *a[16], *b[16];
+    size_t na = leaves(state, a, 0, 16), nb = leaves(snap, b, 0, 16);
+    CHECK(na == 7 && nb == na);
+    int shared = 0;
+    for (size_t i = 0; i < na && i < nb; i++) {
+        ct_storage_info sa, sb;
+        CHECK_OK(ct_storage_info_of(a[i], &sa));
+        CHECK_OK(ct_storage_info_of(b[i], &sb));
+        bool same = sa.id == sb.id;
+        CHECK(ct_numel(a[i]) == 0 || same == is_f64(a[i]));
+        shared += same && ct_numel(a[i]) > 0;
+    }
+    CHECK(shared == 1); /* exp_avg */
+    ct_value_free(state);
+    CHECK(ct_value_equal(want, snap));
+    ct_value_free(snap);
+    ct_value_free(want);
+}
+
 int main(void) {
     ct_set_num_threads(1);
+    check_shared();
     /* 4 + 8 bytes x 800,000: 9.6 MB, the bytes' halves cut inside exp_avg */
     check_snapshot(800000, "9.6 MB, two threads");
     check_snapshot(3, "a few bytes, one thread");

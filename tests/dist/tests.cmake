@@ -18,6 +18,11 @@ ct_c_test(dist_allreduce_steps ${_dist}/test_allreduce_steps.c MODULES dist)
 
 # grad_sync.c reaches NCCL through nccl_comm.c for CUDA buckets.
 ct_c_test(dist_grad_sync ${_dist}/test_grad_sync.c MODULES dist)
+# A sharded optimizer's state gathered on rank 0 (src/dist/shard.c): what it
+# receives lies in its spill file (cti_shard_is_spilled), for as long as a
+# tensor holds those bytes.
+ct_c_test(dist_shard_spill ${_dist}/test_shard_spill.c MODULES dist)
+ct_mpi_test(dist_shard_spill_np2 2 dist_shard_spill)
 ct_mpi_test(dist_grad_sync_np2 2 dist_grad_sync)
 ct_mpi_test(dist_grad_sync_np3 3 dist_grad_sync)
 # The same checks on the ring of MPI messages (ranks of one machine use

@@ -25,7 +25,8 @@ checked against each other, against torch.optim and against a memory limit.
 4. Checkpoints move: a sharded 2-rank checkpoint resumes on 1 rank
    unsharded and on 3 ranks sharded, an unsharded one on 2 ranks sharded,
    each ending where the uninterrupted run ends (1e-5: the ranks' sums
-   differ in the last bits, as in test_dist_fit.py).
+   differ in the last bits, as in test_dist_fit.py). A checkpoint written
+   in the background holds the same bits as one written at once.
 5. A refusal: LBFGS cannot be sharded, said before training. A disk too
    full for rank 0's share of a checkpoint (a small tmpfs, mounted where
    the test may) fails every rank with the reason, no checkpoint counting.
@@ -313,6 +314,16 @@ for name, src, np, shard in (("sharded 2 -> 1 rank", ref_sharded, 1, False),
         continue
     _, _, out = run(tag, np, config(tag, STEPS, ckpt=50, shard=shard), "--hparam", "optimizer=adam", "--resume", ck)
     compare(f"{name}: resumed at 50, at 100", ref_sharded, out, STEPS, 1e-5)
+
+# The same sharded run with its checkpoint at 50 written in the background:
+# rank 0's snapshot shares the state it received into its spill file
+# instead of copying it (dist.md), and the checkpoint holds the same bits.
+_, text, bg = run("adam_np2_shard_bg", 2, config("adam_shard_bg", STEPS, ckpt=50, shard=True), "--hparam",
+                  "optimizer=adam", "--background-checkpoints")
+check("checkpoint at batch 50 (period, written in the background)" in text,
+      "sharded, background checkpoints: the checkpoint at 50 was written in the background")
+compare("sharded, checkpoint at 50 written in the background", ref_sharded, bg, 50, 0)
+compare("sharded, background checkpoints, at 100", ref_sharded, bg, STEPS, 0)
 
 # ---- 5: LBFGS is refused; a full disk at a checkpoint -----------------------------------------------
 
