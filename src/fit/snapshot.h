@@ -25,11 +25,10 @@
 #ifndef CTRIAL_FIT_SNAPSHOT_H
 #define CTRIAL_FIT_SNAPSHOT_H
 
-#include "ctrial/value.h"
-
 #include <stdbool.h>
 
 #include "ctrial/tensor.h"
+#include "ctrial/value.h"
 
 ct_value *cti_snapshot(const ct_value *state, bool (*share)(const ct_tensor *t));
 
