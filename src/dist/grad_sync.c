@@ -1636,10 +1636,9 @@ static int carry_between_hosts(cti_grad_sync *s, int bi, int64_t lo, int64_t hi,
     }
     free(req);
     if (err == MPI_SUCCESS) return CT_OK;
-    char text[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    MPI_Error_string(err, text, &len);
-    return ct_set_error(CT_EDIST, "grad_sync: rank %d: bucket %d: the parameters between hosts: %s", s->rank, bi, text);
+    char call[96];
+    snprintf(call, sizeof call, "passing bucket %d's parameters between hosts (MPI_Isend, MPI_Irecv)", bi);
+    return cti_dist_mpi_failed("grad_sync", call, err);
 }
 #endif
 
