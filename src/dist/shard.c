@@ -1,18 +1,18 @@
 /* src/dist/shard.c — an optimizer's state split across ranks (shard.h).
  *
  * Three parts: the partition (ZeroRedundancyOptimizer's greedy rule, made
- * once), the parameters' broadcast after each step, and the state dict
- * put back together for a checkpoint. The last does not gather whole
- * state dicts as bytes (rank 0 would hold every rank's encoding beside
- * the decoded tensors, twice the state it writes): the ranks first share
- * what each entry holds (keys, dtypes, shapes: a small value tree), then
- * every state tensor is broadcast from its owner straight into a tensor of
- * its shape, one at a time, which rank 0 keeps and the others free. Rank 0
- * keeps the others' tensors in a spill file beside the checkpoints, mapped
- * into memory (MAP_SHARED): the kernel writes their pages back and drops
- * them as memory is needed, so rank 0 never holds more of the state in its
- * own memory than its share, and a limit that the sharded state fits also
- * fits its checkpoints. */
+ * once), the parameters passed from their owners after each step, and the
+ * state dict put back together for a checkpoint. The last does not gather
+ * whole state dicts as bytes (rank 0 would hold every rank's encoding
+ * beside the decoded tensors, twice the state it writes): the ranks first
+ * share what each entry holds (keys, dtypes, shapes: a small value tree),
+ * then every state tensor is broadcast from its owner straight into a
+ * tensor of its shape, one at a time, which rank 0 keeps and the others
+ * free. Rank 0 keeps the others' tensors in a spill file beside the
+ * checkpoints, mapped into memory (MAP_SHARED): the kernel writes their
+ * pages back and drops them as memory is needed, so rank 0 never holds more
+ * of the state in its own memory than its share, and a limit that the
+ * sharded state fits also fits its checkpoints. */
 #define _POSIX_C_SOURCE 200809L
 #include "dist/shard.h"
 

@@ -3,9 +3,10 @@
  *
  * Every rank keeps the whole optimizer (its groups and hyperparameters,
  * which LR schedulers set alike everywhere) but steps, and keeps the state
- * of, only its share of the parameters; after each step every parameter is
- * broadcast from the rank that stepped it, so the ranks' weights stay
- * equal. Each gradient is reduced to the rank that steps it, not averaged
+ * of, only its share of the parameters; after each step every parameter
+ * goes from the rank that stepped it to every other (through the gradient
+ * buckets' shared memory where there is some, else broadcast:
+ * cti_shard_sync_params), so the ranks' weights stay equal. Each gradient is reduced to the rank that steps it, not averaged
  * on every rank (grad_sync.h, cti_grad_sync_new_owned: the others' .grad
  * is None at the step), and the context combines a clip norm and a
  * GradScaler's inf check across ranks (ct_set_grad_reduce, nn.h), so that
